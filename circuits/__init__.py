@@ -1,0 +1,9 @@
+"""Declarative cortico-thalamic circuits (networkx) and their instantiation in Brian2.
+
+``circuits.graph`` describes populations and projections; ``circuits.builders`` builds the
+microcolumn, macrocolumn, area and pathway levels; ``circuits.instantiate`` turns a
+description into Brian2 objects (one NeuronGroup per population, one Synapses per projection).
+"""
+
+from .builders import LEVELS, area, build, macrocolumn, microcolumn, pathway  # noqa: F401
+from .graph import Circuit, Population, Projection, connect_pairs  # noqa: F401

@@ -1,0 +1,160 @@
+"""Builders for each level of the architecture: microcolumn → macrocolumn → area → pathway.
+
+Each returns a :class:`circuits.graph.Circuit` (a description; nothing is allocated in Brian2).
+All levels share one construction so that a microcolumn is literally the (i=0, j=0) slice of an
+area, and an area one head of a pathway.
+
+Populations of the full pathway (``H`` heads, ``n`` query tokens, ``m`` key tokens)::
+
+    nucleus1      relay        (token=n, e=de)              thalamic nucleus 1: tokens x_i
+    nucleus1_kv   relay        (token=m, e=de)              second nucleus (cross-attention only)
+    l23           l23          (head, i=n, j=m, c=dk)       basal: query, apical: key, soma: salience
+    interneuron   interneuron  (head, i=n)                  divisive normalisation per macrocolumn
+    l5it          l5it         (head, i=n, j=m, c=dv)       basal: value, apical: attention, soma: y
+    l5pt          l5pt         (head, i=n, c=dv)            context-aware value ṽ_i
+    nucleus2      relay_out    (token=n, e=de)              higher-order nucleus 2: x̃_i
+
+Projections (colour code of the paper's figures in brackets)::
+
+    core_q     nucleus1    -> l23.basal       WQ[h,c,e]   core, token = i   (green)
+    matrix_k   nucleus1*   -> l23.apical      WK[h,c,e]   matrix, token = j (red)
+    matrix_v   nucleus1*   -> l5it.basal      WV[h,c,e]   matrix, token = j (red)
+    pool       l23         -> interneuron     pooling     same (head, i)    (purple)
+    shunt      interneuron -> l23.soma        1           same (head, i)    (purple)
+    attention  l23         -> l5it.apical     1 (A=ones)  same (head, i, j)
+    it_pt      l5it        -> l5pt            1           same (head, i, c)
+    pt_out     l5pt        -> nucleus2        WO[h,e,c]   i = token         (blue)
+
+(*) ``nucleus1_kv`` for cross-attention.
+"""
+
+from __future__ import annotations
+
+from .graph import Circuit, Population, Projection
+
+__all__ = ["microcolumn", "macrocolumn", "area", "pathway", "build", "LEVELS"]
+
+LEVELS = ("microcolumn", "macrocolumn", "area", "pathway")
+
+
+def _check_size(name, value, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+
+
+def build(
+    n: int,
+    dk: int,
+    dv: int,
+    de: int,
+    H: int = 1,
+    m: int | None = None,
+    cross: bool = False,
+    causal: bool = False,
+    normalize: bool = True,
+    with_pt: bool = True,
+    with_nucleus2: bool = True,
+    name: str = "pathway",
+) -> Circuit:
+    """Build a circuit description (the common constructor behind every level).
+
+    Parameters
+    ----------
+    n : int
+        Query tokens = macrocolumns per area.
+    dk, dv, de : int
+        Key/query, value and embedding dimensions (L2/3 cells, L5 IT/PT cells per column,
+        relay cells per token).
+    H : int
+        Heads = cortical areas.
+    m : int, optional
+        Key/value tokens = microcolumns per macrocolumn (default ``n``).
+    cross : bool
+        Keys and values come from a second nucleus ``nucleus1_kv`` (cross-attention).
+    causal : bool
+        Microcolumns j > i are absent.
+    normalize : bool
+        Include the divisive interneurons (``False``: unnormalised variant).
+    with_pt, with_nucleus2 : bool
+        Include L5 PT cells and the output nucleus.
+    """
+    for arg, val in (("n", n), ("dk", dk), ("dv", dv), ("de", de), ("H", H)):
+        _check_size(arg, val)
+    m = n if m is None else m
+    _check_size("m", m)
+    if m != n and not cross:
+        raise ValueError(f"m: {m} key tokens differ from n = {n} query tokens; set cross=True")
+    if with_nucleus2 and not with_pt:
+        raise ValueError("with_nucleus2: nucleus 2 is driven by L5 PT; with_pt must be True")
+    c = Circuit(name, meta=dict(level=name, n=n, m=m, H=H, dk=dk, dv=dv, de=de,
+                                cross=cross, causal=causal, normalize=normalize))
+    mask = "j<=i" if causal else None
+    c.add_population(Population("nucleus1", "relay", ("token", "e"), (n, de), area="thalamus"))
+    kv = "nucleus1"
+    if cross:
+        kv = "nucleus1_kv"
+        c.add_population(Population(kv, "relay", ("token", "e"), (m, de), area="thalamus"))
+    c.add_population(Population("l23", "l23", ("head", "i", "j", "c"), (H, n, m, dk),
+                                ("basal", "apical", "soma"), mask=mask))
+    c.add_population(Population("l5it", "l5it", ("head", "i", "j", "c"), (H, n, m, dv),
+                                ("basal", "apical", "soma"), mask=mask))
+    w_in = ("post.head", "post.c", "pre.e")
+    c.add_projection(Projection("core_q", "nucleus1", "l23", "basal", (("token", "i"),),
+                                "WQ", w_in, "core"))
+    c.add_projection(Projection("matrix_k", kv, "l23", "apical", (("token", "j"),),
+                                "WK", w_in, "matrix"))
+    c.add_projection(Projection("matrix_v", kv, "l5it", "basal", (("token", "j"),),
+                                "WV", w_in, "matrix"))
+    if normalize:
+        c.add_population(Population("interneuron", "interneuron", ("head", "i"), (H, n)))
+        c.add_projection(Projection("pool", "l23", "interneuron", "soma",
+                                    (("head", "head"), ("i", "i")), "pooling",
+                                    ("post.head", "post.i"), "normalisation"))
+        c.add_projection(Projection("shunt", "interneuron", "l23", "soma",
+                                    (("head", "head"), ("i", "i")), pathway="normalisation"))
+    # A = ones; the physical efficacy may be scaled per macrocolumn by the mapping layer
+    c.add_projection(Projection("attention", "l23", "l5it", "apical",
+                                (("head", "head"), ("i", "i"), ("j", "j")), "ones",
+                                ("post.head", "post.i")))
+    if with_pt:
+        c.add_population(Population("l5pt", "l5pt", ("head", "i", "c"), (H, n, dv)))
+        c.add_projection(Projection("it_pt", "l5it", "l5pt", "soma",
+                                    (("head", "head"), ("i", "i"), ("c", "c")), "ones",
+                                    ("post.head", "post.i")))
+    if with_nucleus2:
+        c.add_population(Population("nucleus2", "relay_out", ("token", "e"), (n, de),
+                                    area="thalamus"))
+        c.add_projection(Projection("pt_out", "l5pt", "nucleus2", "soma", (("i", "token"),),
+                                    "WO", ("pre.head", "post.e", "pre.c"), "corticothalamic"))
+    c.check()
+    return c
+
+
+def microcolumn(dk: int, dv: int, de: int) -> Circuit:
+    """One microcolumn: dk L2/3 and dv L5 IT cells, a query nucleus and a key/value nucleus.
+
+    No interneurons (a single microcolumn has nothing to normalise against): the unit of the
+    multiplication ``y = (1ᵀ(phi(k) ⊙ phi(q))) v``.
+    """
+    return build(1, dk, dv, de, H=1, m=1, cross=True, normalize=False,
+                 with_pt=False, with_nucleus2=False, name="microcolumn")
+
+
+def macrocolumn(m: int, dk: int, dv: int, de: int, normalize: bool = True) -> Circuit:
+    """One macrocolumn: m microcolumns sharing one query, interneurons and dv L5 PT cells."""
+    return build(1, dk, dv, de, H=1, m=m, cross=True, normalize=normalize,
+                 with_nucleus2=False, name="macrocolumn")
+
+
+def area(n: int, dk: int, dv: int, de: int, m: int | None = None, cross: bool = False,
+         causal: bool = False, normalize: bool = True) -> Circuit:
+    """One head = one cortical area: n macrocolumns of m microcolumns, driven by nucleus 1."""
+    return build(n, dk, dv, de, H=1, m=m, cross=cross, causal=causal, normalize=normalize,
+                 with_nucleus2=False, name="area")
+
+
+def pathway(n: int, dk: int, dv: int, de: int, H: int = 1, m: int | None = None,
+            cross: bool = False, causal: bool = False, normalize: bool = True) -> Circuit:
+    """Thalamo-cortico-thalamic pathway: nucleus 1 → H areas → nucleus 2 (a full MHSA block)."""
+    return build(n, dk, dv, de, H=H, m=m, cross=cross, causal=causal, normalize=normalize,
+                 name="pathway")

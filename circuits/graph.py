@@ -1,0 +1,328 @@
+"""Declarative circuit description: populations and projections held in a networkx graph.
+
+A :class:`Circuit` *describes* a network; it allocates no Brian2 object (that is
+:mod:`circuits.instantiate`). Everything here is plain data that can be printed, compared,
+checked and saved (:meth:`Circuit.to_dict`), in the spirit of NetPyNE's declarative networks.
+
+Index structure
+    Every population has named axes, e.g. ``("head", "i", "j", "c")`` for L2/3 cells
+    (head, macrocolumn = query index, microcolumn = key index, cell = feature). Its cells are the
+    grid of those axes, optionally restricted by a mask rule (``"j<=i"`` for causal attention:
+    microcolumns j > i are absent). A cell's flat index is its row in :attr:`Population.index`.
+
+Connectivity rule
+    A projection connects every (pre, post) pair whose matched axes are equal
+    (``match=(("token", "i"),)``: token t of the nucleus contacts macrocolumn i = t). Axes not named
+    in ``match`` are connected all-to-all. The synaptic weight of a pair is an entry of a named
+    weight source (``WQ``, ``WK``, ``WV``, ``WO`` or ``ones``) picked by ``weight_index``
+    (e.g. ``("post.head", "post.c", "pre.e")`` for ``WQ[h, c, e]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterable
+
+import networkx as nx
+import numpy as np
+
+__all__ = ["Population", "Projection", "Circuit", "connect_pairs"]
+
+MASK_RULES = {
+    None: None,
+    "j<=i": lambda idx, axes: idx[:, axes.index("j")] <= idx[:, axes.index("i")],
+}
+"""Mask rules restricting a population's grid (name -> predicate on the multi-index)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Population:
+    """A group of cells of one type, indexed by named axes.
+
+    Parameters
+    ----------
+    name : str
+        Unique name in the circuit (``"l23"``, ``"nucleus1"``...).
+    cell_type : str
+        Key of the neuron model (``"relay"``, ``"l23"``, ``"interneuron"``, ``"l5it"``,
+        ``"l5pt"``, ``"relay_out"``).
+    axes : tuple of str
+        Names of the index axes.
+    sizes : tuple of int
+        Size of each axis.
+    compartments : tuple of str
+        Compartments that can receive synapses (``"basal"``, ``"apical"``, ``"soma"``).
+    mask : str, optional
+        Mask rule name in :data:`MASK_RULES` (``"j<=i"``).
+    area : str
+        Anatomical label used in drawings (``"thalamus"``, ``"cortex"``).
+    """
+
+    name: str
+    cell_type: str
+    axes: tuple[str, ...]
+    sizes: tuple[int, ...]
+    compartments: tuple[str, ...] = ("soma",)
+    mask: str | None = None
+    area: str = "cortex"
+
+    def __post_init__(self):
+        if len(self.axes) != len(self.sizes):
+            raise ValueError(f"population {self.name}: {len(self.axes)} axes but {len(self.sizes)} sizes")
+        if any(int(s) < 1 for s in self.sizes):
+            raise ValueError(f"population {self.name}: axis sizes must be >= 1, got {self.sizes}")
+        if self.mask not in MASK_RULES:
+            raise ValueError(f"population {self.name}: unknown mask rule {self.mask!r}")
+
+    @cached_property
+    def index(self) -> np.ndarray:
+        """Multi-index of every present cell, shape ``(N, len(axes))``, C order."""
+        grid = np.indices(self.sizes).reshape(len(self.sizes), -1).T.astype(np.int64)
+        rule = MASK_RULES[self.mask]
+        return grid if rule is None else grid[rule(grid, self.axes)]
+
+    @property
+    def N(self) -> int:
+        """Number of cells."""
+        return int(self.index.shape[0])
+
+    def axis(self, name: str) -> np.ndarray:
+        """Value of axis ``name`` for every cell (shape ``(N,)``)."""
+        return self.index[:, self.axes.index(name)]
+
+    @cached_property
+    def flat_lookup(self) -> np.ndarray:
+        """Dense array of shape ``sizes`` holding each cell's flat index, -1 where absent."""
+        lut = -np.ones(self.sizes, dtype=np.int64)
+        lut[tuple(self.index.T)] = np.arange(self.N)
+        return lut
+
+    def to_dense(self, values: np.ndarray, fill=0.0) -> np.ndarray:
+        """Scatter per-cell ``values`` (N, ...) onto the full grid ``sizes`` (absent cells: ``fill``)."""
+        values = np.asarray(values)
+        out = np.full(self.sizes + values.shape[1:], fill, dtype=float)
+        out[tuple(self.index.T)] = values
+        return out
+
+    def describe(self) -> dict:
+        return dict(
+            name=self.name, cell_type=self.cell_type, area=self.area,
+            axes=list(self.axes), sizes=[int(s) for s in self.sizes],
+            compartments=list(self.compartments), mask=self.mask, N=self.N,
+        )
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Synaptic projection between two populations.
+
+    Parameters
+    ----------
+    name : str
+        Unique name (``"core_q"``, ``"matrix_k"``...).
+    source, target : str
+        Population names.
+    compartment : str
+        Target compartment (``"basal"``, ``"apical"``, ``"soma"``).
+    match : tuple of (str, str)
+        ``(source_axis, target_axis)`` pairs that must be equal for a synapse to exist.
+    weight : str
+        Weight source: ``"WQ"``, ``"WK"``, ``"WV"``, ``"WO"`` or ``"ones"``.
+    weight_index : tuple of str
+        ``"pre.<axis>"`` / ``"post.<axis>"`` selectors into the weight source.
+    pathway : str
+        Anatomical class for drawings and checks: ``"core"``, ``"matrix"``, ``"local"``,
+        ``"normalisation"``, ``"corticothalamic"``.
+    """
+
+    name: str
+    source: str
+    target: str
+    compartment: str
+    match: tuple[tuple[str, str], ...]
+    weight: str = "ones"
+    weight_index: tuple[str, ...] = ()
+    pathway: str = "local"
+
+    def describe(self) -> dict:
+        return dict(
+            name=self.name, source=self.source, target=self.target, compartment=self.compartment,
+            match=[list(m) for m in self.match], weight=self.weight,
+            weight_index=list(self.weight_index), pathway=self.pathway,
+        )
+
+
+def _key(pop: Population, axes: Iterable[str], sizes: Iterable[int]) -> np.ndarray:
+    """Encode the values of ``axes`` of every cell as one integer (mixed radix)."""
+    key = np.zeros(pop.N, dtype=np.int64)
+    for ax, size in zip(axes, sizes):
+        key = key * int(size) + pop.axis(ax)
+    return key
+
+
+def connect_pairs(pre: Population, post: Population, match) -> tuple[np.ndarray, np.ndarray]:
+    """All (pre, post) flat-index pairs whose matched axes agree (vectorised relational join).
+
+    Returns
+    -------
+    (i, j) : tuple of int64 arrays
+        Presynaptic and postsynaptic flat indices, ordered by postsynaptic cell.
+    """
+    src_axes = [a for a, _ in match]
+    dst_axes = [b for _, b in match]
+    sizes = [max(pre.sizes[pre.axes.index(a)], post.sizes[post.axes.index(b)]) for a, b in match]
+    kpre = _key(pre, src_axes, sizes)
+    kpost = _key(post, dst_axes, sizes)
+    order = np.argsort(kpre, kind="stable")
+    ksorted = kpre[order]
+    start = np.searchsorted(ksorted, kpost, side="left")
+    count = np.searchsorted(ksorted, kpost, side="right") - start
+    total = int(count.sum())
+    j = np.repeat(np.arange(post.N, dtype=np.int64), count)
+    # position within each post cell's block of matching pre cells
+    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+    i = order[np.repeat(start, count) + offsets]
+    return i, j
+
+
+class Circuit:
+    """A circuit description: a ``networkx.MultiDiGraph`` of populations and projections.
+
+    Nodes are population names (attribute ``pop``); edges ``source -> target`` keyed by the
+    projection name (attribute ``proj``). ``meta`` holds the builder's arguments (n, m, dk, ...).
+    """
+
+    def __init__(self, name: str, meta: dict | None = None):
+        self.name = name
+        self.meta = dict(meta or {})
+        self.graph = nx.MultiDiGraph(name=name)
+
+    # -- construction -------------------------------------------------------------------------
+    def add_population(self, pop: Population) -> Population:
+        if pop.name in self.graph:
+            raise ValueError(f"population {pop.name!r} already exists in circuit {self.name!r}")
+        self.graph.add_node(pop.name, pop=pop)
+        return pop
+
+    def add_projection(self, proj: Projection) -> Projection:
+        for end in (proj.source, proj.target):
+            if end not in self.graph:
+                raise ValueError(f"projection {proj.name!r}: unknown population {end!r}")
+        if proj.name in self.projections:
+            raise ValueError(f"projection {proj.name!r} already exists")
+        tgt = self.population(proj.target)
+        if proj.compartment not in tgt.compartments:
+            raise ValueError(
+                f"projection {proj.name!r}: {tgt.name} has no compartment {proj.compartment!r} "
+                f"(has {tgt.compartments})"
+            )
+        src = self.population(proj.source)
+        for a, b in proj.match:
+            if a not in src.axes or b not in tgt.axes:
+                raise ValueError(f"projection {proj.name!r}: cannot match {a!r} -> {b!r}")
+        self.graph.add_edge(proj.source, proj.target, key=proj.name, proj=proj)
+        return proj
+
+    # -- queries ------------------------------------------------------------------------------
+    @property
+    def populations(self) -> dict[str, Population]:
+        return {name: data["pop"] for name, data in self.graph.nodes(data=True)}
+
+    @property
+    def projections(self) -> dict[str, Projection]:
+        return {key: data["proj"] for _, _, key, data in self.graph.edges(keys=True, data=True)}
+
+    def population(self, name: str) -> Population:
+        try:
+            return self.graph.nodes[name]["pop"]
+        except KeyError:
+            raise KeyError(f"circuit {self.name!r} has no population {name!r}") from None
+
+    def pairs(self, proj: Projection | str) -> tuple[np.ndarray, np.ndarray]:
+        """Presynaptic and postsynaptic flat indices of a projection."""
+        proj = self.projections[proj] if isinstance(proj, str) else proj
+        return connect_pairs(self.population(proj.source), self.population(proj.target), proj.match)
+
+    def weight_indices(self, proj: Projection, i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Index arrays into the weight source for each synapse (pre ``i``, post ``j``)."""
+        pre, post = self.population(proj.source), self.population(proj.target)
+        out = []
+        for sel in proj.weight_index:
+            side, ax = sel.split(".")
+            out.append(pre.axis(ax)[i] if side == "pre" else post.axis(ax)[j])
+        return tuple(out)
+
+    def n_neurons(self) -> int:
+        return sum(p.N for p in self.populations.values())
+
+    def n_synapses(self, by_projection: bool = False):
+        """Synapse count, computed from group sizes without building the pairs."""
+        counts = {}
+        for name, proj in self.projections.items():
+            pre, post = self.population(proj.source), self.population(proj.target)
+            src_axes = [a for a, _ in proj.match]
+            dst_axes = [b for _, b in proj.match]
+            sizes = [max(pre.sizes[pre.axes.index(a)], post.sizes[post.axes.index(b)])
+                     for a, b in proj.match]
+            kpre = np.bincount(_key(pre, src_axes, sizes), minlength=int(np.prod(sizes, dtype=np.int64)))
+            kpost = np.bincount(_key(post, dst_axes, sizes), minlength=kpre.size)
+            counts[name] = int(np.dot(kpre.astype(np.int64), kpost.astype(np.int64)))
+        return counts if by_projection else sum(counts.values())
+
+    # -- structural checks ------------------------------------------------------------------
+    def check(self) -> None:
+        """Raise ``ValueError`` if the circuit breaks a rule of the paper's architecture.
+
+        Rules: L5 IT -> L5 PT only (no PT -> IT synapse); L5 PT never projects to the nucleus
+        that drives its area (anti-reciprocal cortico-thalamic pathways); L2/3 and L5 IT counts
+        per microcolumn are dk and dv; one set of dv L5 PT per macrocolumn; no dangling input.
+        """
+        pops, projs = self.populations, self.projections
+        types = {name: p.cell_type for name, p in pops.items()}
+        for proj in projs.values():
+            if types[proj.source] == "l5pt" and types[proj.target] == "l5it":
+                raise ValueError(f"{proj.name}: L5 PT -> L5 IT breaks the IT -> PT-only rule")
+            if types[proj.source] == "l5pt" and types[proj.target] == "relay":
+                raise ValueError(f"{proj.name}: L5 PT projects back to its driving nucleus {proj.target}")
+        m = self.meta
+        for name, pop in pops.items():
+            if pop.cell_type == "l23" and pop.sizes[-1] != m.get("dk", pop.sizes[-1]):
+                raise ValueError(f"{name}: {pop.sizes[-1]} L2/3 cells per microcolumn, expected dk = {m['dk']}")
+            if pop.cell_type in ("l5it", "l5pt") and pop.sizes[-1] != m.get("dv", pop.sizes[-1]):
+                raise ValueError(f"{name}: {pop.sizes[-1]} cells per column, expected dv = {m['dv']}")
+        for name, pop in pops.items():
+            if pop.cell_type in ("l23", "l5it", "l5pt", "interneuron", "relay_out"):
+                if self.graph.in_degree(name) == 0:
+                    raise ValueError(f"{name}: population receives no projection")
+
+    # -- export ----------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """Plain-data description (JSON/TOML serialisable) with counts."""
+        syn = self.n_synapses(by_projection=True)
+        return dict(
+            name=self.name,
+            meta=self.meta,
+            populations=[p.describe() for p in self.populations.values()],
+            projections=[dict(p.describe(), synapses=syn[k]) for k, p in self.projections.items()],
+            n_neurons=self.n_neurons(),
+            n_synapses=sum(syn.values()),
+        )
+
+    def summary(self) -> str:
+        """Human-readable table of populations and projections."""
+        d = self.to_dict()
+        lines = [f"circuit {self.name}: {d['n_neurons']:,} neurons, {d['n_synapses']:,} synapses"]
+        for p in d["populations"]:
+            axes = " x ".join(f"{a}={s}" for a, s in zip(p["axes"], p["sizes"]))
+            mask = f" [{p['mask']}]" if p["mask"] else ""
+            lines.append(f"  {p['name']:<12} {p['cell_type']:<12} {p['N']:>10,}  ({axes}){mask}")
+        for p in d["projections"]:
+            lines.append(
+                f"  {p['name']:<12} {p['source']:>10} -> {p['target']:<10}.{p['compartment']:<7}"
+                f" {p['weight']:<5} {p['synapses']:>12,}"
+            )
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Circuit {self.name}: {len(self.graph)} populations, {self.graph.number_of_edges()} projections>"

@@ -1,0 +1,233 @@
+"""Instantiate a circuit description in Brian2.
+
+One ``NeuronGroup`` per population and one ``Synapses`` per projection; connectivity comes from
+the numpy index arrays of :meth:`circuits.graph.Circuit.pairs` (``Synapses.connect(i=, j=)``),
+so no Python loop ever creates Brian2 objects per microcolumn.
+
+The values that depend on the task (synaptic weights, biases, input rates, gains) are not part
+of the description: the mapping layer supplies them as :class:`CircuitValues`, plain numpy in SI
+units, and they are written into Brian2 variables (never compiled into code), so a new input
+reuses every compiled code object.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from neurons.models import SYNAPSE_WEIGHT_UNITS, get_model
+from neurons.params import DEFAULT_PARAMS, CellParams, with_units
+
+from .graph import Circuit
+
+__all__ = ["CircuitValues", "BuiltCircuit", "instantiate", "estimate_memory", "cache_dir",
+           "configure_brian2"]
+
+
+@dataclass
+class CircuitValues:
+    """Task-dependent values, supplied by the mapping layer (SI units, numpy).
+
+    Attributes
+    ----------
+    weights : dict
+        Projection name -> weight source array (indexed by the projection's ``weight_index``)
+        or a scalar for ``"ones"`` projections; already in SI weight units (input unit x s).
+    params : dict
+        Population name -> {parameter: per-cell array or scalar}.
+    init : dict
+        Population name -> {state variable: initial value(s)} (optional).
+    """
+
+    weights: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    init: dict = field(default_factory=dict)
+
+
+def cache_dir() -> str:
+    """Directory for Brian2's compiled code (``$CTMHSA_CACHE`` or ``~/.cache/ctmhsa``)."""
+    base = os.environ.get("CTMHSA_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "ctmhsa")
+    os.makedirs(base, exist_ok=True)
+    return base
+
+
+def configure_brian2(target: str) -> None:
+    """Select Brian2's code-generation target and keep its Cython cache in :func:`cache_dir`."""
+    from brian2 import prefs
+
+    if target not in ("numpy", "cython"):
+        raise ValueError(f"codegen: expected 'numpy', 'cython' or 'auto'; got {target!r}")
+    prefs.codegen.target = target
+    prefs.codegen.runtime.cython.cache_dir = os.path.join(cache_dir(), "cython")
+    prefs.codegen.runtime.cython.multiprocess_safe = True
+
+
+# Conservative bytes per object for the runtime device (measured peaks are in the benchmarks):
+# a synapse holds pre/post indices, its weight, Brian2's bookkeeping arrays and the temporary
+# arrays of connect(i=, j=); a neuron a few tens of float64 state and bookkeeping values.
+BYTES_PER_SYNAPSE = 96
+BYTES_PER_NEURON = 1024
+BASE_BYTES = 250 * 2**20  # Python, numpy, Brian2 and compiled modules
+
+
+def estimate_memory(circuit: Circuit) -> int:
+    """Estimated peak memory (bytes) of building and running ``circuit`` on the runtime device."""
+    return BASE_BYTES + BYTES_PER_NEURON * circuit.n_neurons() + BYTES_PER_SYNAPSE * circuit.n_synapses()
+
+
+@dataclass
+class BuiltCircuit:
+    """A circuit instantiated in Brian2, ready to run.
+
+    Attributes
+    ----------
+    circuit : Circuit
+        The description it was built from.
+    level : str
+        Fidelity level.
+    network : brian2.Network
+    groups, synapses : dict
+        Brian2 objects by population / projection name.
+    build_time : float
+        Wall-clock seconds spent creating objects and connecting synapses.
+    """
+
+    circuit: Circuit
+    level: str
+    network: object
+    groups: dict
+    synapses: dict
+    build_time: float
+    dt: float
+
+    def prepare(self) -> float:
+        """Generate and compile every code object (a zero-length run); return wall time (s).
+
+        Separates code generation from simulation in timings; compiled Cython modules are
+        cached, so the ``before_run`` of the following :meth:`run` only reloads them.
+        """
+        from brian2 import second
+
+        t0 = time.perf_counter()
+        self.network.run(0 * second)  # prepares (generates/compiles) every object, 0 steps
+        return time.perf_counter() - t0
+
+    def run(self, duration: float, report=None) -> float:
+        """Advance the network by ``duration`` seconds; return the wall time (s)."""
+        from brian2 import second
+
+        t0 = time.perf_counter()
+        self.network.run(duration * second, report=report)
+        return time.perf_counter() - t0
+
+    def read(self, pop: str) -> dict[str, np.ndarray]:
+        """Current values of the population's observables (SI floats, one entry per cell)."""
+        model = get_model(self.level, self.circuit.population(pop).cell_type)
+        g = self.groups[pop]
+        return {var: np.array(getattr(g, var + "_")[:], dtype=float) for var in model.observables}
+
+    def n_synapses(self) -> int:
+        return int(sum(len(s) for s in self.synapses.values()))
+
+    def n_neurons(self) -> int:
+        return int(sum(len(g) for g in self.groups.values()))
+
+
+def _set(group, var: str, value, N: int, what: str):
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim and arr.shape != (N,):
+        raise ValueError(f"{what}: expected {N} values, got shape {arr.shape}")
+    setattr(group, var + "_", arr)
+
+
+def instantiate(
+    circuit: Circuit,
+    level: str,
+    values: CircuitValues,
+    phi: str = "elu1",
+    params: CellParams = DEFAULT_PARAMS,
+    dt: float = 1e-3,
+    codegen: str = "numpy",
+) -> BuiltCircuit:
+    """Create the Brian2 network of ``circuit`` at fidelity ``level``.
+
+    Parameters
+    ----------
+    circuit : Circuit
+        Description to instantiate.
+    level : str
+        Fidelity level with registered models (``"rate"``).
+    values : CircuitValues
+        Weights, per-cell parameters and initial values from the mapping layer.
+    phi : str
+        Feature map of the dendritic nonlinearities.
+    params : CellParams
+        Physiological constants.
+    dt : float
+        Integration time step (s).
+    codegen : {"numpy", "cython"}
+        Brian2 code-generation target of the runtime device.
+    """
+    import brian2 as b2
+
+    configure_brian2(codegen)
+    t0 = time.perf_counter()
+    ns = with_units(params)
+    clock = b2.Clock(dt=dt * b2.second, name=f"clock_{circuit.name}")
+    pops, projs = circuit.populations, circuit.projections
+
+    incoming: dict[str, dict[str, list[str]]] = {name: {} for name in pops}
+    for pname, proj in projs.items():
+        incoming[proj.target].setdefault(proj.compartment, []).append(pname)
+
+    groups = {}
+    for name, pop in pops.items():
+        model = get_model(level, pop.cell_type)
+        eqs = model.render(phi, incoming[name])
+        g = b2.NeuronGroup(pop.N, eqs, method=model.method, namespace=ns, clock=clock, name=name)
+        for var, val in values.params.get(name, {}).items():
+            if var not in model.parameters:
+                raise ValueError(f"values.params[{name!r}]: {var!r} is not a parameter of {pop.cell_type}")
+            _set(g, var, val, pop.N, f"values.params[{name!r}][{var!r}]")
+        missing = set(model.parameters) - set(values.params.get(name, {}))
+        if missing:
+            raise ValueError(f"values.params[{name!r}]: missing {sorted(missing)}")
+        for var, val in values.init.get(name, {}).items():
+            _set(g, var, val, pop.N, f"values.init[{name!r}][{var!r}]")
+        if model.regular:
+            g.run_regularly(model.regular, clock=clock, when="groups", order=1, name=f"{name}_regular")
+        groups[name] = g
+
+    synapses = {}
+    for pname, proj in projs.items():
+        tgt_model = get_model(level, pops[proj.target].cell_type)
+        src_model = get_model(level, pops[proj.source].cell_type)
+        _, unit = tgt_model.inputs[proj.compartment]
+        wunit = SYNAPSE_WEIGHT_UNITS[unit]
+        if level == "rate":
+            model = f"w : {wunit} (constant)\nin_{pname}_post = w*{src_model.output}_pre : {unit} (summed)"
+        else:  # pragma: no cover - spiking levels register their own synapse models
+            raise ValueError(f"neuron: level {level!r} has no synapse model")
+        S = b2.Synapses(groups[proj.source], groups[proj.target], model=model,
+                        namespace=ns, clock=clock, name=pname)
+        i, j = circuit.pairs(proj)
+        S.connect(i=i.astype(np.int32), j=j.astype(np.int32))
+        if pname not in values.weights:
+            raise ValueError(f"values.weights: missing weights for projection {pname!r}")
+        src = np.asarray(values.weights[pname], dtype=float)
+        if src.ndim == 0:
+            w = np.broadcast_to(src, (len(i),))
+        elif src.ndim != len(proj.weight_index):
+            raise ValueError(
+                f"values.weights[{pname!r}]: expected a scalar or an array indexed by "
+                f"{proj.weight_index}; got shape {src.shape}")
+        else:
+            w = src[circuit.weight_indices(proj, i, j)]
+        S.w_[:] = w
+        synapses[pname] = S
+
+    net = b2.Network(*groups.values(), *synapses.values())
+    return BuiltCircuit(circuit, level, net, groups, synapses, time.perf_counter() - t0, dt)

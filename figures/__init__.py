@@ -1,0 +1,1 @@
+"""Figures, drawn from results directories only (never re-simulating inside a plot function)."""

@@ -1,0 +1,95 @@
+"""Affine codes between signed attention quantities and non-negative neural variables.
+
+A code maps a quantity ``x`` to a neural variable ``gain * (offset + x)`` and back. Every code
+of the circuit is one of these, with its parameters fixed *before* the simulation from the
+tokens and the weights only — never from an intermediate stage of the reference — so nothing of
+the answer leaks into the circuit. The offsets that keep signed quantities non-negative are
+worst-case bounds (``|W| |x|``), so by construction no rate is rectified.
+
+Codes used by :mod:`mapping.encode` (symbols as in SPEC §1):
+
+=================  =========================================  ================================
+quantity           neural variable                            code
+=================  =========================================  ================================
+token x            nucleus-1 relay rate (Hz)                  ``rho_in * (x_b + x)``
+q, k               L2/3 basal / apical potential (V)          ``u * q``, ``u * k``
+v                  L5 IT basal potential (V)                  ``u * (v_0 + v)``
+s                  L2/3 rate (Hz)                             ``R_set * s``
+kappa              L5 IT apical potential (V)                 ``u * a * kappa``
+y = kappa v        L5 IT rate (Hz)                            ``rho_it * a * (v_0 kappa + y)``
+ṽ                  L5 PT rate (Hz)                            ``rho_pt * (v_0 + ṽ)``
+x̃                  nucleus-2 relay rate (Hz)                  ``rho_out * (x_0 + x̃)``
+=================  =========================================  ================================
+
+``v_0`` passes through the attention unchanged because ``Σ_j κ_ij = 1`` and is removed once,
+at decoding (SPEC §3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+
+__all__ = ["AffineCode", "CodeGains", "DEFAULT_GAINS"]
+
+
+@dataclass(frozen=True)
+class AffineCode:
+    """``variable = gain * (offset + quantity)``; ``offset`` and ``gain`` broadcast."""
+
+    gain: np.ndarray | float
+    offset: np.ndarray | float = 0.0
+
+    def encode(self, x):
+        return np.asarray(self.gain) * (np.asarray(self.offset) + np.asarray(x, dtype=float))
+
+    def decode(self, r):
+        return np.asarray(r, dtype=float) / np.asarray(self.gain) - np.asarray(self.offset)
+
+
+@dataclass(frozen=True)
+class CodeGains:
+    """Gains of the circuit's codes (SI units). See the module table.
+
+    Attributes
+    ----------
+    rho_in : float
+        Nucleus-1 relay rate per unit of token (Hz).
+    rho_l23 : float
+        Unshunted L2/3 rate per unit of ``phi(q) phi(k)`` (Hz).
+    r_l23 : float
+        Mean L2/3 rate per cell held by the interneurons (Hz); the set point of a macrocolumn
+        is ``R_set = r_l23 x`` (its number of L2/3 cells). Normalisation needs
+        ``rho_l23 * mean(phi(q) phi(k)) > r_l23``; below it the interneurons fall silent and
+        this is reported.
+    g_sh : float
+        Shunting conductance (relative to the leak) per Hz of interneuron rate (s).
+    rho_it, rho_pt, rho_out : float
+        L5 IT, L5 PT and nucleus-2 rates per unit (Hz).
+    margin : float
+        Multiplier (>= 1) on the worst-case bounds used as offsets.
+    """
+
+    rho_in: float = 10.0
+    rho_l23: float = 10.0
+    r_l23: float = 5.0
+    g_sh: float = 0.05
+    rho_it: float = 2.0
+    rho_pt: float = 2.0
+    rho_out: float = 1.0
+    margin: float = 1.0
+
+    def __post_init__(self):
+        for f in fields(self):
+            val = getattr(self, f.name)
+            if isinstance(val, bool) or not isinstance(val, (int, float)) or not np.isfinite(val) or val <= 0:
+                raise ValueError(f"gains.{f.name}: expected a positive finite number, got {val!r}")
+        if self.margin < 1:
+            raise ValueError(f"gains.margin: must be >= 1 (offsets are worst-case bounds), got {self.margin}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+DEFAULT_GAINS = CodeGains()

@@ -1,0 +1,82 @@
+"""Neural observables -> every stage of SPEC §1 (inverse of :mod:`mapping.encode`).
+
+``obs`` holds, per population, per-cell values of the model's observables (final values at the
+rate level, window averages at spiking levels). Copies of a quantity carried by several cells
+(q_i in every microcolumn of macrocolumn i, k_j and v_j in microcolumn j of every macrocolumn)
+are averaged over their copies.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from circuits.graph import Circuit
+
+__all__ = ["decode", "range_report"]
+
+
+def _dense(pop, values):
+    return pop.to_dense(np.asarray(values, float), fill=np.nan)
+
+
+def _copies_mean(dense, axis):
+    with np.errstate(invalid="ignore"):
+        return np.nanmean(dense, axis=axis) if np.any(np.isfinite(dense)) else dense.mean(axis=axis)
+
+
+def decode(circuit: Circuit, encoding, obs: dict) -> dict[str, np.ndarray]:
+    """Decode every stage from observables.
+
+    Returns
+    -------
+    dict
+        ``q (H, n, dk)``, ``k (H, m, dk)``, ``v (H, m, dv)``, ``s (H, n, m, dk)``,
+        ``kappa (H, n, m)``, ``y (H, n, m, dv)``, ``Z (H, n)``, and where the populations exist
+        ``v_tilde (H, n, dv)`` and ``x_tilde (n, de)``. Absent cells (causal mask) decode to 0
+        in ``s``, ``kappa``, ``y``, like the reference.
+    """
+    pops, codes, c = circuit.populations, encoding.codes, encoding.consts
+    l23, it = pops["l23"], pops["l5it"]
+    st = {}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        st["q"] = codes["q"].decode(_copies_mean(_dense(l23, obs["l23"]["V_b"]), axis=2))
+        st["k"] = codes["k"].decode(_copies_mean(_dense(l23, obs["l23"]["V_a"]), axis=1))
+        st["v"] = codes["v"].decode(_copies_mean(_dense(it, obs["l5it"]["V_b"]), axis=1))
+        R = c["R_set"][l23.axis("head"), l23.axis("i")]
+        st["s"] = l23.to_dense(obs["l23"]["r"] / R)
+        st["kappa"] = st["s"].sum(axis=-1)
+        a = c["a"][it.axis("head"), it.axis("i")]
+        v0 = c["v0"][it.axis("head")]
+        kap = st["kappa"][it.axis("head"), it.axis("i"), it.axis("j")]
+        st["y"] = it.to_dense(obs["l5it"]["r"] / (c["gains"]["rho_it"] * a) - v0 * kap)
+        if "interneuron" in pops:
+            g = c["gains"]
+            inh = pops["interneuron"]
+            rI = inh.to_dense(obs["interneuron"]["r"])
+            st["Z"] = c["R_set"] * (1.0 + g["g_sh"] * rI) / g["rho_l23"]
+        if "l5pt" in pops:
+            st["v_tilde"] = codes["v_tilde"].decode(pops["l5pt"].to_dense(obs["l5pt"]["r"]))
+        if "nucleus2" in pops:
+            st["x_tilde"] = codes["x_tilde"].decode(pops["nucleus2"].to_dense(obs["nucleus2"]["r"]))
+    return st
+
+
+def range_report(circuit: Circuit, obs: dict) -> dict[str, dict]:
+    """Cells driven outside their working range, per population (nothing is clipped silently).
+
+    ``rectified``: cells whose somatic drive ``U`` is below rest, so their rate is clipped at 0.
+    ``silent_interneurons``: macrocolumns whose interneurons fell silent — the set point is
+    unreachable and the division by Z did not happen there.
+    """
+    out = {}
+    for name, pop in circuit.populations.items():
+        o = obs.get(name, {})
+        rep = {}
+        if "U" in o:
+            rep["rectified"] = int(np.count_nonzero(np.asarray(o["U"]) < 0))
+        if pop.cell_type == "interneuron":
+            rep["silent_interneurons"] = int(np.count_nonzero(np.asarray(o["r"]) <= 0))
+        if "r" in o:
+            rep["max_rate_hz"] = float(np.max(o["r"])) if np.size(o["r"]) else 0.0
+        out[name] = rep
+    return out

@@ -1,0 +1,160 @@
+"""Tokens and weights -> input rates, synaptic weights and biases of a circuit.
+
+The output is a :class:`circuits.instantiate.CircuitValues` (what Brian2 needs) and the codes
+needed to decode (what :mod:`mapping.decode` needs). Only the tokens, the weights and the
+circuit's structure enter; no stage of the reference is computed here.
+
+Derivations (u: volts per unit; see :mod:`mapping.codes`):
+
+- core/matrix synapses carry ``w = u W / rho_in`` (V·s), so a dendrite integrating the relay
+  rates ``rho_in (x_b + x)`` sits at ``u (W x + x_b Σ_e W)``; a bias ``-u x_b Σ_e W`` (plus
+  ``u v_0`` for values) leaves ``u q``, ``u k`` and ``u (v_0 + v)``.
+- interneurons of macrocolumn i hold the pooled L2/3 rate at ``R_set,i = r_l23 N_i``
+  (integral feedback: pool weight ``1/(g_sh R_set,i)``, set point ``1/g_sh``), hence
+  ``r_L23 = R_set,i s``; the loop gain is then independent of the macrocolumn's size.
+- L2/3 -> apical L5 IT weights ``u a_i / R_set,i`` give an apical potential ``u a_i κ_ij`` with
+  ``a_i`` the number of keys of macrocolumn i (so the apical gain is ~1 on average).
+- L5 IT -> PT weights ``u / (rho_it a_i)`` give a PT potential ``u (v_0 + ṽ_i)``.
+- PT -> nucleus 2 weights ``u WO / rho_pt`` and a bias ``u (x_0 - Σ_hc WO v_0,h)`` give
+  ``u (x_0 + x̃)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from circuits.graph import Circuit
+from circuits.instantiate import CircuitValues
+from neurons.params import DEFAULT_PARAMS, CellParams
+
+from .codes import DEFAULT_GAINS, AffineCode, CodeGains
+
+__all__ = ["Encoding", "encode", "value_offset", "output_offset"]
+
+
+@dataclass
+class Encoding:
+    """Everything the mapping layer hands to the simulator and keeps for decoding.
+
+    Attributes
+    ----------
+    values : CircuitValues
+        Weights, biases and input rates for :func:`circuits.instantiate.instantiate`.
+    codes : dict of str -> AffineCode
+        ``tokens``, ``q``, ``k``, ``v``, ``v_tilde``, ``x_tilde`` codes.
+    consts : dict
+        Other decoding constants: ``R_set (H, n)``, ``a (H, n)``, ``u``, ``v0 (H,)``,
+        ``x0``, gains.
+    """
+
+    values: CircuitValues
+    codes: dict
+    consts: dict
+
+
+def value_offset(WV: np.ndarray, Y: np.ndarray, margin: float = 1.0) -> np.ndarray:
+    """Per-head offset ``v_0,h = margin * max_{j,c} Σ_e |WV[h,c,e]| |y_je|`` (>= every |v|)."""
+    return margin * np.einsum("hce,me->hmc", np.abs(WV), np.abs(Y)).max(axis=(1, 2))
+
+
+def output_offset(WO: np.ndarray, v0: np.ndarray, margin: float = 1.0) -> float:
+    """``x_0 = margin * max_e Σ_{h,c} |WO[h,e,c]| v_0,h`` (>= every |x̃| when κ is normalised)."""
+    return float(margin * np.einsum("hec,h->e", np.abs(WO), v0).max())
+
+
+def encode(
+    circuit: Circuit,
+    X,
+    WQ,
+    WK,
+    WV,
+    WO,
+    Y=None,
+    gains: CodeGains = DEFAULT_GAINS,
+    params: CellParams = DEFAULT_PARAMS,
+) -> Encoding:
+    """Compute input rates, synaptic weights and biases for ``circuit``.
+
+    Parameters
+    ----------
+    circuit : Circuit
+        A pathway/area/macrocolumn description whose sizes match the arrays.
+    X, WQ, WK, WV, WO, Y : ndarray
+        Validated inputs (see :func:`mapping.reference.check_attention_inputs`), unbatched.
+    gains : CodeGains
+        Gains of the codes.
+    params : CellParams
+        Physiological constants (``u``).
+    """
+    meta = circuit.meta
+    X = np.asarray(X, float)
+    Yk = X if Y is None else np.asarray(Y, float)
+    H, n, m = meta["H"], meta["n"], meta["m"]
+    if X.shape != (n, meta["de"]) or Yk.shape != (m, meta["de"]) or WQ.shape[0] != H:
+        raise ValueError(
+            f"encode: arrays (X {X.shape}, Y {Yk.shape}, H={WQ.shape[0]}) do not match circuit "
+            f"{circuit.name} (n={n}, m={m}, de={meta['de']}, H={H})")
+    u = params.u
+    pops = circuit.populations
+    xb = float(max(np.abs(X).max(), np.abs(Yk).max()))
+    tokens = AffineCode(gain=gains.rho_in, offset=xb)
+    v0 = value_offset(WV, Yk, gains.margin)
+    x0 = output_offset(WO, v0, gains.margin)
+
+    l23, it = pops["l23"], pops["l5it"]
+    # keys attended by macrocolumn (h, i) and its number of L2/3 cells
+    present = np.zeros((H, n))
+    np.add.at(present, (l23.axis("head"), l23.axis("i")), 1.0)
+    n_keys = present / meta["dk"]
+    R_set = gains.r_l23 * present
+
+    vals = CircuitValues()
+    vals.params["nucleus1"] = {"r_in": tokens.encode(X).ravel()}
+    if "nucleus1_kv" in pops:
+        vals.params["nucleus1_kv"] = {"r_in": tokens.encode(Yk).ravel()}
+    vals.weights["core_q"] = u * WQ / gains.rho_in
+    vals.weights["matrix_k"] = u * WK / gains.rho_in
+    vals.weights["matrix_v"] = u * WV / gains.rho_in
+    h23, c23 = l23.axis("head"), l23.axis("c")
+    vals.params["l23"] = {
+        "b_b": -u * xb * WQ.sum(axis=2)[h23, c23],
+        "b_a": -u * xb * WK.sum(axis=2)[h23, c23],
+        "rho": gains.rho_l23,
+    }
+    hit, cit = it.axis("head"), it.axis("c")
+    vals.params["l5it"] = {"b_b": u * (v0[hit] - xb * WV.sum(axis=2)[hit, cit]), "rho": gains.rho_it}
+
+    if "interneuron" in pops:
+        vals.weights["pool"] = 1.0 / (gains.g_sh * R_set)
+        vals.weights["shunt"] = gains.g_sh
+        vals.params["interneuron"] = {"I_set": 1.0 / gains.g_sh}
+        vals.weights["attention"] = u * n_keys / R_set
+    else:
+        raise ValueError(
+            f"circuit: {circuit.name} has no divisive interneurons; the encoder implements the "
+            "normalised kernel only (the unnormalised variant is not built yet)")
+
+    if "l5pt" in pops:
+        vals.weights["it_pt"] = u / (gains.rho_it * n_keys)
+        vals.params["l5pt"] = {"b": 0.0, "rho": gains.rho_pt}
+    if "nucleus2" in pops:
+        vals.weights["pt_out"] = u * WO / gains.rho_pt
+        e2 = pops["nucleus2"].axis("e")
+        vals.params["nucleus2"] = {
+            "b": u * (x0 - np.einsum("hec,h->e", WO, v0))[e2],
+            "rho": gains.rho_out,
+        }
+
+    codes = {
+        "tokens": tokens,
+        "q": AffineCode(gain=u),
+        "k": AffineCode(gain=u),
+        "v": AffineCode(gain=u, offset=v0[:, None, None]),
+        "v_tilde": AffineCode(gain=gains.rho_pt, offset=v0[:, None, None]),
+        "x_tilde": AffineCode(gain=gains.rho_out, offset=x0),
+    }
+    consts = dict(u=u, R_set=R_set, a=n_keys, v0=v0, x0=x0, xb=xb, gains=gains.to_dict(),
+                  normalize="interneuron" in pops)
+    return Encoding(vals, codes, consts)

@@ -1,0 +1,12 @@
+"""Neuron models of the cortico-thalamic attention circuit, per fidelity level.
+
+``neurons.params`` holds the one physiological parameter set shared by every level;
+``neurons.models`` the cell models (Brian2 equation strings with units) registered per
+``(level, cell_type)``.
+"""
+
+from .models import MODELS, CellModel, get_model, phi_expression  # noqa: F401
+from .params import DEFAULT_PARAMS, CellParams  # noqa: F401
+
+LEVELS = ("rate", "escape", "lif")
+"""Fidelity levels, from exact rates to integrate-and-fire spiking cells."""

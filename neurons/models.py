@@ -1,0 +1,207 @@
+"""Cell models per fidelity level, as Brian2 equation strings with units.
+
+A :class:`CellModel` says how a cell type is written at one level: its equations, which
+variable each compartment's synaptic input feeds (and in which unit), its output rate, which
+per-cell parameters the mapping layer sets, and which state variables the decoder reads.
+Models are registered per ``(level, cell_type)`` (like Nengo's ``Builder.register``), so the
+circuit instantiation never needs to know the equations.
+
+Rate level (``"rate"``): continuous-rate compartments, no spikes. Every compartment is a state
+variable with its time constant; the input of a compartment is the sum of its projections'
+summed variables ``in_<projection>``. Conventions: dendritic potentials are relative to rest,
+in volts; ``u`` volts encode one unit; rates are in Hz and rectified (never negative).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["CellModel", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS"]
+
+PHI_EXPRESSIONS = {
+    # elu(x) + 1 == max(x, 0) + exp(min(x, 0))
+    "elu1": "(clip({x}, 0, inf) + exp(clip({x}, -inf, 0)))",
+    "relu": "clip({x}, 0, inf)",
+    # softplus, written to stay finite for large |x|
+    "softplus": "(clip({x}, 0, inf) + log(1 + exp(-abs({x}))))",
+    "exp": "exp({x})",
+}
+"""Brian2 expressions of the named feature maps (dendritic nonlinearities)."""
+
+
+def phi_expression(name: str, x: str) -> str:
+    """Brian2 expression of feature map ``name`` applied to expression ``x``."""
+    try:
+        return PHI_EXPRESSIONS[name].format(x=x)
+    except KeyError:
+        raise ValueError(
+            f"phi: the circuit implements the named maps {sorted(PHI_EXPRESSIONS)}; got {name!r}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class CellModel:
+    """How one cell type is written at one fidelity level.
+
+    Attributes
+    ----------
+    equations : str
+        Brian2 equations; ``{phi:EXPR}``-style placeholders are filled by :meth:`render`.
+    inputs : dict
+        ``compartment -> (variable, unit)``: the subexpression that sums the compartment's
+        synaptic inputs, and its Brian2 unit string.
+    output : str
+        Name of the rate variable read by outgoing synapses (Hz).
+    parameters : tuple of str
+        Per-cell parameters set by the mapping layer (biases, input rates, gains).
+    observables : tuple of str
+        State variables the decoder reads.
+    method : str
+        Brian2 integration method.
+    regular : str
+        Code run every time step after the state update (e.g. rectification), or ``""``.
+    """
+
+    equations: str
+    inputs: dict = field(default_factory=dict)
+    output: str = "r"
+    parameters: tuple = ()
+    observables: tuple = ("r",)
+    method: str = "exponential_euler"
+    regular: str = ""
+
+    def render(self, phi: str, projections_by_compartment: dict[str, list[str]]) -> str:
+        """Full equations with feature map and input sums filled in.
+
+        ``projections_by_compartment`` maps compartment -> names of projections targeting it;
+        each gets a parameter ``in_<name>`` written by its Synapses' summed variable.
+        """
+        lines = [self.equations.format(PHI_B=phi_expression(phi, "V_b/u"),
+                                       PHI_A=phi_expression(phi, "V_a/u")).strip()]
+        for comp, (var, unit) in self.inputs.items():
+            projs = projections_by_compartment.get(comp, [])
+            zero = "0" if unit == "1" else f"0*{unit}"
+            total = " + ".join(f"in_{p}" for p in projs) or zero
+            lines.append(f"{var} = {total} : {unit}")
+            lines.extend(f"in_{p} : {unit}" for p in projs)
+        unknown = set(projections_by_compartment) - set(self.inputs)
+        if unknown:
+            raise ValueError(f"model has no input for compartment(s) {sorted(unknown)}")
+        return "\n".join(lines)
+
+
+MODELS: dict[tuple[str, str], CellModel] = {}
+
+
+def register(level: str, cell_type: str):
+    """Decorator registering a factory ``() -> CellModel`` for ``(level, cell_type)``."""
+
+    def deco(factory):
+        MODELS[(level, cell_type)] = factory()
+        return factory
+
+    return deco
+
+
+def get_model(level: str, cell_type: str) -> CellModel:
+    try:
+        return MODELS[(level, cell_type)]
+    except KeyError:
+        levels = sorted({lv for lv, _ in MODELS})
+        raise ValueError(
+            f"neuron: no model for cell type {cell_type!r} at level {level!r}; levels with models: {levels}"
+        ) from None
+
+
+# ------------------------------------------------------------------------------------------------
+# Rate level
+# ------------------------------------------------------------------------------------------------
+
+@register("rate", "relay")
+def _rate_relay():
+    # thalamic relay cell of nucleus 1: its rate is the encoded token (set by the mapping layer)
+    return CellModel(
+        equations="""
+        r = r_in : Hz
+        r_in : Hz
+        """,
+        parameters=("r_in",),
+    )
+
+
+@register("rate", "l23")
+def _rate_l23():
+    # basal dendrite: query; apical dendrite: key; each passes phi (dendritic nonlinearity).
+    # The soma receives phi(q) and is shunted by the macrocolumn's interneurons (g_sh, relative
+    # to the leak); the apical output phi(k) sets the gain of the somatic rate.
+    return CellModel(
+        equations="""
+        dV_b/dt = (b_b + I_b - V_b)/tau_d : volt
+        dV_a/dt = (b_a + I_a - V_a)/tau_d : volt
+        dU/dt = (u*{PHI_B} - U*(1 + g_sh))/tau_m : volt
+        r = rho*clip(U/u, 0, inf)*{PHI_A} : Hz
+        b_b : volt
+        b_a : volt
+        rho : Hz (shared, constant)
+        """,
+        inputs={"basal": ("I_b", "volt"), "apical": ("I_a", "volt"), "soma": ("g_sh", "1")},
+        parameters=("b_b", "b_a", "rho"),
+        observables=("V_b", "V_a", "U", "r"),
+    )
+
+
+@register("rate", "interneuron")
+def _rate_interneuron():
+    # integral feedback: the rate integrates (pooled L2/3 drive - set point); rectified at 0
+    # after every step, which also prevents integrator wind-up
+    return CellModel(
+        equations="""
+        dr/dt = (I_pool - I_set)/tau_int : Hz
+        I_set : Hz
+        """,
+        inputs={"soma": ("I_pool", "Hz")},
+        parameters=("I_set",),
+        method="euler",
+        regular="r = clip(r, 0*Hz, inf*Hz)",
+    )
+
+
+@register("rate", "l5it")
+def _rate_l5it():
+    # basal: value (+ offset, see mapping.encode); apical: summed local L2/3 salience;
+    # soma rate = basal-driven rate x apical gain
+    return CellModel(
+        equations="""
+        dV_b/dt = (b_b + I_b - V_b)/tau_d : volt
+        dV_a/dt = (I_a - V_a)/tau_d : volt
+        dU/dt = (V_b - U)/tau_m : volt
+        r = rho*clip(U/u, 0, inf)*clip(V_a/u, 0, inf) : Hz
+        b_b : volt
+        rho : Hz (shared, constant)
+        """,
+        inputs={"basal": ("I_b", "volt"), "apical": ("I_a", "volt")},
+        parameters=("b_b", "rho"),
+        observables=("V_b", "V_a", "U", "r"),
+    )
+
+
+def _rate_linear():
+    # L5 PT and nucleus-2 relay: leaky integration of summed input, linear rectified rate
+    return CellModel(
+        equations="""
+        dU/dt = (b + I_s - U)/tau_m : volt
+        r = rho*clip(U/u, 0, inf) : Hz
+        b : volt
+        rho : Hz (shared, constant)
+        """,
+        inputs={"soma": ("I_s", "volt")},
+        parameters=("b", "rho"),
+        observables=("U", "r"),
+    )
+
+
+register("rate", "l5pt")(_rate_linear)
+register("rate", "relay_out")(_rate_linear)
+
+SYNAPSE_WEIGHT_UNITS = {"volt": "volt*second", "1": "second", "Hz": "1"}
+"""Unit of a synaptic weight for each input unit: input = weight x presynaptic rate."""

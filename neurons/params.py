@@ -1,0 +1,75 @@
+"""One physiological parameter set shared by every fidelity level.
+
+Values are in SI floats (seconds, volts, hertz) so that they can be hashed, printed and saved
+as plain data; :func:`with_units` returns Brian2 quantities for a namespace.
+
+Sources for the time constants:
+
+- somatic membrane time constant of rodent L2/3 and L5 pyramidal cells, 10–20 ms
+  (e.g. Larkum et al. 2004; Hay et al. 2011): ``tau_m = 10 ms``;
+- apical-tuft / dendritic integration time constant, 10–30 ms (Larkum 2004): ``tau_d = 10 ms``;
+- fast excitatory synaptic currents (AMPA), 2–5 ms: ``tau_syn = 5 ms`` (spiking levels);
+- interneuron integration of the pooled L2/3 drive, tens of ms: ``tau_int = 10 ms``.
+
+``u`` is the dendritic potential that encodes one unit of the attention quantities
+(q, k, v, ...): 1 mV per unit keeps potentials within a few mV of rest for unit-variance
+projections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+
+__all__ = ["CellParams", "DEFAULT_PARAMS", "with_units"]
+
+
+@dataclass(frozen=True)
+class CellParams:
+    """Physiological constants (SI units; see the module docstring for sources).
+
+    Attributes
+    ----------
+    tau_m : float
+        Somatic membrane time constant (s).
+    tau_d : float
+        Dendritic (basal and apical compartment) time constant (s).
+    tau_int : float
+        Integration time constant of the divisive interneurons (s).
+    tau_syn : float
+        Synaptic current time constant at the spiking levels (s).
+    u : float
+        Dendritic potential per encoded unit (V).
+    """
+
+    tau_m: float = 10e-3
+    tau_d: float = 10e-3
+    tau_int: float = 10e-3
+    tau_syn: float = 5e-3
+    u: float = 1e-3
+
+    def __post_init__(self):
+        for f in fields(self):
+            val = getattr(self, f.name)
+            if not isinstance(val, (int, float)) or not val > 0:
+                raise ValueError(f"params.{f.name}: expected a positive number (SI units), got {val!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def replace(self, **changes) -> "CellParams":
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise ValueError(f"params: unknown parameter(s) {sorted(unknown)}; known: {[f.name for f in fields(self)]}")
+        return replace(self, **changes)
+
+
+DEFAULT_PARAMS = CellParams()
+
+_UNITS = {"tau_m": "second", "tau_d": "second", "tau_int": "second", "tau_syn": "second", "u": "volt"}
+
+
+def with_units(params: CellParams) -> dict:
+    """Brian2 quantities for a namespace (imports Brian2 lazily)."""
+    import brian2
+
+    return {k: getattr(params, k) * getattr(brian2, _UNITS[k]) for k in _UNITS}

@@ -1,0 +1,98 @@
+"""Benchmarks: print a table and write JSON. Each repetition runs in a fresh process so that
+peak memory (``ru_maxrss``) belongs to that run alone; medians are reported.
+
+``ctmhsa bench rate``: builds and runs one head (default barrel size n = 33, dk = dv = de = 33)
+at the rate level and reports build, compile and run times, neuron and synapse counts, peak
+memory and the per-stage error against :mod:`mapping.reference`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+
+import numpy as np
+
+__all__ = ["run_rate_once", "main"]
+
+
+def run_rate_once(n: int, d: int, H: int, duration: float, codegen: str, seed: int = 0) -> dict:
+    """One benchmark repetition in this process; returns the measured figures."""
+    from .config import make_inputs, resolve_config
+    from .simulate import simulate_mhsa
+
+    cfg = resolve_config({"problem": dict(n=n, H=H, dk=d, dv=d, de=d, input_seed=seed)})
+    x = make_inputs(cfg["problem"])
+    res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="rate",
+                        duration=duration, codegen=codegen)
+    met = res.metrics()
+    return dict(
+        n=n, d=d, H=H, duration=duration, codegen=codegen,
+        neurons=res.counts["neurons"], synapses=res.counts["synapses"],
+        build_s=res.timings["build"], compile_s=res.timings["compile"], run_s=res.timings["run"],
+        total_s=res.timings["total"],
+        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        memory_estimate_mb=res.diagnostics["memory_estimate_bytes"] / 2**20,
+        convergence=res.diagnostics["convergence"],
+        errors={k: dict(max_rel_error=v["max_rel_error"], nrmse=v["nrmse"], r=v["r"])
+                for k, v in met.items()},
+    )
+
+
+def _one_in_subprocess(args, seed) -> dict:
+    cmd = [sys.executable, "-m", "sims.bench", "--one", json.dumps(
+        dict(n=args.n, d=args.d, H=args.H, duration=args.duration, codegen=args.codegen, seed=seed))]
+    env = dict(os.environ)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"benchmark repetition failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(args) -> int:
+    from .io import atomic_write_json, versions
+
+    if args.repeats < 1:
+        raise ValueError(f"--repeats: expected >= 1, got {args.repeats}")
+    reps = []
+    for r in range(args.repeats):
+        rep = _one_in_subprocess(args, seed=0)
+        reps.append(rep)
+        print(f"  repetition {r + 1}/{args.repeats}: build {rep['build_s']:.2f} s, "
+              f"compile {rep['compile_s']:.2f} s, run {rep['run_s']:.2f} s, "
+              f"peak {rep['peak_rss_mb']:.0f} MB", flush=True)
+    keys = ("build_s", "compile_s", "run_s", "total_s", "peak_rss_mb")
+    med = {k: float(np.median([r[k] for r in reps])) for k in keys}
+    first = reps[0]
+    summary = dict(benchmark="rate", n=args.n, d=args.d, H=args.H, duration=args.duration,
+                   codegen=args.codegen, repeats=args.repeats, neurons=first["neurons"],
+                   synapses=first["synapses"], median=med,
+                   memory_estimate_mb=first["memory_estimate_mb"],
+                   errors=first["errors"], convergence=first["convergence"],
+                   repetitions=reps, versions=versions(), cpus=os.cpu_count())
+    print()
+    print(f"rate level, n={args.n}, dk=dv=de={args.d}, H={args.H}, {args.duration} s simulated, "
+          f"codegen={args.codegen}, median of {args.repeats}")
+    print(f"  neurons {first['neurons']:,}   synapses {first['synapses']:,}")
+    print(f"  {'build s':>10} {'compile s':>10} {'run s':>10} {'run s/bio s':>12} {'peak MB':>9} {'est. MB':>9}")
+    print(f"  {med['build_s']:>10.2f} {med['compile_s']:>10.2f} {med['run_s']:>10.2f} "
+          f"{med['run_s'] / args.duration:>12.2f} {med['peak_rss_mb']:>9.0f} {first['memory_estimate_mb']:>9.0f}")
+    print(f"  {'stage':<8} {'max rel err':>12} {'NRMSE':>10} {'r':>10}")
+    for k, v in first["errors"].items():
+        print(f"  {k:<8} {v['max_rel_error']:>12.2e} {v['nrmse']:>10.2e} {v['r']:>10.6f}")
+    atomic_write_json(args.out, summary)
+    print(f"written {os.path.abspath(args.out)}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    if len(sys.argv) == 3 and sys.argv[1] == "--one":
+        kw = json.loads(sys.argv[2])
+        print(json.dumps(run_rate_once(**kw)))
+    else:
+        sys.exit("usage: python -m sims.bench --one JSON (internal); use `ctmhsa bench`")

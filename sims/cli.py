@@ -1,0 +1,116 @@
+"""Command line: ``ctmhsa run``, ``ctmhsa circuit``, ``ctmhsa bench``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+__all__ = ["main"]
+
+
+def _cmd_run(args) -> int:
+    from .config import load_config, make_inputs
+    from .io import write_result
+    from .simulate import simulate_mhsa
+
+    cfg = load_config(args.config)
+    sim = cfg["simulation"]
+    for key in ("neuron", "duration", "seed"):
+        if getattr(args, key) is not None:
+            sim[key] = getattr(args, key)
+    base = os.path.dirname(cfg["_source"])
+    inputs = make_inputs(cfg["problem"], base_dir=base)
+    p = cfg["problem"]
+    if not args.quiet:
+        print(f"ctmhsa run: {cfg['_source']}")
+        print(f"  n={p['n']} m={p['m']} H={p['H']} dk={p['dk']} dv={p['dv']} de={p['de']} "
+              f"neuron={sim['neuron']} phi={sim['phi']} duration={sim['duration']} s")
+    res = simulate_mhsa(
+        inputs["X"], inputs["WQ"], inputs["WK"], inputs["WV"], inputs["WO"], Y=inputs["Y"],
+        phi=sim["phi"], neuron=sim["neuron"], duration=sim["duration"], seed=sim["seed"],
+        causal=p["causal"], dt=sim["dt"], codegen=sim["codegen"],
+        report=None if args.quiet else "text",
+    )
+    out = args.out or cfg["output"]["dir"]
+    resolved = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    resolved["simulation"] = dict(sim, dt=res.config["dt"], codegen=res.config["codegen"])
+    path = write_result(res, out, config=resolved)
+    if not args.quiet:
+        t = res.timings
+        print(f"  {res.counts['neurons']:,} neurons, {res.counts['synapses']:,} synapses; "
+              f"build {t['build']:.2f} s, compile {t['compile']:.2f} s, run {t['run']:.2f} s")
+        print(res.metrics_table())
+        rng = {k: v for k, v in res.diagnostics["range"].items()
+               if v.get("rectified") or v.get("silent_interneurons")}
+        if rng:
+            print(f"  WARNING: cells outside their working range: {rng}")
+        print(f"results written to {path}")
+    return 0
+
+
+def _cmd_circuit(args) -> int:
+    import json
+
+    from circuits.builders import pathway
+
+    from .config import load_config
+
+    p = load_config(args.config)["problem"]
+    c = pathway(p["n"], p["dk"], p["dv"], p["de"], H=p["H"], m=p["m"], cross=p["cross"],
+                causal=p["causal"])
+    print(json.dumps(c.to_dict(), indent=2) if args.json else c.summary())
+    return 0
+
+
+def _cmd_bench(args) -> int:
+    from .bench import main as bench_main
+
+    return bench_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="ctmhsa",
+        description="Cortico-thalamic circuits computing multihead self-attention (Brian2).")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="simulate a configuration and write a results directory")
+    run.add_argument("config", nargs="?", default=None,
+                     help="TOML configuration (default: the shipped small two-head pathway)")
+    run.add_argument("--out", help="results directory (default: [output] dir of the config)")
+    run.add_argument("--neuron", choices=["rate", "escape", "lif"], help="override the fidelity level")
+    run.add_argument("--duration", type=float, help="override the simulated time (s)")
+    run.add_argument("--seed", type=int, help="override the simulation seed")
+    run.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    run.set_defaults(func=_cmd_run)
+
+    circ = sub.add_parser("circuit", help="print the circuit a configuration describes")
+    circ.add_argument("config", nargs="?", default=None)
+    circ.add_argument("--json", action="store_true", help="full declarative description as JSON")
+    circ.set_defaults(func=_cmd_circuit)
+
+    bench = sub.add_parser("bench", help="benchmarks that print a table and write JSON")
+    bench.add_argument("which", choices=["rate"], help="rate: build and run a head at the rate level")
+    bench.add_argument("--n", type=int, default=33, help="tokens = macrocolumns (default 33)")
+    bench.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
+    bench.add_argument("--H", type=int, default=1, help="heads (default 1)")
+    bench.add_argument("--duration", type=float, default=1.0, help="simulated time, s (default 1)")
+    bench.add_argument("--repeats", type=int, default=3, help="repetitions, each in a fresh process")
+    bench.add_argument("--codegen", default="cython", choices=["numpy", "cython"])
+    bench.add_argument("--out", default="bench_results/rate.json", help="JSON output file")
+    bench.set_defaults(func=_cmd_bench)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        print(f"ctmhsa: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

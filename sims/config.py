@@ -1,0 +1,161 @@
+"""Run configurations (TOML): schema, defaults, validation and the inputs they describe.
+
+A configuration has three tables::
+
+    [problem]      # what to compute: sizes and where tokens/weights come from
+    n = 4          # query tokens (macrocolumns per area)
+    m = 4          # key/value tokens (cross-attention when it differs or cross = true)
+    H = 2          # heads (cortical areas)
+    dk = 4
+    dv = 4
+    de = 6
+    cross = false
+    causal = false
+    inputs = "random"    # or a path to an .npz with X, WQ, WK, WV, WO (and Y)
+    input_seed = 0       # seed of the random tokens and weights
+    weight_scale = 1.0   # query/key/value weights ~ N(0, weight_scale² / de)
+
+    [simulation]   # how to simulate it (arguments of sims.simulate_mhsa)
+    neuron = "rate"
+    phi = "elu1"
+    duration = 1.0       # s of biological time
+    dt = 0.001           # s (optional)
+    seed = 0
+    codegen = "auto"
+
+    [output]
+    dir = "results/default"
+
+Unknown keys are errors (a typo must not silently fall back to a default).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+from importlib import resources
+
+import numpy as np
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["DEFAULTS", "load_config", "resolve_config", "make_inputs", "dumps_toml", "default_config_path"]
+
+DEFAULTS = {
+    "problem": dict(n=4, m=None, H=2, dk=4, dv=4, de=6, cross=False, causal=False,
+                    inputs="random", input_seed=0, weight_scale=1.0),
+    "simulation": dict(neuron="rate", phi="elu1", duration=1.0, dt=None, seed=0, codegen="auto"),
+    "output": dict(dir="results/default"),
+}
+
+
+def default_config_path() -> str:
+    """Path of the shipped default configuration (a small two-head pathway)."""
+    return str(resources.files("sims.configs").joinpath("default.toml"))
+
+
+def load_config(path: str | os.PathLike | None = None) -> dict:
+    """Read a TOML configuration and resolve it against :data:`DEFAULTS`."""
+    path = default_config_path() if path is None else os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ValueError(f"config: file {path!r} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"config: {path!r} is not valid TOML ({exc})") from None
+    cfg = resolve_config(raw)
+    cfg["_source"] = os.path.abspath(path)
+    return cfg
+
+
+def resolve_config(raw: dict) -> dict:
+    """Merge ``raw`` into the defaults, rejecting unknown tables and keys."""
+    cfg = copy.deepcopy(DEFAULTS)
+    for table, values in raw.items():
+        if table not in DEFAULTS:
+            raise ValueError(f"config: unknown table [{table}]; expected {sorted(DEFAULTS)}")
+        if not isinstance(values, dict):
+            raise ValueError(f"config: [{table}] must be a table")
+        for key, val in values.items():
+            if key not in DEFAULTS[table]:
+                raise ValueError(f"config: unknown key {table}.{key}; expected one of {sorted(DEFAULTS[table])}")
+            cfg[table][key] = val
+    p = cfg["problem"]
+    for key in ("n", "H", "dk", "dv", "de", "input_seed"):
+        if isinstance(p[key], bool) or not isinstance(p[key], int) or p[key] < (0 if key == "input_seed" else 1):
+            raise ValueError(f"config: problem.{key} must be a positive integer, got {p[key]!r}")
+    if p["m"] is None:
+        p["m"] = p["n"]
+    if p["m"] != p["n"]:
+        p["cross"] = True
+    if not isinstance(p["weight_scale"], (int, float)) or not p["weight_scale"] > 0:
+        raise ValueError(f"config: problem.weight_scale must be > 0, got {p['weight_scale']!r}")
+    return cfg
+
+
+def make_inputs(problem: dict, base_dir: str | None = None) -> dict:
+    """Tokens and weights described by a ``[problem]`` table.
+
+    ``inputs = "random"`` draws ``X ~ N(0, 1)``, ``WQ, WK, WV ~ N(0, weight_scale²/de)``,
+    ``WO ~ N(0, 1/dv)`` (and ``Y`` for cross-attention) from ``input_seed``; a path loads an
+    ``.npz`` with those arrays (relative paths are resolved against ``base_dir``).
+    """
+    src = problem["inputs"]
+    if src == "random":
+        rng = np.random.default_rng(problem["input_seed"])
+        n, m, H, dk, dv, de = (problem[k] for k in ("n", "m", "H", "dk", "dv", "de"))
+        s = problem["weight_scale"] / np.sqrt(de)
+        X = rng.normal(size=(n, de))
+        WQ = rng.normal(size=(H, dk, de)) * s
+        WK = rng.normal(size=(H, dk, de)) * s
+        WV = rng.normal(size=(H, dv, de)) * s
+        WO = rng.normal(size=(H, de, dv)) / np.sqrt(dv)
+        Y = rng.normal(size=(m, de)) if problem["cross"] else None
+        return dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, Y=Y)
+    path = src if os.path.isabs(src) or base_dir is None else os.path.join(base_dir, src)
+    try:
+        with np.load(path) as data:
+            arrays = {k: np.array(data[k]) for k in data.files}
+    except FileNotFoundError:
+        raise ValueError(f"config: problem.inputs file {path!r} does not exist") from None
+    missing = {"X", "WQ", "WK", "WV", "WO"} - set(arrays)
+    if missing:
+        raise ValueError(f"config: problem.inputs {path!r} lacks arrays {sorted(missing)}")
+    arrays.setdefault("Y", None)
+    return {k: arrays[k] for k in ("X", "WQ", "WK", "WV", "WO", "Y")}
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return repr(float(v)) if np.isfinite(v) else ("nan" if np.isnan(v) else ("inf" if v > 0 else "-inf"))
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def dumps_toml(cfg: dict) -> str:
+    """Write a configuration (tables of scalars and lists; ``None`` values omitted) as TOML."""
+    lines = []
+    scalars = {k: v for k, v in cfg.items() if not isinstance(v, dict) and v is not None}
+    for k, v in scalars.items():
+        lines.append(f"{k} = {_toml_value(v)}")
+    for table, values in cfg.items():
+        if isinstance(values, dict):
+            lines.append(f"\n[{table}]")
+            for k, v in values.items():
+                if isinstance(v, dict):
+                    raise TypeError(f"nested table {table}.{k} is not supported")
+                if v is not None:
+                    lines.append(f"{k} = {_toml_value(v)}")
+    return "\n".join(lines).lstrip("\n") + "\n"

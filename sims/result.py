@@ -1,0 +1,114 @@
+"""The result object of :func:`sims.simulate_mhsa` and its accuracy metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["SimulationResult", "stage_metrics", "STAGE_ORDER"]
+
+STAGE_ORDER = ("q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde")
+"""Stages in circuit order (thalamus → L2/3 → interneurons → L5 IT → L5 PT → thalamus)."""
+
+
+def stage_metrics(decoded: np.ndarray, reference: np.ndarray) -> dict:
+    """Accuracy of one decoded stage against the exact reference.
+
+    Returns
+    -------
+    dict
+        ``nrmse`` = RMSE / std(reference) (RMSE / RMS(reference) when the reference is
+        constant), ``r`` Pearson correlation (NaN when either side is constant),
+        ``max_abs_error``, ``max_rel_error`` = max |error| / max |reference|, ``n`` compared
+        entries. Entries that cannot be decoded (NaN, e.g. keys no query attends) are skipped.
+    """
+    d = np.asarray(decoded, float).ravel()
+    ref = np.asarray(reference, float).ravel()
+    if d.shape != ref.shape:
+        raise ValueError(f"decoded shape {np.shape(decoded)} differs from reference {np.shape(reference)}")
+    ok = np.isfinite(d)
+    d, ref = d[ok], ref[ok]
+    if d.size == 0:
+        return dict(nrmse=float("nan"), r=float("nan"), max_abs_error=float("nan"),
+                    max_rel_error=float("nan"), n=0)
+    err = d - ref
+    rmse = float(np.sqrt(np.mean(err ** 2)))
+    scale = float(np.std(ref)) or float(np.sqrt(np.mean(ref ** 2))) or 1.0
+    if np.std(d) > 0 and np.std(ref) > 0:
+        r = float(np.corrcoef(d, ref)[0, 1])
+    else:
+        r = float("nan")
+    max_abs = float(np.max(np.abs(err)))
+    return dict(nrmse=rmse / scale, r=r, max_abs_error=max_abs,
+                max_rel_error=max_abs / (float(np.max(np.abs(ref))) or 1.0), n=int(d.size))
+
+
+@dataclass
+class SimulationResult:
+    """Outcome of one simulation (SPEC §4).
+
+    Attributes
+    ----------
+    x_tilde : ndarray (n, de)
+        Block output decoded from nucleus-2 rates.
+    reference : ndarray (n, de)
+        Exact linear MHSA output for the same inputs.
+    stages, reference_stages : dict
+        Decoded and exact values of every stage (``q, k, v, s, kappa, Z, y, v_tilde, x_tilde``;
+        per head where relevant, shapes as in :func:`mapping.reference.linear_mhsa`).
+    rates : dict
+        Population -> rates (Hz) on the population's full index grid, e.g. ``rates["l23"]``
+        has shape ``(H, n, m, dk)`` indexed ``(head, i, j, cell)``; absent cells are NaN.
+    spikes : dict
+        Population -> ``(cell_index, time_s)`` arrays at spiking levels; empty at the rate level.
+    level : str
+        Fidelity level that produced it.
+    config : dict
+        The arguments of the run, as resolved.
+    diagnostics : dict
+        ``range`` (cells outside their working range, per population), ``convergence``
+        (rate level: relative change of x̃ over the last 10 % of the run), and others.
+    timings : dict
+        Wall-clock seconds: ``build``, ``run``, ``total``.
+    counts : dict
+        ``neurons``, ``synapses`` and per-population / per-projection counts.
+    """
+
+    x_tilde: np.ndarray
+    reference: np.ndarray
+    stages: dict
+    reference_stages: dict
+    rates: dict
+    spikes: dict
+    level: str
+    config: dict
+    diagnostics: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    counts: dict = field(default_factory=dict)
+    noise_floor: dict = field(default_factory=dict)
+
+    def metrics(self) -> dict:
+        """Per-stage accuracy: ``{stage: {nrmse, r, max_abs_error, max_rel_error, n,
+        noise_floor}}``. ``noise_floor`` is the NRMSE expected from spike-count noise alone
+        (0 at the rate level, which has no spikes)."""
+        out = {}
+        for name in STAGE_ORDER:
+            if name in self.stages and name in self.reference_stages:
+                m = stage_metrics(self.stages[name], self.reference_stages[name])
+                m["noise_floor"] = float(self.noise_floor.get(name, 0.0))
+                out[name] = m
+        return out
+
+    def metrics_table(self) -> str:
+        """The metrics as an aligned text table."""
+        rows = [f"{'stage':<8} {'NRMSE':>10} {'r':>9} {'max abs err':>12} {'max rel err':>12} {'noise floor':>12}"]
+        for name, m in self.metrics().items():
+            rows.append(f"{name:<8} {m['nrmse']:>10.3e} {m['r']:>9.6f} {m['max_abs_error']:>12.3e} "
+                        f"{m['max_rel_error']:>12.3e} {m['noise_floor']:>12.3e}")
+        return "\n".join(rows)
+
+    def __repr__(self) -> str:
+        x = self.metrics().get("x_tilde", {})
+        return (f"<SimulationResult level={self.level} neurons={self.counts.get('neurons')} "
+                f"synapses={self.counts.get('synapses')} x_tilde NRMSE={x.get('nrmse', float('nan')):.2e}>")
