@@ -72,13 +72,13 @@ class CodeGains:
     """
 
     rho_in: float = 10.0
-    rho_l23: float = 10.0
+    rho_l23: float = 25.0
     r_l23: float = 5.0
     g_sh: float = 0.05
     rho_it: float = 2.0
     rho_pt: float = 2.0
     rho_out: float = 1.0
-    margin: float = 1.0
+    margin: float = 1.1
 
     def __post_init__(self):
         for f in fields(self):

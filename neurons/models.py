@@ -152,16 +152,19 @@ def _rate_l23():
 
 @register("rate", "interneuron")
 def _rate_interneuron():
-    # integral feedback: the rate integrates (pooled L2/3 drive - set point); rectified at 0
-    # after every step, which also prevents integrator wind-up
+    # Integral feedback on the pooled L2/3 drive. The shunt it exerts is g = r / I_set (relative
+    # to the L2/3 leak), and the rate integrates the relative error scaled by the total
+    # conductance 1 + g:  d ln(1 + g)/dt = (I_pool / I_set - 1) / tau_int.
+    # At steady state I_pool = I_set (exact division, any Z); unlike a plain integrator, whose
+    # loop slows down as 1 + g grows with Z, it settles in ~tau_int for every macrocolumn.
+    # Rectified at 0 after every step, which also prevents integrator wind-up.
     return CellModel(
         equations="""
-        dr/dt = (I_pool - I_set)/tau_int : Hz
+        dr/dt = (r + I_set)*(I_pool - I_set)/(I_set*tau_int) : Hz
         I_set : Hz
         """,
         inputs={"soma": ("I_pool", "Hz")},
         parameters=("I_set",),
-        method="euler",
         regular="r = clip(r, 0*Hz, inf*Hz)",
     )
 

@@ -9,7 +9,7 @@ Sources for the time constants:
   (e.g. Larkum et al. 2004; Hay et al. 2011): ``tau_m = 10 ms``;
 - apical-tuft / dendritic integration time constant, 10–30 ms (Larkum 2004): ``tau_d = 10 ms``;
 - fast excitatory synaptic currents (AMPA), 2–5 ms: ``tau_syn = 5 ms`` (spiking levels);
-- interneuron integration of the pooled L2/3 drive, tens of ms: ``tau_int = 10 ms``.
+- interneuron integration of the pooled L2/3 drive, ~10 ms: ``tau_int = 10 ms``.
 
 ``u`` is the dendritic potential that encodes one unit of the attention quantities
 (q, k, v, ...): 1 mV per unit keeps potentials within a few mV of rest for unit-variance

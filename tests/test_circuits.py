@@ -1,0 +1,164 @@
+"""Circuit descriptions: structure, closed-form counts, connectivity rules."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from circuits import area, build, macrocolumn, microcolumn, pathway
+from circuits.graph import Circuit, Population, Projection, connect_pairs
+
+pytestmark = pytest.mark.codegen_independent
+
+SIZES = [  # (n, m, H, dk, dv, de, cross)
+    (2, 2, 1, 3, 2, 4, False),
+    (5, 5, 3, 2, 4, 3, False),
+    (3, 6, 2, 4, 3, 5, True),
+    (33, 33, 1, 33, 33, 33, False),   # barrel cortex: counted, never allocated
+]
+
+
+def closed_form(n, m, H, dk, dv, de, cross, causal=False):
+    pairs = n * (n + 1) // 2 if causal else n * m          # microcolumns per area
+    neurons = dict(nucleus1=n * de, l23=H * pairs * dk, l5it=H * pairs * dv,
+                   interneuron=H * n, l5pt=H * n * dv, nucleus2=n * de)
+    if cross:
+        neurons["nucleus1_kv"] = m * de
+    synapses = dict(core_q=H * pairs * dk * de, matrix_k=H * pairs * dk * de,
+                    matrix_v=H * pairs * dv * de, pool=H * pairs * dk, shunt=H * pairs * dk,
+                    attention=H * pairs * dk * dv, it_pt=H * pairs * dv, pt_out=H * n * dv * de)
+    return neurons, synapses
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_counts_match_closed_form(size):
+    n, m, H, dk, dv, de, cross = size
+    c = pathway(n, dk, dv, de, H=H, m=m, cross=cross)
+    neurons, synapses = closed_form(*size)
+    assert {k: p.N for k, p in c.populations.items()} == neurons
+    assert c.n_synapses(by_projection=True) == synapses
+    assert c.n_neurons() == sum(neurons.values())
+    if n < 33:  # the join agrees with the counting formula
+        for name, proj in c.projections.items():
+            i, j = c.pairs(proj)
+            assert len(i) == synapses[name]
+            assert len(set(zip(i.tolist(), j.tolist()))) == len(i)   # no duplicate synapse
+
+
+def test_barrel_head_is_about_1e5_neurons():
+    c = pathway(33, 33, 33, 33, H=1)
+    assert 7e4 < c.n_neurons() < 1e5          # paper: ~1e5 neurons per head
+    l23 = c.population("l23")
+    assert l23.sizes == (1, 33, 33, 33)       # n^2 microcolumns x dk cells
+
+
+@pytest.mark.parametrize("n", [2, 4, 7])
+def test_causal_removes_future_microcolumns(n):
+    c = pathway(n, 2, 3, 4, H=2, causal=True)
+    neurons, synapses = closed_form(n, n, 2, 2, 3, 4, False, causal=True)
+    assert {k: p.N for k, p in c.populations.items()} == neurons
+    assert c.n_synapses(by_projection=True) == synapses
+    l23 = c.population("l23")
+    assert np.all(l23.axis("j") <= l23.axis("i"))
+
+
+def test_wiring_semantics():
+    n, H, dk, dv, de = 3, 2, 2, 3, 4
+    c = pathway(n, dk, dv, de, H=H)
+    nuc, l23, it, pt, inh, out = (c.population(p) for p in
+                                  ("nucleus1", "l23", "l5it", "l5pt", "interneuron", "nucleus2"))
+    i, j = c.pairs("core_q")           # queries: token i -> macrocolumn i (every microcolumn)
+    assert np.all(nuc.axis("token")[i] == l23.axis("i")[j])
+    i, j = c.pairs("matrix_k")         # keys: token j -> microcolumn j of every macrocolumn
+    assert np.all(nuc.axis("token")[i] == l23.axis("j")[j])
+    i, j = c.pairs("attention")        # A = ones inside one microcolumn
+    for ax in ("head", "i", "j"):
+        assert np.all(l23.axis(ax)[i] == it.axis(ax)[j])
+    assert len(i) == H * n * n * dk * dv
+    i, j = c.pairs("it_pt")            # PT c pools IT c over microcolumns
+    assert np.all(it.axis("c")[i] == pt.axis("c")[j]) and np.all(it.axis("i")[i] == pt.axis("i")[j])
+    i, j = c.pairs("pool")
+    assert np.bincount(j).tolist() == [n * dk] * (H * n)
+    i, j = c.pairs("pt_out")           # every head's PT of macrocolumn i -> token i of nucleus 2
+    assert np.all(pt.axis("i")[i] == out.axis("token")[j])
+    w = c.weight_indices(c.projections["pt_out"], i, j)
+    assert np.all(w[0] == pt.axis("head")[i]) and np.all(w[1] == out.axis("e")[j])
+
+
+def test_it_to_pt_only_and_no_pt_loop():
+    c = pathway(2, 2, 2, 2, H=1)
+    types = {k: p.cell_type for k, p in c.populations.items()}
+    edges = [(types[s], types[t]) for s, t in c.graph.edges()]
+    assert ("l5it", "l5pt") in edges and ("l5pt", "l5it") not in edges
+    assert not any(s == "l5pt" and t == "relay" for s, t in edges)
+    assert nx.has_path(c.graph, "nucleus1", "nucleus2")
+    assert not nx.has_path(c.graph, "nucleus2", "nucleus1")
+    # adding a forbidden projection is refused by check()
+    c.add_projection(Projection("bad", "l5pt", "l5it", "soma", (("i", "i"),)))
+    with pytest.raises(ValueError, match="IT -> PT-only"):
+        c.check()
+    c2 = pathway(2, 2, 2, 2)
+    c2.add_projection(Projection("loop", "l5pt", "nucleus1", "soma", (("i", "token"),)))
+    with pytest.raises(ValueError, match="back to its driving nucleus"):
+        c2.check()
+
+
+def test_levels_are_usable_alone():
+    mc = microcolumn(4, 3, 5)
+    assert {p.N for p in mc.populations.values()} >= {4, 3}
+    assert "interneuron" not in mc.populations and "l5pt" not in mc.populations
+    mac = macrocolumn(6, 4, 3, 5)
+    assert mac.population("l23").N == 6 * 4 and mac.population("l5pt").N == 3
+    assert mac.population("interneuron").N == 1
+    ar = area(5, 2, 2, 3)
+    assert ar.population("l23").sizes == (1, 5, 5, 2) and "nucleus2" not in ar.populations
+    for c in (mc, mac, ar):
+        c.check()
+
+
+def test_description_is_plain_data_and_diffable():
+    import json
+
+    a = pathway(3, 2, 2, 4, H=2).to_dict()
+    b = pathway(3, 2, 2, 4, H=2).to_dict()
+    assert json.loads(json.dumps(a)) == a == b
+    c = pathway(3, 2, 2, 4, H=2, causal=True).to_dict()
+    assert c != a and c["n_synapses"] < a["n_synapses"]
+    assert "l23" in pathway(2, 2, 2, 2).summary()
+
+
+def test_connect_pairs_matches_brute_force():
+    rng = np.random.default_rng(0)
+    pre = Population("a", "relay", ("x", "y"), (3, 4))
+    post = Population("b", "l5pt", ("p", "q", "r"), (2, 3, 4))
+    i, j = connect_pairs(pre, post, (("x", "q"), ("y", "r")))
+    brute = {(a, b) for a in range(pre.N) for b in range(post.N)
+             if pre.index[a, 0] == post.index[b, 1] and pre.index[a, 1] == post.index[b, 2]}
+    assert set(zip(i.tolist(), j.tolist())) == brute
+    del rng
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(n=0), "n: expected an integer >= 1"),
+    (dict(dk=2.5), "dk: expected an integer"),
+    (dict(m=3), "m: 3 key tokens differ"),
+    (dict(H=True), "H: expected an integer"),
+])
+def test_builder_validation(kw, match):
+    args = dict(n=2, dk=2, dv=2, de=2)
+    args.update(kw)
+    with pytest.raises(ValueError, match=match):
+        build(**args)
+
+
+def test_graph_construction_errors():
+    c = Circuit("t")
+    c.add_population(Population("a", "relay", ("t",), (2,)))
+    with pytest.raises(ValueError, match="already exists"):
+        c.add_population(Population("a", "relay", ("t",), (2,)))
+    with pytest.raises(ValueError, match="unknown population"):
+        c.add_projection(Projection("p", "a", "zz", "soma", ()))
+    c.add_population(Population("b", "l5pt", ("t",), (2,)))
+    with pytest.raises(ValueError, match="no compartment 'apical'"):
+        c.add_projection(Projection("p", "a", "b", "apical", ()))
+    with pytest.raises(ValueError, match="axis sizes"):
+        Population("z", "relay", ("t",), (0,))
