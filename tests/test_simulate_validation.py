@@ -1,0 +1,82 @@
+"""simulate_mhsa refuses bad input with a message naming the argument, before building."""
+
+import numpy as np
+import pytest
+
+import circuits.instantiate as inst
+from sims import simulate_mhsa
+from conftest import random_problem
+
+pytestmark = pytest.mark.codegen_independent
+
+
+@pytest.fixture
+def args():
+    X, _, WQ, WK, WV, WO = random_problem(n=3, H=1, dk=2, dv=2, de=3)
+    return dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, neuron="rate")
+
+
+@pytest.fixture(autouse=True)
+def no_build(monkeypatch):
+    """Any attempt to build a network during these tests is a failure."""
+    def boom(*a, **k):
+        raise AssertionError("a network was built before validation failed")
+    monkeypatch.setattr("sims.simulate.instantiate", boom)
+
+
+@pytest.mark.parametrize("change, exc, match", [
+    (dict(X=np.zeros((2, 3, 3))), ValueError, "X: the simulator takes one sequence"),
+    (dict(X=np.zeros((3, 4))), ValueError, "WQ: last axis must equal de"),
+    (dict(WV=np.zeros((2, 2, 3))), ValueError, "WV: has 2 heads"),
+    (dict(WO=np.full((1, 3, 2), np.nan)), ValueError, "WO: contains 6 NaN"),
+    (dict(phi="tanh"), ValueError, "phi: unknown feature map 'tanh'"),
+    (dict(phi=(np.exp, np.exp)), TypeError, "phi: the circuit implements named feature maps"),
+    (dict(neuron="hh"), ValueError, "neuron: expected one of"),
+    (dict(duration=0.0), ValueError, "duration: expected a positive finite time"),
+    (dict(duration=-1), ValueError, "duration: expected a positive"),
+    (dict(duration=np.inf), ValueError, "duration: expected a positive finite"),
+    (dict(duration="1s"), TypeError, "duration: expected a number of seconds"),
+    (dict(dt=0.0), ValueError, "dt: expected a positive"),
+    (dict(dt=2.0), ValueError, "dt: 2.0 s is longer than duration"),
+    (dict(seed=-1), ValueError, "seed: expected a non-negative integer"),
+    (dict(seed=1.5), ValueError, "seed: expected a non-negative integer"),
+    (dict(codegen="gpu"), ValueError, "codegen: expected one of"),
+    (dict(causal=1), TypeError, "causal: expected True or False"),
+    (dict(Y=np.zeros((4, 2))), ValueError, "Y: embedding dimension 2 differs"),
+    (dict(params=dict(tau_m=0.01)), TypeError, "params: expected neurons.params.CellParams"),
+])
+def test_bad_arguments(args, change, exc, match):
+    args.update(change)
+    with pytest.raises(exc, match=match):
+        simulate_mhsa(**args)
+
+
+def test_unbuilt_levels_say_so(args):
+    args["neuron"] = "escape"
+    with pytest.raises(NotImplementedError, match="neuron='escape'"):
+        simulate_mhsa(**args)
+
+
+def test_memory_estimate_refuses_networks_that_do_not_fit(args):
+    X, _, WQ, WK, WV, WO = random_problem(n=200, H=8, dk=64, dv=64, de=64)
+    with pytest.raises(ValueError, match=r"max_memory: the network needs an estimated [\d.]+ GiB"):
+        simulate_mhsa(X, WQ, WK, WV, WO, neuron="rate")
+    with pytest.raises(ValueError, match="limit is 0.00 GiB"):
+        simulate_mhsa(**args, max_memory=1000)
+
+
+def test_memory_estimate_is_monotone_and_counts_synapses():
+    from circuits import pathway
+
+    small, big = pathway(4, 4, 4, 4), pathway(8, 4, 4, 4)
+    assert inst.estimate_memory(big) > inst.estimate_memory(small)
+    assert inst.estimate_memory(small) >= inst.BYTES_PER_SYNAPSE * small.n_synapses()
+
+
+def test_params_validation():
+    from neurons.params import CellParams
+
+    with pytest.raises(ValueError, match="params.tau_m: expected a positive number"):
+        CellParams(tau_m=-1)
+    with pytest.raises(ValueError, match="params: unknown parameter"):
+        CellParams().replace(tau_x=1)
