@@ -9,7 +9,7 @@ Populations of the full pathway (``H`` heads, ``n`` query tokens, ``m`` key toke
     nucleus1      relay        (token=n, e=de)              thalamic nucleus 1: tokens x_i
     nucleus1_kv   relay        (token=m, e=de)              second nucleus (cross-attention only)
     l23           l23          (head, i=n, j=m, c=dk)       basal: query, apical: key, soma: salience
-    interneuron   interneuron  (head, i=n)                  divisive normalisation per macrocolumn
+    interneuron   interneuron  (head, i=n, k=n_inh)         divisive normalisation per macrocolumn
     l5it          l5it         (head, i=n, j=m, c=dv)       basal: value, apical: attention, soma: y
     l5pt          l5pt         (head, i=n, c=dv)            context-aware value ṽ_i
     nucleus2      relay_out    (token=n, e=de)              higher-order nucleus 2: x̃_i
@@ -55,6 +55,7 @@ def build(
     with_pt: bool = True,
     with_nucleus2: bool = True,
     name: str = "pathway",
+    n_inh: int = 10,
 ) -> Circuit:
     """Build a circuit description (the common constructor behind every level).
 
@@ -77,8 +78,13 @@ def build(
         Include the divisive interneurons (``False``: unnormalised variant).
     with_pt, with_nucleus2 : bool
         Include L5 PT cells and the output nucleus.
+    n_inh : int
+        Divisive interneurons per macrocolumn. Each pools all L2/3 cells of its macrocolumn and
+        shunts all of them with 1/n_inh of the total shunt: at spiking levels a pool smooths the
+        shunting conductance (one interneuron's pulsed shunt divides less than its mean, and
+        the loop compensates by firing several hundred Hz).
     """
-    for arg, val in (("n", n), ("dk", dk), ("dv", dv), ("de", de), ("H", H)):
+    for arg, val in (("n", n), ("dk", dk), ("dv", dv), ("de", de), ("H", H), ("n_inh", n_inh)):
         _check_size(arg, val)
     m = n if m is None else m
     _check_size("m", m)
@@ -87,7 +93,7 @@ def build(
     if with_nucleus2 and not with_pt:
         raise ValueError("with_nucleus2: nucleus 2 is driven by L5 PT; with_pt must be True")
     c = Circuit(name, meta=dict(level=name, n=n, m=m, H=H, dk=dk, dv=dv, de=de,
-                                cross=cross, causal=causal, normalize=normalize))
+                                cross=cross, causal=causal, normalize=normalize, n_inh=n_inh))
     mask = "j<=i" if causal else None
     c.add_population(Population("nucleus1", "relay", ("token", "e"), (n, de), area="thalamus"))
     kv = "nucleus1"
@@ -106,7 +112,7 @@ def build(
     c.add_projection(Projection("matrix_v", kv, "l5it", "basal", (("token", "j"),),
                                 "WV", w_in, "matrix"))
     if normalize:
-        c.add_population(Population("interneuron", "interneuron", ("head", "i"), (H, n)))
+        c.add_population(Population("interneuron", "interneuron", ("head", "i", "k"), (H, n, n_inh)))
         c.add_projection(Projection("pool", "l23", "interneuron", "soma",
                                     (("head", "head"), ("i", "i")), "pooling",
                                     ("post.head", "post.i"), "normalisation"))
@@ -140,21 +146,23 @@ def microcolumn(dk: int, dv: int, de: int) -> Circuit:
                  with_pt=False, with_nucleus2=False, name="microcolumn")
 
 
-def macrocolumn(m: int, dk: int, dv: int, de: int, normalize: bool = True) -> Circuit:
+def macrocolumn(m: int, dk: int, dv: int, de: int, normalize: bool = True,
+                n_inh: int = 10) -> Circuit:
     """One macrocolumn: m microcolumns sharing one query, interneurons and dv L5 PT cells."""
     return build(1, dk, dv, de, H=1, m=m, cross=True, normalize=normalize,
-                 with_nucleus2=False, name="macrocolumn")
+                 with_nucleus2=False, name="macrocolumn", n_inh=n_inh)
 
 
 def area(n: int, dk: int, dv: int, de: int, m: int | None = None, cross: bool = False,
-         causal: bool = False, normalize: bool = True) -> Circuit:
+         causal: bool = False, normalize: bool = True, n_inh: int = 10) -> Circuit:
     """One head = one cortical area: n macrocolumns of m microcolumns, driven by nucleus 1."""
     return build(n, dk, dv, de, H=1, m=m, cross=cross, causal=causal, normalize=normalize,
-                 with_nucleus2=False, name="area")
+                 with_nucleus2=False, name="area", n_inh=n_inh)
 
 
 def pathway(n: int, dk: int, dv: int, de: int, H: int = 1, m: int | None = None,
-            cross: bool = False, causal: bool = False, normalize: bool = True) -> Circuit:
+            cross: bool = False, causal: bool = False, normalize: bool = True,
+            n_inh: int = 10) -> Circuit:
     """Thalamo-cortico-thalamic pathway: nucleus 1 → H areas → nucleus 2 (a full MHSA block)."""
     return build(n, dk, dv, de, H=H, m=m, cross=cross, causal=causal, normalize=normalize,
-                 name="pathway")
+                 name="pathway", n_inh=n_inh)

@@ -12,12 +12,12 @@ reuses every compiled code object.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from neurons.backend import cache_dir, configure_brian2  # noqa: F401  (re-exported)
 from neurons.models import SYNAPSE_WEIGHT_UNITS, get_model
 from neurons.params import DEFAULT_PARAMS, CellParams, with_units
 
@@ -45,24 +45,6 @@ class CircuitValues:
     weights: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
     init: dict = field(default_factory=dict)
-
-
-def cache_dir() -> str:
-    """Directory for Brian2's compiled code (``$CTMHSA_CACHE`` or ``~/.cache/ctmhsa``)."""
-    base = os.environ.get("CTMHSA_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "ctmhsa")
-    os.makedirs(base, exist_ok=True)
-    return base
-
-
-def configure_brian2(target: str) -> None:
-    """Select Brian2's code-generation target and keep its Cython cache in :func:`cache_dir`."""
-    from brian2 import prefs
-
-    if target not in ("numpy", "cython"):
-        raise ValueError(f"codegen: expected 'numpy', 'cython' or 'auto'; got {target!r}")
-    prefs.codegen.target = target
-    prefs.codegen.runtime.cython.cache_dir = os.path.join(cache_dir(), "cython")
-    prefs.codegen.runtime.cython.multiprocess_safe = True
 
 
 # Conservative bytes per object for the runtime device (measured peaks are in the benchmarks):
@@ -102,6 +84,21 @@ class BuiltCircuit:
     synapses: dict
     build_time: float
     dt: float
+    monitors: dict = field(default_factory=dict)
+    seed: int | None = None
+    _window: dict = field(default_factory=dict)
+    _seeded: bool = False
+
+    @property
+    def spiking(self) -> bool:
+        return bool(self.monitors)
+
+    def _seed(self):
+        if not self._seeded and self.seed is not None:
+            import brian2
+
+            brian2.seed(self.seed)
+        self._seeded = True
 
     def prepare(self) -> float:
         """Generate and compile every code object (a zero-length run); return wall time (s).
@@ -112,7 +109,8 @@ class BuiltCircuit:
         from brian2 import second
 
         t0 = time.perf_counter()
-        self.network.run(0 * second)  # prepares (generates/compiles) every object, 0 steps
+        self._seed()
+        self.network.run(0 * second, namespace={})  # prepares (generates/compiles) every object, 0 steps
         return time.perf_counter() - t0
 
     def run(self, duration: float, report=None) -> float:
@@ -120,8 +118,39 @@ class BuiltCircuit:
         from brian2 import second
 
         t0 = time.perf_counter()
-        self.network.run(duration * second, report=report)
+        self._seed()
+        self.network.run(duration * second, report=report, namespace={})
         return time.perf_counter() - t0
+
+    def start_window(self) -> None:
+        """Start a measurement window (spiking levels): remember counts and integrals now."""
+        self._window = {"t": float(self.network.t_)}
+        for pop, g in self.groups.items():
+            model = get_model(self.level, self.circuit.population(pop).cell_type)
+            snap = {v: np.array(getattr(g, f"acc_{v}_")[:]) for v in model.observables}
+            snap["count"] = np.array(self.monitors[pop].count[:], dtype=float)
+            self._window[pop] = snap
+
+    def read_window(self, pop: str) -> dict[str, np.ndarray]:
+        """Window averages since :meth:`start_window`: every observable's mean (SI), the spike
+        ``count`` per cell, and ``rate`` = count / window length (Hz)."""
+        if not self._window:
+            raise RuntimeError("read_window: call start_window() first")
+        T = float(self.network.t_) - self._window["t"]
+        if T <= 0:
+            raise RuntimeError("read_window: the window is empty; run the network first")
+        model = get_model(self.level, self.circuit.population(pop).cell_type)
+        g, snap = self.groups[pop], self._window[pop]
+        out = {v: (np.array(getattr(g, f"acc_{v}_")[:]) - snap[v]) / T for v in model.observables}
+        out["count"] = np.array(self.monitors[pop].count[:], dtype=float) - snap["count"]
+        out["rate"] = out["count"] / T
+        out["T"] = T
+        return out
+
+    def spike_trains(self, pop: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(cell_index, time_s)`` of every recorded spike of ``pop``."""
+        mon = self.monitors[pop]
+        return np.array(mon.i[:]), np.array(mon.t_[:])
 
     def read(self, pop: str) -> dict[str, np.ndarray]:
         """Current values of the population's observables (SI floats, one entry per cell)."""
@@ -151,6 +180,8 @@ def instantiate(
     params: CellParams = DEFAULT_PARAMS,
     dt: float = 1e-3,
     codegen: str = "numpy",
+    seed: int | None = None,
+    record_spikes: bool | tuple = False,
 ) -> BuiltCircuit:
     """Create the Brian2 network of ``circuit`` at fidelity ``level``.
 
@@ -170,12 +201,16 @@ def instantiate(
         Integration time step (s).
     codegen : {"numpy", "cython"}
         Brian2 code-generation target of the runtime device.
+    seed : int, optional
+        Seed of Brian2's random numbers (spiking levels), set before the first run.
+    record_spikes : bool or tuple of str
+        Record spike times (all populations, or the named ones); counts are always kept.
     """
     import brian2 as b2
 
     configure_brian2(codegen)
     t0 = time.perf_counter()
-    ns = with_units(params)
+    ns = with_units(params, dt)
     clock = b2.Clock(dt=dt * b2.second, name=f"clock_{circuit.name}")
     pops, projs = circuit.populations, circuit.projections
 
@@ -187,7 +222,8 @@ def instantiate(
     for name, pop in pops.items():
         model = get_model(level, pop.cell_type)
         eqs = model.render(phi, incoming[name])
-        g = b2.NeuronGroup(pop.N, eqs, method=model.method, namespace=ns, clock=clock, name=name)
+        g = b2.NeuronGroup(pop.N, eqs, method=model.method, namespace=ns, clock=clock, name=name,
+                           threshold=model.threshold or None)
         for var, val in values.params.get(name, {}).items():
             if var not in model.parameters:
                 raise ValueError(f"values.params[{name!r}]: {var!r} is not a parameter of {pop.cell_type}")
@@ -199,6 +235,9 @@ def instantiate(
             _set(g, var, val, pop.N, f"values.init[{name!r}][{var!r}]")
         if model.regular:
             g.run_regularly(model.regular, clock=clock, when="groups", order=1, name=f"{name}_regular")
+        if model.spiking:  # window integrals of the observables
+            acc = "\n".join(f"acc_{v} += {v}*dt" for v in model.observables)
+            g.run_regularly(acc, clock=clock, when="end", name=f"{name}_accumulate")
         groups[name] = g
 
     synapses = {}
@@ -207,12 +246,14 @@ def instantiate(
         src_model = get_model(level, pops[proj.source].cell_type)
         _, unit = tgt_model.inputs[proj.compartment]
         wunit = SYNAPSE_WEIGHT_UNITS[unit]
-        if level == "rate":
+        if src_model.spiking:   # event-driven: each spike adds w*k_syn to an exp current
+            S = b2.Synapses(groups[proj.source], groups[proj.target], model=f"w : {wunit} (constant)",
+                            on_pre=f"in_{pname}_post += w*k_syn", namespace=ns, clock=clock,
+                            name=pname)
+        else:                   # continuous: the target reads w * r_pre every step
             model = f"w : {wunit} (constant)\nin_{pname}_post = w*{src_model.output}_pre : {unit} (summed)"
-        else:  # pragma: no cover - spiking levels register their own synapse models
-            raise ValueError(f"neuron: level {level!r} has no synapse model")
-        S = b2.Synapses(groups[proj.source], groups[proj.target], model=model,
-                        namespace=ns, clock=clock, name=pname)
+            S = b2.Synapses(groups[proj.source], groups[proj.target], model=model,
+                            namespace=ns, clock=clock, name=pname)
         i, j = circuit.pairs(proj)
         S.connect(i=i.astype(np.int32), j=j.astype(np.int32))
         if pname not in values.weights:
@@ -229,5 +270,11 @@ def instantiate(
         S.w_[:] = w
         synapses[pname] = S
 
-    net = b2.Network(*groups.values(), *synapses.values())
-    return BuiltCircuit(circuit, level, net, groups, synapses, time.perf_counter() - t0, dt)
+    monitors = {}
+    for name, g in groups.items():
+        if get_model(level, pops[name].cell_type).spiking:
+            rec = record_spikes if isinstance(record_spikes, bool) else name in record_spikes
+            monitors[name] = b2.SpikeMonitor(g, record=rec, name=f"{name}_spikes")
+    net = b2.Network(*groups.values(), *synapses.values(), *monitors.values())
+    return BuiltCircuit(circuit, level, net, groups, synapses, time.perf_counter() - t0, dt,
+                        monitors=monitors, seed=seed)

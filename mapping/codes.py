@@ -74,7 +74,7 @@ class CodeGains:
     rho_in: float = 10.0
     rho_l23: float = 25.0
     r_l23: float = 5.0
-    g_sh: float = 0.05
+    g_sh: float = 0.2
     rho_it: float = 2.0
     rho_pt: float = 2.0
     rho_out: float = 1.0

@@ -52,7 +52,7 @@ def decode(circuit: Circuit, encoding, obs: dict) -> dict[str, np.ndarray]:
         if "interneuron" in pops:
             g = c["gains"]
             inh = pops["interneuron"]
-            rI = inh.to_dense(obs["interneuron"]["r"])
+            rI = inh.to_dense(obs["interneuron"]["r"]).mean(axis=-1)   # mean over the pool
             st["Z"] = c["R_set"] * (1.0 + g["g_sh"] * rI) / g["rho_l23"]
         if "l5pt" in pops:
             st["v_tilde"] = codes["v_tilde"].decode(pops["l5pt"].to_dense(obs["l5pt"]["r"]))

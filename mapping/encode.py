@@ -128,7 +128,7 @@ def encode(
 
     if "interneuron" in pops:
         vals.weights["pool"] = 1.0 / (gains.g_sh * R_set)
-        vals.weights["shunt"] = gains.g_sh
+        vals.weights["shunt"] = gains.g_sh / meta["n_inh"]     # the pool shares the shunt
         vals.params["interneuron"] = {"I_set": 1.0 / gains.g_sh}
         vals.weights["attention"] = u * n_keys / R_set
     else:

@@ -8,15 +8,24 @@ circuit instantiation never needs to know the equations.
 
 Rate level (``"rate"``): continuous-rate compartments, no spikes. Every compartment is a state
 variable with its time constant; the input of a compartment is the sum of its projections'
-summed variables ``in_<projection>``. Conventions: dendritic potentials are relative to rest,
-in volts; ``u`` volts encode one unit; rates are in Hz and rectified (never negative).
+summed variables ``in_<projection>`` (``w * r_pre``). Conventions: dendritic potentials are
+relative to rest, in volts; ``u`` volts encode one unit; rates are in Hz and rectified.
+
+Escape level (``"escape"``): the same compartments and the same expected rate ``r``, but inputs
+are spikes through exponential synaptic currents (each spike adds ``w * k_syn``,
+``k_syn = (1 - exp(-dt/tau_syn))/dt``, so the step-sampled mean input is exactly ``w * rate`` as
+at the rate level) and every cell spikes with probability ``r dt`` per
+step, without reset (escape noise, Urbanczik & Senn 2014). Because the rate is linear in the
+somatic potential and in the apical factor, the expected rate equals the rate-level rate when
+the inputs to a product are independent: the level's error is spike-count noise.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["CellModel", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS"]
+__all__ = ["CellModel", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
+           "SYNAPSE_WEIGHT_UNITS", "ESCAPE"]
 
 PHI_EXPRESSIONS = {
     # elu(x) + 1 == max(x, 0) + exp(min(x, 0))
@@ -69,6 +78,13 @@ class CellModel:
     observables: tuple = ("r",)
     method: str = "exponential_euler"
     regular: str = ""
+    threshold: str = ""
+    units: dict = field(default_factory=lambda: {"r": "Hz", "V_b": "volt", "V_a": "volt", "U": "volt"})
+
+    @property
+    def spiking(self) -> bool:
+        """Spiking models emit spikes (``threshold``); their synapses are event-driven."""
+        return bool(self.threshold)
 
     def render(self, phi: str, projections_by_compartment: dict[str, list[str]]) -> str:
         """Full equations with feature map and input sums filled in.
@@ -83,7 +99,12 @@ class CellModel:
             zero = "0" if unit == "1" else f"0*{unit}"
             total = " + ".join(f"in_{p}" for p in projs) or zero
             lines.append(f"{var} = {total} : {unit}")
-            lines.extend(f"in_{p} : {unit}" for p in projs)
+            if self.spiking:  # exponential synaptic currents, incremented by w*k_syn per spike
+                lines.extend(f"din_{p}/dt = -in_{p}/tau_syn : {unit}" for p in projs)
+            else:             # written every step by the projection's summed variable
+                lines.extend(f"in_{p} : {unit}" for p in projs)
+        if self.spiking:      # window integrals of the observables, for time averages
+            lines.extend(f"acc_{v} : {self.units[v]}*second" for v in self.observables)
         unknown = set(projections_by_compartment) - set(self.inputs)
         if unknown:
             raise ValueError(f"model has no input for compartment(s) {sorted(unknown)}")
@@ -157,10 +178,13 @@ def _rate_interneuron():
     # conductance 1 + g:  d ln(1 + g)/dt = (I_pool / I_set - 1) / tau_int.
     # At steady state I_pool = I_set (exact division, any Z); unlike a plain integrator, whose
     # loop slows down as 1 + g grows with Z, it settles in ~tau_int for every macrocolumn.
+    # The relative error saturates at 9 (pooled drive > 10x its set point, only in transients):
+    # unbounded, ln(1 + g) jumped by ~5 per step at the start and overflowed. The error stays
+    # linear in I_pool below that, so the fixed point is E[I_pool] = I_set even with spike noise.
     # Rectified at 0 after every step, which also prevents integrator wind-up.
     return CellModel(
         equations="""
-        dr/dt = (r + I_set)*(I_pool - I_set)/(I_set*tau_int) : Hz
+        dr/dt = (r + I_set)*clip(I_pool/I_set - 1, -1, 9)/tau_int : Hz
         I_set : Hz
         """,
         inputs={"soma": ("I_pool", "Hz")},
@@ -208,3 +232,21 @@ register("rate", "relay_out")(_rate_linear)
 
 SYNAPSE_WEIGHT_UNITS = {"volt": "volt*second", "1": "second", "Hz": "1"}
 """Unit of a synaptic weight for each input unit: input = weight x presynaptic rate."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Escape level: the rate-level cells, spiking with probability r*dt per step (no reset)
+# ------------------------------------------------------------------------------------------------
+
+ESCAPE = "rand() < r*dt"
+"""Escape-noise spike condition: an inhomogeneous Poisson process of intensity ``r``."""
+
+
+def _escape(rate_model: CellModel) -> CellModel:
+    from dataclasses import replace
+
+    return replace(rate_model, threshold=ESCAPE)
+
+
+for _ct in ("relay", "l23", "interneuron", "l5it", "l5pt", "relay_out"):
+    MODELS[("escape", _ct)] = _escape(MODELS[("rate", _ct)])

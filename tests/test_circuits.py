@@ -17,14 +17,15 @@ SIZES = [  # (n, m, H, dk, dv, de, cross)
 ]
 
 
-def closed_form(n, m, H, dk, dv, de, cross, causal=False):
+def closed_form(n, m, H, dk, dv, de, cross, causal=False, n_inh=10):
     pairs = n * (n + 1) // 2 if causal else n * m          # microcolumns per area
     neurons = dict(nucleus1=n * de, l23=H * pairs * dk, l5it=H * pairs * dv,
-                   interneuron=H * n, l5pt=H * n * dv, nucleus2=n * de)
+                   interneuron=H * n * n_inh, l5pt=H * n * dv, nucleus2=n * de)
     if cross:
         neurons["nucleus1_kv"] = m * de
     synapses = dict(core_q=H * pairs * dk * de, matrix_k=H * pairs * dk * de,
-                    matrix_v=H * pairs * dv * de, pool=H * pairs * dk, shunt=H * pairs * dk,
+                    matrix_v=H * pairs * dv * de, pool=H * pairs * dk * n_inh,
+                    shunt=H * pairs * dk * n_inh,
                     attention=H * pairs * dk * dv, it_pt=H * pairs * dv, pt_out=H * n * dv * de)
     return neurons, synapses
 
@@ -77,7 +78,7 @@ def test_wiring_semantics():
     i, j = c.pairs("it_pt")            # PT c pools IT c over microcolumns
     assert np.all(it.axis("c")[i] == pt.axis("c")[j]) and np.all(it.axis("i")[i] == pt.axis("i")[j])
     i, j = c.pairs("pool")
-    assert np.bincount(j).tolist() == [n * dk] * (H * n)
+    assert np.bincount(j).tolist() == [n * dk] * (H * n * 10)
     i, j = c.pairs("pt_out")           # every head's PT of macrocolumn i -> token i of nucleus 2
     assert np.all(pt.axis("i")[i] == out.axis("token")[j])
     w = c.weight_indices(c.projections["pt_out"], i, j)
@@ -108,7 +109,8 @@ def test_levels_are_usable_alone():
     assert "interneuron" not in mc.populations and "l5pt" not in mc.populations
     mac = macrocolumn(6, 4, 3, 5)
     assert mac.population("l23").N == 6 * 4 and mac.population("l5pt").N == 3
-    assert mac.population("interneuron").N == 1
+    assert mac.population("interneuron").N == 10
+    assert macrocolumn(6, 4, 3, 5, n_inh=3).population("interneuron").N == 3
     ar = area(5, 2, 2, 3)
     assert ar.population("l23").sizes == (1, 5, 5, 2) and "nucleus2" not in ar.populations
     for c in (mc, mac, ar):

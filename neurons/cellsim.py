@@ -1,0 +1,177 @@
+"""Cell-level experiments: one population of a cell type under controlled Poisson drive.
+
+This is the measurement bench behind the cell-level tests, the calibration and the in-silico
+versions of the paper's fig. 2. Every cell gets, on each driven compartment, ``n_syn``
+independent Poisson synapses of rate ``rate[cell]`` and efficacy ``w`` (V·s; mean drive
+``n_syn * rate * w`` volts). Optionally, ``n_inh`` divisive interneurons pool every cell of the
+population and shunt all of them (one macrocolumn's normalisation loop).
+
+The same equations as the circuit are used (:mod:`neurons.models`); at the rate level the
+drive is its mean, at the spiking levels each step draws ``poisson(n_syn * rate * dt)`` spikes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .backend import configure_brian2
+from .models import SYNAPSE_WEIGHT_UNITS, get_model
+from .params import DEFAULT_PARAMS, CellParams, with_units
+
+__all__ = ["Drive", "Interneurons", "simulate_cells", "spike_count_nrmse_floor"]
+
+
+@dataclass(frozen=True)
+class Drive:
+    """Independent Poisson input to one compartment of every cell.
+
+    Attributes
+    ----------
+    rate : array (N,) or float
+        Rate of each synapse (Hz), per cell.
+    w : float
+        Synaptic efficacy (SI weight units: V·s for dendrites, s for shunts, 1 for pools).
+    n_syn : int
+        Synapses per cell on this compartment.
+    """
+
+    rate: object
+    w: float
+    n_syn: int = 100
+
+
+@dataclass(frozen=True)
+class Interneurons:
+    """Divisive interneurons pooling all cells of the population and shunting them.
+
+    ``w_pool`` (dimensionless, per L2/3 spike) and ``I_set`` (Hz) set the set point
+    ``R_set = I_set / w_pool`` of the pooled rate; ``w_shunt`` (s) is the shunt per interneuron
+    spike (relative to the leak, integrated over time).
+    """
+
+    I_set: float
+    w_pool: float
+    w_shunt: float
+    n: int = 1
+
+
+def simulate_cells(
+    level: str,
+    cell_type: str,
+    n_cells: int,
+    drives: dict,
+    duration: float,
+    warmup: float = 0.5,
+    dt: float = 1e-4,
+    seed: int = 0,
+    phi: str = "elu1",
+    cell_params: dict | None = None,
+    interneurons: Interneurons | None = None,
+    params: CellParams = DEFAULT_PARAMS,
+    codegen: str = "numpy",
+) -> dict:
+    """Run ``n_cells`` cells of ``cell_type`` at ``level`` under ``drives``; measure them.
+
+    Parameters
+    ----------
+    drives : dict
+        Compartment name -> :class:`Drive`.
+    duration, warmup : float
+        Measurement window and discarded warm-up (s).
+    cell_params : dict
+        Values of the model's per-cell parameters (biases in V, ``rho`` in Hz...).
+
+    Returns
+    -------
+    dict
+        ``rate`` measured spike rate (Hz; at the rate level the final rate), ``expected`` the
+        window mean of the intensity ``r`` (Hz), window means of the other observables, and
+        ``inh_rate`` (interneuron rates, Hz) when interneurons are present.
+    """
+    import brian2 as b2
+
+    configure_brian2(codegen)
+    b2.seed(seed)
+    ns = with_units(params, dt)
+    model = get_model(level, cell_type)
+    clock = b2.Clock(dt=dt * b2.second)
+    comps = {c: [f"drive_{c}"] for c in drives}
+    if interneurons is not None:
+        comps.setdefault("soma", []).append("shunt")
+    eqs = model.render(phi, comps) + "".join(f"\nnu_drive_{c} : Hz" for c in drives)
+    G = b2.NeuronGroup(n_cells, eqs, threshold=model.threshold or None,
+                       method=model.method, namespace=ns, clock=clock, name="cells")
+    for k, v in (cell_params or {}).items():
+        v = np.asarray(v, float)
+        setattr(G, k + "_", float(v) if v.ndim == 0 else v)
+    objs = [G]
+    if model.regular:
+        objs.append(G.run_regularly(model.regular, clock=clock, when="groups", order=1))
+    for comp, d in drives.items():
+        unit = model.inputs[comp][1]
+        nu = np.broadcast_to(np.asarray(d.rate, float), (n_cells,)).copy()
+        setattr(G, f"nu_drive_{comp}_", nu)
+        if model.spiking:  # n_syn independent Poisson synapses: a Poisson count per step
+            objs.append(G.run_regularly(
+                f"in_drive_{comp} += {d.w!r}*{SYNAPSE_WEIGHT_UNITS[unit]}*k_syn"
+                f"*poisson({d.n_syn}*nu_drive_{comp}*dt)", clock=clock, when="before_groups"))
+        else:
+            setattr(G, f"in_drive_{comp}_", d.w * d.n_syn * nu)
+    inh = None
+    if interneurons is not None:
+        im = get_model(level, "interneuron")
+        inh = b2.NeuronGroup(interneurons.n, im.render(phi, {"soma": ["pool"]}),
+                             threshold=im.threshold or None, method=im.method, namespace=ns,
+                             clock=clock, name="interneurons")
+        inh.I_set_ = interneurons.I_set
+        objs.append(inh)
+        objs.append(inh.run_regularly(im.regular, clock=clock, when="groups", order=1))
+        for name, src, tgt, w, unit in (("pool", G, inh, interneurons.w_pool, "Hz"),
+                                        ("shunt", inh, G, interneurons.w_shunt / interneurons.n, "1")):
+            wu = SYNAPSE_WEIGHT_UNITS[unit]
+            if model.spiking:
+                S = b2.Synapses(src, tgt, f"w : {wu} (constant)", on_pre=f"in_{name}_post += w*k_syn",
+                                clock=clock, namespace=ns, name=name)
+            else:
+                S = b2.Synapses(src, tgt, f"w : {wu} (constant)\nin_{name}_post = w*r_pre : {unit} (summed)",
+                                clock=clock, namespace=ns, name=name)
+            S.connect()
+            S.w_ = w
+            objs.append(S)
+    mon = b2.SpikeMonitor(G, record=False) if model.spiking else None
+    imon = b2.SpikeMonitor(inh, record=False) if (inh is not None and model.spiking) else None
+    if model.spiking:
+        acc = "\n".join(f"acc_{v} += {v}*dt" for v in model.observables)
+        objs.append(G.run_regularly(acc, clock=clock, when="end"))
+    net = b2.Network(*objs, *(m for m in (mon, imon) if m is not None))
+    net.run(warmup * b2.second, namespace={})
+    if not model.spiking:
+        net.run(duration * b2.second, namespace={})
+        out = {v: np.array(getattr(G, v + "_")[:]) for v in model.observables}
+        out["expected"] = out["rate"] = out["r"]
+        if inh is not None:
+            out["inh_rate"] = np.array(inh.r_[:])
+        return out
+    c0 = np.array(mon.count[:], float)
+    a0 = {v: np.array(getattr(G, f"acc_{v}_")[:]) for v in model.observables}
+    i0 = np.array(imon.count[:], float) if imon is not None else None
+    net.run(duration * b2.second, namespace={})
+    out = {v: (np.array(getattr(G, f"acc_{v}_")[:]) - a0[v]) / duration for v in model.observables}
+    out["expected"] = out["r"]
+    out["count"] = np.array(mon.count[:], float) - c0
+    out["rate"] = out["count"] / duration
+    if imon is not None:
+        out["inh_rate"] = (np.array(imon.count[:], float) - i0) / duration
+    return out
+
+
+def spike_count_nrmse_floor(rates: np.ndarray, duration: float, fano: float = 1.0) -> float:
+    """NRMSE of rates estimated from spike counts, from counting noise alone.
+
+    Each rate estimate ``count / T`` has variance ``F r / T``; the floor is
+    ``sqrt(mean(F r / T)) / std(r)`` (the NRMSE convention of :func:`sims.result.stage_metrics`).
+    """
+    rates = np.asarray(rates, float)
+    return float(np.sqrt(np.mean(fano * rates / duration)) / np.std(rates))
