@@ -223,7 +223,8 @@ def instantiate(
         model = get_model(level, pop.cell_type)
         eqs = model.render(phi, incoming[name])
         g = b2.NeuronGroup(pop.N, eqs, method=model.method, namespace=ns, clock=clock, name=name,
-                           threshold=model.threshold or None)
+                           threshold=model.threshold or None,
+                           reset=model.reset or None, refractory=model.refractory or False)
         for var, val in values.params.get(name, {}).items():
             if var not in model.parameters:
                 raise ValueError(f"values.params[{name!r}]: {var!r} is not a parameter of {pop.cell_type}")

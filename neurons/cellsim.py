@@ -101,8 +101,8 @@ def simulate_cells(
     if interneurons is not None:
         comps.setdefault("soma", []).append("shunt")
     eqs = model.render(phi, comps) + "".join(f"\nnu_drive_{c} : Hz" for c in drives)
-    G = b2.NeuronGroup(n_cells, eqs, threshold=model.threshold or None,
-                       method=model.method, namespace=ns, clock=clock, name="cells")
+    G = b2.NeuronGroup(n_cells, eqs, threshold=model.threshold or None, reset=model.reset or None,
+                       refractory=model.refractory or False, method=model.method, namespace=ns, clock=clock, name="cells")
     for k, v in (cell_params or {}).items():
         v = np.asarray(v, float)
         setattr(G, k + "_", float(v) if v.ndim == 0 else v)

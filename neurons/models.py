@@ -69,6 +69,8 @@ class CellModel:
         Brian2 integration method.
     regular : str
         Code run every time step after the state update (e.g. rectification), or ``""``.
+    threshold, reset, refractory : str
+        Brian2 spike condition, reset code and refractoriness (empty: none).
     """
 
     equations: str
@@ -79,7 +81,10 @@ class CellModel:
     method: str = "exponential_euler"
     regular: str = ""
     threshold: str = ""
-    units: dict = field(default_factory=lambda: {"r": "Hz", "V_b": "volt", "V_a": "volt", "U": "volt"})
+    reset: str = ""
+    refractory: str = ""
+    units: dict = field(default_factory=lambda: {"r": "Hz", "V_b": "volt", "V_a": "volt", "U": "volt",
+                                                 "P": "1", "v": "volt"})
 
     @property
     def spiking(self) -> bool:
@@ -104,7 +109,8 @@ class CellModel:
             else:             # written every step by the projection's summed variable
                 lines.extend(f"in_{p} : {unit}" for p in projs)
         if self.spiking:      # window integrals of the observables, for time averages
-            lines.extend(f"acc_{v} : {self.units[v]}*second" for v in self.observables)
+            lines.extend(f"acc_{v} : " + ("second" if self.units[v] == "1" else f"{self.units[v]}*second")
+                         for v in self.observables)
         unknown = set(projections_by_compartment) - set(self.inputs)
         if unknown:
             raise ValueError(f"model has no input for compartment(s) {sorted(unknown)}")
@@ -250,3 +256,36 @@ def _escape(rate_model: CellModel) -> CellModel:
 
 for _ct in ("relay", "l23", "interneuron", "l5it", "l5pt", "relay_out"):
     MODELS[("escape", _ct)] = _escape(MODELS[("rate", _ct)])
+
+
+# ------------------------------------------------------------------------------------------------
+# LIF level: the same dendrites; integrate-and-fire somata driven by the encoded product P
+# ------------------------------------------------------------------------------------------------
+# The soma integrates v_drive * P (P = basal factor x apical gain, the quantity the escape cell's
+# rate is proportional to) plus an OU background, with threshold, reset and refractoriness. Its
+# rate F(P) is not proportional to P: it is measured and inverted by neurons.calibration.
+# Thalamic input relays stay Poisson and interneurons keep their escape-level integral feedback.
+
+_LIF_SOMA = """
+dv/dt = (v_drive*P - v)/tau_m + sigma_bg*sqrt(2/tau_m)*xi : volt (unless refractory)
+r = rho*P : Hz
+rho : Hz (shared, constant)
+"""
+
+
+def _lif(rate_model: CellModel, P: str, drop: str) -> CellModel:
+    from dataclasses import replace
+
+    eqs = "\n".join(line for line in rate_model.equations.strip().splitlines()
+                    if not line.strip().startswith(drop) and not line.strip().startswith("rho :"))
+    return replace(rate_model, equations=eqs + f"\nP = {P} : 1" + _LIF_SOMA, method="euler",
+                   threshold="v > v_th", reset="v = v_reset", refractory="tau_ref",
+                   observables=rate_model.observables + ("P",))
+
+
+MODELS[("lif", "relay")] = MODELS[("escape", "relay")]
+MODELS[("lif", "interneuron")] = MODELS[("escape", "interneuron")]
+MODELS[("lif", "l23")] = _lif(MODELS[("rate", "l23")], "clip(U/u, 0, inf)*{PHI_A}", "r =")
+MODELS[("lif", "l5it")] = _lif(MODELS[("rate", "l5it")], "clip(U/u, 0, inf)*clip(V_a/u, 0, inf)", "r =")
+MODELS[("lif", "l5pt")] = _lif(MODELS[("rate", "l5pt")], "clip(U/u, 0, inf)", "r =")
+MODELS[("lif", "relay_out")] = _lif(MODELS[("rate", "relay_out")], "clip(U/u, 0, inf)", "r =")

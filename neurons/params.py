@@ -14,6 +14,12 @@ Sources for the time constants:
 ``u`` is the dendritic potential that encodes one unit of the attention quantities
 (q, k, v, ...): 1 mV per unit keeps potentials within a few mV of rest for unit-variance
 projections.
+
+Integrate-and-fire somata (``lif`` level): threshold 20 mV above rest, reset to 10 mV,
+2 ms absolute refractoriness, and an Ornstein–Uhlenbeck background of 4 mV standard deviation
+standing for the balanced synaptic bombardment of cortical neurons in vivo (Destexhe et al.
+2003: 2–6 mV membrane-potential fluctuations). The somatic drive is ``v_drive`` = 10 mV per unit
+of encoded product, so products of 1–4 span the sub- to supra-threshold range.
 """
 
 from __future__ import annotations
@@ -39,6 +45,14 @@ class CellParams:
         Synaptic current time constant at the spiking levels (s).
     u : float
         Dendritic potential per encoded unit (V).
+    v_th, v_reset : float
+        LIF threshold and reset, relative to rest (V).
+    tau_ref : float
+        LIF absolute refractory period (s).
+    sigma_bg : float
+        Standard deviation of the LIF's OU background (V).
+    v_drive : float
+        LIF somatic drive per unit of encoded product (V).
     """
 
     tau_m: float = 10e-3
@@ -46,6 +60,11 @@ class CellParams:
     tau_int: float = 10e-3
     tau_syn: float = 5e-3
     u: float = 1e-3
+    v_th: float = 20e-3
+    v_reset: float = 10e-3
+    tau_ref: float = 2e-3
+    sigma_bg: float = 4e-3
+    v_drive: float = 10e-3
 
     def __post_init__(self):
         for f in fields(self):
@@ -65,7 +84,8 @@ class CellParams:
 
 DEFAULT_PARAMS = CellParams()
 
-_UNITS = {"tau_m": "second", "tau_d": "second", "tau_int": "second", "tau_syn": "second", "u": "volt"}
+_UNITS = {"tau_m": "second", "tau_d": "second", "tau_int": "second", "tau_syn": "second", "u": "volt",
+          "v_th": "volt", "v_reset": "volt", "tau_ref": "second", "sigma_bg": "volt", "v_drive": "volt"}
 
 
 def with_units(params: CellParams, dt: float | None = None) -> dict:

@@ -1,0 +1,75 @@
+"""Transfer-function calibration: lif lookup tables, escape closed form, the on-disk cache."""
+
+import os
+
+import numpy as np
+import pytest
+
+from neurons.calibration import Protocol, calibrate, calibration_key, isotonic
+from neurons.cellsim import Drive, simulate_cells
+from neurons.params import DEFAULT_PARAMS
+
+pytestmark = pytest.mark.brian2
+W = 1e-3 / (100 * 10.0)
+TINY = Protocol(grid=(0.5, 1.0, 2.0, 4.0), n_rep=2, duration=0.5, warmup=0.1, dt=1e-3)
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTMHSA_CACHE", str(tmp_path / "cache"))
+
+
+def test_lif_products_above_the_lower_bound_within_5_percent():
+    table = calibrate("l5it", "lif", protocol=Protocol(duration=5.0, n_rep=8))
+    assert 0.5 < table.lower_bound < 2.0           # rate >= 7 Hz from p ~ 1.1 on
+    assert np.all(np.diff(table.rate) >= 0)
+    rng = np.random.default_rng(5)                 # independent pairs, basal != apical, new seed
+    b, a = rng.uniform(0.6, 2.2, 16), rng.uniform(0.6, 2.2, 16)
+    rep = 8
+    out = simulate_cells("lif", "l5it", 16 * rep, {"basal": Drive(10 * np.repeat(b, rep), W),
+                                                   "apical": Drive(10 * np.repeat(a, rep), W)},
+                         duration=5.0, warmup=0.3, dt=1e-4, seed=99, cell_params=dict(b_b=0.0, rho=20.0))
+    p = b * a
+    p_hat = table.inverse(out["rate"].reshape(16, rep).mean(axis=1))
+    ok = p >= table.lower_bound
+    assert ok.sum() >= 8 and np.all(np.isfinite(p_hat[ok]))
+    rel = (p_hat[ok] - p[ok]) / p[ok]
+    assert np.sqrt(np.mean(rel ** 2)) <= 0.05 and np.max(np.abs(rel)) <= 0.05
+    assert np.all(np.isnan(table.inverse(np.array([0.5]))))   # below the working range: no answer
+
+
+def test_escape_closed_form_is_the_nominal_gain():
+    table = calibrate("l5it", "escape", protocol=Protocol(duration=4.0, n_rep=8, dt=1e-3))
+    assert table.slope == pytest.approx(20.0, rel=0.03)
+    np.testing.assert_allclose(table.inverse(table.forward(np.array([1.0, 3.0]))), [1.0, 3.0])
+
+
+def test_cache_hit_parameter_change_and_corrupt_file():
+    first = calibrate("l5pt", "escape", protocol=TINY)
+    assert first.meta["from_cache"] is False and os.path.exists(first.meta["path"])
+    again = calibrate("l5pt", "escape", protocol=TINY)
+    assert again.meta["from_cache"] is True
+    np.testing.assert_array_equal(again.raw_rate, first.raw_rate)
+    # any parameter change is a new key, hence a new measurement
+    changed = DEFAULT_PARAMS.replace(tau_m=12e-3)
+    assert calibration_key("escape", "l5pt", changed, TINY) != first.key
+    assert calibrate("l5pt", "escape", params=changed, protocol=TINY).meta["from_cache"] is False
+    # a corrupt file is rebuilt, not trusted
+    with open(first.meta["path"], "wb") as fh:
+        fh.write(b"not an npz")
+    with pytest.warns(RuntimeWarning, match="unusable"):
+        rebuilt = calibrate("l5pt", "escape", protocol=TINY)
+    assert rebuilt.meta["from_cache"] is False
+    np.testing.assert_array_equal(rebuilt.raw_rate, first.raw_rate)   # same seed, same spikes
+
+
+def test_isotonic_fit():
+    y = np.array([1.0, 3.0, 2.0, 4.0, 3.5, 5.0])
+    fit = isotonic(y)
+    assert np.all(np.diff(fit) >= 0)
+    np.testing.assert_allclose(fit, [1.0, 2.5, 2.5, 3.75, 3.75, 5.0])
+
+
+def test_calibration_level_validation():
+    with pytest.raises(ValueError, match="level: calibration applies to the spiking levels"):
+        calibrate("l5it", "rate")

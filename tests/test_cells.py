@@ -1,0 +1,95 @@
+"""Cell-level acceptance (issue 4): spiking cells multiply and interneurons divide, by measurement.
+
+Seeded and small; larger sweeps are in ``ctmhsa bench cells``.
+"""
+
+import numpy as np
+import pytest
+
+from mapping.codes import DEFAULT_GAINS as G
+from neurons.cellsim import Drive, Interneurons, simulate_cells, spike_count_nrmse_floor
+
+pytestmark = pytest.mark.brian2
+U = 1e-3          # V per encoded unit (neurons.params)
+NSYN = 100
+W = U / (NSYN * 10.0)   # 10 Hz per synapse on 100 synapses = 1 unit of drive
+
+
+def _grid():
+    f = np.geomspace(0.25, 2.0, 8)       # 8-fold range of each factor (encoded units)
+    B, A = np.meshgrid(f, f, indexing="ij")
+    return B.ravel(), A.ravel()
+
+
+def test_escape_l5it_rate_is_the_product():
+    B, A = _grid()
+    T, rho = 20.0, 20.0
+    out = simulate_cells("escape", "l5it", B.size, {"basal": Drive(10 * B, W), "apical": Drive(10 * A, W)},
+                         duration=T, warmup=0.2, dt=1e-3, seed=1, cell_params=dict(b_b=0.0, rho=rho))
+    pred = rho * B * A
+    r = out["rate"]
+    nrmse = np.sqrt(np.mean((r - pred) ** 2)) / np.std(pred)
+    floor = spike_count_nrmse_floor(pred, T)
+    assert nrmse <= 1.3 * floor, (nrmse, floor)
+    # systematic part: the window-mean intensity has no count noise
+    assert abs(np.mean(out["expected"] - pred) / np.mean(pred)) <= 0.01
+    se = np.sqrt(np.sum(pred / T)) / pred.size / np.mean(pred)   # s.e. of the mean relative error
+    assert abs(np.mean(r - pred) / np.mean(pred)) <= 0.01 + 3 * se
+
+
+@pytest.mark.parametrize("cell_type, cell_params", [
+    ("l5it", dict(b_b=0.0, rho=20.0)),
+    ("l23", dict(b_b=0.0, b_a=0.0, rho=20.0)),
+    ("l5pt", dict(b=0.0, rho=20.0)),
+])
+def test_rate_and_escape_levels_agree_in_expectation(cell_type, cell_params):
+    B, A = _grid()
+    drives = {"basal": Drive(10 * B, W), "apical": Drive(10 * A, W)}
+    if cell_type == "l5pt":
+        drives = {"soma": Drive(10 * B, W)}
+    rate = simulate_cells("rate", cell_type, B.size, drives, duration=1.0, warmup=0.5,
+                          cell_params=cell_params)
+    esc = simulate_cells("escape", cell_type, B.size, drives, duration=10.0, warmup=0.3, dt=1e-3,
+                         seed=2, cell_params=cell_params)
+    rel = np.mean(esc["expected"]) / np.mean(rate["r"]) - 1
+    assert abs(rel) <= 0.01, rel
+    nrmse = np.sqrt(np.mean((esc["rate"] - rate["r"]) ** 2)) / np.std(rate["r"])
+    assert nrmse <= 1.3 * spike_count_nrmse_floor(rate["r"], 10.0)
+
+
+def test_escape_macrocolumn_divides_by_the_pooled_salience():
+    """r_k = R_set u_k / Σ u across input sets whose Σ u spans > 3x (elu1 dendrites)."""
+    rng = np.random.default_rng(0)
+    N, T = 32, 8.0
+    b0, a0 = rng.uniform(0.0, 1.0, N), rng.uniform(0.0, 1.0, N)
+    R_set = G.r_l23 * N
+    inh = Interneurons(I_set=1 / G.g_sh, w_pool=1 / (G.g_sh * R_set), w_shunt=G.g_sh, n=10)
+    norms, sums = [], []
+    for k, scale in enumerate([0.2, 0.7, 1.3, 2.2]):
+        b, a = b0 * scale, a0 * scale
+        out = simulate_cells("escape", "l23", N, {"basal": Drive(10 * b, W), "apical": Drive(10 * a, W)},
+                             duration=T, warmup=1.0, dt=1e-3, seed=10 + k, interneurons=inh,
+                             cell_params=dict(b_b=0.0, b_a=0.0, rho=G.rho_l23))
+        u = (b + 1) * (a + 1)            # elu1 of the (positive) dendritic potentials
+        target = R_set * u / u.sum()
+        r = out["rate"]
+        floor = spike_count_nrmse_floor(target, T)
+        assert np.sqrt(np.mean((r - target) ** 2)) / np.std(target) <= 1.3 * floor
+        norms.append(r.sum() / R_set)     # 1 when the interneurons hold the set point
+        sums.append(u.sum())
+        assert np.all(out["inh_rate"] < 250)
+    assert max(sums) / min(sums) > 3
+    assert max(norms) - min(norms) <= 0.01 and all(abs(c - 1) <= 0.01 for c in norms), norms
+
+
+def test_without_interneurons_there_is_no_division():
+    rng = np.random.default_rng(1)
+    N = 16
+    b, a = rng.uniform(0.2, 1.0, N), rng.uniform(0.2, 1.0, N)
+    rates = []
+    for scale in (0.5, 2.0):
+        out = simulate_cells("rate", "l23", N, {"basal": Drive(10 * b * scale, W),
+                                                "apical": Drive(10 * a * scale, W)},
+                             duration=0.5, cell_params=dict(b_b=0.0, b_a=0.0, rho=G.rho_l23))
+        rates.append(out["r"].sum())
+    assert rates[1] / rates[0] > 2      # the pooled rate follows Σ u: nothing divides it
