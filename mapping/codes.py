@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-__all__ = ["AffineCode", "CodeGains", "DEFAULT_GAINS"]
+__all__ = ["AffineCode", "TransferCode", "CodeGains", "DEFAULT_GAINS"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,24 @@ class AffineCode:
 
     def decode(self, r):
         return np.asarray(r, dtype=float) / np.asarray(self.gain) - np.asarray(self.offset)
+
+
+@dataclass(frozen=True)
+class TransferCode:
+    """Code through a measured transfer function (:class:`neurons.calibration.TransferTable`).
+
+    ``encode(p)`` is the rate a cell fires for encoded product ``p``; ``decode(rate)`` inverts
+    the calibrated table and returns NaN below its documented lower bound (outside the working
+    range, nothing is guessed).
+    """
+
+    table: object
+
+    def encode(self, p):
+        return self.table.forward(p)
+
+    def decode(self, r):
+        return self.table.inverse(r)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,9 @@ class Interneurons:
     w_pool: float
     w_shunt: float
     n: int = 1
+    groups: int = 1
+    """Independent macrocolumns: cells are split into ``groups`` equal consecutive blocks, each
+    with its own ``n`` interneurons (pooling and shunting that block only)."""
 
 
 def simulate_cells(
@@ -122,7 +125,11 @@ def simulate_cells(
     inh = None
     if interneurons is not None:
         im = get_model(level, "interneuron")
-        inh = b2.NeuronGroup(interneurons.n, im.render(phi, {"soma": ["pool"]}),
+        ng = interneurons.groups
+        if n_cells % ng:
+            raise ValueError(f"interneurons.groups: {ng} does not divide n_cells = {n_cells}")
+        cpg, n_i = n_cells // ng, interneurons.n
+        inh = b2.NeuronGroup(n_i * ng, im.render(phi, {"soma": ["pool"]}),
                              threshold=im.threshold or None, method=im.method, namespace=ns,
                              clock=clock, name="interneurons")
         inh.I_set_ = interneurons.I_set
@@ -137,7 +144,11 @@ def simulate_cells(
             else:
                 S = b2.Synapses(src, tgt, f"w : {wu} (constant)\nin_{name}_post = w*r_pre : {unit} (summed)",
                                 clock=clock, namespace=ns, name=name)
-            S.connect()
+            # all-to-all inside each block: cell c belongs to block c // cpg, interneuron k to k // n_i
+            cell = np.repeat(np.arange(n_cells), n_i)
+            intn = (cell // cpg) * n_i + np.tile(np.arange(n_i), n_cells)
+            pre, post = (cell, intn) if name == "pool" else (intn, cell)
+            S.connect(i=pre.astype(np.int32), j=post.astype(np.int32))
             S.w_ = w
             objs.append(S)
     mon = b2.SpikeMonitor(G, record=False) if model.spiking else None

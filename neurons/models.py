@@ -267,10 +267,19 @@ for _ct in ("relay", "l23", "interneuron", "l5it", "l5pt", "relay_out"):
 # Thalamic input relays stay Poisson and interneurons keep their escape-level integral feedback.
 
 _LIF_SOMA = """
-dv/dt = (v_drive*P - v)/tau_m + sigma_bg*sqrt(2/tau_m)*xi : volt (unless refractory)
+dv/dt = (v_drive*P + I_bg - v)/tau_m : volt (unless refractory)
+I_bg : volt
 r = rho*P : Hz
 rho : Hz (shared, constant)
 """
+
+# The background is an OU process with correlation time tau_syn (synaptically filtered
+# bombardment), advanced by its exact one-step update after every state update. It is scaled so
+# that the free membrane potential has standard deviation sigma_bg. Keeping xi out of the
+# equations lets every variable use exponential Euler: with Euler-Maruyama the strongly shunted
+# soma (time constant tau_m/(1+g) < dt/2 when g > 200) diverged to NaN (measured).
+_LIF_BACKGROUND = ("I_bg = I_bg*exp(-dt/tau_syn) + sigma_bg*sqrt((tau_m + tau_syn)/tau_m)"
+                   "*sqrt(1 - exp(-2*dt/tau_syn))*randn()")
 
 
 def _lif(rate_model: CellModel, P: str, drop: str) -> CellModel:
@@ -278,7 +287,9 @@ def _lif(rate_model: CellModel, P: str, drop: str) -> CellModel:
 
     eqs = "\n".join(line for line in rate_model.equations.strip().splitlines()
                     if not line.strip().startswith(drop) and not line.strip().startswith("rho :"))
-    return replace(rate_model, equations=eqs + f"\nP = {P} : 1" + _LIF_SOMA, method="euler",
+    regular = "\n".join(x for x in (rate_model.regular, _LIF_BACKGROUND) if x)
+    return replace(rate_model, equations=eqs + f"\nP = {P} : 1" + _LIF_SOMA,
+                   method="exponential_euler", regular=regular,
                    threshold="v > v_th", reset="v = v_reset", refractory="tau_ref",
                    observables=rate_model.observables + ("P",))
 

@@ -64,6 +64,10 @@ def _cmd_circuit(args) -> int:
 
 
 def _cmd_bench(args) -> int:
+    if args.which == "cells":
+        from .bench_cells import main as cells_main
+
+        return cells_main(args)
     from .bench import main as bench_main
 
     return bench_main(args)
@@ -91,14 +95,19 @@ def build_parser() -> argparse.ArgumentParser:
     circ.set_defaults(func=_cmd_circuit)
 
     bench = sub.add_parser("bench", help="benchmarks that print a table and write JSON")
-    bench.add_argument("which", choices=["rate"], help="rate: build and run a head at the rate level")
+    bench.add_argument("which", choices=["rate", "cells"],
+                       help="rate: build and run a head at the rate level; cells: products, "
+                            "normalisation and fig. 2 in silico at the spiking levels")
     bench.add_argument("--n", type=int, default=33, help="tokens = macrocolumns (default 33)")
     bench.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
     bench.add_argument("--H", type=int, default=1, help="heads (default 1)")
     bench.add_argument("--duration", type=float, default=1.0, help="simulated time, s (default 1)")
     bench.add_argument("--repeats", type=int, default=3, help="repetitions, each in a fresh process")
     bench.add_argument("--codegen", default="cython", choices=["numpy", "cython"])
-    bench.add_argument("--out", default="bench_results/rate.json", help="JSON output file")
+    bench.add_argument("--out", default="bench_results/rate.json", help="JSON output file (rate)")
+    bench.add_argument("--out-dir", default="bench_results", help="output directory (cells)")
+    bench.add_argument("--levels", nargs="+", default=["escape", "lif"], choices=["escape", "lif"])
+    bench.add_argument("--skip-fig2", action="store_true", help="cells: skip the fig. 2 data")
     bench.set_defaults(func=_cmd_bench)
     return ap
 

@@ -73,3 +73,11 @@ def test_isotonic_fit():
 def test_calibration_level_validation():
     with pytest.raises(ValueError, match="level: calibration applies to the spiking levels"):
         calibrate("l5it", "rate")
+
+
+def test_transfer_code_round_trip_in_the_working_range():
+    from mapping.codes import TransferCode
+
+    code = TransferCode(calibrate("l5pt", "escape", protocol=TINY))
+    p = np.array([0.6, 1.5, 3.0])
+    np.testing.assert_allclose(code.decode(code.encode(p)), p, rtol=1e-12)

@@ -1,0 +1,183 @@
+"""``ctmhsa bench cells``: spiking cells that multiply and divide, measured.
+
+Prints and writes (JSON + npz, atomically):
+
+1. product table — L5 IT rate vs the encoded product basal x apical on an 8 x 8 grid spanning an
+   8-fold range of each factor; escape: NRMSE vs ``rho b a`` and the spike-count noise floor;
+   lif: NRMSE of the calibrated product ``F^-1(rate)`` vs ``b a`` above the calibrated lower
+   bound, and its noise floor (count noise through the inverse slope);
+2. normalisation table — a macrocolumn of 32 L2/3 cells with 10 interneurons, four input sets
+   whose Σu spans > 3x: pooled rate / set point, proportionality slope, NRMSE vs noise floor,
+   interneuron rates;
+3. in-silico fig. 2 — (a) f–I curves of an L5 IT cell at three apical drives; (b) the same cell
+   with its L2/3 (apical) input intact vs 70 % silenced; (c) an L2/3 cell's response to its own
+   drive at three levels of the other cells' drive, with and without interneurons.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from mapping.codes import DEFAULT_GAINS as G
+from neurons.calibration import Protocol, calibrate
+from neurons.cellsim import Drive, Interneurons, simulate_cells, spike_count_nrmse_floor
+
+__all__ = ["product_table", "normalisation_table", "fig2_data", "main"]
+
+U = 1e-3
+W = U / (100 * 10.0)          # 10 Hz on 100 synapses = 1 encoded unit
+DT = {"escape": 1e-3, "lif": 1e-4}
+
+
+def _atomic_savez(path, **arrays):
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, suffix=".npz")
+    os.close(fd)
+    np.savez_compressed(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def product_table(level: str, T: float = 20.0, seed: int = 1) -> dict:
+    f = np.geomspace(0.25, 2.0, 8)
+    B, A = (x.ravel() for x in np.meshgrid(f, f, indexing="ij"))
+    rho = 20.0
+    out = simulate_cells(level, "l5it", B.size, {"basal": Drive(10 * B, W), "apical": Drive(10 * A, W)},
+                         duration=T, warmup=0.3, dt=DT[level], seed=seed, cell_params=dict(b_b=0.0, rho=rho))
+    r, p = out["rate"], B * A
+    if level == "escape":
+        pred = rho * p
+        nrmse = float(np.sqrt(np.mean((r - pred) ** 2)) / np.std(pred))
+        floor = spike_count_nrmse_floor(pred, T)
+        bias = float(np.mean(r - pred) / np.mean(pred))
+        return dict(level=level, T=T, nrmse=nrmse, noise_floor=floor, ratio=nrmse / floor, bias=bias,
+                    expected_bias=float(np.mean(out["expected"] - pred) / np.mean(pred)),
+                    n=int(p.size), b=B, a=A, rate=r)
+    table = calibrate("l5it", "lif", protocol=Protocol(duration=10.0, n_rep=8))
+    p_hat = table.inverse(r)
+    ok = (p >= table.lower_bound) & np.isfinite(p_hat)
+    err = p_hat[ok] - p[ok]
+    slope = np.gradient(table.rate, table.product)
+    dp = np.sqrt(table.forward(p[ok]) / T) / np.interp(p[ok], table.product, slope)
+    return dict(level=level, T=T, nrmse=float(np.sqrt(np.mean(err ** 2)) / np.std(p[ok])),
+                noise_floor=float(np.sqrt(np.mean(dp ** 2)) / np.std(p[ok])),
+                rel_rms=float(np.sqrt(np.mean((err / p[ok]) ** 2))),
+                max_rel=float(np.max(np.abs(err / p[ok]))), lower_bound=table.lower_bound,
+                min_rate=table.min_rate, n=int(ok.sum()), n_below=int((~ok).sum()),
+                uncalibrated_nrmse=float(np.sqrt(np.mean((r - 20 * p) ** 2)) / np.std(20 * p)),
+                b=B, a=A, rate=r)
+
+
+def normalisation_table(level: str, T: float = 10.0, n_inh: int = 10) -> dict:
+    rng = np.random.default_rng(0)
+    N = 32
+    b0, a0 = rng.uniform(0.0, 1.0, N), rng.uniform(0.0, 1.0, N)
+    R_set = G.r_l23 * N
+    inh = Interneurons(I_set=1 / G.g_sh, w_pool=1 / (G.g_sh * R_set), w_shunt=G.g_sh, n=n_inh)
+    rows = []
+    for k, scale in enumerate([0.2, 0.7, 1.3, 2.2]):
+        b, a = b0 * scale, a0 * scale
+        out = simulate_cells(level, "l23", N, {"basal": Drive(10 * b, W), "apical": Drive(10 * a, W)},
+                             duration=T, warmup=1.0, dt=DT[level], seed=10 + k, interneurons=inh,
+                             cell_params=dict(b_b=0.0, b_a=0.0, rho=G.rho_l23))
+        u = (b + 1) * (a + 1)
+        target = R_set * u / u.sum()
+        r = out["rate"]
+        rows.append(dict(sum_u=float(u.sum()), pooled_over_set=float(r.sum() / R_set),
+                         slope=float(r @ target / (target @ target)),
+                         r_shape=float(np.corrcoef(r, u)[0, 1]),
+                         nrmse=float(np.sqrt(np.mean((r - target) ** 2)) / np.std(target)),
+                         noise_floor=spike_count_nrmse_floor(target, T),
+                         inh_rate=float(np.mean(out["inh_rate"]))))
+    pooled = [row["pooled_over_set"] for row in rows]
+    slopes = [row["slope"] for row in rows]
+    return dict(level=level, T=T, n_inh=n_inh, rows=rows,
+                normaliser_spread=float(max(pooled) - min(pooled)),
+                slope_spread=float(max(slopes) - min(slopes)))
+
+
+def fig2_data(level: str, T: float = 5.0) -> dict:
+    basal = np.linspace(0.0, 3.0, 13)
+    data = {"basal": basal}
+    # (a) apical input multiplies the f–I gain of an L5 (IT) cell
+    apical = np.array([0.5, 1.0, 2.0])
+    Bg, Ag = (x.ravel() for x in np.meshgrid(basal, apical, indexing="ij"))
+    out = simulate_cells(level, "l5it", Bg.size, {"basal": Drive(10 * Bg, W), "apical": Drive(10 * Ag, W)},
+                         duration=T, warmup=0.3, dt=DT[level], seed=21, cell_params=dict(b_b=0.0, rho=20.0))
+    data["a_apical"] = apical
+    data["a_rate"] = out["rate"].reshape(basal.size, apical.size)
+    # (b) silencing 70 % of the L2/3 input to the apical tuft lowers the gain of L5 IT
+    fractions = np.array([1.0, 0.3])
+    Bg, Fg = (x.ravel() for x in np.meshgrid(basal, fractions, indexing="ij"))
+    out = simulate_cells(level, "l5it", Bg.size, {"basal": Drive(10 * Bg, W), "apical": Drive(10 * 1.0 * Fg, W)},
+                         duration=T, warmup=0.3, dt=DT[level], seed=22, cell_params=dict(b_b=0.0, rho=20.0))
+    data["b_l23_active_fraction"] = fractions
+    data["b_rate"] = out["rate"].reshape(basal.size, fractions.size)
+    # (c) divisive normalisation: in each of many independent macrocolumns of N L2/3 cells, a
+    # target cell (index 0) gets its own basal drive while the other N-1 get a common drive
+    others = np.array([0.3, 1.0, 2.0])
+    N = 16
+    own, oth = (x.ravel() for x in np.meshgrid(basal, others, indexing="ij"))
+    b = np.repeat(oth, N)
+    b[::N] = own
+    curves = {}
+    for with_inh in (True, False):
+        inh = (Interneurons(I_set=1 / G.g_sh, w_pool=1 / (G.g_sh * G.r_l23 * N), w_shunt=G.g_sh,
+                            n=10, groups=own.size) if with_inh else None)
+        res = simulate_cells(level, "l23", b.size, {"basal": Drive(10 * b, W), "apical": Drive(10 * np.ones(b.size), W)},
+                             duration=T, warmup=0.5, dt=DT[level], seed=30 + with_inh,
+                             interneurons=inh, cell_params=dict(b_b=0.0, b_a=0.0, rho=G.rho_l23))
+        curves[with_inh] = res["rate"][::N].reshape(basal.size, others.size)
+    data["c_others"] = others
+    data["c_rate_with_interneurons"] = curves[True]
+    data["c_rate_without_interneurons"] = curves[False]
+    # gains: least-squares slope of rate on basal drive (above 0)
+    data["a_gain"] = np.array([np.polyfit(basal, data["a_rate"][:, k], 1)[0] for k in range(apical.size)])
+    data["b_gain"] = np.array([np.polyfit(basal, data["b_rate"][:, k], 1)[0] for k in range(fractions.size)])
+    return data
+
+
+def main(args) -> int:
+    from .io import atomic_write_json, versions
+
+    outdir = args.out_dir
+    levels = args.levels
+    summary = dict(benchmark="cells", versions=versions(), product={}, normalisation={}, fig2={})
+    t0 = time.perf_counter()
+    for level in levels:
+        summary["product"][level] = {k: v for k, v in product_table(level).items()
+                                     if not isinstance(v, np.ndarray)}
+        summary["normalisation"][level] = normalisation_table(level)
+        if not args.skip_fig2:
+            d = fig2_data(level)
+            _atomic_savez(os.path.join(outdir, f"fig2_{level}.npz"), **d)
+            summary["fig2"][level] = dict(a_gain=d["a_gain"].tolist(), b_gain=d["b_gain"].tolist(),
+                                          file=os.path.join(outdir, f"fig2_{level}.npz"))
+    summary["wall_s"] = time.perf_counter() - t0
+    print("\nProduct: L5 IT rate vs basal x apical (8 x 8 grid, 8-fold range per factor)")
+    print(f"  {'level':<7} {'NRMSE':>8} {'floor':>8} {'ratio':>6}  notes")
+    for level, p in summary["product"].items():
+        note = (f"bias {p['bias']:+.2%} (intensity {p['expected_bias']:+.2%})" if level == "escape" else
+                f"calibrated, p >= {p['lower_bound']:.2f} ({p['n']} of 64 points): rel RMS {p['rel_rms']:.2%}, "
+                f"max {p['max_rel']:.2%}; uncalibrated NRMSE {p['uncalibrated_nrmse']:.1%}")
+        print(f"  {level:<7} {p['nrmse']:>8.4f} {p['noise_floor']:>8.4f} {p['nrmse'] / p['noise_floor']:>6.2f}  {note}")
+    print("\nNormalisation: 32 L2/3 cells + 10 interneurons, r_k = R_set u_k / Σu")
+    print(f"  {'level':<7} {'Σu':>7} {'pooled/R':>9} {'slope':>7} {'NRMSE':>7} {'floor':>7} {'inh Hz':>7}")
+    for level, nt in summary["normalisation"].items():
+        for row in nt["rows"]:
+            print(f"  {level:<7} {row['sum_u']:>7.1f} {row['pooled_over_set']:>9.4f} {row['slope']:>7.4f} "
+                  f"{row['nrmse']:>7.3f} {row['noise_floor']:>7.3f} {row['inh_rate']:>7.1f}")
+        print(f"  {level:<7} normaliser spread {nt['normaliser_spread']:.2%}, slope spread {nt['slope_spread']:.2%}")
+    if summary["fig2"]:
+        print("\nFig. 2 in silico: f–I gain (Hz per unit basal drive)")
+        for level, f in summary["fig2"].items():
+            print(f"  {level:<7} (a) apical 0.5/1/2: {np.round(f['a_gain'], 2).tolist()}   "
+                  f"(b) L2/3 100%/30%: {np.round(f['b_gain'], 2).tolist()}")
+    path = os.path.join(outdir, "cells.json")
+    atomic_write_json(path, summary)
+    print(f"\nwritten {os.path.abspath(path)} ({summary['wall_s']:.0f} s)")
+    return 0
