@@ -73,6 +73,9 @@ class SimulationResult:
         Wall-clock seconds: ``build``, ``run``, ``total``.
     counts : dict
         ``neurons``, ``synapses`` and per-population / per-projection counts.
+    noise_variance : dict
+        Stage -> per-entry variance expected from spike-count noise alone
+        (:func:`mapping.noise.stage_noise_variance`); empty at the rate level.
     """
 
     x_tilde: np.ndarray
@@ -86,7 +89,7 @@ class SimulationResult:
     diagnostics: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     counts: dict = field(default_factory=dict)
-    noise_floor: dict = field(default_factory=dict)
+    noise_variance: dict = field(default_factory=dict)
 
     def metrics(self) -> dict:
         """Per-stage accuracy: ``{stage: {nrmse, r, max_abs_error, max_rel_error, n,
@@ -96,7 +99,14 @@ class SimulationResult:
         for name in STAGE_ORDER:
             if name in self.stages and name in self.reference_stages:
                 m = stage_metrics(self.stages[name], self.reference_stages[name])
-                m["noise_floor"] = float(self.noise_floor.get(name, 0.0))
+                var = self.noise_variance.get(name)
+                if var is None:
+                    m["noise_floor"] = 0.0
+                else:
+                    ref = np.asarray(self.reference_stages[name], float).ravel()
+                    ok = np.isfinite(np.asarray(self.stages[name], float).ravel())
+                    scale = float(np.std(ref[ok])) or float(np.sqrt(np.mean(ref[ok] ** 2))) or 1.0
+                    m["noise_floor"] = float(np.sqrt(np.nanmean(np.asarray(var, float).ravel()[ok])) / scale)
                 out[name] = m
         return out
 

@@ -11,6 +11,7 @@ from circuits.instantiate import estimate_memory, instantiate
 from mapping.codes import DEFAULT_GAINS, CodeGains
 from mapping.decode import decode, range_report
 from mapping.encode import encode
+from mapping.noise import stage_noise_variance
 from mapping.reference import linear_mhsa
 from neurons.params import DEFAULT_PARAMS, CellParams
 
@@ -19,9 +20,18 @@ from .validate import available_memory, check_simulation_args
 
 __all__ = ["simulate_mhsa", "DEFAULT_DT", "AUTO_CYTHON_SYNAPSES"]
 
-DEFAULT_DT = {"rate": 1e-3}
+DEFAULT_DT = {"rate": 1e-3, "escape": 1e-3, "lif": 1e-4}
 """Default integration step per level (s). The rate level's steady state does not depend on
-dt (exponential Euler is exact for its linear compartments); 1 ms is 10x below tau_m."""
+dt (exponential Euler is exact for its linear compartments); escape cells spike with
+probability r dt, exact in expectation while r dt < 1 (1 ms: rates up to a few hundred Hz);
+LIF somata need 0.1 ms for their threshold crossings."""
+
+DEFAULT_WARMUP = {"rate": 0.0, "escape": 0.5, "lif": 0.5}
+"""Discarded warm-up before the measurement window (s): the interneurons settle in ~0.1 s."""
+
+N_CHUNKS = 10
+"""The measurement window is run in this many chunks; the spread of the chunk counts gives
+each population's Fano factor."""
 
 AUTO_CYTHON_SYNAPSES = 200_000
 """With ``codegen="auto"``, networks with at least this many synapses use Cython (compiled once
@@ -46,6 +56,8 @@ def simulate_mhsa(
     gains: CodeGains | None = None,
     max_memory: int | None = None,
     report=None,
+    warmup: float | None = None,
+    record_spikes=False,
 ) -> SimulationResult:
     """Simulate multihead linear self-attention in a cortico-thalamic circuit.
 
@@ -63,12 +75,12 @@ def simulate_mhsa(
     phi : {"elu1", "relu", "softplus", "exp"}
         Dendritic feature map.
     neuron : {"rate", "escape", "lif"}
-        Fidelity level. Only ``"rate"`` is built so far; the spiking levels raise
-        ``NotImplementedError``.
+        Fidelity level.
     duration : float
-        Simulated biological time (s). At the rate level the decoded values are the final state.
+        Simulated biological time (s). At the rate level the decoded values are the final
+        state; at the spiking levels, the measurement window (after ``warmup``).
     seed : int
-        Random seed (the rate level is deterministic; kept for the spiking levels).
+        Random seed of the spiking levels (the rate level is deterministic).
     Y : array, shape (m, de), optional
         Key/value tokens for cross-attention (a second input nucleus).
     causal : bool
@@ -86,6 +98,10 @@ def simulate_mhsa(
         available memory).
     report : None, "text" or callable
         Brian2 progress report during the run.
+    warmup : float, optional
+        Discarded time before the measurement window (s); default :data:`DEFAULT_WARMUP`.
+    record_spikes : bool or tuple of str
+        Keep spike times (all populations or the named ones) in ``res.spikes``.
 
     Returns
     -------
@@ -97,7 +113,8 @@ def simulate_mhsa(
         Bad arguments, or a network that would not fit in memory (message gives the estimate).
     """
     t_start = time.perf_counter()
-    a = check_simulation_args(X, WQ, WK, WV, WO, phi, neuron, duration, seed, Y, causal, dt, codegen)
+    a = check_simulation_args(X, WQ, WK, WV, WO, phi, neuron, duration, seed, Y, causal, dt, codegen,
+                              warmup)
     params = DEFAULT_PARAMS if params is None else params
     gains = DEFAULT_GAINS if gains is None else gains
     if not isinstance(params, CellParams):
@@ -123,26 +140,53 @@ def simulate_mhsa(
     # the reference is computed for comparison only; nothing of it enters the circuit
     ref = linear_mhsa(X, WQ, WK, WV, WO, phi=phi, Y=Yk, causal=causal)
     enc = encode(circuit, X, WQ, WK, WV, WO, Y=Yk, gains=gains, params=params)
-    built = instantiate(circuit, neuron, enc.values, phi=phi, params=params, dt=dt, codegen=codegen)
+    built = instantiate(circuit, neuron, enc.values, phi=phi, params=params, dt=dt, codegen=codegen,
+                        seed=a["seed"], record_spikes=record_spikes)
     t_compile = built.prepare()
-
-    # run 90 % of the time, look, run the rest: the change of x̃ over the last 10 % says how
-    # settled the rate dynamics are, without looking at the reference
-    t_run = built.run(0.9 * a["duration"], report=report)
-    early = decode(circuit, enc, {p: built.read(p) for p in circuit.populations})["x_tilde"]
-    t_run += built.run(a["duration"] - 0.9 * a["duration"], report=report)
-    obs = {p: built.read(p) for p in circuit.populations}
-    stages = decode(circuit, enc, obs)
-    change = float(np.max(np.abs(stages["x_tilde"] - early)) / (np.max(np.abs(stages["x_tilde"])) or 1.0))
+    warm = DEFAULT_WARMUP[neuron] if a["warmup"] is None else a["warmup"]
+    noise_var = {}
+    if neuron == "rate":
+        # run 90 % of the time, look, run the rest: the change of x̃ over the last 10 % says how
+        # settled the rate dynamics are, without looking at the reference
+        t_run = built.run(0.9 * a["duration"], report=report)
+        early = decode(circuit, enc, {p: built.read(p) for p in circuit.populations})["x_tilde"]
+        t_run += built.run(a["duration"] - 0.9 * a["duration"], report=report)
+        obs = {p: built.read(p) for p in circuit.populations}
+        stages = decode(circuit, enc, obs)
+        change = float(np.max(np.abs(stages["x_tilde"] - early)) / (np.max(np.abs(stages["x_tilde"])) or 1.0))
+        fano = {}
+    else:
+        t_run = built.run(warm, report=report) if warm > 0 else 0.0
+        built.start_window()
+        chunks = {p: [] for p in circuit.populations}
+        for _ in range(N_CHUNKS):
+            t_run += built.run(a["duration"] / N_CHUNKS, report=report)
+            for p in circuit.populations:
+                chunks[p].append(np.array(built.monitors[p].count[:], dtype=float))
+        obs = {}
+        fano = {}
+        for p in circuit.populations:
+            w = built.read_window(p)
+            w["expected_r"] = w["r"]
+            w["r"] = w["rate"]          # decode from spike counts, not from the intensity
+            obs[p] = w
+            cnt = np.diff(np.stack([built._window[p]["count"]] + chunks[p]), axis=0)
+            tot = cnt.mean(axis=0).sum()
+            fano[p] = float(cnt.var(axis=0, ddof=1).sum() / tot) if tot > 0 else 1.0
+        stages = decode(circuit, enc, obs)
+        noise_var = stage_noise_variance(circuit, enc, obs, fano, a["duration"], stages,
+                                         WQ, WK, WV, WO, phi)
+        change = float("nan")
 
     rates = {name: pop.to_dense(obs[name]["r"], fill=np.nan) for name, pop in circuit.populations.items()}
     ref_stages = {k: ref[k] for k in ("q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde")}
     config = dict(
         n=a["n"], m=a["m"], H=a["H"], dk=a["dk"], dv=a["dv"], de=a["de"], phi=phi, neuron=neuron,
         duration=a["duration"], dt=dt, seed=a["seed"], cross=Y is not None, causal=bool(causal),
+        warmup=warm,
         codegen=codegen, params=params.to_dict(), gains=gains.to_dict(),
     )
-    diagnostics = dict(range=range_report(circuit, obs), convergence=change,
+    diagnostics = dict(range=range_report(circuit, obs), convergence=change, fano=fano,
                        memory_estimate_bytes=need, encoding=dict(
                            v0=enc.consts["v0"].tolist(), x0=enc.consts["x0"], xb=enc.consts["xb"]))
     counts = dict(neurons=circuit.n_neurons(), synapses=circuit.n_synapses(),
@@ -150,8 +194,13 @@ def simulate_mhsa(
                   projections=circuit.n_synapses(by_projection=True))
     timings = dict(build=built.build_time, compile=t_compile, run=t_run,
                    total=time.perf_counter() - t_start)
+    spikes = {}
+    if record_spikes:
+        for p in circuit.populations:
+            if record_spikes is True or p in record_spikes:
+                spikes[p] = built.spike_trains(p)
     return SimulationResult(
         x_tilde=stages["x_tilde"], reference=ref["x_tilde"], stages=stages,
-        reference_stages=ref_stages, rates=rates, spikes={}, level=neuron, config=config,
-        diagnostics=diagnostics, timings=timings, counts=counts,
+        reference_stages=ref_stages, rates=rates, spikes=spikes, level=neuron, config=config,
+        diagnostics=diagnostics, timings=timings, counts=counts, noise_variance=noise_var,
     )

@@ -13,7 +13,7 @@ from neurons.models import PHI_EXPRESSIONS
 __all__ = ["check_simulation_args", "available_memory", "LEVELS", "IMPLEMENTED_LEVELS"]
 
 LEVELS = ("rate", "escape", "lif")
-IMPLEMENTED_LEVELS = ("rate",)
+IMPLEMENTED_LEVELS = ("rate", "escape", "lif")
 CODEGEN = ("auto", "numpy", "cython")
 
 
@@ -43,7 +43,8 @@ def _positive_time(name, value, allow_none=False):
     return value
 
 
-def check_simulation_args(X, WQ, WK, WV, WO, phi, neuron, duration, seed, Y, causal, dt, codegen):
+def check_simulation_args(X, WQ, WK, WV, WO, phi, neuron, duration, seed, Y, causal, dt, codegen,
+                          warmup=None):
     """Validate the arguments of :func:`sims.simulate_mhsa`; return the converted inputs.
 
     Raises
@@ -73,11 +74,14 @@ def check_simulation_args(X, WQ, WK, WV, WO, phi, neuron, duration, seed, Y, cau
             f"available levels: {list(IMPLEMENTED_LEVELS)}")
     duration = _positive_time("duration", duration)
     dt = _positive_time("dt", dt, allow_none=True)
+    if warmup is not None:
+        if isinstance(warmup, bool) or not isinstance(warmup, numbers.Real) or not np.isfinite(warmup) or warmup < 0:
+            raise ValueError(f"warmup: expected a non-negative finite time in seconds, got {warmup!r}")
     if dt is not None and dt > duration:
         raise ValueError(f"dt: {dt} s is longer than duration = {duration} s")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
     if codegen not in CODEGEN:
         raise ValueError(f"codegen: expected one of {list(CODEGEN)}, got {codegen!r}")
-    a.update(duration=duration, dt=dt, seed=int(seed))
+    a.update(duration=duration, dt=dt, seed=int(seed), warmup=None if warmup is None else float(warmup))
     return a

@@ -51,9 +51,10 @@ def test_bad_arguments(args, change, exc, match):
         simulate_mhsa(**args)
 
 
-def test_unbuilt_levels_say_so(args):
-    args["neuron"] = "escape"
-    with pytest.raises(NotImplementedError, match="neuron='escape'"):
+@pytest.mark.parametrize("warmup", [-1.0, np.nan, "1"])
+def test_warmup_validation(args, warmup):
+    args.update(neuron="escape", warmup=warmup)
+    with pytest.raises(ValueError, match="warmup: expected a non-negative finite time"):
         simulate_mhsa(**args)
 
 

@@ -1,0 +1,89 @@
+"""Expected spike-count noise of every decoded stage (the "noise floor").
+
+From the measured rates, the measured Fano factors and the window T only — never from the
+reference — each decoded stage gets the variance it would have if spike-count noise were its
+only error. First-order propagation through the decoding relations of :mod:`mapping.decode`,
+treating different cells as independent:
+
+- q, k, v (window-mean dendritic potentials): ``Σ_e (W_ce / rho_in)² F_in r_e / T``;
+- s (L2/3 counts): own count noise ``F r / (T R²)`` plus the q and k noise through phi
+  (``s² [(phi'/phi)(q)² var q + (phi'/phi)(k)² var k]``);
+- κ = Σ_c s; y: own L5 IT count noise plus ``v² var κ + κ² var v``;
+- ṽ: own L5 PT count noise plus the sum over microcolumns of the L5 IT noise that feeds it;
+- x̃: own nucleus-2 noise plus ``Σ_hc WO² var ṽ``; Z: interneuron count noise.
+
+A stage whose error is near its floor is limited by counting noise; an error well above it is
+bias (nonlinear distortion, saturation) that more simulated time will not remove.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mapping.reference import FEATURE_MAPS
+
+__all__ = ["stage_noise_variance"]
+
+
+def _rate_var(pop, obs, fano, T):
+    """Variance (Hz²) of each cell's rate estimate, on the population's dense grid."""
+    return pop.to_dense(fano * np.asarray(obs["rate"], float) / T)
+
+
+def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, stages: dict,
+                         WQ, WK, WV, WO, phi: str) -> dict:
+    """Per-entry variance of each decoded stage from spike-count noise alone.
+
+    Parameters
+    ----------
+    obs : dict
+        Window observables per population (``rate`` in Hz).
+    fano : dict
+        Measured Fano factor per population (1 for Poisson counts).
+    T : float
+        Measurement window (s).
+    stages : dict
+        Decoded stages (used for the propagation derivatives).
+    """
+    pops, c = circuit.populations, encoding.consts
+    g = c["gains"]
+    f, df = FEATURE_MAPS[phi]
+    out = {}
+    nuc = pops["nucleus1"]
+    rin = nuc.to_dense(fano["nucleus1"] * np.asarray(obs["nucleus1"]["rate"], float) / T)  # (n, de)
+    if "nucleus1_kv" in pops:
+        rkv = pops["nucleus1_kv"].to_dense(fano["nucleus1_kv"] * np.asarray(obs["nucleus1_kv"]["rate"], float) / T)
+    else:
+        rkv = rin
+    rho_in = g["rho_in"]
+    out["q"] = np.einsum("hce,ne->hnc", (WQ / rho_in) ** 2, rin)
+    out["k"] = np.einsum("hce,me->hmc", (WK / rho_in) ** 2, rkv)
+    out["v"] = np.einsum("hce,me->hmc", (WV / rho_in) ** 2, rkv)
+
+    l23, it = pops["l23"], pops["l5it"]
+    R = c["R_set"][:, :, None, None]
+    q, k, s = stages["q"], stages["k"], stages["s"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lq = np.nan_to_num(df(q) / f(q))[:, :, None, :]
+        lk = np.nan_to_num(df(k) / f(k))[:, None, :, :]
+    var_s = _rate_var(l23, obs["l23"], fano["l23"], T) / R ** 2
+    var_s = var_s + s ** 2 * (lq ** 2 * out["q"][:, :, None, :] + lk ** 2 * out["k"][:, None, :, :])
+    out["s"] = var_s
+    out["kappa"] = var_s.sum(axis=-1)
+    a = c["a"][:, :, None, None]
+    var_it = _rate_var(it, obs["l5it"], fano["l5it"], T) / (g["rho_it"] * a) ** 2
+    v = stages["v"][:, None, :, :]
+    kap = stages["kappa"][..., None]
+    out["y"] = var_it + v ** 2 * out["kappa"][..., None] + kap ** 2 * out["v"][:, None, :, :]
+    if "interneuron" in pops:
+        inh = pops["interneuron"]
+        vr = inh.to_dense(fano["interneuron"] * np.asarray(obs["interneuron"]["rate"], float) / T)
+        n_inh = vr.shape[-1]
+        out["Z"] = (c["R_set"] * g["g_sh"] / g["rho_l23"]) ** 2 * vr.mean(axis=-1) / n_inh
+    if "l5pt" in pops:
+        own = _rate_var(pops["l5pt"], obs["l5pt"], fano["l5pt"], T) / g["rho_pt"] ** 2
+        out["v_tilde"] = own + np.nansum(out["y"], axis=2)
+    if "nucleus2" in pops:
+        own = _rate_var(pops["nucleus2"], obs["nucleus2"], fano["nucleus2"], T) / g["rho_out"] ** 2
+        out["x_tilde"] = own + np.einsum("hec,hnc->ne", WO ** 2, out["v_tilde"])
+    return out

@@ -1,0 +1,67 @@
+"""The whole pathway at the spiking levels: runs, decodes from spike counts, reports its noise.
+
+Accuracy targets of the spiking circuit are measured by benchmarks; these tests check what
+must hold at any size: linear stages at their spike-count noise floor, determinism per seed.
+"""
+
+import numpy as np
+import pytest
+
+from sims import simulate_mhsa
+from conftest import random_problem
+
+pytestmark = pytest.mark.brian2
+
+
+@pytest.fixture(scope="module")
+def problem3():
+    X, _, WQ, WK, WV, WO = random_problem(seed=3, n=3, H=1, dk=3, dv=3, de=3)
+    return X, WQ, WK, WV, WO
+
+
+@pytest.fixture(scope="module")
+def escape_run(problem3):
+    return simulate_mhsa(*problem3, neuron="escape", duration=4.0, seed=7, record_spikes=("l23",))
+
+
+def test_escape_linear_stages_at_their_noise_floor(escape_run):
+    """q, k, v are window means of dendritic potentials (linear decoding): their errors are
+    spike-count noise, so the pooled mean squared z-score is ~1 (≤ 1.5², p ≈ 2e-4 if not)."""
+    met = escape_run.metrics()
+    z2 = []
+    for stage in ("q", "k", "v"):
+        assert 0 < met[stage]["noise_floor"]
+        err = escape_run.stages[stage] - escape_run.reference_stages[stage]
+        z2.append((err ** 2 / escape_run.noise_variance[stage]).ravel())
+    assert np.mean(np.concatenate(z2)) <= 1.5 ** 2
+    for stage in ("s", "kappa", "y", "v_tilde", "x_tilde"):
+        assert np.all(np.isfinite(escape_run.stages[stage]))
+        assert met[stage]["noise_floor"] > 0
+    fano = escape_run.diagnostics["fano"]
+    assert 0.5 < fano["nucleus1"] < 1.5          # Poisson relays
+
+
+def test_escape_records_spikes_and_rates(escape_run):
+    i, t = escape_run.spikes["l23"]
+    assert i.size > 0 and t.min() >= 0 and t.max() <= 4.5 + 1e-9
+    assert set(escape_run.spikes) == {"l23"}
+    assert np.nanmax(escape_run.rates["l23"]) < 100
+
+
+def test_same_seed_same_spikes(problem3):
+    a = simulate_mhsa(*problem3, neuron="escape", duration=0.3, warmup=0.1, seed=5, record_spikes=True)
+    b = simulate_mhsa(*problem3, neuron="escape", duration=0.3, warmup=0.1, seed=5, record_spikes=True)
+    c = simulate_mhsa(*problem3, neuron="escape", duration=0.3, warmup=0.1, seed=6, record_spikes=True)
+    for pop in a.spikes:
+        np.testing.assert_array_equal(a.spikes[pop][0], b.spikes[pop][0])
+        np.testing.assert_array_equal(a.spikes[pop][1], b.spikes[pop][1])
+    assert any(a.spikes[p][0].size != c.spikes[p][0].size or np.any(a.spikes[p][1] != c.spikes[p][1])
+               for p in a.spikes)
+
+
+def test_lif_circuit_runs(problem3):
+    res = simulate_mhsa(*problem3, neuron="lif", duration=0.3, warmup=0.1, seed=1)
+    assert res.level == "lif" and res.config["dt"] == 1e-4
+    met = res.metrics()
+    assert met["q"]["nrmse"] <= 1.5 * met["q"]["noise_floor"] + 0.05
+    assert np.all(np.isfinite(res.stages["x_tilde"]))
