@@ -50,10 +50,19 @@ def decode(circuit: Circuit, encoding, obs: dict) -> dict[str, np.ndarray]:
         kap = st["kappa"][it.axis("head"), it.axis("i"), it.axis("j")]
         st["y"] = it.to_dense(obs["l5it"]["r"] / (c["gains"]["rho_it"] * a) - v0 * kap)
         if "interneuron" in pops:
-            g = c["gains"]
-            inh = pops["interneuron"]
-            rI = inh.to_dense(obs["interneuron"]["r"]).mean(axis=-1)   # mean over the pool
-            st["Z"] = c["R_set"] * (1.0 + g["g_sh"] * rI) / g["rho_l23"]
+            # the division the interneurons produce, measured on the L2/3 somata: each soma
+            # relaxes to u phi(V_b/u) / (1 + g), so D = u phi(V_b/u) / U = 1 + g (the macrocolumn's
+            # mean); Z = R_set D / rho_l23. At spiking levels the window means are used: the
+            # interneurons' pulsed shunt divides less than 1 + g_sh * rate, so their rate is not
+            # a faithful readout of the division.
+            from mapping.reference import FEATURE_MAPS
+
+            phi = FEATURE_MAPS[c["phi"]][0]
+            basal = c["u"] * phi(np.asarray(obs["l23"]["V_b"], float) / c["u"])
+            D = l23.to_dense(basal) / l23.to_dense(np.asarray(obs["l23"]["U"], float))
+            with np.errstate(invalid="ignore"):
+                D = np.nanmean(np.where(np.isfinite(l23.to_dense(basal)), D, np.nan), axis=(2, 3))
+            st["Z"] = c["R_set"] * D / c["gains"]["rho_l23"]
         if "l5pt" in pops:
             st["v_tilde"] = codes["v_tilde"].decode(pops["l5pt"].to_dense(obs["l5pt"]["r"]))
         if "nucleus2" in pops:

@@ -74,6 +74,7 @@ def encode(
     Y=None,
     gains: CodeGains = DEFAULT_GAINS,
     params: CellParams = DEFAULT_PARAMS,
+    phi: str = "elu1",
 ) -> Encoding:
     """Compute input rates, synaptic weights and biases for ``circuit``.
 
@@ -156,5 +157,5 @@ def encode(
         "x_tilde": AffineCode(gain=gains.rho_out, offset=x0),
     }
     consts = dict(u=u, R_set=R_set, a=n_keys, v0=v0, x0=x0, xb=xb, gains=gains.to_dict(),
-                  normalize="interneuron" in pops)
+                  normalize="interneuron" in pops, phi=phi)
     return Encoding(vals, codes, consts)

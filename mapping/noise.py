@@ -9,8 +9,9 @@ treating different cells as independent:
 - s (L2/3 counts): own count noise ``F r / (T R²)`` plus the q and k noise through phi
   (``s² [(phi'/phi)(q)² var q + (phi'/phi)(k)² var k]``);
 - κ = Σ_c s; y: own L5 IT count noise plus ``v² var κ + κ² var v``;
+- Z (read from the L2/3 somata): the query noise through phi;
 - ṽ: own L5 PT count noise plus the sum over microcolumns of the L5 IT noise that feeds it;
-- x̃: own nucleus-2 noise plus ``Σ_hc WO² var ṽ``; Z: interneuron count noise.
+- x̃: own nucleus-2 noise plus ``Σ_hc WO² var ṽ``.
 
 A stage whose error is near its floor is limited by counting noise; an error well above it is
 bias (nonlinear distortion, saturation) that more simulated time will not remove.
@@ -75,11 +76,10 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
     v = stages["v"][:, None, :, :]
     kap = stages["kappa"][..., None]
     out["y"] = var_it + v ** 2 * out["kappa"][..., None] + kap ** 2 * out["v"][:, None, :, :]
-    if "interneuron" in pops:
-        inh = pops["interneuron"]
-        vr = inh.to_dense(fano["interneuron"] * np.asarray(obs["interneuron"]["rate"], float) / T)
-        n_inh = vr.shape[-1]
-        out["Z"] = (c["R_set"] * g["g_sh"] / g["rho_l23"]) ** 2 * vr.mean(axis=-1) / n_inh
+    if "interneuron" in pops and "Z" in stages:
+        # Z is read from the L2/3 somata (see mapping.decode): the query noise enters every
+        # cell of macrocolumn i alike through phi(q_i); averaged over the dk features
+        out["Z"] = stages["Z"] ** 2 * np.mean(lq[:, :, 0, :] ** 2 * out["q"], axis=-1)
     if "l5pt" in pops:
         own = _rate_var(pops["l5pt"], obs["l5pt"], fano["l5pt"], T) / g["rho_pt"] ** 2
         out["v_tilde"] = own + np.nansum(out["y"], axis=2)

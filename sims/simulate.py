@@ -139,7 +139,7 @@ def simulate_mhsa(
 
     # the reference is computed for comparison only; nothing of it enters the circuit
     ref = linear_mhsa(X, WQ, WK, WV, WO, phi=phi, Y=Yk, causal=causal)
-    enc = encode(circuit, X, WQ, WK, WV, WO, Y=Yk, gains=gains, params=params)
+    enc = encode(circuit, X, WQ, WK, WV, WO, Y=Yk, gains=gains, params=params, phi=phi)
     built = instantiate(circuit, neuron, enc.values, phi=phi, params=params, dt=dt, codegen=codegen,
                         seed=a["seed"], record_spikes=record_spikes)
     t_compile = built.prepare()
