@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from neurons.backend import cache_dir, configure_brian2  # noqa: F401  (re-exported)
-from neurons.models import SYNAPSE_WEIGHT_UNITS, get_model
+from neurons.models import get_model, synapse_model
 from neurons.params import DEFAULT_PARAMS, CellParams, with_units
 
 from .graph import Circuit
@@ -243,18 +243,10 @@ def instantiate(
 
     synapses = {}
     for pname, proj in projs.items():
-        tgt_model = get_model(level, pops[proj.target].cell_type)
-        src_model = get_model(level, pops[proj.source].cell_type)
-        _, unit = tgt_model.inputs[proj.compartment]
-        wunit = SYNAPSE_WEIGHT_UNITS[unit]
-        if src_model.spiking:   # event-driven: each spike adds w*k_syn to an exp current
-            S = b2.Synapses(groups[proj.source], groups[proj.target], model=f"w : {wunit} (constant)",
-                            on_pre=f"in_{pname}_post += w*k_syn", namespace=ns, clock=clock,
-                            name=pname)
-        else:                   # continuous: the target reads w * r_pre every step
-            model = f"w : {wunit} (constant)\nin_{pname}_post = w*{src_model.output}_pre : {unit} (summed)"
-            S = b2.Synapses(groups[proj.source], groups[proj.target], model=model,
-                            namespace=ns, clock=clock, name=pname)
+        kw = synapse_model(get_model(level, pops[proj.source].cell_type),
+                           get_model(level, pops[proj.target].cell_type), proj.compartment, pname)
+        S = b2.Synapses(groups[proj.source], groups[proj.target], namespace=ns, clock=clock,
+                        name=pname, **kw)
         i, j = circuit.pairs(proj)
         S.connect(i=i.astype(np.int32), j=j.astype(np.int32))
         if pname not in values.weights:

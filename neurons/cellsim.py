@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .backend import configure_brian2
-from .models import SYNAPSE_WEIGHT_UNITS, get_model
+from .models import SYNAPSE_WEIGHT_UNITS, get_model, synapse_model
 from .params import DEFAULT_PARAMS, CellParams, with_units
 
 __all__ = ["Drive", "Interneurons", "simulate_cells", "spike_count_nrmse_floor"]
@@ -135,15 +135,11 @@ def simulate_cells(
         inh.I_set_ = interneurons.I_set
         objs.append(inh)
         objs.append(inh.run_regularly(im.regular, clock=clock, when="groups", order=1))
-        for name, src, tgt, w, unit in (("pool", G, inh, interneurons.w_pool, "Hz"),
-                                        ("shunt", inh, G, interneurons.w_shunt / interneurons.n, "1")):
-            wu = SYNAPSE_WEIGHT_UNITS[unit]
-            if model.spiking:
-                S = b2.Synapses(src, tgt, f"w : {wu} (constant)", on_pre=f"in_{name}_post += w*k_syn",
-                                clock=clock, namespace=ns, name=name)
-            else:
-                S = b2.Synapses(src, tgt, f"w : {wu} (constant)\nin_{name}_post = w*r_pre : {unit} (summed)",
-                                clock=clock, namespace=ns, name=name)
+        for name, src, tgt, w, sm, tm, comp in (
+                ("pool", G, inh, interneurons.w_pool, model, im, "soma"),
+                ("shunt", inh, G, interneurons.w_shunt / interneurons.n, im, model, "soma")):
+            S = b2.Synapses(src, tgt, clock=clock, namespace=ns, name=name,
+                            **synapse_model(sm, tm, comp, name))
             # all-to-all inside each block: cell c belongs to block c // cpg, interneuron k to k // n_i
             cell = np.repeat(np.arange(n_cells), n_i)
             intn = (cell // cpg) * n_i + np.tile(np.arange(n_i), n_cells)

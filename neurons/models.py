@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = ["CellModel", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
-           "SYNAPSE_WEIGHT_UNITS", "ESCAPE"]
+           "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "synapse_model"]
 
 PHI_EXPRESSIONS = {
     # elu(x) + 1 == max(x, 0) + exp(min(x, 0))
@@ -238,6 +238,20 @@ register("rate", "relay_out")(_rate_linear)
 
 SYNAPSE_WEIGHT_UNITS = {"volt": "volt*second", "1": "second", "Hz": "1"}
 """Unit of a synaptic weight for each input unit: input = weight x presynaptic rate."""
+
+
+def synapse_model(source: CellModel, target: CellModel, compartment: str, name: str) -> dict:
+    """Keyword arguments of ``brian2.Synapses`` for projection ``name`` onto ``compartment``.
+
+    A spiking source is event-driven: each spike adds ``w * k_syn`` to the target's exponential
+    current ``in_<name>``. A rate source writes ``w * r_pre`` into ``in_<name>`` every step
+    (a summed variable). Either way the mean input is ``w`` times the presynaptic rate.
+    """
+    unit = target.inputs[compartment][1]
+    w = f"w : {SYNAPSE_WEIGHT_UNITS[unit]} (constant)"
+    if source.spiking:
+        return dict(model=w, on_pre=f"in_{name}_post += w*k_syn")
+    return dict(model=f"{w}\nin_{name}_post = w*{source.output}_pre : {unit} (summed)")
 
 
 # ------------------------------------------------------------------------------------------------
