@@ -29,12 +29,13 @@ def _cmd_run(args) -> int:
     res = simulate_mhsa(
         inputs["X"], inputs["WQ"], inputs["WK"], inputs["WV"], inputs["WO"], Y=inputs["Y"],
         phi=sim["phi"], neuron=sim["neuron"], duration=sim["duration"], seed=sim["seed"],
-        causal=p["causal"], dt=sim["dt"], codegen=sim["codegen"],
+        causal=p["causal"], dt=sim["dt"], codegen=sim["codegen"], warmup=sim["warmup"],
         report=None if args.quiet else "text",
     )
     out = args.out or cfg["output"]["dir"]
     resolved = {k: v for k, v in cfg.items() if not k.startswith("_")}
-    resolved["simulation"] = dict(sim, dt=res.config["dt"], codegen=res.config["codegen"])
+    resolved["simulation"] = dict(sim, dt=res.config["dt"], codegen=res.config["codegen"],
+                                  warmup=res.config["warmup"])
     path = write_result(res, out, config=resolved)
     if not args.quiet:
         t = res.timings

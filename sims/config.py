@@ -18,8 +18,9 @@ A configuration has three tables::
     [simulation]   # how to simulate it (arguments of sims.simulate_mhsa)
     neuron = "rate"
     phi = "elu1"
-    duration = 1.0       # s of biological time
-    dt = 0.001           # s (optional)
+    duration = 1.0       # s of biological time (spiking levels: the measurement window)
+    dt = 0.001           # s (optional; level default)
+    warmup = 0.5         # s discarded before the window (optional; spiking levels)
     seed = 0
     codegen = "auto"
 
@@ -48,7 +49,8 @@ __all__ = ["DEFAULTS", "load_config", "resolve_config", "make_inputs", "dumps_to
 DEFAULTS = {
     "problem": dict(n=4, m=None, H=2, dk=4, dv=4, de=6, cross=False, causal=False,
                     inputs="random", input_seed=0, weight_scale=1.0),
-    "simulation": dict(neuron="rate", phi="elu1", duration=1.0, dt=None, seed=0, codegen="auto"),
+    "simulation": dict(neuron="rate", phi="elu1", duration=1.0, dt=None, warmup=None, seed=0,
+                       codegen="auto"),
     "output": dict(dir="results/default"),
 }
 

@@ -101,3 +101,16 @@ def test_cli_circuit(capsys):
     assert main(["circuit", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["n_neurons"] == sum(p["N"] for p in d["populations"])
+
+
+@pytest.mark.brian2
+def test_cli_run_spiking_level(tmp_path, capsys):
+    cfg = tmp_path / "esc.toml"
+    cfg.write_text("[problem]\nn = 2\nH = 1\ndk = 2\ndv = 2\nde = 2\n"
+                   "[simulation]\nneuron = 'escape'\nduration = 0.3\nwarmup = 0.1\n")
+    assert main(["run", str(cfg), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    met = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert met["x_tilde"]["noise_floor"] > 0
+    import tomllib
+    sim = tomllib.loads((tmp_path / "o" / "config.toml").read_text())["simulation"]
+    assert sim["neuron"] == "escape" and sim["warmup"] == 0.1
