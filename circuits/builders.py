@@ -56,6 +56,7 @@ def build(
     with_nucleus2: bool = True,
     name: str = "pathway",
     n_inh: int = 10,
+    P: int | dict = 1,
 ) -> Circuit:
     """Build a circuit description (the common constructor behind every level).
 
@@ -83,27 +84,47 @@ def build(
         shunts all of them with 1/n_inh of the total shunt: at spiking levels a pool smooths the
         shunting conductance (one interneuron's pulsed shunt divides less than its mean, and
         the loop compensates by firing several hundred Hz).
+    P : int or dict
+        Population coding: neurons per represented dimension, for every population (int) or per
+        population name (dict; others 1). A population with P > 1 gets a trailing index axis
+        ``p``; copies receive the same inputs and every projection averages over its source's
+        copies (weights divided by the source's P, see mapping.encode). P = 1 is the paper.
     """
     for arg, val in (("n", n), ("dk", dk), ("dv", dv), ("de", de), ("H", H), ("n_inh", n_inh)):
         _check_size(arg, val)
     m = n if m is None else m
     _check_size("m", m)
+    names = ("nucleus1", "nucleus1_kv", "l23", "interneuron", "l5it", "l5pt", "nucleus2")
+    if isinstance(P, dict):
+        unknown = set(P) - set(names)
+        if unknown:
+            raise ValueError(f"P: unknown population(s) {sorted(unknown)}; expected some of {list(names)}")
+        copies = {k: P.get(k, 1) for k in names}
+    else:
+        copies = {k: P for k in names}
+    for k, v in copies.items():
+        _check_size(f"P[{k!r}]" if isinstance(P, dict) else "P", v)
     if m != n and not cross:
         raise ValueError(f"m: {m} key tokens differ from n = {n} query tokens; set cross=True")
     if with_nucleus2 and not with_pt:
         raise ValueError("with_nucleus2: nucleus 2 is driven by L5 PT; with_pt must be True")
     c = Circuit(name, meta=dict(level=name, n=n, m=m, H=H, dk=dk, dv=dv, de=de,
-                                cross=cross, causal=causal, normalize=normalize, n_inh=n_inh))
+                                cross=cross, causal=causal, normalize=normalize, n_inh=n_inh,
+                                P={k: v for k, v in copies.items() if v > 1}))
+
+    def pop(pname, cell_type, axes, sizes, *args, **kw):
+        if copies[pname] > 1:   # population coding: copies of every cell along axis p
+            axes, sizes = axes + ("p",), sizes + (copies[pname],)
+        return c.add_population(Population(pname, cell_type, axes, sizes, *args, **kw))
+
     mask = "j<=i" if causal else None
-    c.add_population(Population("nucleus1", "relay", ("token", "e"), (n, de), area="thalamus"))
+    pop("nucleus1", "relay", ("token", "e"), (n, de), area="thalamus")
     kv = "nucleus1"
     if cross:
         kv = "nucleus1_kv"
-        c.add_population(Population(kv, "relay", ("token", "e"), (m, de), area="thalamus"))
-    c.add_population(Population("l23", "l23", ("head", "i", "j", "c"), (H, n, m, dk),
-                                ("basal", "apical", "soma"), mask=mask))
-    c.add_population(Population("l5it", "l5it", ("head", "i", "j", "c"), (H, n, m, dv),
-                                ("basal", "apical", "soma"), mask=mask))
+        pop(kv, "relay", ("token", "e"), (m, de), area="thalamus")
+    pop("l23", "l23", ("head", "i", "j", "c"), (H, n, m, dk), ("basal", "apical", "soma"), mask=mask)
+    pop("l5it", "l5it", ("head", "i", "j", "c"), (H, n, m, dv), ("basal", "apical", "soma"), mask=mask)
     w_in = ("post.head", "post.c", "pre.e")
     c.add_projection(Projection("core_q", "nucleus1", "l23", "basal", (("token", "i"),),
                                 "WQ", w_in, "core"))
@@ -112,7 +133,7 @@ def build(
     c.add_projection(Projection("matrix_v", kv, "l5it", "basal", (("token", "j"),),
                                 "WV", w_in, "matrix"))
     if normalize:
-        c.add_population(Population("interneuron", "interneuron", ("head", "i", "k"), (H, n, n_inh)))
+        pop("interneuron", "interneuron", ("head", "i", "k"), (H, n, n_inh))
         c.add_projection(Projection("pool", "l23", "interneuron", "soma",
                                     (("head", "head"), ("i", "i")), "pooling",
                                     ("post.head", "post.i"), "normalisation"))
@@ -123,13 +144,12 @@ def build(
                                 (("head", "head"), ("i", "i"), ("j", "j")), "ones",
                                 ("post.head", "post.i")))
     if with_pt:
-        c.add_population(Population("l5pt", "l5pt", ("head", "i", "c"), (H, n, dv)))
+        pop("l5pt", "l5pt", ("head", "i", "c"), (H, n, dv))
         c.add_projection(Projection("it_pt", "l5it", "l5pt", "soma",
                                     (("head", "head"), ("i", "i"), ("c", "c")), "ones",
                                     ("post.head", "post.i")))
     if with_nucleus2:
-        c.add_population(Population("nucleus2", "relay_out", ("token", "e"), (n, de),
-                                    area="thalamus"))
+        pop("nucleus2", "relay_out", ("token", "e"), (n, de), area="thalamus")
         c.add_projection(Projection("pt_out", "l5pt", "nucleus2", "soma", (("i", "token"),),
                                     "WO", ("pre.head", "post.e", "pre.c"), "corticothalamic"))
     c.check()
@@ -162,7 +182,7 @@ def area(n: int, dk: int, dv: int, de: int, m: int | None = None, cross: bool = 
 
 def pathway(n: int, dk: int, dv: int, de: int, H: int = 1, m: int | None = None,
             cross: bool = False, causal: bool = False, normalize: bool = True,
-            n_inh: int = 10) -> Circuit:
+            n_inh: int = 10, P: int | dict = 1) -> Circuit:
     """Thalamo-cortico-thalamic pathway: nucleus 1 → H areas → nucleus 2 (a full MHSA block)."""
     return build(n, dk, dv, de, H=H, m=m, cross=cross, causal=causal, normalize=normalize,
-                 name="pathway", n_inh=n_inh)
+                 name="pathway", n_inh=n_inh, P=P)

@@ -287,10 +287,13 @@ class Circuit:
                 raise ValueError(f"{proj.name}: L5 PT projects back to its driving nucleus {proj.target}")
         m = self.meta
         for name, pop in pops.items():
-            if pop.cell_type == "l23" and pop.sizes[-1] != m.get("dk", pop.sizes[-1]):
-                raise ValueError(f"{name}: {pop.sizes[-1]} L2/3 cells per microcolumn, expected dk = {m['dk']}")
-            if pop.cell_type in ("l5it", "l5pt") and pop.sizes[-1] != m.get("dv", pop.sizes[-1]):
-                raise ValueError(f"{name}: {pop.sizes[-1]} cells per column, expected dv = {m['dv']}")
+            if "c" not in pop.axes:
+                continue
+            nc = pop.sizes[pop.axes.index("c")]
+            if pop.cell_type == "l23" and nc != m.get("dk", nc):
+                raise ValueError(f"{name}: {nc} L2/3 cells per microcolumn, expected dk = {m['dk']}")
+            if pop.cell_type in ("l5it", "l5pt") and nc != m.get("dv", nc):
+                raise ValueError(f"{name}: {nc} cells per column, expected dv = {m['dv']}")
         for name, pop in pops.items():
             if pop.cell_type in ("l23", "l5it", "l5pt", "interneuron", "relay_out"):
                 if self.graph.in_degree(name) == 0:

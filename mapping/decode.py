@@ -12,11 +12,20 @@ import numpy as np
 
 from circuits.graph import Circuit
 
-__all__ = ["decode", "range_report"]
+__all__ = ["decode", "range_report", "per_dimension"]
+
+
+def per_dimension(pop, values, fill=np.nan) -> np.ndarray:
+    """Per-cell values on the population's grid, averaged over population-coding copies."""
+    d = pop.to_dense(np.asarray(values, float), fill=fill)
+    if "p" in pop.axes:
+        with np.errstate(invalid="ignore"):
+            d = np.nanmean(d, axis=-1) if np.isnan(fill) else d.mean(axis=-1)
+    return d
 
 
 def _dense(pop, values):
-    return pop.to_dense(np.asarray(values, float), fill=np.nan)
+    return per_dimension(pop, values)
 
 
 def _copies_mean(dense, axis):
@@ -43,12 +52,12 @@ def decode(circuit: Circuit, encoding, obs: dict) -> dict[str, np.ndarray]:
         st["k"] = codes["k"].decode(_copies_mean(_dense(l23, obs["l23"]["V_a"]), axis=1))
         st["v"] = codes["v"].decode(_copies_mean(_dense(it, obs["l5it"]["V_b"]), axis=1))
         R = c["R_set"][l23.axis("head"), l23.axis("i")]
-        st["s"] = l23.to_dense(obs["l23"]["r"] / R)
+        st["s"] = per_dimension(l23, obs["l23"]["r"] / R, fill=0.0)
         st["kappa"] = st["s"].sum(axis=-1)
         a = c["a"][it.axis("head"), it.axis("i")]
         v0 = c["v0"][it.axis("head")]
         kap = st["kappa"][it.axis("head"), it.axis("i"), it.axis("j")]
-        st["y"] = it.to_dense(obs["l5it"]["r"] / (c["gains"]["rho_it"] * a) - v0 * kap)
+        st["y"] = per_dimension(it, obs["l5it"]["r"] / (c["gains"]["rho_it"] * a) - v0 * kap, fill=0.0)
         if "interneuron" in pops:
             # the division the interneurons produce, measured on the L2/3 somata: each soma
             # relaxes to u phi(V_b/u) / (1 + g), so D = u phi(V_b/u) / U = 1 + g (the macrocolumn's
@@ -59,14 +68,13 @@ def decode(circuit: Circuit, encoding, obs: dict) -> dict[str, np.ndarray]:
 
             phi = FEATURE_MAPS[c["phi"]][0]
             basal = c["u"] * phi(np.asarray(obs["l23"]["V_b"], float) / c["u"])
-            D = l23.to_dense(basal) / l23.to_dense(np.asarray(obs["l23"]["U"], float))
             with np.errstate(invalid="ignore"):
-                D = np.nanmean(np.where(np.isfinite(l23.to_dense(basal)), D, np.nan), axis=(2, 3))
+                D = np.nanmean(per_dimension(l23, basal) / per_dimension(l23, obs["l23"]["U"]), axis=(2, 3))
             st["Z"] = c["R_set"] * D / c["gains"]["rho_l23"]
         if "l5pt" in pops:
-            st["v_tilde"] = codes["v_tilde"].decode(pops["l5pt"].to_dense(obs["l5pt"]["r"]))
+            st["v_tilde"] = codes["v_tilde"].decode(per_dimension(pops["l5pt"], obs["l5pt"]["r"]))
         if "nucleus2" in pops:
-            st["x_tilde"] = codes["x_tilde"].decode(pops["nucleus2"].to_dense(obs["nucleus2"]["r"]))
+            st["x_tilde"] = codes["x_tilde"].decode(per_dimension(pops["nucleus2"], obs["nucleus2"]["r"]))
     return st
 
 

@@ -31,7 +31,12 @@ from neurons.params import DEFAULT_PARAMS, CellParams
 
 from .codes import DEFAULT_GAINS, AffineCode, CodeGains
 
-__all__ = ["Encoding", "encode", "value_offset", "output_offset"]
+__all__ = ["Encoding", "encode", "value_offset", "output_offset", "copies"]
+
+
+def copies(pop) -> int:
+    """Neurons per represented dimension of a population (size of its ``p`` axis, else 1)."""
+    return pop.sizes[pop.axes.index("p")] if "p" in pop.axes else 1
 
 
 @dataclass
@@ -105,16 +110,18 @@ def encode(
     x0 = output_offset(WO, v0, gains.margin)
 
     l23, it = pops["l23"], pops["l5it"]
-    # keys attended by macrocolumn (h, i) and its number of L2/3 cells
+    # keys attended by macrocolumn (h, i) and its number of L2/3 dimensions (copies excluded)
     present = np.zeros((H, n))
     np.add.at(present, (l23.axis("head"), l23.axis("i")), 1.0)
+    present /= copies(l23)
     n_keys = present / meta["dk"]
     R_set = gains.r_l23 * present
 
     vals = CircuitValues()
-    vals.params["nucleus1"] = {"r_in": tokens.encode(X).ravel()}
-    if "nucleus1_kv" in pops:
-        vals.params["nucleus1_kv"] = {"r_in": tokens.encode(Yk).ravel()}
+    for name, toks in (("nucleus1", X), ("nucleus1_kv", Yk)):
+        if name in pops:   # per cell, so that population-coding copies share their token's rate
+            nuc = pops[name]
+            vals.params[name] = {"r_in": tokens.encode(toks)[nuc.axis("token"), nuc.axis("e")]}
     vals.weights["core_q"] = u * WQ / gains.rho_in
     vals.weights["matrix_k"] = u * WK / gains.rho_in
     vals.weights["matrix_v"] = u * WV / gains.rho_in
@@ -147,6 +154,10 @@ def encode(
             "b": u * (x0 - np.einsum("hec,h->e", WO, v0))[e2],
             "rho": gains.rho_out,
         }
+
+    # population coding: every projection averages over its source's copies
+    for pname, proj in circuit.projections.items():
+        vals.weights[pname] = np.asarray(vals.weights[pname], float) / copies(pops[proj.source])
 
     codes = {
         "tokens": tokens,

@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from mapping.decode import per_dimension
+from mapping.encode import copies
 from mapping.reference import FEATURE_MAPS
 
 __all__ = ["stage_noise_variance"]
 
 
 def _rate_var(pop, obs, fano, T):
-    """Variance (Hz²) of each cell's rate estimate, on the population's dense grid."""
-    return pop.to_dense(fano * np.asarray(obs["rate"], float) / T)
+    """Variance (Hz²) of each dimension's rate estimate (mean over its P copies) on the grid."""
+    P = copies(pop)
+    return per_dimension(pop, fano * np.asarray(obs["rate"], float) / T, fill=0.0) / P
 
 
 def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, stages: dict,
@@ -50,12 +53,9 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
     g = c["gains"]
     f, df = FEATURE_MAPS[phi]
     out = {}
-    nuc = pops["nucleus1"]
-    rin = nuc.to_dense(fano["nucleus1"] * np.asarray(obs["nucleus1"]["rate"], float) / T)  # (n, de)
-    if "nucleus1_kv" in pops:
-        rkv = pops["nucleus1_kv"].to_dense(fano["nucleus1_kv"] * np.asarray(obs["nucleus1_kv"]["rate"], float) / T)
-    else:
-        rkv = rin
+    rin = _rate_var(pops["nucleus1"], obs["nucleus1"], fano["nucleus1"], T)            # (n, de)
+    rkv = (_rate_var(pops["nucleus1_kv"], obs["nucleus1_kv"], fano["nucleus1_kv"], T)
+           if "nucleus1_kv" in pops else rin)
     rho_in = g["rho_in"]
     out["q"] = np.einsum("hce,ne->hnc", (WQ / rho_in) ** 2, rin)
     out["k"] = np.einsum("hce,me->hmc", (WK / rho_in) ** 2, rkv)

@@ -21,6 +21,8 @@ A configuration has three tables::
     duration = 1.0       # s of biological time (spiking levels: the measurement window)
     dt = 0.001           # s (optional; level default)
     warmup = 0.5         # s discarded before the window (optional; spiking levels)
+    P = 1                # neurons per dimension, or per population: P = {l5pt = 10, nucleus2 = 10}
+    n_inh = 10           # divisive interneurons per macrocolumn
     seed = 0
     codegen = "auto"
 
@@ -50,7 +52,7 @@ DEFAULTS = {
     "problem": dict(n=4, m=None, H=2, dk=4, dv=4, de=6, cross=False, causal=False,
                     inputs="random", input_seed=0, weight_scale=1.0),
     "simulation": dict(neuron="rate", phi="elu1", duration=1.0, dt=None, warmup=None, seed=0,
-                       codegen="auto"),
+                       codegen="auto", P=1, n_inh=10),
     "output": dict(dir="results/default"),
 }
 
@@ -143,6 +145,8 @@ def _toml_value(v) -> str:
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
     raise TypeError(f"cannot write {type(v).__name__} to TOML")
 
 
@@ -156,8 +160,6 @@ def dumps_toml(cfg: dict) -> str:
         if isinstance(values, dict):
             lines.append(f"\n[{table}]")
             for k, v in values.items():
-                if isinstance(v, dict):
-                    raise TypeError(f"nested table {table}.{k} is not supported")
                 if v is not None:
                     lines.append(f"{k} = {_toml_value(v)}")
     return "\n".join(lines).lstrip("\n") + "\n"

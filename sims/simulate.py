@@ -58,6 +58,8 @@ def simulate_mhsa(
     report=None,
     warmup: float | None = None,
     record_spikes=False,
+    P: int | dict = 1,
+    n_inh: int = 10,
 ) -> SimulationResult:
     """Simulate multihead linear self-attention in a cortico-thalamic circuit.
 
@@ -102,6 +104,12 @@ def simulate_mhsa(
         Discarded time before the measurement window (s); default :data:`DEFAULT_WARMUP`.
     record_spikes : bool or tuple of str
         Keep spike times (all populations or the named ones) in ``res.spikes``.
+    P : int or dict
+        Population coding: neurons per represented dimension, for every population or per
+        population name (e.g. ``{"l5pt": 10, "nucleus2": 10}``); see
+        :func:`circuits.builders.build`. Rates of a population with P > 1 get a trailing axis.
+    n_inh : int
+        Divisive interneurons per macrocolumn.
 
     Returns
     -------
@@ -126,7 +134,7 @@ def simulate_mhsa(
     WQ, WK, WV, WO = a["WQ"], a["WK"], a["WV"], a["WO"]
 
     circuit = pathway(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"],
-                      cross=Y is not None, causal=causal)
+                      cross=Y is not None, causal=causal, P=P, n_inh=n_inh)
     need = estimate_memory(circuit)
     limit = int(0.8 * available_memory()) if max_memory is None else int(max_memory)
     if need > limit:
@@ -183,7 +191,7 @@ def simulate_mhsa(
     config = dict(
         n=a["n"], m=a["m"], H=a["H"], dk=a["dk"], dv=a["dv"], de=a["de"], phi=phi, neuron=neuron,
         duration=a["duration"], dt=dt, seed=a["seed"], cross=Y is not None, causal=bool(causal),
-        warmup=warm,
+        warmup=warm, P=P, n_inh=n_inh,
         codegen=codegen, params=params.to_dict(), gains=gains.to_dict(),
     )
     diagnostics = dict(range=range_report(circuit, obs), convergence=change, fano=fano,

@@ -164,3 +164,18 @@ def test_graph_construction_errors():
         c.add_projection(Projection("p", "a", "b", "apical", ()))
     with pytest.raises(ValueError, match="axis sizes"):
         Population("z", "relay", ("t",), (0,))
+
+
+def test_population_coding_copies_and_synapses():
+    base = pathway(3, 2, 2, 4, H=1)
+    c = pathway(3, 2, 2, 4, H=1, P={"l5pt": 4, "nucleus2": 3})
+    assert c.population("l5pt").N == 4 * base.population("l5pt").N
+    assert c.population("l5pt").axes[-1] == "p"
+    syn, syn0 = c.n_synapses(by_projection=True), base.n_synapses(by_projection=True)
+    assert syn["it_pt"] == 4 * syn0["it_pt"] and syn["pt_out"] == 12 * syn0["pt_out"]
+    assert syn["core_q"] == syn0["core_q"]
+    assert pathway(2, 2, 2, 2, P=2).n_neurons() == 2 * pathway(2, 2, 2, 2).n_neurons()
+    with pytest.raises(ValueError, match=r"P: unknown population\(s\) \['l6'\]"):
+        pathway(2, 2, 2, 2, P={"l6": 2})
+    with pytest.raises(ValueError, match="P: expected an integer >= 1"):
+        pathway(2, 2, 2, 2, P=0)

@@ -107,3 +107,13 @@ def test_unreachable_set_point_is_reported_not_hidden():
     X = np.abs(X) + 1   # q << 0: elu1 features ~ exp(q) ~ 0
     res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="rate", duration=0.3)
     assert res.diagnostics["range"]["interneuron"]["silent_interneurons"] > 0
+
+
+@pytest.mark.parametrize("P", [2, {"l5pt": 3, "nucleus2": 2, "nucleus1": 2}])
+def test_population_coding_is_exact_at_the_rate_level(P):
+    X, _, WQ, WK, WV, WO = random_problem(seed=13, n=3, H=2, dk=2, dv=2, de=3)
+    res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="rate", P=P)
+    _check(res)
+    npt = P if isinstance(P, int) else P["l5pt"]
+    assert res.rates["l5pt"].shape == (2, 3, 2, npt)
+    assert res.config["P"] == P

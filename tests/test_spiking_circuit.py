@@ -65,3 +65,11 @@ def test_lif_circuit_runs(problem3):
     met = res.metrics()
     assert met["q"]["nrmse"] <= 1.5 * met["q"]["noise_floor"] + 0.05
     assert np.all(np.isfinite(res.stages["x_tilde"]))
+
+
+def test_population_coding_lowers_the_readout_noise_floor(problem3):
+    base = simulate_mhsa(*problem3, neuron="escape", duration=1.0, warmup=0.3, seed=2).metrics()
+    pop = simulate_mhsa(*problem3, neuron="escape", duration=1.0, warmup=0.3, seed=2,
+                        P={"l5pt": 10, "nucleus2": 10}).metrics()
+    for stage in ("v_tilde", "x_tilde"):   # own spike-count noise of the readout shrinks
+        assert pop[stage]["noise_floor"] < 0.75 * base[stage]["noise_floor"], stage
