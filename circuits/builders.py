@@ -11,8 +11,8 @@ Populations of the full pathway (``H`` heads, ``n`` query tokens, ``m`` key toke
     l23           l23          (head, i=n, j=m, c=dk)       basal: query, apical: key, soma: salience
     interneuron   interneuron  (head, i=n, k=n_inh)         divisive normalisation per macrocolumn
     l5it          l5it         (head, i=n, j=m, c=dv)       basal: value, apical: attention, soma: y
-    l5pt          l5pt         (head, i=n, c=dv)            context-aware value ṽ_i
-    nucleus2      relay_out    (token=n, e=de)              higher-order nucleus 2: x̃_i
+    l5pt          l5pt         (head, i=n, c=dv, sign=2)    context-aware value ṽ_i (ON/OFF)
+    nucleus2      relay_out    (token=n, e=de, sign=2)      higher-order nucleus 2: x̃_i (ON/OFF)
 
 Projections (colour code of the paper's figures in brackets)::
 
@@ -57,6 +57,7 @@ def build(
     name: str = "pathway",
     n_inh: int = 10,
     P: int | dict = 1,
+    signed: str = "onoff",
 ) -> Circuit:
     """Build a circuit description (the common constructor behind every level).
 
@@ -89,11 +90,18 @@ def build(
         population name (dict; others 1). A population with P > 1 gets a trailing index axis
         ``p``; copies receive the same inputs and every projection averages over its source's
         copies (weights divided by the source's P, see mapping.encode). P = 1 is the paper.
+    signed : {"onoff", "offset"}
+        Code of the signed read-outs ṽ (L5 PT) and x̃ (nucleus 2): ON/OFF pairs (axis ``sign``:
+        0 = ON, 1 = OFF) receiving opposite inputs, whose rate difference is exactly linear even
+        where each cell is rectified (default: lower spike-count noise at equal worst-case rate,
+        see README), or one cell per dimension on a worst-case offset.
     """
     for arg, val in (("n", n), ("dk", dk), ("dv", dv), ("de", de), ("H", H), ("n_inh", n_inh)):
         _check_size(arg, val)
     m = n if m is None else m
     _check_size("m", m)
+    if signed not in ("offset", "onoff"):
+        raise ValueError(f"signed: expected 'offset' or 'onoff', got {signed!r}")
     names = ("nucleus1", "nucleus1_kv", "l23", "interneuron", "l5it", "l5pt", "nucleus2")
     if isinstance(P, dict):
         unknown = set(P) - set(names)
@@ -110,7 +118,8 @@ def build(
         raise ValueError("with_nucleus2: nucleus 2 is driven by L5 PT; with_pt must be True")
     c = Circuit(name, meta=dict(level=name, n=n, m=m, H=H, dk=dk, dv=dv, de=de,
                                 cross=cross, causal=causal, normalize=normalize, n_inh=n_inh,
-                                P={k: v for k, v in copies.items() if v > 1}))
+                                P={k: v for k, v in copies.items() if v > 1}, signed=signed))
+    pair = (("sign",), (2,)) if signed == "onoff" else ((), ())
 
     def pop(pname, cell_type, axes, sizes, *args, **kw):
         if copies[pname] > 1:   # population coding: copies of every cell along axis p
@@ -144,14 +153,15 @@ def build(
                                 (("head", "head"), ("i", "i"), ("j", "j")), "ones",
                                 ("post.head", "post.i")))
     if with_pt:
-        pop("l5pt", "l5pt", ("head", "i", "c"), (H, n, dv))
+        pop("l5pt", "l5pt", ("head", "i", "c") + pair[0], (H, n, dv) + pair[1])
         c.add_projection(Projection("it_pt", "l5it", "l5pt", "soma",
                                     (("head", "head"), ("i", "i"), ("c", "c")), "ones",
-                                    ("post.head", "post.i")))
+                                    ("post.head", "post.i") + tuple(f"post.{a}" for a in pair[0])))
     if with_nucleus2:
-        pop("nucleus2", "relay_out", ("token", "e"), (n, de), area="thalamus")
+        pop("nucleus2", "relay_out", ("token", "e") + pair[0], (n, de) + pair[1], area="thalamus")
+        signs = ("pre.sign", "post.sign") if signed == "onoff" else ()
         c.add_projection(Projection("pt_out", "l5pt", "nucleus2", "soma", (("i", "token"),),
-                                    "WO", ("pre.head", "post.e", "pre.c"), "corticothalamic"))
+                                    "WO", ("pre.head", "post.e", "pre.c") + signs, "corticothalamic"))
     c.check()
     return c
 
@@ -182,7 +192,7 @@ def area(n: int, dk: int, dv: int, de: int, m: int | None = None, cross: bool = 
 
 def pathway(n: int, dk: int, dv: int, de: int, H: int = 1, m: int | None = None,
             cross: bool = False, causal: bool = False, normalize: bool = True,
-            n_inh: int = 10, P: int | dict = 1) -> Circuit:
+            n_inh: int = 10, P: int | dict = 1, signed: str = "onoff") -> Circuit:
     """Thalamo-cortico-thalamic pathway: nucleus 1 → H areas → nucleus 2 (a full MHSA block)."""
     return build(n, dk, dv, de, H=H, m=m, cross=cross, causal=causal, normalize=normalize,
-                 name="pathway", n_inh=n_inh, P=P)
+                 name="pathway", n_inh=n_inh, P=P, signed=signed)

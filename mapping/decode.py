@@ -28,6 +28,14 @@ def _dense(pop, values):
     return per_dimension(pop, values)
 
 
+def signed_rate(pop, values) -> np.ndarray:
+    """Per-dimension rate; for ON/OFF pairs (axis ``sign``) the difference ON - OFF."""
+    d = per_dimension(pop, values)
+    if "sign" in pop.axes:
+        d = d[..., 0] - d[..., 1]
+    return d
+
+
 def _copies_mean(dense, axis):
     with np.errstate(invalid="ignore"):
         return np.nanmean(dense, axis=axis) if np.any(np.isfinite(dense)) else dense.mean(axis=axis)
@@ -72,16 +80,17 @@ def decode(circuit: Circuit, encoding, obs: dict) -> dict[str, np.ndarray]:
                 D = np.nanmean(per_dimension(l23, basal) / per_dimension(l23, obs["l23"]["U"]), axis=(2, 3))
             st["Z"] = c["R_set"] * D / c["gains"]["rho_l23"]
         if "l5pt" in pops:
-            st["v_tilde"] = codes["v_tilde"].decode(per_dimension(pops["l5pt"], obs["l5pt"]["r"]))
+            st["v_tilde"] = codes["v_tilde"].decode(signed_rate(pops["l5pt"], obs["l5pt"]["r"]))
         if "nucleus2" in pops:
-            st["x_tilde"] = codes["x_tilde"].decode(per_dimension(pops["nucleus2"], obs["nucleus2"]["r"]))
+            st["x_tilde"] = codes["x_tilde"].decode(signed_rate(pops["nucleus2"], obs["nucleus2"]["r"]))
     return st
 
 
 def range_report(circuit: Circuit, obs: dict) -> dict[str, dict]:
     """Cells driven outside their working range, per population (nothing is clipped silently).
 
-    ``rectified``: cells whose somatic drive ``U`` is below rest, so their rate is clipped at 0.
+    ``rectified``: cells whose somatic drive ``U`` is below rest, so their rate is clipped at 0
+    (not counted for ON/OFF pairs, whose rate difference stays linear through rectification).
     ``silent_interneurons``: macrocolumns whose interneurons fell silent — the set point is
     unreachable and the division by Z did not happen there.
     """
@@ -89,7 +98,7 @@ def range_report(circuit: Circuit, obs: dict) -> dict[str, dict]:
     for name, pop in circuit.populations.items():
         o = obs.get(name, {})
         rep = {}
-        if "U" in o:
+        if "U" in o and "sign" not in pop.axes:   # an ON/OFF pair is rectified by design
             rep["rectified"] = int(np.count_nonzero(np.asarray(o["U"]) < 0))
         if pop.cell_type == "interneuron":
             rep["silent_interneurons"] = int(np.count_nonzero(np.asarray(o["r"]) <= 0))

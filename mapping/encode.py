@@ -144,16 +144,35 @@ def encode(
             f"circuit: {circuit.name} has no divisive interneurons; the encoder implements the "
             "normalised kernel only (the unnormalised variant is not built yet)")
 
+    onoff = meta.get("signed") == "onoff"
+    sgn = np.array([1.0, -1.0])        # ON, OFF
+    if onoff:
+        # equal worst-case rate: an offset cell reaches rho (2 v0), an ON/OFF cell rho' v0
+        from dataclasses import replace
+
+        gains = replace(gains, rho_pt=2 * gains.rho_pt, rho_out=2 * gains.rho_out)
     if "l5pt" in pops:
-        vals.weights["it_pt"] = u / (gains.rho_it * n_keys)
-        vals.params["l5pt"] = {"b": 0.0, "rho": gains.rho_pt}
+        w_pt = u / (gains.rho_it * n_keys)
+        pt = pops["l5pt"]
+        if onoff:   # opposite copies of u (v0 + ṽ); the bias removes v0: ON sees u ṽ, OFF -u ṽ
+            vals.weights["it_pt"] = w_pt[..., None] * sgn
+            s_pt = sgn[pt.axis("sign")]
+            vals.params["l5pt"] = {"b": -s_pt * u * v0[pt.axis("head")], "rho": gains.rho_pt}
+        else:
+            vals.weights["it_pt"] = w_pt
+            vals.params["l5pt"] = {"b": 0.0, "rho": gains.rho_pt}
     if "nucleus2" in pops:
-        vals.weights["pt_out"] = u * WO / gains.rho_pt
-        e2 = pops["nucleus2"].axis("e")
-        vals.params["nucleus2"] = {
-            "b": u * (x0 - np.einsum("hec,h->e", WO, v0))[e2],
-            "rho": gains.rho_out,
-        }
+        n2 = pops["nucleus2"]
+        e2 = n2.axis("e")
+        if onoff:   # ṽ = (r_on - r_off)/rho_pt, x̃ = Σ WO ṽ; ON gets +x̃, OFF -x̃; no offset
+            vals.weights["pt_out"] = (u * WO / gains.rho_pt)[..., None, None] * np.multiply.outer(sgn, sgn)
+            vals.params["nucleus2"] = {"b": 0.0, "rho": gains.rho_out}
+        else:
+            vals.weights["pt_out"] = u * WO / gains.rho_pt
+            vals.params["nucleus2"] = {
+                "b": u * (x0 - np.einsum("hec,h->e", WO, v0))[e2],
+                "rho": gains.rho_out,
+            }
 
     # population coding: every projection averages over its source's copies
     for pname, proj in circuit.projections.items():
@@ -164,9 +183,9 @@ def encode(
         "q": AffineCode(gain=u),
         "k": AffineCode(gain=u),
         "v": AffineCode(gain=u, offset=v0[:, None, None]),
-        "v_tilde": AffineCode(gain=gains.rho_pt, offset=v0[:, None, None]),
-        "x_tilde": AffineCode(gain=gains.rho_out, offset=x0),
+        "v_tilde": AffineCode(gain=gains.rho_pt, offset=0.0 if onoff else v0[:, None, None]),
+        "x_tilde": AffineCode(gain=gains.rho_out, offset=0.0 if onoff else x0),
     }
-    consts = dict(u=u, R_set=R_set, a=n_keys, v0=v0, x0=x0, xb=xb, gains=gains.to_dict(),
+    consts = dict(u=u, R_set=R_set, a=n_keys, v0=v0, x0=x0, xb=xb, gains=gains.to_dict(), onoff=onoff,
                   normalize="interneuron" in pops, phi=phi)
     return Encoding(vals, codes, consts)

@@ -29,9 +29,11 @@ __all__ = ["stage_noise_variance"]
 
 
 def _rate_var(pop, obs, fano, T):
-    """Variance (Hz²) of each dimension's rate estimate (mean over its P copies) on the grid."""
+    """Variance (Hz²) of each dimension's rate estimate (mean over its P copies) on the grid;
+    for ON/OFF pairs, of the difference ON - OFF (independent counts: variances add)."""
     P = copies(pop)
-    return per_dimension(pop, fano * np.asarray(obs["rate"], float) / T, fill=0.0) / P
+    v = per_dimension(pop, fano * np.asarray(obs["rate"], float) / T, fill=0.0) / P
+    return v.sum(axis=-1) if "sign" in pop.axes else v
 
 
 def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, stages: dict,

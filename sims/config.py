@@ -23,6 +23,7 @@ A configuration has three tables::
     warmup = 0.5         # s discarded before the window (optional; spiking levels)
     P = 1                # neurons per dimension, or per population: P = {l5pt = 10, nucleus2 = 10}
     n_inh = 10           # divisive interneurons per macrocolumn
+    signed = "onoff"     # code of the signed read-outs: "onoff" (default) or "offset"
     seed = 0
     codegen = "auto"
 
@@ -52,7 +53,7 @@ DEFAULTS = {
     "problem": dict(n=4, m=None, H=2, dk=4, dv=4, de=6, cross=False, causal=False,
                     inputs="random", input_seed=0, weight_scale=1.0),
     "simulation": dict(neuron="rate", phi="elu1", duration=1.0, dt=None, warmup=None, seed=0,
-                       codegen="auto", P=1, n_inh=10),
+                       codegen="auto", P=1, n_inh=10, signed="onoff"),
     "output": dict(dir="results/default"),
 }
 

@@ -60,6 +60,7 @@ def simulate_mhsa(
     record_spikes=False,
     P: int | dict = 1,
     n_inh: int = 10,
+    signed: str = "onoff",
 ) -> SimulationResult:
     """Simulate multihead linear self-attention in a cortico-thalamic circuit.
 
@@ -110,6 +111,8 @@ def simulate_mhsa(
         :func:`circuits.builders.build`. Rates of a population with P > 1 get a trailing axis.
     n_inh : int
         Divisive interneurons per macrocolumn.
+    signed : {"offset", "onoff"}
+        Code of the signed read-outs ṽ and x̃ (see :func:`circuits.builders.build`).
 
     Returns
     -------
@@ -134,7 +137,7 @@ def simulate_mhsa(
     WQ, WK, WV, WO = a["WQ"], a["WK"], a["WV"], a["WO"]
 
     circuit = pathway(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"],
-                      cross=Y is not None, causal=causal, P=P, n_inh=n_inh)
+                      cross=Y is not None, causal=causal, P=P, n_inh=n_inh, signed=signed)
     need = estimate_memory(circuit)
     limit = int(0.8 * available_memory()) if max_memory is None else int(max_memory)
     if need > limit:
@@ -191,7 +194,7 @@ def simulate_mhsa(
     config = dict(
         n=a["n"], m=a["m"], H=a["H"], dk=a["dk"], dv=a["dv"], de=a["de"], phi=phi, neuron=neuron,
         duration=a["duration"], dt=dt, seed=a["seed"], cross=Y is not None, causal=bool(causal),
-        warmup=warm, P=P, n_inh=n_inh,
+        warmup=warm, P=P, n_inh=n_inh, signed=signed,
         codegen=codegen, params=params.to_dict(), gains=gains.to_dict(),
     )
     diagnostics = dict(range=range_report(circuit, obs), convergence=change, fano=fano,

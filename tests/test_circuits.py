@@ -20,13 +20,13 @@ SIZES = [  # (n, m, H, dk, dv, de, cross)
 def closed_form(n, m, H, dk, dv, de, cross, causal=False, n_inh=10):
     pairs = n * (n + 1) // 2 if causal else n * m          # microcolumns per area
     neurons = dict(nucleus1=n * de, l23=H * pairs * dk, l5it=H * pairs * dv,
-                   interneuron=H * n * n_inh, l5pt=H * n * dv, nucleus2=n * de)
+                   interneuron=H * n * n_inh, l5pt=2 * H * n * dv, nucleus2=2 * n * de)   # ON/OFF
     if cross:
         neurons["nucleus1_kv"] = m * de
     synapses = dict(core_q=H * pairs * dk * de, matrix_k=H * pairs * dk * de,
                     matrix_v=H * pairs * dv * de, pool=H * pairs * dk * n_inh,
                     shunt=H * pairs * dk * n_inh,
-                    attention=H * pairs * dk * dv, it_pt=H * pairs * dv, pt_out=H * n * dv * de)
+                    attention=H * pairs * dk * dv, it_pt=2 * H * pairs * dv, pt_out=4 * H * n * dv * de)
     return neurons, synapses
 
 
@@ -108,7 +108,7 @@ def test_levels_are_usable_alone():
     assert {p.N for p in mc.populations.values()} >= {4, 3}
     assert "interneuron" not in mc.populations and "l5pt" not in mc.populations
     mac = macrocolumn(6, 4, 3, 5)
-    assert mac.population("l23").N == 6 * 4 and mac.population("l5pt").N == 3
+    assert mac.population("l23").N == 6 * 4 and mac.population("l5pt").N == 2 * 3
     assert mac.population("interneuron").N == 10
     assert macrocolumn(6, 4, 3, 5, n_inh=3).population("interneuron").N == 3
     ar = area(5, 2, 2, 3)

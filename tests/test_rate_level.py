@@ -115,5 +115,12 @@ def test_population_coding_is_exact_at_the_rate_level(P):
     res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="rate", P=P)
     _check(res)
     npt = P if isinstance(P, int) else P["l5pt"]
-    assert res.rates["l5pt"].shape == (2, 3, 2, npt)
+    assert res.rates["l5pt"].shape == (2, 3, 2, 2, npt)      # (head, i, c, sign, p)
     assert res.config["P"] == P
+
+
+def test_offset_code_is_exact_too():
+    X, _, WQ, WK, WV, WO = random_problem(seed=14, n=3, H=2, dk=2, dv=2, de=3)
+    res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="rate", signed="offset")
+    _check(res)
+    assert res.rates["l5pt"].shape == (2, 3, 2)
