@@ -66,6 +66,12 @@ def _cmd_circuit(args) -> int:
 
 
 def _cmd_bench(args) -> int:
+    if args.which == "accuracy":
+        from .bench_accuracy import main as accuracy_main
+
+        if args.out == "bench_results/rate.json":
+            args.out = "bench_results/accuracy.json"
+        return accuracy_main(args)
     if args.which == "cells":
         from .bench_cells import main as cells_main
 
@@ -97,19 +103,28 @@ def build_parser() -> argparse.ArgumentParser:
     circ.set_defaults(func=_cmd_circuit)
 
     bench = sub.add_parser("bench", help="benchmarks that print a table and write JSON")
-    bench.add_argument("which", choices=["rate", "cells"],
+    bench.add_argument("which", choices=["rate", "cells", "accuracy"],
                        help="rate: build and run a head at the rate level; cells: products, "
-                            "normalisation and fig. 2 in silico at the spiking levels")
+                            "normalisation and fig. 2 in silico at the spiking levels; accuracy: "
+                            "spiking attention vs the reference over time and read-out copies")
     bench.add_argument("--n", type=int, default=33, help="tokens = macrocolumns (default 33)")
     bench.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
     bench.add_argument("--H", type=int, default=1, help="heads (default 1)")
     bench.add_argument("--duration", type=float, default=1.0, help="simulated time, s (default 1)")
     bench.add_argument("--repeats", type=int, default=3, help="repetitions, each in a fresh process")
-    bench.add_argument("--codegen", default="cython", choices=["numpy", "cython"])
+    bench.add_argument("--codegen", default="auto", choices=["auto", "numpy", "cython"],
+                       help="Brian2 target (auto: Cython from 200k synapses)")
     bench.add_argument("--out", default="bench_results/rate.json", help="JSON output file (rate)")
     bench.add_argument("--out-dir", default="bench_results", help="output directory (cells)")
     bench.add_argument("--levels", nargs="+", default=["escape", "lif"], choices=["escape", "lif"])
     bench.add_argument("--skip-fig2", action="store_true", help="cells: skip the fig. 2 data")
+    bench.add_argument("--cases", nargs="+", default=["multihead", "causal", "cross", "barrel"],
+                       choices=["barrel", "multihead", "causal", "cross"], help="accuracy: cases")
+    bench.add_argument("--times", nargs="+", type=float, default=[1.0, 2.0, 5.0, 10.0],
+                       help="accuracy: measurement windows (s), from one run each")
+    bench.add_argument("--P", nargs="+", type=int, default=[1, 4, 10],
+                       help="accuracy: copies of L5 PT and nucleus 2 per dimension")
+    bench.add_argument("--allow-slow", action="store_true", help="accuracy: also barrel at the lif level")
     bench.set_defaults(func=_cmd_bench)
     return ap
 

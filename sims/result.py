@@ -68,7 +68,9 @@ class SimulationResult:
         The arguments of the run, as resolved.
     diagnostics : dict
         ``range`` (cells outside their working range, per population), ``convergence``
-        (rate level: relative change of x̃ over the last 10 % of the run), and others.
+        (rate level: relative change of x̃ over the last 10 % of the run), ``fano`` (per
+        population), ``checkpoints`` (spiking levels: ``[{"T", "metrics"}]`` at each checkpoint
+        and the full window).
     timings : dict
         Wall-clock seconds: ``build``, ``run``, ``total``.
     counts : dict

@@ -20,6 +20,17 @@ from .validate import available_memory, check_simulation_args
 
 __all__ = ["simulate_mhsa", "DEFAULT_DT", "AUTO_CYTHON_SYNAPSES"]
 
+
+def _window_obs(built, circuit) -> dict:
+    """Window observables of every population, with ``r`` = measured spike rate."""
+    obs = {}
+    for p in circuit.populations:
+        w = built.read_window(p)
+        w["expected_r"] = w["r"]
+        w["r"] = w["rate"]          # decode from spike counts, not from the intensity
+        obs[p] = w
+    return obs
+
 DEFAULT_DT = {"rate": 1e-3, "escape": 1e-3, "lif": 1e-4}
 """Default integration step per level (s). The rate level's steady state does not depend on
 dt (exponential Euler is exact for its linear compartments); escape cells spike with
@@ -61,6 +72,7 @@ def simulate_mhsa(
     P: int | dict = 1,
     n_inh: int = 10,
     signed: str = "onoff",
+    checkpoints=(),
 ) -> SimulationResult:
     """Simulate multihead linear self-attention in a cortico-thalamic circuit.
 
@@ -111,8 +123,12 @@ def simulate_mhsa(
         :func:`circuits.builders.build`. Rates of a population with P > 1 get a trailing axis.
     n_inh : int
         Divisive interneurons per macrocolumn.
-    signed : {"offset", "onoff"}
+    signed : {"onoff", "offset"}
         Code of the signed read-outs ṽ and x̃ (see :func:`circuits.builders.build`).
+    checkpoints : sequence of float
+        Spiking levels: window lengths (s, < ``duration``) at which every stage is also decoded
+        from the window so far; ``res.checkpoints`` lists ``{"T", "metrics"}`` (error vs
+        simulated time from one run). The final window is always the last entry.
 
     Returns
     -------
@@ -169,24 +185,32 @@ def simulate_mhsa(
     else:
         t_run = built.run(warm, report=report) if warm > 0 else 0.0
         built.start_window()
+        T = a["duration"]
+        marks = sorted({float(x) for x in checkpoints if 0 < float(x) < T} |
+                       {T * (k + 1) / N_CHUNKS for k in range(N_CHUNKS)})
+        chunk_ends = {T * (k + 1) / N_CHUNKS for k in range(N_CHUNKS)}
         chunks = {p: [] for p in circuit.populations}
-        for _ in range(N_CHUNKS):
-            t_run += built.run(a["duration"] / N_CHUNKS, report=report)
-            for p in circuit.populations:
-                chunks[p].append(np.array(built.monitors[p].count[:], dtype=float))
-        obs = {}
+        snapshots, t_now = [], 0.0
+        for mark in marks:
+            t_run += built.run(mark - t_now, report=report)
+            t_now = mark
+            if mark in chunk_ends:
+                for p in circuit.populations:
+                    chunks[p].append(np.array(built.monitors[p].count[:], dtype=float))
+            if any(abs(mark - float(x)) < 1e-12 for x in checkpoints) or mark == marks[-1]:
+                snapshots.append((mark, _window_obs(built, circuit)))
         fano = {}
         for p in circuit.populations:
-            w = built.read_window(p)
-            w["expected_r"] = w["r"]
-            w["r"] = w["rate"]          # decode from spike counts, not from the intensity
-            obs[p] = w
             cnt = np.diff(np.stack([built._window[p]["count"]] + chunks[p]), axis=0)
             tot = cnt.mean(axis=0).sum()
             fano[p] = float(cnt.var(axis=0, ddof=1).sum() / tot) if tot > 0 else 1.0
-        stages = decode(circuit, enc, obs)
-        noise_var = stage_noise_variance(circuit, enc, obs, fano, a["duration"], stages,
-                                         WQ, WK, WV, WO, phi)
+        checkpoint_results = []
+        for mark, o in snapshots:
+            st = decode(circuit, enc, o)
+            nv = stage_noise_variance(circuit, enc, o, fano, mark, st, WQ, WK, WV, WO, phi)
+            checkpoint_results.append((mark, st, nv))
+        _, stages, noise_var = checkpoint_results[-1]
+        obs = snapshots[-1][1]
         change = float("nan")
 
     rates = {name: pop.to_dense(obs[name]["r"], fill=np.nan) for name, pop in circuit.populations.items()}
@@ -205,6 +229,14 @@ def simulate_mhsa(
                   projections=circuit.n_synapses(by_projection=True))
     timings = dict(build=built.build_time, compile=t_compile, run=t_run,
                    total=time.perf_counter() - t_start)
+    if neuron != "rate":
+        cps = [dict(T=mark, metrics=SimulationResult(
+            x_tilde=st["x_tilde"], reference=ref["x_tilde"], stages=st, reference_stages=ref_stages,
+            rates={}, spikes={}, level=neuron, config={}, noise_variance=nv).metrics())
+            for mark, st, nv in checkpoint_results]
+    else:
+        cps = []
+    diagnostics["checkpoints"] = cps
     spikes = {}
     if record_spikes:
         for p in circuit.populations:

@@ -73,3 +73,13 @@ def test_population_coding_lowers_the_readout_noise_floor(problem3):
                         P={"l5pt": 10, "nucleus2": 10}).metrics()
     for stage in ("v_tilde", "x_tilde"):   # own spike-count noise of the readout shrinks
         assert pop[stage]["noise_floor"] < 0.75 * base[stage]["noise_floor"], stage
+
+
+def test_checkpoints_and_accuracy_benchmark_runner():
+    from sims.bench_accuracy import run_case
+
+    run = run_case("cross", "escape", 2, (0.2, 0.4))
+    assert [cp["T"] for cp in run["checkpoints"]] == [0.2, 0.4]
+    floors = [cp["metrics"]["q"]["noise_floor"] for cp in run["checkpoints"]]
+    assert floors[1] < floors[0]            # longer window, lower floor (~1/sqrt(T))
+    assert set(run["checkpoints"][0]["metrics"]) >= {"q", "s", "v_tilde", "x_tilde"}
