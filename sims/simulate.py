@@ -149,6 +149,15 @@ def simulate_mhsa(
     if not isinstance(gains, CodeGains):
         raise TypeError(f"gains: expected mapping.codes.CodeGains, got {type(gains).__name__}")
     dt = a["dt"] or DEFAULT_DT[neuron]
+    try:
+        checkpoints = tuple(float(x) for x in checkpoints)
+    except (TypeError, ValueError):
+        raise TypeError(f"checkpoints: expected a sequence of times in seconds, got {checkpoints!r}") from None
+    bad = [x for x in checkpoints if not 0 < x < a["duration"]]
+    if bad:
+        raise ValueError(f"checkpoints: every time must lie in (0, duration = {a['duration']}) s; got {bad}")
+    if checkpoints and neuron == "rate":
+        raise ValueError("checkpoints: the rate level has no counting window; use a spiking level")
     X, Yk = a["X"][0], (None if Y is None else a["Y"][0])
     WQ, WK, WV, WO = a["WQ"], a["WK"], a["WV"], a["WO"]
 

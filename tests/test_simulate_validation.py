@@ -51,6 +51,22 @@ def test_bad_arguments(args, change, exc, match):
         simulate_mhsa(**args)
 
 
+@pytest.mark.parametrize("change, exc, match", [
+    (dict(neuron="escape", checkpoints=(0.5, 2.0)), ValueError, r"checkpoints: every time must lie in \(0, duration"),
+    (dict(neuron="escape", checkpoints=(0.0,)), ValueError, "checkpoints: every time"),
+    (dict(neuron="escape", checkpoints="abc"), TypeError, "checkpoints: expected a sequence"),
+    (dict(neuron="rate", checkpoints=(0.5,)), ValueError, "checkpoints: the rate level"),
+    (dict(P=0), ValueError, "P: expected an integer >= 1"),
+    (dict(P={"l7": 2}), ValueError, "P: unknown population"),
+    (dict(signed="twos"), ValueError, "signed: expected 'offset' or 'onoff'"),
+    (dict(n_inh=0), ValueError, "n_inh: expected an integer >= 1"),
+])
+def test_bad_circuit_options(args, change, exc, match):
+    args.update(change)
+    with pytest.raises(exc, match=match):
+        simulate_mhsa(**args)
+
+
 @pytest.mark.parametrize("warmup", [-1.0, np.nan, "1"])
 def test_warmup_validation(args, warmup):
     args.update(neuron="escape", warmup=warmup)
