@@ -131,6 +131,12 @@ class BuiltCircuit:
             snap["count"] = np.array(self.monitors[pop].count[:], dtype=float)
             self._window[pop] = snap
 
+    def window_start_counts(self, pop: str) -> np.ndarray:
+        """Spike counts per cell of ``pop`` when the window started (see :meth:`start_window`)."""
+        if not self._window:
+            raise RuntimeError("window_start_counts: call start_window() first")
+        return self._window[pop]["count"]
+
     def read_window(self, pop: str) -> dict[str, np.ndarray]:
         """Window averages since :meth:`start_window`: every observable's mean (SI), the spike
         ``count`` per cell, and ``rate`` = count / window length (Hz)."""

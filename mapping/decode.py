@@ -24,10 +24,6 @@ def per_dimension(pop, values, fill=np.nan) -> np.ndarray:
     return d
 
 
-def _dense(pop, values):
-    return per_dimension(pop, values)
-
-
 def signed_rate(pop, values) -> np.ndarray:
     """Per-dimension rate; for ON/OFF pairs (axis ``sign``) the difference ON - OFF."""
     d = per_dimension(pop, values)
@@ -56,9 +52,9 @@ def decode(circuit: Circuit, encoding, obs: dict) -> dict[str, np.ndarray]:
     l23, it = pops["l23"], pops["l5it"]
     st = {}
     with np.errstate(invalid="ignore", divide="ignore"):
-        st["q"] = codes["q"].decode(_copies_mean(_dense(l23, obs["l23"]["V_b"]), axis=2))
-        st["k"] = codes["k"].decode(_copies_mean(_dense(l23, obs["l23"]["V_a"]), axis=1))
-        st["v"] = codes["v"].decode(_copies_mean(_dense(it, obs["l5it"]["V_b"]), axis=1))
+        st["q"] = codes["q"].decode(_copies_mean(per_dimension(l23, obs["l23"]["V_b"]), axis=2))
+        st["k"] = codes["k"].decode(_copies_mean(per_dimension(l23, obs["l23"]["V_a"]), axis=1))
+        st["v"] = codes["v"].decode(_copies_mean(per_dimension(it, obs["l5it"]["V_b"]), axis=1))
         R = c["R_set"][l23.axis("head"), l23.axis("i")]
         st["s"] = per_dimension(l23, obs["l23"]["r"] / R, fill=0.0)
         st["kappa"] = st["s"].sum(axis=-1)

@@ -21,7 +21,7 @@ Derivations (u: volts per unit; see :mod:`mapping.codes`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -148,8 +148,6 @@ def encode(
     sgn = np.array([1.0, -1.0])        # ON, OFF
     if onoff:
         # equal worst-case rate: an offset cell reaches rho (2 v0), an ON/OFF cell rho' v0
-        from dataclasses import replace
-
         gains = replace(gains, rho_pt=2 * gains.rho_pt, rho_out=2 * gains.rho_out)
     if "l5pt" in pops:
         w_pt = u / (gains.rho_it * n_keys)

@@ -22,7 +22,7 @@ the inputs to a product are independent: the level's error is spike-count noise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = ["CellModel", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "synapse_model"]
@@ -263,8 +263,6 @@ ESCAPE = "rand() < r*dt"
 
 
 def _escape(rate_model: CellModel) -> CellModel:
-    from dataclasses import replace
-
     return replace(rate_model, threshold=ESCAPE)
 
 
@@ -297,8 +295,6 @@ _LIF_BACKGROUND = ("I_bg = I_bg*exp(-dt/tau_syn) + sigma_bg*sqrt((tau_m + tau_sy
 
 
 def _lif(rate_model: CellModel, P: str, drop: str) -> CellModel:
-    from dataclasses import replace
-
     eqs = "\n".join(line for line in rate_model.equations.strip().splitlines()
                     if not line.strip().startswith(drop) and not line.strip().startswith("rho :"))
     regular = "\n".join(x for x in (rate_model.regular, _LIF_BACKGROUND) if x)

@@ -69,8 +69,7 @@ def _cmd_bench(args) -> int:
     if args.which == "accuracy":
         from .bench_accuracy import main as accuracy_main
 
-        if args.out == "bench_results/rate.json":
-            args.out = "bench_results/accuracy.json"
+        args.out = args.out or "bench_results/accuracy.json"
         return accuracy_main(args)
     if args.which == "cells":
         from .bench_cells import main as cells_main
@@ -78,6 +77,7 @@ def _cmd_bench(args) -> int:
         return cells_main(args)
     from .bench import main as bench_main
 
+    args.out = args.out or "bench_results/rate.json"
     return bench_main(args)
 
 
@@ -114,7 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=3, help="repetitions, each in a fresh process")
     bench.add_argument("--codegen", default="auto", choices=["auto", "numpy", "cython"],
                        help="Brian2 target (auto: Cython from 200k synapses)")
-    bench.add_argument("--out", default="bench_results/rate.json", help="JSON output file (rate)")
+    bench.add_argument("--out", default=None,
+                       help="JSON output file (rate: bench_results/rate.json, accuracy: "
+                            "bench_results/accuracy.json)")
     bench.add_argument("--out-dir", default="bench_results", help="output directory (cells)")
     bench.add_argument("--levels", nargs="+", default=["escape", "lif"], choices=["escape", "lif"])
     bench.add_argument("--skip-fig2", action="store_true", help="cells: skip the fig. 2 data")

@@ -210,7 +210,7 @@ def simulate_mhsa(
                 snapshots.append((mark, _window_obs(built, circuit)))
         fano = {}
         for p in circuit.populations:
-            cnt = np.diff(np.stack([built._window[p]["count"]] + chunks[p]), axis=0)
+            cnt = np.diff(np.stack([built.window_start_counts(p)] + chunks[p]), axis=0)
             tot = cnt.mean(axis=0).sum()
             fano[p] = float(cnt.var(axis=0, ddof=1).sum() / tot) if tot > 0 else 1.0
         checkpoint_results = []

@@ -129,14 +129,12 @@ def test_description_is_plain_data_and_diffable():
 
 
 def test_connect_pairs_matches_brute_force():
-    rng = np.random.default_rng(0)
     pre = Population("a", "relay", ("x", "y"), (3, 4))
     post = Population("b", "l5pt", ("p", "q", "r"), (2, 3, 4))
     i, j = connect_pairs(pre, post, (("x", "q"), ("y", "r")))
     brute = {(a, b) for a in range(pre.N) for b in range(post.N)
              if pre.index[a, 0] == post.index[b, 1] and pre.index[a, 1] == post.index[b, 2]}
     assert set(zip(i.tolist(), j.tolist())) == brute
-    del rng
 
 
 @pytest.mark.parametrize("kw, match", [
