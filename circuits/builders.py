@@ -6,26 +6,27 @@ area, and an area one head of a pathway.
 
 Populations of the full pathway (``H`` heads, ``n`` query tokens, ``m`` key tokens)::
 
-    nucleus1      relay        (token=n, e=de)              thalamic nucleus 1: tokens x_i
-    nucleus1_kv   relay        (token=m, e=de)              second nucleus (cross-attention only)
+    nucleus1      relay        (token=n, e=de, sign=2)      thalamic nucleus 1: tokens x_i (ON/OFF)
+    nucleus1_kv   relay        (token=m, e=de, sign=2)      second nucleus (cross-attention only)
     l23           l23          (head, i=n, j=m, c=dk)       basal: query, apical: key, soma: salience
     interneuron   interneuron  (head, i=n, k=n_inh)         divisive normalisation per macrocolumn
-    l5it          l5it         (head, i=n, j=m, c=dv)       basal: value, apical: attention, soma: y
+    l5it          l5it         (head, i=n, j=m, c=dv, sign=2)  basal: ±value, apical: attention, soma: y (ON/OFF)
     l5pt          l5pt         (head, i=n, c=dv, sign=2)    context-aware value ṽ_i (ON/OFF)
     nucleus2      relay_out    (token=n, e=de, sign=2)      higher-order nucleus 2: x̃_i (ON/OFF)
 
 Projections (colour code of the paper's figures in brackets)::
 
-    core_q     nucleus1    -> l23.basal       WQ[h,c,e]   core, token = i   (green)
-    matrix_k   nucleus1*   -> l23.apical      WK[h,c,e]   matrix, token = j (red)
-    matrix_v   nucleus1*   -> l5it.basal      WV[h,c,e]   matrix, token = j (red)
+    core_q     nucleus1    -> l23.basal       ±WQ[h,c,e]  core, token = i   (green)
+    matrix_k   nucleus1*   -> l23.apical      ±WK[h,c,e]  matrix, token = j (red)
+    matrix_v   nucleus1*   -> l5it.basal      ±WV[h,c,e]  matrix, token = j (red)
     pool       l23         -> interneuron     pooling     same (head, i)    (purple)
     shunt      interneuron -> l23.soma        1           same (head, i)    (purple)
     attention  l23         -> l5it.apical     1 (A=ones)  same (head, i, j)
-    it_pt      l5it        -> l5pt            1           same (head, i, c)
+    it_pt      l5it        -> l5pt            ±1          same (head, i, c)
     pt_out     l5pt        -> nucleus2        WO[h,e,c]   i = token         (blue)
 
-(*) ``nucleus1_kv`` for cross-attention.
+(*) ``nucleus1_kv`` for cross-attention. The ``sign`` axes (ON/OFF pairs) exist with
+``signed="onoff"`` (the default); with ``signed="offset"`` each signed quantity has one cell.
 """
 
 from __future__ import annotations
@@ -91,10 +92,11 @@ def build(
         ``p``; copies receive the same inputs and every projection averages over its source's
         copies (weights divided by the source's P, see mapping.encode). P = 1 is the paper.
     signed : {"onoff", "offset"}
-        Code of the signed read-outs ṽ (L5 PT) and x̃ (nucleus 2): ON/OFF pairs (axis ``sign``:
-        0 = ON, 1 = OFF) receiving opposite inputs, whose rate difference is exactly linear even
-        where each cell is rectified (default: lower spike-count noise at equal worst-case rate,
-        see README), or one cell per dimension on a worst-case offset.
+        Code of the signed rate-coded quantities x (nucleus 1), y (L5 IT), ṽ (L5 PT) and x̃
+        (nucleus 2): ON/OFF
+        pairs (axis ``sign``: 0 = ON, 1 = OFF) receiving opposite inputs, whose rate difference
+        is exactly linear even where each cell is rectified (default: far lower spike-count
+        noise, see README), or one cell per dimension on a worst-case offset.
     """
     for arg, val in (("n", n), ("dk", dk), ("dv", dv), ("de", de), ("H", H), ("n_inh", n_inh)):
         _check_size(arg, val)
@@ -119,7 +121,6 @@ def build(
     c = Circuit(name, meta=dict(level=name, n=n, m=m, H=H, dk=dk, dv=dv, de=de,
                                 cross=cross, causal=causal, normalize=normalize, n_inh=n_inh,
                                 P={k: v for k, v in copies.items() if v > 1}, signed=signed))
-    pair = (("sign",), (2,)) if signed == "onoff" else ((), ())
 
     def pop(pname, cell_type, axes, sizes, *args, **kw):
         if copies[pname] > 1:   # population coding: copies of every cell along axis p
@@ -127,20 +128,23 @@ def build(
         return c.add_population(Population(pname, cell_type, axes, sizes, *args, **kw))
 
     mask = "j<=i" if causal else None
-    pop("nucleus1", "relay", ("token", "e"), (n, de), area="thalamus")
+    pair = (("sign",), (2,)) if signed == "onoff" else ((), ())
+    sign_w = tuple(f"post.{a}" for a in pair[0])
+    pop("nucleus1", "relay", ("token", "e") + pair[0], (n, de) + pair[1], area="thalamus")
     kv = "nucleus1"
     if cross:
         kv = "nucleus1_kv"
-        pop(kv, "relay", ("token", "e"), (m, de), area="thalamus")
+        pop(kv, "relay", ("token", "e") + pair[0], (m, de) + pair[1], area="thalamus")
     pop("l23", "l23", ("head", "i", "j", "c"), (H, n, m, dk), ("basal", "apical", "soma"), mask=mask)
-    pop("l5it", "l5it", ("head", "i", "j", "c"), (H, n, m, dv), ("basal", "apical", "soma"), mask=mask)
-    w_in = ("post.head", "post.c", "pre.e")
+    pop("l5it", "l5it", ("head", "i", "j", "c") + pair[0], (H, n, m, dv) + pair[1],
+        ("basal", "apical", "soma"), mask=mask)
+    w_in = ("post.head", "post.c", "pre.e") + tuple(f"pre.{a}" for a in pair[0])
     c.add_projection(Projection("core_q", "nucleus1", "l23", "basal", (("token", "i"),),
                                 "WQ", w_in, "core"))
     c.add_projection(Projection("matrix_k", kv, "l23", "apical", (("token", "j"),),
                                 "WK", w_in, "matrix"))
     c.add_projection(Projection("matrix_v", kv, "l5it", "basal", (("token", "j"),),
-                                "WV", w_in, "matrix"))
+                                "WV", w_in + sign_w, "matrix"))
     if normalize:
         pop("interneuron", "interneuron", ("head", "i", "k"), (H, n, n_inh))
         c.add_projection(Projection("pool", "l23", "interneuron", "soma",
@@ -156,7 +160,7 @@ def build(
         pop("l5pt", "l5pt", ("head", "i", "c") + pair[0], (H, n, dv) + pair[1])
         c.add_projection(Projection("it_pt", "l5it", "l5pt", "soma",
                                     (("head", "head"), ("i", "i"), ("c", "c")), "ones",
-                                    ("post.head", "post.i") + tuple(f"post.{a}" for a in pair[0])))
+                                    ("post.head", "post.i") + tuple(f"pre.{a}" for a in pair[0]) + sign_w))
     if with_nucleus2:
         pop("nucleus2", "relay_out", ("token", "e") + pair[0], (n, de) + pair[1], area="thalamus")
         signs = ("pre.sign", "post.sign") if signed == "onoff" else ()

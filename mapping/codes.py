@@ -11,18 +11,21 @@ Codes used by :mod:`mapping.encode` (symbols as in SPEC §1):
 =================  =========================================  ================================
 quantity           neural variable                            code
 =================  =========================================  ================================
-token x            nucleus-1 relay rate (Hz)                  ``rho_in * (x_b + x)``
+token x            nucleus-1 relay rate (Hz), ON/OFF pair     ``rho_in * [±x]_+``
 q, k               L2/3 basal / apical potential (V)          ``u * q``, ``u * k``
 v                  L5 IT basal potential (V)                  ``u * (v_0 + v)``
 s                  L2/3 rate (Hz)                             ``R_set * s``
 kappa              L5 IT apical potential (V)                 ``u * a * kappa``
-y = kappa v        L5 IT rate (Hz)                            ``rho_it * a * (v_0 kappa + y)``
-ṽ                  L5 PT rate (Hz)                            ``rho_pt * (v_0 + ṽ)``
-x̃                  nucleus-2 relay rate (Hz)                  ``rho_out * (x_0 + x̃)``
+y = kappa v        L5 IT rate (Hz), ON/OFF pair               ``rho_it * a * [±y]_+``
+ṽ                  L5 PT rate (Hz), ON/OFF pair               ``rho_pt * [±ṽ]_+``
+x̃                  nucleus-2 relay rate (Hz), ON/OFF pair     ``rho_out * [±x̃]_+``
 =================  =========================================  ================================
 
+With ``signed="offset"`` these four are single cells on worst-case offsets:
+``rho_in/2 * (x_b + x)``, ``rho_it/2 * a * (v_0 kappa + y)``, ``rho_pt/2 * (v_0 + ṽ)``, ``rho_out/2 * (x_0 + x̃)``;
 ``v_0`` passes through the attention unchanged because ``Σ_j κ_ij = 1`` and is removed once,
-at decoding (SPEC §3).
+at decoding (SPEC §3). The offset makes every cell fire for the offset, not for the signal, so
+its spike-count noise is far larger (README, "signed codes").
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ class CodeGains:
     Attributes
     ----------
     rho_in : float
-        Nucleus-1 relay rate per unit of token (Hz).
+        Nucleus-1 relay rate per unit of token (Hz; ON/OFF code, halved in the offset code).
     rho_l23 : float
         Unshunted L2/3 rate per unit of ``phi(q) phi(k)`` (Hz).
     r_l23 : float
@@ -84,18 +87,22 @@ class CodeGains:
     g_sh : float
         Shunting conductance (relative to the leak) per Hz of interneuron rate (s).
     rho_it, rho_pt, rho_out : float
-        L5 IT, L5 PT and nucleus-2 rates per unit (Hz).
+        L5 IT, L5 PT and nucleus-2 rates per unit of y·n, ṽ and x̃ (Hz) in the ON/OFF code
+        (the default); the offset code uses half of each (equal worst-case rate). The defaults
+        suit unit-variance tokens and weights of scale 1/sqrt(de): at barrel size the busiest
+        L5 IT, PT and nucleus-2 cells then fire ~100, ~50 and ~50 Hz (see ``diagnostics
+        ["range"]``); each read-out's count noise falls as 1/sqrt(rho T).
     margin : float
         Multiplier (>= 1) on the worst-case bounds used as offsets.
     """
 
-    rho_in: float = 10.0
+    rho_in: float = 40.0
     rho_l23: float = 25.0
     r_l23: float = 5.0
     g_sh: float = 0.2
-    rho_it: float = 2.0
-    rho_pt: float = 2.0
-    rho_out: float = 1.0
+    rho_it: float = 20.0
+    rho_pt: float = 100.0
+    rho_out: float = 100.0
     margin: float = 1.1
 
     def __post_init__(self):

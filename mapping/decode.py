@@ -54,14 +54,18 @@ def decode(circuit: Circuit, encoding, obs: dict) -> dict[str, np.ndarray]:
     with np.errstate(invalid="ignore", divide="ignore"):
         st["q"] = codes["q"].decode(_copies_mean(per_dimension(l23, obs["l23"]["V_b"]), axis=2))
         st["k"] = codes["k"].decode(_copies_mean(per_dimension(l23, obs["l23"]["V_a"]), axis=1))
-        st["v"] = codes["v"].decode(_copies_mean(per_dimension(it, obs["l5it"]["V_b"]), axis=1))
+        vb = per_dimension(it, obs["l5it"]["V_b"])
+        if "sign" in it.axes:    # ON sees +u v, OFF -u v
+            vb = 0.5 * (vb[..., 0] - vb[..., 1])
+        st["v"] = codes["v"].decode(_copies_mean(vb, axis=1))
         R = c["R_set"][l23.axis("head"), l23.axis("i")]
         st["s"] = per_dimension(l23, obs["l23"]["r"] / R, fill=0.0)
         st["kappa"] = st["s"].sum(axis=-1)
-        a = c["a"][it.axis("head"), it.axis("i")]
-        v0 = c["v0"][it.axis("head")]
-        kap = st["kappa"][it.axis("head"), it.axis("i"), it.axis("j")]
-        st["y"] = per_dimension(it, obs["l5it"]["r"] / (c["gains"]["rho_it"] * a) - v0 * kap, fill=0.0)
+        a = c["a"][:, :, None, None]
+        y = signed_rate(it, obs["l5it"]["r"]) / (c["gains"]["rho_it"] * a)
+        if "sign" not in it.axes:   # offset code: the IT rate carries (v0 + v) kappa
+            y = y - c["v0"][:, None, None, None] * st["kappa"][..., None]
+        st["y"] = np.nan_to_num(y, nan=0.0)     # absent microcolumns (causal mask) decode to 0
         if "interneuron" in pops:
             # the division the interneurons produce, measured on the L2/3 somata: each soma
             # relaxes to u phi(V_b/u) / (1 + g), so D = u phi(V_b/u) / U = 1 + g (the macrocolumn's
@@ -82,13 +86,16 @@ def decode(circuit: Circuit, encoding, obs: dict) -> dict[str, np.ndarray]:
     return st
 
 
-def range_report(circuit: Circuit, obs: dict) -> dict[str, dict]:
+def range_report(circuit: Circuit, obs: dict, max_rate: float | None = None) -> dict[str, dict]:
     """Cells driven outside their working range, per population (nothing is clipped silently).
 
     ``rectified``: cells whose somatic drive ``U`` is below rest, so their rate is clipped at 0
     (not counted for ON/OFF pairs, whose rate difference stays linear through rectification).
     ``silent_interneurons``: macrocolumns whose interneurons fell silent — the set point is
     unreachable and the division by Z did not happen there.
+    ``saturated`` (when ``max_rate`` is given, Hz): cells whose mean intensity exceeds it — an
+    escape cell spikes at most once per step, so ``max_rate = 1/dt`` there; lower the gains of
+    :class:`mapping.codes.CodeGains` or ``dt``.
     """
     out = {}
     for name, pop in circuit.populations.items():
@@ -100,5 +107,8 @@ def range_report(circuit: Circuit, obs: dict) -> dict[str, dict]:
             rep["silent_interneurons"] = int(np.count_nonzero(np.asarray(o["r"]) <= 0))
         if "r" in o:
             rep["max_rate_hz"] = float(np.max(o["r"])) if np.size(o["r"]) else 0.0
+            if max_rate is not None:
+                inten = np.asarray(o.get("expected_r", o["r"]), float)
+                rep["saturated"] = int(np.count_nonzero(inten > max_rate))
         out[name] = rep
     return out

@@ -17,6 +17,13 @@ Derivations (u: volts per unit; see :mod:`mapping.codes`):
 - L5 IT -> PT weights ``u / (rho_it a_i)`` give a PT potential ``u (v_0 + ṽ_i)``.
 - PT -> nucleus 2 weights ``u WO / rho_pt`` and a bias ``u (x_0 - Σ_hc WO v_0,h)`` give
   ``u (x_0 + x̃)``.
+
+That is the offset code (``signed="offset"``). With ON/OFF pairs (the default) nucleus 1 relays
+``rho_in [±x]_+`` through synapses ``±u W / rho_in`` (no ``x_b``, no dendritic bias), the L5 IT
+basal dendrites see ``±u v`` (no ``v_0``), the PT cells ``±u ṽ`` (weights ``±u / (rho_it a_i)`` from
+the ON and OFF IT cells) and nucleus 2 ``±u x̃``: no offset anywhere after the dendrites, so
+every cell fires for signal only. The gains in :class:`mapping.codes.CodeGains` are those of the
+ON/OFF code; the offset code halves them (the same worst-case rate: rho' v_0 = (rho'/2) 2 v_0).
 """
 
 from __future__ import annotations
@@ -104,7 +111,14 @@ def encode(
             f"{circuit.name} (n={n}, m={m}, de={meta['de']}, H={H})")
     u = params.u
     pops = circuit.populations
-    xb = float(max(np.abs(X).max(), np.abs(Yk).max()))
+    onoff = meta.get("signed") == "onoff"
+    sgn = np.array([1.0, -1.0])        # ON, OFF
+    if not onoff:
+        # equal worst-case rate: an ON/OFF cell reaches rho' b, an offset cell (rho'/2) (2 b)
+        gains = replace(gains, rho_in=gains.rho_in / 2, rho_it=gains.rho_it / 2,
+                        rho_pt=gains.rho_pt / 2, rho_out=gains.rho_out / 2)
+    # ON/OFF relays fire rho_in [±x]_+ (no offset); single relays rho_in (x_b + x)
+    xb = 0.0 if onoff else float(max(np.abs(X).max(), np.abs(Yk).max()))
     tokens = AffineCode(gain=gains.rho_in, offset=xb)
     v0 = value_offset(WV, Yk, gains.margin)
     x0 = output_offset(WO, v0, gains.margin)
@@ -121,18 +135,27 @@ def encode(
     for name, toks in (("nucleus1", X), ("nucleus1_kv", Yk)):
         if name in pops:   # per cell, so that population-coding copies share their token's rate
             nuc = pops[name]
-            vals.params[name] = {"r_in": tokens.encode(toks)[nuc.axis("token"), nuc.axis("e")]}
-    vals.weights["core_q"] = u * WQ / gains.rho_in
-    vals.weights["matrix_k"] = u * WK / gains.rho_in
-    vals.weights["matrix_v"] = u * WV / gains.rho_in
+            x = toks[nuc.axis("token"), nuc.axis("e")]
+            if onoff:
+                x = np.maximum(sgn[nuc.axis("sign")] * x, 0.0)
+            vals.params[name] = {"r_in": tokens.encode(x)}
+    for pname, W in (("core_q", WQ), ("matrix_k", WK), ("matrix_v", WV)):
+        w = u * W / gains.rho_in
+        vals.weights[pname] = w[..., None] * sgn if onoff else w   # OFF relays: opposite sign
     h23, c23 = l23.axis("head"), l23.axis("c")
     vals.params["l23"] = {
         "b_b": -u * xb * WQ.sum(axis=2)[h23, c23],
         "b_a": -u * xb * WK.sum(axis=2)[h23, c23],
         "rho": gains.rho_l23,
     }
+
     hit, cit = it.axis("head"), it.axis("c")
-    vals.params["l5it"] = {"b_b": u * (v0[hit] - xb * WV.sum(axis=2)[hit, cit]), "rho": gains.rho_it}
+    if onoff:   # ON sees u v, OFF -u v: the rectified pair carries v without an offset
+        s_it = sgn[it.axis("sign")]
+        vals.weights["matrix_v"] = vals.weights["matrix_v"][..., None] * sgn
+        vals.params["l5it"] = {"b_b": -s_it * u * xb * WV.sum(axis=2)[hit, cit], "rho": gains.rho_it}
+    else:
+        vals.params["l5it"] = {"b_b": u * (v0[hit] - xb * WV.sum(axis=2)[hit, cit]), "rho": gains.rho_it}
 
     if "interneuron" in pops:
         vals.weights["pool"] = 1.0 / (gains.g_sh * R_set)
@@ -144,18 +167,12 @@ def encode(
             f"circuit: {circuit.name} has no divisive interneurons; the encoder implements the "
             "normalised kernel only (the unnormalised variant is not built yet)")
 
-    onoff = meta.get("signed") == "onoff"
-    sgn = np.array([1.0, -1.0])        # ON, OFF
-    if onoff:
-        # equal worst-case rate: an offset cell reaches rho (2 v0), an ON/OFF cell rho' v0
-        gains = replace(gains, rho_pt=2 * gains.rho_pt, rho_out=2 * gains.rho_out)
     if "l5pt" in pops:
         w_pt = u / (gains.rho_it * n_keys)
         pt = pops["l5pt"]
-        if onoff:   # opposite copies of u (v0 + ṽ); the bias removes v0: ON sees u ṽ, OFF -u ṽ
-            vals.weights["it_pt"] = w_pt[..., None] * sgn
-            s_pt = sgn[pt.axis("sign")]
-            vals.params["l5pt"] = {"b": -s_pt * u * v0[pt.axis("head")], "rho": gains.rho_pt}
+        if onoff:   # ON PT sums u (y_ON - y_OFF) = u ṽ, OFF PT its negative
+            vals.weights["it_pt"] = w_pt[..., None, None] * np.multiply.outer(sgn, sgn)
+            vals.params["l5pt"] = {"b": 0.0, "rho": gains.rho_pt}
         else:
             vals.weights["it_pt"] = w_pt
             vals.params["l5pt"] = {"b": 0.0, "rho": gains.rho_pt}
@@ -180,7 +197,7 @@ def encode(
         "tokens": tokens,
         "q": AffineCode(gain=u),
         "k": AffineCode(gain=u),
-        "v": AffineCode(gain=u, offset=v0[:, None, None]),
+        "v": AffineCode(gain=u, offset=0.0 if onoff else v0[:, None, None]),
         "v_tilde": AffineCode(gain=gains.rho_pt, offset=0.0 if onoff else v0[:, None, None]),
         "x_tilde": AffineCode(gain=gains.rho_out, offset=0.0 if onoff else x0),
     }

@@ -8,9 +8,11 @@ treating different cells as independent:
 - q, k, v (window-mean dendritic potentials): ``Σ_e (W_ce / rho_in)² F_in r_e / T``;
 - s (L2/3 counts): own count noise ``F r / (T R²)`` plus the q and k noise through phi
   (``s² [(phi'/phi)(q)² var q + (phi'/phi)(k)² var k]``);
-- κ = Σ_c s; y: own L5 IT count noise plus ``v² var κ + κ² var v``;
+- κ = Σ_c s; y: own L5 IT count noise plus ``v² var κ + κ² var v`` (``(v_0 + v)² var κ``
+  in the offset code, whose L5 IT rate carries the offset);
 - Z (read from the L2/3 somata): the query noise through phi;
-- ṽ: own L5 PT count noise plus the sum over microcolumns of the L5 IT noise that feeds it;
+- ṽ: own L5 PT count noise plus the sum over microcolumns of the L5 IT noise that feeds it,
+  with the attention noise weighted by ``(v_j - ṽ_i)²`` (normalisation makes it sum to ~0);
 - x̃: own nucleus-2 noise plus ``Σ_hc WO² var ṽ``.
 
 A stage whose error is near its floor is limited by counting noise; an error well above it is
@@ -76,15 +78,25 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
     a = c["a"][:, :, None, None]
     var_it = _rate_var(it, obs["l5it"], fano["l5it"], T) / (g["rho_it"] * a) ** 2
     v = stages["v"][:, None, :, :]
+    if "sign" not in it.axes:   # offset code: the IT rate carries (v0 + v) kappa
+        v = v + c["v0"][:, None, None, None]
     kap = stages["kappa"][..., None]
-    out["y"] = var_it + v ** 2 * out["kappa"][..., None] + kap ** 2 * out["v"][:, None, :, :]
+    var_kv = kap ** 2 * out["v"][:, None, :, :]
+    out["y"] = var_it + v ** 2 * out["kappa"][..., None] + var_kv
     if "interneuron" in pops and "Z" in stages:
         # Z is read from the L2/3 somata (see mapping.decode): the query noise enters every
         # cell of macrocolumn i alike through phi(q_i); averaged over the dk features
         out["Z"] = stages["Z"] ** 2 * np.mean(lq[:, :, 0, :] ** 2 * out["q"], axis=-1)
     if "l5pt" in pops:
         own = _rate_var(pops["l5pt"], obs["l5pt"], fano["l5pt"], T) / g["rho_pt"] ** 2
-        out["v_tilde"] = own + np.nansum(out["y"], axis=2)
+        # The interneurons hold each macrocolumn's pooled L2/3 count at its set point (integral
+        # feedback on spikes), so the attention errors sum to ~0 over j: δκ_j = ε_j - κ_j Σ ε,
+        # and Σ_j δκ_j v_j = Σ_j ε_j (v_j - ṽ_i) — only deviations from ṽ_i carry κ noise.
+        dv2 = (stages["v"][:, None, :, :] - stages["v_tilde"][:, :, None, :]) ** 2 \
+            if "v_tilde" in stages else v ** 2
+        if "sign" not in it.axes:
+            dv2 = v ** 2    # offset code: the v0 carried by each IT rate is not renormalised
+        out["v_tilde"] = own + np.nansum(var_it + dv2 * out["kappa"][..., None] + var_kv, axis=2)
     if "nucleus2" in pops:
         own = _rate_var(pops["nucleus2"], obs["nucleus2"], fano["nucleus2"], T) / g["rho_out"] ** 2
         out["x_tilde"] = own + np.einsum("hec,hnc->ne", WO ** 2, out["v_tilde"])

@@ -13,6 +13,7 @@ from mapping.decode import decode, range_report
 from mapping.encode import encode
 from mapping.noise import stage_noise_variance
 from mapping.reference import linear_mhsa
+from neurons.models import get_model
 from neurons.params import DEFAULT_PARAMS, CellParams
 
 from .result import SimulationResult
@@ -213,10 +214,19 @@ def simulate_mhsa(
             cnt = np.diff(np.stack([built.window_start_counts(p)] + chunks[p]), axis=0)
             tot = cnt.mean(axis=0).sum()
             fano[p] = float(cnt.var(axis=0, ddof=1).sum() / tot) if tot > 0 else 1.0
+        # Each stage's floor adds a cell's own spike-generation noise to the propagated noise of
+        # its inputs. An escape cell is Poisson given its intensity (Fano 1): its measured Fano
+        # also contains the input fluctuations, which the propagation already counts (with ON/OFF
+        # pairs firing mostly on fluctuations, using it double-counted them: floors 3x the
+        # errors). LIF spike generation has no such split; its measured Fano is used (an upper
+        # bound).
+        own_fano = {p: (fano[p] if neuron == "lif" and get_model("lif", pop.cell_type).spiking
+                        and pop.cell_type not in ("relay", "interneuron") else 1.0)
+                    for p, pop in circuit.populations.items()}
         checkpoint_results = []
         for mark, o in snapshots:
             st = decode(circuit, enc, o)
-            nv = stage_noise_variance(circuit, enc, o, fano, mark, st, WQ, WK, WV, WO, phi)
+            nv = stage_noise_variance(circuit, enc, o, own_fano, mark, st, WQ, WK, WV, WO, phi)
             checkpoint_results.append((mark, st, nv))
         _, stages, noise_var = checkpoint_results[-1]
         obs = snapshots[-1][1]
@@ -230,7 +240,8 @@ def simulate_mhsa(
         warmup=warm, P=P, n_inh=n_inh, signed=signed,
         codegen=codegen, params=params.to_dict(), gains=gains.to_dict(),
     )
-    diagnostics = dict(range=range_report(circuit, obs), convergence=change, fano=fano,
+    max_rate = 1.0 / dt if neuron == "escape" else None
+    diagnostics = dict(range=range_report(circuit, obs, max_rate), convergence=change, fano=fano,
                        memory_estimate_bytes=need, encoding=dict(
                            v0=enc.consts["v0"].tolist(), x0=enc.consts["x0"], xb=enc.consts["xb"]))
     counts = dict(neurons=circuit.n_neurons(), synapses=circuit.n_synapses(),

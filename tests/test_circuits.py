@@ -19,14 +19,14 @@ SIZES = [  # (n, m, H, dk, dv, de, cross)
 
 def closed_form(n, m, H, dk, dv, de, cross, causal=False, n_inh=10):
     pairs = n * (n + 1) // 2 if causal else n * m          # microcolumns per area
-    neurons = dict(nucleus1=n * de, l23=H * pairs * dk, l5it=H * pairs * dv,
+    neurons = dict(nucleus1=2 * n * de, l23=H * pairs * dk, l5it=2 * H * pairs * dv,
                    interneuron=H * n * n_inh, l5pt=2 * H * n * dv, nucleus2=2 * n * de)   # ON/OFF
     if cross:
-        neurons["nucleus1_kv"] = m * de
-    synapses = dict(core_q=H * pairs * dk * de, matrix_k=H * pairs * dk * de,
-                    matrix_v=H * pairs * dv * de, pool=H * pairs * dk * n_inh,
+        neurons["nucleus1_kv"] = 2 * m * de
+    synapses = dict(core_q=2 * H * pairs * dk * de, matrix_k=2 * H * pairs * dk * de,
+                    matrix_v=4 * H * pairs * dv * de, pool=H * pairs * dk * n_inh,
                     shunt=H * pairs * dk * n_inh,
-                    attention=H * pairs * dk * dv, it_pt=2 * H * pairs * dv, pt_out=4 * H * n * dv * de)
+                    attention=2 * H * pairs * dk * dv, it_pt=4 * H * pairs * dv, pt_out=4 * H * n * dv * de)
     return neurons, synapses
 
 
@@ -46,8 +46,10 @@ def test_counts_match_closed_form(size):
 
 
 def test_barrel_head_is_about_1e5_neurons():
-    c = pathway(33, 33, 33, 33, H=1)
-    assert 7e4 < c.n_neurons() < 1e5          # paper: ~1e5 neurons per head
+    # paper: ~1e5 neurons per head (one cell per signed quantity: the offset code)
+    assert 7e4 < pathway(33, 33, 33, 33, H=1, signed="offset").n_neurons() < 1e5
+    c = pathway(33, 33, 33, 33, H=1)          # ON/OFF L5 IT pairs: 36k more cells
+    assert 1e5 < c.n_neurons() < 1.2e5       # ON/OFF relays: +2,178
     l23 = c.population("l23")
     assert l23.sizes == (1, 33, 33, 33)       # n^2 microcolumns x dk cells
 
@@ -74,9 +76,11 @@ def test_wiring_semantics():
     i, j = c.pairs("attention")        # A = ones inside one microcolumn
     for ax in ("head", "i", "j"):
         assert np.all(l23.axis(ax)[i] == it.axis(ax)[j])
-    assert len(i) == H * n * n * dk * dv
+    assert len(i) == H * n * n * dk * dv * 2      # each L2/3 cell -> ON and OFF L5 IT cells
     i, j = c.pairs("it_pt")            # PT c pools IT c over microcolumns
     assert np.all(it.axis("c")[i] == pt.axis("c")[j]) and np.all(it.axis("i")[i] == pt.axis("i")[j])
+    w = c.weight_indices(c.projections["it_pt"], i, j)   # ON/OFF IT -> ON/OFF PT, sign = pre x post
+    assert np.all(w[2] == it.axis("sign")[i]) and np.all(w[3] == pt.axis("sign")[j])
     i, j = c.pairs("pool")
     assert np.bincount(j).tolist() == [n * dk] * (H * n * 10)
     i, j = c.pairs("pt_out")           # every head's PT of macrocolumn i -> token i of nucleus 2
@@ -105,7 +109,7 @@ def test_it_to_pt_only_and_no_pt_loop():
 
 def test_levels_are_usable_alone():
     mc = microcolumn(4, 3, 5)
-    assert {p.N for p in mc.populations.values()} >= {4, 3}
+    assert mc.population("l23").N == 4 and mc.population("l5it").N == 2 * 3   # ON/OFF L5 IT
     assert "interneuron" not in mc.populations and "l5pt" not in mc.populations
     mac = macrocolumn(6, 4, 3, 5)
     assert mac.population("l23").N == 6 * 4 and mac.population("l5pt").N == 2 * 3

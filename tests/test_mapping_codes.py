@@ -38,7 +38,13 @@ def test_encoding_input_rates_are_the_token_code():
     enc = encode(c, X, WQ, WK, WV, WO)
     r = enc.values.params["nucleus1"]["r_in"]
     assert np.all(r >= 0)
-    np.testing.assert_allclose(enc.codes["tokens"].decode(r).reshape(3, 3), X, atol=1e-13)
+    on_off = enc.codes["tokens"].decode(r).reshape(3, 3, 2)      # ON/OFF relays: [x]_+, [-x]_+
+    np.testing.assert_allclose(on_off[..., 0] - on_off[..., 1], X, atol=1e-13)
+    assert np.all(np.minimum(on_off[..., 0], on_off[..., 1]) == 0)   # one of each pair is silent
+    off = encode(pathway(3, 2, 2, 3, H=2, signed="offset"), X, WQ, WK, WV, WO)
+    r = off.values.params["nucleus1"]["r_in"]
+    assert np.all(r >= 0)
+    np.testing.assert_allclose(off.codes["tokens"].decode(r).reshape(3, 3), X, atol=1e-13)
 
 
 def test_gains_validation():

@@ -71,8 +71,10 @@ def test_population_coding_lowers_the_readout_noise_floor(problem3):
     base = simulate_mhsa(*problem3, neuron="escape", duration=1.0, warmup=0.3, seed=2).metrics()
     pop = simulate_mhsa(*problem3, neuron="escape", duration=1.0, warmup=0.3, seed=2,
                         P={"l5pt": 10, "nucleus2": 10}).metrics()
-    for stage in ("v_tilde", "x_tilde"):   # own spike-count noise of the readout shrinks
-        assert pop[stage]["noise_floor"] < 0.75 * base[stage]["noise_floor"], stage
+    # the read-outs' own count noise shrinks 10x; the L5 IT and thalamic noise they inherit
+    # does not (about half of each floor here)
+    for stage in ("v_tilde", "x_tilde"):
+        assert pop[stage]["noise_floor"] < 0.9 * base[stage]["noise_floor"], stage
 
 
 def test_checkpoints_and_accuracy_benchmark_runner():
@@ -83,3 +85,33 @@ def test_checkpoints_and_accuracy_benchmark_runner():
     floors = [cp["metrics"]["q"]["noise_floor"] for cp in run["checkpoints"]]
     assert floors[1] < floors[0]            # longer window, lower floor (~1/sqrt(T))
     assert set(run["checkpoints"][0]["metrics"]) >= {"q", "s", "v_tilde", "x_tilde"}
+
+
+@pytest.fixture(scope="module")
+def escape_seeds():
+    """The escape level at n = 4 (H = 1, d = 4) with eight spike seeds, 1 s windows."""
+    X, _, WQ, WK, WV, WO = random_problem(seed=11, n=4, H=1, dk=4, dv=4, de=4)
+    return [simulate_mhsa(X, WQ, WK, WV, WO, neuron="escape", duration=1.0, warmup=0.3, seed=s)
+            for s in range(8)]
+
+
+STAGES = ("q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde")
+
+
+def test_escape_every_stage_at_its_noise_floor(escape_seeds):
+    """Pooled over seeds, every stage's mean squared error is within 1.5² of the variance the
+    noise model predicts (NRMSE within 1.5x of the floor): no stage carries a visible bias."""
+    for stage in STAGES:
+        mse = np.mean([np.mean((r.stages[stage] - r.reference_stages[stage]) ** 2) for r in escape_seeds])
+        floor = np.mean([np.nanmean(r.noise_variance[stage]) for r in escape_seeds])
+        assert mse <= 1.5 ** 2 * floor, (stage, mse / floor)
+
+
+def test_escape_decoding_is_unbiased(escape_seeds):
+    """Mean signed error over seeds within 3 standard errors of 0 (read-outs). Entries of one
+    run share upstream noise (x̃ mixes every ṽ through WO), so the standard error comes from the
+    spread of the per-seed means, not from the entries."""
+    for stage in ("y", "v_tilde", "x_tilde"):
+        means = np.array([np.mean(r.stages[stage] - r.reference_stages[stage]) for r in escape_seeds])
+        se = means.std(ddof=1) / np.sqrt(means.size)
+        assert abs(means.mean()) <= 3 * se, (stage, means.mean() / se)
