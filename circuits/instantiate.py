@@ -24,7 +24,7 @@ from neurons.params import DEFAULT_PARAMS, CellParams, with_units
 from .graph import Circuit
 
 __all__ = ["CircuitValues", "BuiltCircuit", "instantiate", "estimate_memory", "cache_dir",
-           "configure_brian2"]
+           "configure_brian2", "project_key"]
 
 
 @dataclass
@@ -86,6 +86,8 @@ class BuiltCircuit:
     dt: float
     monitors: dict = field(default_factory=dict)
     seed: int | None = None
+    device: str = "runtime"
+    run_args: dict | None = None
     _window: dict = field(default_factory=dict)
     _seeded: bool = False
 
@@ -94,6 +96,8 @@ class BuiltCircuit:
         return bool(self.monitors)
 
     def _seed(self):
+        if self.device != "runtime":   # standalone: the seed is a run argument
+            return
         if not self._seeded and self.seed is not None:
             import brian2
 
@@ -171,11 +175,45 @@ class BuiltCircuit:
         return int(sum(len(g) for g in self.groups.values()))
 
 
-def _set(group, var: str, value, N: int, what: str):
+def _set(group, var: str, value, N: int, what: str, run_args: dict | None = None):
+    """Write ``value`` (SI) into ``group.var``; on the standalone device, record it as a run
+    argument instead (set when the compiled binary starts: new values need no compilation)."""
     arr = np.asarray(value, dtype=float)
     if arr.ndim and arr.shape != (N,):
         raise ValueError(f"{what}: expected {N} values, got shape {arr.shape}")
-    setattr(group, var + "_", arr)
+    if run_args is None:
+        setattr(group, var + "_", arr)
+    else:
+        from brian2 import Quantity
+
+        view = getattr(group, var)
+        run_args[view] = Quantity(arr if arr.ndim else float(arr), dim=view.dim)
+
+
+def project_key(circuit: Circuit, level: str, phi: str, params: CellParams, dt: float,
+                schedule: tuple, threads: int, record_spikes) -> str:
+    """SHA-256 key of everything compiled into a standalone project: the circuit's structure,
+    the level's equations, phi, the physiological constants, dt, the run schedule (warm-up,
+    window), OpenMP threads, recorded populations and the package and Brian2 versions. Tokens,
+    weights, biases, rates and seeds are run arguments and not part of it."""
+    import hashlib
+    import json
+
+    from importlib import metadata
+
+    import brian2
+
+    try:
+        version = metadata.version("ctmhsa")
+    except metadata.PackageNotFoundError:   # running from a source tree
+        version = "source"
+    models = {p.cell_type: get_model(level, p.cell_type).equations for p in circuit.populations.values()}
+    blob = json.dumps(dict(circuit=circuit.to_dict(), level=level, phi=phi, params=params.to_dict(),
+                           dt=dt, schedule=list(schedule), threads=threads, models=models,
+                           record=sorted(record_spikes) if isinstance(record_spikes, (tuple, list, set))
+                           else bool(record_spikes),
+                           version=version, brian2=brian2.__version__), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def instantiate(
@@ -188,6 +226,7 @@ def instantiate(
     codegen: str = "numpy",
     seed: int | None = None,
     record_spikes: bool | tuple = False,
+    device: str = "runtime",
 ) -> BuiltCircuit:
     """Create the Brian2 network of ``circuit`` at fidelity ``level``.
 
@@ -211,10 +250,18 @@ def instantiate(
         Seed of Brian2's random numbers (spiking levels), set before the first run.
     record_spikes : bool or tuple of str
         Record spike times (all populations, or the named ones); counts are always kept.
+    device : {"runtime", "cpp_standalone"}
+        Brian2 device. On ``"cpp_standalone"`` (activated by the caller, see
+        :mod:`circuits.standalone`) every value of ``values`` and the seed become run
+        arguments of the compiled binary (``BuiltCircuit.run_args``), and a spiking
+        population's observables are integrated from ``t_win`` on.
     """
     import brian2 as b2
 
-    configure_brian2(codegen)
+    standalone = device == "cpp_standalone"
+    run_args = {} if standalone else None
+    if not standalone:
+        configure_brian2(codegen)
     t0 = time.perf_counter()
     ns = with_units(params, dt)
     clock = b2.Clock(dt=dt * b2.second, name=f"clock_{circuit.name}")
@@ -234,16 +281,16 @@ def instantiate(
         for var, val in values.params.get(name, {}).items():
             if var not in model.parameters:
                 raise ValueError(f"values.params[{name!r}]: {var!r} is not a parameter of {pop.cell_type}")
-            _set(g, var, val, pop.N, f"values.params[{name!r}][{var!r}]")
+            _set(g, var, val, pop.N, f"values.params[{name!r}][{var!r}]", run_args)
         missing = set(model.parameters) - set(values.params.get(name, {}))
         if missing:
             raise ValueError(f"values.params[{name!r}]: missing {sorted(missing)}")
         for var, val in values.init.get(name, {}).items():
-            _set(g, var, val, pop.N, f"values.init[{name!r}][{var!r}]")
+            _set(g, var, val, pop.N, f"values.init[{name!r}][{var!r}]", run_args)
         if model.regular:
             g.run_regularly(model.regular, clock=clock, when="groups", order=1, name=f"{name}_regular")
-        if model.spiking:  # window integrals of the observables
-            acc = "\n".join(f"acc_{v} += {v}*dt" for v in model.observables)
+        if model.spiking:  # window integrals of the observables (from t_win on)
+            acc = "\n".join(f"acc_{v} += {v}*dt*int(t >= t_win)" for v in model.observables)
             g.run_regularly(acc, clock=clock, when="end", name=f"{name}_accumulate")
         groups[name] = g
 
@@ -266,14 +313,23 @@ def instantiate(
                 f"{proj.weight_index}; got shape {src.shape}")
         else:
             w = src[circuit.weight_indices(proj, i, j)]
-        S.w_[:] = w
+        if standalone:
+            run_args[S.w] = b2.Quantity(np.ascontiguousarray(w, dtype=float), dim=S.w.dim)
+        else:
+            S.w_[:] = w
         synapses[pname] = S
 
     monitors = {}
     for name, g in groups.items():
         if get_model(level, pops[name].cell_type).spiking:
-            rec = record_spikes if isinstance(record_spikes, bool) else name in record_spikes
+            # standalone: counts per chunk are only known from spike times
+            rec = standalone or (record_spikes if isinstance(record_spikes, bool) else name in record_spikes)
             monitors[name] = b2.SpikeMonitor(g, record=rec, name=f"{name}_spikes")
-    net = b2.Network(*groups.values(), *synapses.values(), *monitors.values())
+    objects = [*groups.values(), *synapses.values(), *monitors.values()]
+    if standalone:   # the seed, read by code inserted after the run arguments are applied
+        rng = b2.NeuronGroup(1, "seed_value : 1", name="rng", clock=clock)
+        run_args[rng.seed_value] = float(0 if seed is None else seed)
+        objects.append(rng)
+    net = b2.Network(*objects)
     return BuiltCircuit(circuit, level, net, groups, synapses, time.perf_counter() - t0, dt,
-                        monitors=monitors, seed=seed)
+                        monitors=monitors, seed=seed, device=device, run_args=run_args)

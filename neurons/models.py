@@ -108,7 +108,8 @@ class CellModel:
                 lines.extend(f"din_{p}/dt = -in_{p}/tau_syn : {unit}" for p in projs)
             else:             # written every step by the projection's summed variable
                 lines.extend(f"in_{p} : {unit}" for p in projs)
-        if self.spiking:      # window integrals of the observables, for time averages
+        if self.spiking:      # window integrals of the observables (from t_win on), for time averages
+            lines.append("t_win : second (shared)")
             lines.extend(f"acc_{v} : " + ("second" if self.units[v] == "1" else f"{self.units[v]}*second")
                          for v in self.observables)
         unknown = set(projections_by_compartment) - set(self.inputs)

@@ -75,6 +75,11 @@ def _cmd_bench(args) -> int:
         from .bench_cells import main as cells_main
 
         return cells_main(args)
+    if args.which == "speed":
+        from .bench_speed import main as speed_main
+
+        args.out = args.out or "bench_results/speed.json"
+        return speed_main(args)
     from .bench import main as bench_main
 
     args.out = args.out or "bench_results/rate.json"
@@ -103,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     circ.set_defaults(func=_cmd_circuit)
 
     bench = sub.add_parser("bench", help="benchmarks that print a table and write JSON")
-    bench.add_argument("which", choices=["rate", "cells", "accuracy"],
+    bench.add_argument("which", choices=["rate", "cells", "accuracy", "speed"],
                        help="rate: build and run a head at the rate level; cells: products, "
                             "normalisation and fig. 2 in silico at the spiking levels; accuracy: "
                             "spiking attention vs the reference over time and read-out copies")
@@ -126,6 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="accuracy: measurement windows (s), from one run each")
     bench.add_argument("--P", nargs="+", type=int, default=[1, 4, 10],
                        help="accuracy: copies of L5 PT and nucleus 2 per dimension")
+    bench.add_argument("--sizes", nargs="+", type=int, default=[8, 16, 33], help="speed: values of n")
+    bench.add_argument("--devices", nargs="+", default=["runtime", "cpp_standalone"],
+                       choices=["runtime", "cpp_standalone"], help="speed: Brian2 devices")
+    bench.add_argument("--threads", type=int, default=None,
+                       help="speed: OpenMP threads of the standalone device (default: all cores)")
     bench.add_argument("--allow-slow", action="store_true", help="accuracy: also barrel at the lif level")
     bench.set_defaults(func=_cmd_bench)
     return ap

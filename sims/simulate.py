@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
+from filelock import FileLock
 
 from circuits.builders import pathway
-from circuits.instantiate import estimate_memory, instantiate
+from circuits.instantiate import estimate_memory, instantiate, project_key
+from circuits.standalone import project_dir, run_standalone, standalone_device
 from mapping.codes import DEFAULT_GAINS, CodeGains
 from mapping.decode import decode, range_report
 from mapping.encode import encode
@@ -74,6 +77,8 @@ def simulate_mhsa(
     n_inh: int = 10,
     signed: str = "onoff",
     checkpoints=(),
+    device: str = "runtime",
+    threads: int | None = None,
 ) -> SimulationResult:
     """Simulate multihead linear self-attention in a cortico-thalamic circuit.
 
@@ -129,7 +134,18 @@ def simulate_mhsa(
     checkpoints : sequence of float
         Spiking levels: window lengths (s, < ``duration``) at which every stage is also decoded
         from the window so far; ``res.checkpoints`` lists ``{"T", "metrics"}`` (error vs
-        simulated time from one run). The final window is always the last entry.
+        simulated time from one run). The final window is always the last entry. Runtime
+        device only.
+    device : {"runtime", "cpp_standalone"}
+        Brian2 device. ``"runtime"`` runs in this process (Cython or numpy, see ``codegen``);
+        ``"cpp_standalone"`` compiles the network shape once into a cached C++ project (see
+        :mod:`circuits.standalone`) and passes tokens, weights and the seed as run arguments, so
+        further calls on the same shape do not compile. The two devices use different random
+        number generators: the same seed gives the same spikes on the same device, not across
+        devices (the rate level agrees to ~1e-12).
+    threads : int, optional
+        OpenMP threads of the standalone device (default: all cores, ``os.cpu_count()``;
+        0 = no OpenMP). Part of the compiled shape.
 
     Returns
     -------
@@ -159,6 +175,15 @@ def simulate_mhsa(
         raise ValueError(f"checkpoints: every time must lie in (0, duration = {a['duration']}) s; got {bad}")
     if checkpoints and neuron == "rate":
         raise ValueError("checkpoints: the rate level has no counting window; use a spiking level")
+    if device not in ("runtime", "cpp_standalone"):
+        raise ValueError(f"device: expected 'runtime' or 'cpp_standalone', got {device!r}")
+    if checkpoints and device != "runtime":
+        raise ValueError("checkpoints: only the runtime device reads the network during a run; "
+                         "use device='runtime' or separate runs")
+    if threads is None:
+        threads = os.cpu_count() or 1
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
+        raise ValueError(f"threads: expected an integer >= 0 (0 = no OpenMP), got {threads!r}")
     X, Yk = a["X"][0], (None if Y is None else a["Y"][0])
     WQ, WK, WV, WO = a["WQ"], a["WK"], a["WV"], a["WO"]
 
@@ -177,12 +202,36 @@ def simulate_mhsa(
     # the reference is computed for comparison only; nothing of it enters the circuit
     ref = linear_mhsa(X, WQ, WK, WV, WO, phi=phi, Y=Yk, causal=causal)
     enc = encode(circuit, X, WQ, WK, WV, WO, Y=Yk, gains=gains, params=params, phi=phi)
-    built = instantiate(circuit, neuron, enc.values, phi=phi, params=params, dt=dt, codegen=codegen,
-                        seed=a["seed"], record_spikes=record_spikes)
-    t_compile = built.prepare()
-    warm = DEFAULT_WARMUP[neuron] if a["warmup"] is None else a["warmup"]
+    warm = 0.0 if neuron == "rate" else (DEFAULT_WARMUP[neuron] if a["warmup"] is None else a["warmup"])
     noise_var = {}
-    if neuron == "rate":
+    if device == "cpp_standalone":
+        key = project_key(circuit, neuron, phi, params, dt, (warm, a["duration"], N_CHUNKS), int(threads),
+                          record_spikes)
+        where = project_dir(key)
+        with FileLock(where + ".lock"), standalone_device(where, int(threads)):
+            built = instantiate(circuit, neuron, enc.values, phi=phi, params=params, dt=dt,
+                                seed=a["seed"], record_spikes=record_spikes, device=device)
+            sa = run_standalone(built, warm, a["duration"], where, int(threads), N_CHUNKS, report)
+        t_compile, t_run = sa["compile"], sa["run"]
+        obs = sa["obs"]
+        for o in obs.values():
+            if "rate" in o:     # decode from spike counts, not from the intensity
+                o["expected_r"], o["r"] = o["r"], o["rate"]
+    else:
+        built = instantiate(circuit, neuron, enc.values, phi=phi, params=params, dt=dt, codegen=codegen,
+                            seed=a["seed"], record_spikes=record_spikes)
+        t_compile = built.prepare()
+    if device == "cpp_standalone" and neuron == "rate":
+        stages = decode(circuit, enc, obs)
+        change, fano = float("nan"), {}
+    elif device == "cpp_standalone":
+        fano = {}
+        for p, cnt in sa["chunks"].items():
+            tot = cnt.mean(axis=0).sum()
+            fano[p] = float(cnt.var(axis=0, ddof=1).sum() / tot) if tot > 0 else 1.0
+        snapshots = [(a["duration"], obs)]
+        change = float("nan")
+    elif neuron == "rate":
         # run 90 % of the time, look, run the rest: the change of x̃ over the last 10 % says how
         # settled the rate dynamics are, without looking at the reference
         t_run = built.run(0.9 * a["duration"], report=report)
@@ -214,6 +263,8 @@ def simulate_mhsa(
             cnt = np.diff(np.stack([built.window_start_counts(p)] + chunks[p]), axis=0)
             tot = cnt.mean(axis=0).sum()
             fano[p] = float(cnt.var(axis=0, ddof=1).sum() / tot) if tot > 0 else 1.0
+        change = float("nan")
+    if neuron != "rate":
         # Each stage's floor adds a cell's own spike-generation noise to the propagated noise of
         # its inputs. An escape cell is Poisson given its intensity (Fano 1): its measured Fano
         # also contains the input fluctuations, which the propagation already counts (with ON/OFF
@@ -230,7 +281,6 @@ def simulate_mhsa(
             checkpoint_results.append((mark, st, nv))
         _, stages, noise_var = checkpoint_results[-1]
         obs = snapshots[-1][1]
-        change = float("nan")
 
     rates = {name: pop.to_dense(obs[name]["r"], fill=np.nan) for name, pop in circuit.populations.items()}
     ref_stages = {k: ref[k] for k in ("q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde")}
@@ -238,7 +288,8 @@ def simulate_mhsa(
         n=a["n"], m=a["m"], H=a["H"], dk=a["dk"], dv=a["dv"], de=a["de"], phi=phi, neuron=neuron,
         duration=a["duration"], dt=dt, seed=a["seed"], cross=Y is not None, causal=bool(causal),
         warmup=warm, P=P, n_inh=n_inh, signed=signed,
-        codegen=codegen, params=params.to_dict(), gains=gains.to_dict(),
+        codegen=codegen, params=params.to_dict(), gains=gains.to_dict(), device=device,
+        threads=int(threads) if device == "cpp_standalone" else None,
     )
     max_rate = 1.0 / dt if neuron == "escape" else None
     diagnostics = dict(range=range_report(circuit, obs, max_rate), convergence=change, fano=fano,
@@ -260,8 +311,8 @@ def simulate_mhsa(
     spikes = {}
     if record_spikes:
         for p in circuit.populations:
-            if record_spikes is True or p in record_spikes:
-                spikes[p] = built.spike_trains(p)
+            if (record_spikes is True or p in record_spikes) and p in built.monitors:
+                spikes[p] = sa["spikes"][p] if device == "cpp_standalone" else built.spike_trains(p)
     return SimulationResult(
         x_tilde=stages["x_tilde"], reference=ref["x_tilde"], stages=stages,
         reference_stages=ref_stages, rates=rates, spikes=spikes, level=neuron, config=config,

@@ -1,0 +1,199 @@
+"""``ctmhsa bench speed``: build, compile and simulation speed per device, and the overhead of our
+construction against a hand-written Brian2 network of the same size.
+
+For each n (``--sizes``; d = ``--d``, H = ``--H``) and device (``--devices``) one repetition runs
+in a fresh process (so peak memory belongs to it alone) and simulates the escape level for
+``--duration`` s after a 0.1 s warm-up. Reported: build s, compile s, simulated wall s per
+biological second, synaptic events per wall second (spikes x out-degree, counted from the window
+spike counts and scaled to the whole run), peak RSS, neurons, synapses. Medians of ``--repeats``.
+
+The *hand-written* network has the same populations (sizes), the same connectivity (the same
+pre/post index arrays) and the same spike load: every cell fires as an escape (Bernoulli) cell
+at the rate it had in the circuit run, and every spike increments an exponential synaptic
+current of its targets, one per projection — written directly in Brian2 without the circuit
+description, the encoder or the cell-model registry. The ratio ours / hand-written is therefore
+the cost of everything our cells compute beyond spiking and synaptic transmission (dendritic
+compartments, phi, shunting, window integrals) plus the cost of our construction layers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+__all__ = ["run_once", "main"]
+
+WARMUP = 0.1
+
+
+def _problem(n, d, H, seed=0):
+    from .config import make_inputs, resolve_config
+
+    cfg = resolve_config({"problem": dict(n=n, H=H, dk=d, dv=d, de=d, input_seed=seed)})
+    return make_inputs(cfg["problem"])
+
+
+def _out_degree(circuit) -> dict:
+    deg = {p: np.zeros(pop.N) for p, pop in circuit.populations.items()}
+    for proj in circuit.projections.values():
+        i, _ = circuit.pairs(proj)
+        deg[proj.source] += np.bincount(i, minlength=circuit.populations[proj.source].N)
+    return deg
+
+
+def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int, kind: str) -> dict:
+    """One repetition in this process (``kind``: ``"ctmhsa"`` or ``"handwritten"``)."""
+    from circuits.builders import pathway
+
+    from .simulate import simulate_mhsa
+
+    x = _problem(n, d, H)
+    circuit = pathway(n, d, d, d, H=H)
+    deg = _out_degree(circuit)
+    if kind == "ctmhsa":
+        res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape",
+                            duration=duration, warmup=WARMUP, seed=0, device=device, threads=threads,
+                            codegen="cython")
+        rates = {p: np.nan_to_num(np.asarray(res.rates[p], float)).ravel() for p in circuit.populations}
+        t = dict(build=res.timings["build"], compile=res.timings["compile"], run=res.timings["run"])
+    else:
+        rates = json.loads(os.environ["CTMHSA_BENCH_RATES"])
+        rates = {p: np.asarray(r, float) for p, r in rates.items()}
+        t = _handwritten(circuit, rates, duration + WARMUP, device, threads)
+    events_per_bio_s = float(sum(np.dot(rates[p], deg[p]) for p in circuit.populations))
+    out = dict(n=n, d=d, H=H, device=device, threads=threads, kind=kind, duration=duration,
+               neurons=circuit.n_neurons(), synapses=circuit.n_synapses(),
+               build_s=t["build"], compile_s=t["compile"], run_s=t["run"],
+               run_per_bio_s=t["run"] / (duration + WARMUP),
+               events_per_s=events_per_bio_s * (duration + WARMUP) / t["run"],
+               peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    if kind == "ctmhsa":
+        out["rates"] = {p: r.tolist() for p, r in rates.items()}
+    return out
+
+
+def _handwritten(circuit, rates, total, device, threads) -> dict:
+    import brian2 as b2
+
+    from neurons.backend import configure_brian2
+
+    from circuits.standalone import project_dir, standalone_device
+
+    def build():
+        t0 = time.perf_counter()
+        groups = {}
+        for p, pop in circuit.populations.items():
+            targets = [q for q, pr in circuit.projections.items() if pr.target == p]
+            eqs = "r : Hz\n" + "\n".join(f"dI_{q}/dt = -I_{q}/(5*ms) : 1" for q in targets)
+            g = b2.NeuronGroup(pop.N, eqs, threshold="rand() < r*dt", method="exact", name=f"hw_{p}")
+            groups[p] = g
+        syn = []
+        for q, pr in circuit.projections.items():
+            S = b2.Synapses(groups[pr.source], groups[pr.target], "w : 1 (constant)",
+                            on_pre=f"I_{q}_post += w", name=f"hw_{q}")
+            i, j = circuit.pairs(pr)
+            S.connect(i=i.astype(np.int32), j=j.astype(np.int32))
+            syn.append(S)
+        return groups, syn, time.perf_counter() - t0
+
+    if device == "runtime":
+        configure_brian2("cython")
+        groups, syn, t_build = build()
+        for p, g in groups.items():
+            g.r_ = rates[p]
+        for S in syn:
+            S.w_ = 0.1
+        net = b2.Network(*groups.values(), *syn)
+        t0 = time.perf_counter()
+        net.run(0 * b2.second)
+        t_compile = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        net.run(total * b2.second)
+        return dict(build=t_build, compile=t_compile, run=time.perf_counter() - t0)
+    where = project_dir(f"handwritten_{circuit.n_neurons()}_{threads}_{total}")
+    with standalone_device(where, threads) as dev:
+        groups, syn, t_build = build()
+        args = {g.r: rates[p] * b2.Hz for p, g in groups.items()}
+        args.update({S.w: np.full(len(circuit.pairs(circuit.projections[S.name[3:]])[0]), 0.1) for S in syn})
+        net = b2.Network(*groups.values(), *syn)
+        net.run(total * b2.second)
+        t0 = time.perf_counter()
+        dev.build(directory=where, compile=True, run=False, clean=False, with_output=False)
+        t_compile = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        dev.run(directory=where, with_output=False, run_args=args)
+        t_run = time.perf_counter() - t0
+    return dict(build=t_build, compile=t_compile, run=t_run)
+
+
+def _subprocess(spec: dict, env_extra=None) -> dict:
+    cmd = [sys.executable, "-m", "sims.bench_speed", "--one", json.dumps(spec)]
+    env = dict(os.environ, **(env_extra or {}))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"benchmark repetition failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+KEYS = ("build_s", "compile_s", "run_s", "run_per_bio_s", "events_per_s", "peak_rss_mb")
+
+
+def main(args) -> int:
+    from .io import atomic_write_json, versions
+
+    if args.repeats < 1:
+        raise ValueError(f"--repeats: expected >= 1, got {args.repeats}")
+    threads = os.cpu_count() if args.threads is None else args.threads
+    rows = []
+    for n in args.sizes:
+        for device in args.devices:
+            th = threads if device == "cpp_standalone" else 0
+            spec = dict(n=n, d=args.d, H=args.H, duration=args.duration, device=device, threads=th)
+            med = {}
+            for kind in ("ctmhsa", "handwritten"):
+                reps = []
+                for r in range(args.repeats):
+                    if kind == "ctmhsa":
+                        rep = _subprocess(dict(spec, kind=kind))
+                        rates = rep.pop("rates")
+                    else:
+                        rep = _subprocess(dict(spec, kind=kind), {"CTMHSA_BENCH_RATES": json.dumps(rates)})
+                    reps.append(rep)
+                    print(f"  n={n} {device} {kind} {r + 1}/{args.repeats}: run {rep['run_s']:.2f} s, "
+                          f"compile {rep['compile_s']:.1f} s", flush=True)
+                med[kind] = {k: float(np.median([x[k] for x in reps])) for k in KEYS}
+                med[kind]["repetitions"] = reps
+            row = dict(n=n, d=args.d, H=args.H, device=device, threads=th,
+                       neurons=reps[0]["neurons"], synapses=reps[0]["synapses"], median=med["ctmhsa"],
+                       handwritten=med["handwritten"],
+                       overhead=med["ctmhsa"]["run_s"] / med["handwritten"]["run_s"])
+            rows.append(row)
+            atomic_write_json(args.out, dict(benchmark="speed", level="escape", duration=args.duration,
+                                             repeats=args.repeats, rows=rows, versions=versions(),
+                                             cpus=os.cpu_count()))
+    print(f"\nescape level, d={args.d}, H={args.H}, {WARMUP}+{args.duration} s simulated, median of "
+          f"{args.repeats} fresh processes (hand-written: same populations, connectivity and spikes)")
+    print(f"  {'n':>3} {'device':<15} {'neurons':>8} {'synapses':>11} {'build s':>8} {'compile s':>9} "
+          f"{'s/bio s':>8} {'Mevents/s':>9} {'peak MB':>8} {'hand s/bio s':>12} {'ratio':>6}")
+    for r in rows:
+        m, h = r["median"], r["handwritten"]
+        print(f"  {r['n']:>3} {r['device']:<15} {r['neurons']:>8,} {r['synapses']:>11,} {m['build_s']:>8.2f} "
+              f"{m['compile_s']:>9.1f} {m['run_per_bio_s']:>8.2f} {m['events_per_s'] / 1e6:>9.1f} "
+              f"{m['peak_rss_mb']:>8.0f} {h['run_per_bio_s']:>12.2f} {r['overhead']:>6.2f}")
+    print(f"written {os.path.abspath(args.out)}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    if len(sys.argv) == 3 and sys.argv[1] == "--one":
+        print(json.dumps(run_once(**json.loads(sys.argv[2]))))
+    else:
+        sys.exit("usage: python -m sims.bench_speed --one JSON (internal); use `ctmhsa bench speed`")
