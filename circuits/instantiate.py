@@ -130,6 +130,8 @@ class BuiltCircuit:
         """Start a measurement window (spiking levels): remember counts and integrals now."""
         self._window = {"t": float(self.network.t_)}
         for pop, g in self.groups.items():
+            if pop not in self.monitors:     # replayed spikes: nothing to measure
+                continue
             model = get_model(self.level, self.circuit.population(pop).cell_type)
             snap = {v: np.array(getattr(g, f"acc_{v}_")[:]) for v in model.observables}
             snap["count"] = np.array(self.monitors[pop].count[:], dtype=float)
@@ -227,6 +229,7 @@ def instantiate(
     seed: int | None = None,
     record_spikes: bool | tuple = False,
     device: str = "runtime",
+    replay: dict | None = None,
 ) -> BuiltCircuit:
     """Create the Brian2 network of ``circuit`` at fidelity ``level``.
 
@@ -255,6 +258,10 @@ def instantiate(
         :mod:`circuits.standalone`) every value of ``values`` and the seed become run
         arguments of the compiled binary (``BuiltCircuit.run_args``), and a spiking
         population's observables are integrated from ``t_win`` on.
+    replay : dict, optional
+        Population name -> ``(cell_indices, spike_times_s)``: the population is a
+        ``SpikeGeneratorGroup`` replaying these spikes (recorded in another run) instead of
+        simulated cells; its projections are event-driven as from the cells themselves.
     """
     import brian2 as b2
 
@@ -271,8 +278,14 @@ def instantiate(
     for pname, proj in projs.items():
         incoming[proj.target].setdefault(proj.compartment, []).append(pname)
 
-    groups = {}
+    groups, replay = {}, dict(replay or {})
+    for name, (idx, times) in replay.items():
+        groups[name] = b2.SpikeGeneratorGroup(pops[name].N, np.asarray(idx, np.int32),
+                                              np.asarray(times, float) * b2.second, name=name,
+                                              clock=clock)
     for name, pop in pops.items():
+        if name in replay:
+            continue
         model = get_model(level, pop.cell_type)
         eqs = model.render(phi, incoming[name])
         g = b2.NeuronGroup(pop.N, eqs, method=model.method, namespace=ns, clock=clock, name=name,
@@ -321,7 +334,7 @@ def instantiate(
 
     monitors = {}
     for name, g in groups.items():
-        if get_model(level, pops[name].cell_type).spiking:
+        if name not in replay and get_model(level, pops[name].cell_type).spiking:
             # standalone: counts per chunk are only known from spike times
             rec = standalone or (record_spikes if isinstance(record_spikes, bool) else name in record_spikes)
             monitors[name] = b2.SpikeMonitor(g, record=rec, name=f"{name}_spikes")

@@ -23,6 +23,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -63,8 +64,8 @@ def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int,
         rates = {p: np.nan_to_num(np.asarray(res.rates[p], float)).ravel() for p in circuit.populations}
         t = dict(build=res.timings["build"], compile=res.timings["compile"], run=res.timings["run"])
     else:
-        rates = json.loads(os.environ["CTMHSA_BENCH_RATES"])
-        rates = {p: np.asarray(r, float) for p, r in rates.items()}
+        with np.load(os.environ["CTMHSA_BENCH_RATES"]) as f:
+            rates = {p: np.asarray(f[p], float) for p in f.files}
         t = _handwritten(circuit, rates, duration + WARMUP, device, threads)
     events_per_bio_s = float(sum(np.dot(rates[p], deg[p]) for p in circuit.populations))
     out = dict(n=n, d=d, H=H, device=device, threads=threads, kind=kind, duration=duration,
@@ -73,8 +74,10 @@ def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int,
                run_per_bio_s=t["run"] / (duration + WARMUP),
                events_per_s=events_per_bio_s * (duration + WARMUP) / t["run"],
                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    if kind == "ctmhsa":
-        out["rates"] = {p: r.tolist() for p, r in rates.items()}
+    if kind == "ctmhsa":   # the hand-written network replays this spike load
+        path = os.path.join(os.environ.get("CTMHSA_BENCH_TMP", "."), f"rates_{n}_{device}.npz")
+        np.savez(path, **rates)
+        out["rates_file"] = path
     return out
 
 
@@ -85,18 +88,22 @@ def _handwritten(circuit, rates, total, device, threads) -> dict:
 
     from circuits.standalone import project_dir, standalone_device
 
+    from .simulate import DEFAULT_DT
+
     def build():
         t0 = time.perf_counter()
+        clock = b2.Clock(dt=DEFAULT_DT["escape"] * b2.second, name="hw_clock")   # as in the circuit run
         groups = {}
         for p, pop in circuit.populations.items():
             targets = [q for q, pr in circuit.projections.items() if pr.target == p]
             eqs = "r : Hz\n" + "\n".join(f"dI_{q}/dt = -I_{q}/(5*ms) : 1" for q in targets)
-            g = b2.NeuronGroup(pop.N, eqs, threshold="rand() < r*dt", method="exact", name=f"hw_{p}")
+            g = b2.NeuronGroup(pop.N, eqs, threshold="rand() < r*dt", method="exact", name=f"hw_{p}",
+                               clock=clock)
             groups[p] = g
         syn = []
         for q, pr in circuit.projections.items():
             S = b2.Synapses(groups[pr.source], groups[pr.target], "w : 1 (constant)",
-                            on_pre=f"I_{q}_post += w", name=f"hw_{q}")
+                            on_pre=f"I_{q}_post += w", name=f"hw_{q}", clock=clock)
             i, j = circuit.pairs(pr)
             S.connect(i=i.astype(np.int32), j=j.astype(np.int32))
             syn.append(S)
@@ -152,6 +159,7 @@ def main(args) -> int:
     if args.repeats < 1:
         raise ValueError(f"--repeats: expected >= 1, got {args.repeats}")
     threads = os.cpu_count() if args.threads is None else args.threads
+    tmp = tempfile.mkdtemp(prefix="ctmhsa-bench-")
     rows = []
     for n in args.sizes:
         for device in args.devices:
@@ -162,10 +170,10 @@ def main(args) -> int:
                 reps = []
                 for r in range(args.repeats):
                     if kind == "ctmhsa":
-                        rep = _subprocess(dict(spec, kind=kind))
-                        rates = rep.pop("rates")
+                        rep = _subprocess(dict(spec, kind=kind), {"CTMHSA_BENCH_TMP": tmp})
+                        rates_file = rep.pop("rates_file")
                     else:
-                        rep = _subprocess(dict(spec, kind=kind), {"CTMHSA_BENCH_RATES": json.dumps(rates)})
+                        rep = _subprocess(dict(spec, kind=kind), {"CTMHSA_BENCH_RATES": rates_file})
                     reps.append(rep)
                     print(f"  n={n} {device} {kind} {r + 1}/{args.repeats}: run {rep['run_s']:.2f} s, "
                           f"compile {rep['compile_s']:.1f} s", flush=True)

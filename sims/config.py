@@ -26,6 +26,8 @@ A configuration has three tables::
     signed = "onoff"     # code of the signed read-outs: "onoff" (default) or "offset"
     seed = 0
     codegen = "auto"
+    device = "runtime"   # or "cpp_standalone" (compiled once per network shape, cached)
+    threads = 2          # OpenMP threads of cpp_standalone (optional; default all cores)
 
     [output]
     dir = "results/default"
@@ -53,7 +55,8 @@ DEFAULTS = {
     "problem": dict(n=4, m=None, H=2, dk=4, dv=4, de=6, cross=False, causal=False,
                     inputs="random", input_seed=0, weight_scale=1.0),
     "simulation": dict(neuron="rate", phi="elu1", duration=1.0, dt=None, warmup=None, seed=0,
-                       codegen="auto", P=1, n_inh=10, signed="onoff"),
+                       codegen="auto", P=1, n_inh=10, signed="onoff", device="runtime",
+                       threads=None),
     "output": dict(dir="results/default"),
 }
 

@@ -27,7 +27,7 @@ import numpy as np
 from .config import dumps_toml
 from .result import SimulationResult
 
-__all__ = ["write_result", "atomic_write_text", "atomic_write_json", "versions"]
+__all__ = ["write_result", "atomic_write_text", "atomic_write_json", "versions", "is_complete"]
 
 
 def versions() -> dict:
@@ -68,6 +68,12 @@ def atomic_write_json(path: str, obj) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, default=_json_default, allow_nan=True) + "\n")
 
 
+def is_complete(path: str) -> bool:
+    """Whether ``path`` is a complete results directory (it is renamed into place only after
+    every file is written, so existence means completeness)."""
+    return os.path.isfile(os.path.join(path, "provenance.json"))
+
+
 def write_result(result: SimulationResult, path: str, config: dict | None = None) -> str:
     """Write ``result`` into directory ``path`` atomically; return the absolute path.
 
@@ -90,7 +96,7 @@ def write_result(result: SimulationResult, path: str, config: dict | None = None
         np.savez_compressed(os.path.join(tmp, "rates.npz"), **result.rates)
         prov = dict(versions=versions(), level=result.level, config=result.config,
                     timings=result.timings, counts=result.counts, diagnostics=result.diagnostics,
-                    argv=sys.argv, device="runtime")
+                    argv=sys.argv, device=result.config.get("device", "runtime"))
         with open(os.path.join(tmp, "provenance.json"), "w") as fh:
             json.dump(prov, fh, indent=2, default=_json_default)
         if os.path.exists(path):

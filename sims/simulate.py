@@ -79,6 +79,7 @@ def simulate_mhsa(
     checkpoints=(),
     device: str = "runtime",
     threads: int | None = None,
+    scheduler=None,
 ) -> SimulationResult:
     """Simulate multihead linear self-attention in a cortico-thalamic circuit.
 
@@ -146,6 +147,11 @@ def simulate_mhsa(
     threads : int, optional
         OpenMP threads of the standalone device (default: all cores, ``os.cpu_count()``;
         0 = no OpenMP). Part of the compiled shape.
+    scheduler : None, "serial", "local", address or ``distributed.Client``
+        ``None``: one network. Otherwise the pathway is split at its nuclei and every head
+        runs as its own task (spiking levels, runtime device): ``"serial"`` in this process,
+        ``"local"`` on a dask ``LocalCluster``, an address on that dask scheduler. The split
+        run gives the same spikes wherever it runs (see :mod:`sims.distributed`).
 
     Returns
     -------
@@ -180,6 +186,16 @@ def simulate_mhsa(
     if checkpoints and device != "runtime":
         raise ValueError("checkpoints: only the runtime device reads the network during a run; "
                          "use device='runtime' or separate runs")
+    if scheduler is not None:
+        if neuron == "rate":
+            raise ValueError("scheduler: heads are split at the spiking levels; the rate level is "
+                             "deterministic and runs as one network (scheduler=None)")
+        if device != "runtime" or checkpoints:
+            raise ValueError("scheduler: a split run uses the runtime device without checkpoints")
+        if not (scheduler in ("serial", "local") or isinstance(scheduler, str)
+                or type(scheduler).__name__ == "Client"):
+            raise ValueError(f"scheduler: expected None, 'serial', 'local', an address or a "
+                             f"distributed.Client; got {scheduler!r}")
     if threads is None:
         threads = os.cpu_count() or 1
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
@@ -204,7 +220,14 @@ def simulate_mhsa(
     enc = encode(circuit, X, WQ, WK, WV, WO, Y=Yk, gains=gains, params=params, phi=phi)
     warm = 0.0 if neuron == "rate" else (DEFAULT_WARMUP[neuron] if a["warmup"] is None else a["warmup"])
     noise_var = {}
-    if device == "cpp_standalone":
+    if scheduler is not None:
+        from .distributed import run_split
+
+        built = None
+        sa = run_split(circuit, enc, X, WQ, WK, WV, WO, Yk, gains, phi, params, neuron, dt, codegen,
+                       a["seed"], warm, a["duration"], N_CHUNKS, scheduler, record_spikes)
+        t_compile, t_run, obs = sa["compile"], sa["run"], sa["obs"]
+    elif device == "cpp_standalone":
         key = project_key(circuit, neuron, phi, params, dt, (warm, a["duration"], N_CHUNKS), int(threads),
                           record_spikes)
         where = project_dir(key)
@@ -224,7 +247,7 @@ def simulate_mhsa(
     if device == "cpp_standalone" and neuron == "rate":
         stages = decode(circuit, enc, obs)
         change, fano = float("nan"), {}
-    elif device == "cpp_standalone":
+    elif device == "cpp_standalone" or scheduler is not None:
         fano = {}
         for p, cnt in sa["chunks"].items():
             tot = cnt.mean(axis=0).sum()
@@ -290,6 +313,7 @@ def simulate_mhsa(
         warmup=warm, P=P, n_inh=n_inh, signed=signed,
         codegen=codegen, params=params.to_dict(), gains=gains.to_dict(), device=device,
         threads=int(threads) if device == "cpp_standalone" else None,
+        scheduler=None if scheduler is None else (scheduler if isinstance(scheduler, str) else "client"),
     )
     max_rate = 1.0 / dt if neuron == "escape" else None
     diagnostics = dict(range=range_report(circuit, obs, max_rate), convergence=change, fano=fano,
@@ -298,7 +322,7 @@ def simulate_mhsa(
     counts = dict(neurons=circuit.n_neurons(), synapses=circuit.n_synapses(),
                   populations={k: p.N for k, p in circuit.populations.items()},
                   projections=circuit.n_synapses(by_projection=True))
-    timings = dict(build=built.build_time, compile=t_compile, run=t_run,
+    timings = dict(build=built.build_time if built is not None else float("nan"), compile=t_compile, run=t_run,
                    total=time.perf_counter() - t_start)
     if neuron != "rate":
         cps = [dict(T=mark, metrics=SimulationResult(
@@ -311,7 +335,10 @@ def simulate_mhsa(
     spikes = {}
     if record_spikes:
         for p in circuit.populations:
-            if (record_spikes is True or p in record_spikes) and p in built.monitors:
+            if built is None:
+                if p in sa["spikes"]:
+                    spikes[p] = sa["spikes"][p]
+            elif (record_spikes is True or p in record_spikes) and p in built.monitors:
                 spikes[p] = sa["spikes"][p] if device == "cpp_standalone" else built.spike_trains(p)
     return SimulationResult(
         x_tilde=stages["x_tilde"], reference=ref["x_tilde"], stages=stages,

@@ -1,0 +1,79 @@
+"""Heads split at the nuclei and run anywhere (dask), and sweeps that resume."""
+
+import os
+
+import numpy as np
+import pytest
+
+from sims import simulate_mhsa
+from sims.distributed import stage_seeds, sweep
+from conftest import random_problem
+
+pytestmark = pytest.mark.distributed
+
+
+@pytest.fixture(scope="module")
+def problem2():
+    X, _, WQ, WK, WV, WO = random_problem(seed=3, n=3, H=2, dk=3, dv=3, de=4)
+    return X, WQ, WK, WV, WO
+
+
+KW = dict(neuron="escape", duration=0.5, warmup=0.2, seed=4, record_spikes=True)
+
+
+@pytest.fixture(scope="module")
+def serial(problem2):
+    return simulate_mhsa(*problem2, scheduler="serial", **KW)
+
+
+def test_split_run_on_a_local_cluster_equals_the_single_process_run(problem2, serial):
+    pytest.importorskip("distributed")
+    dist = simulate_mhsa(*problem2, scheduler="local", **KW)    # LocalCluster, 2 workers
+    assert set(dist.spikes) == set(serial.spikes) == {"nucleus1", "l23", "interneuron", "l5it", "l5pt",
+                                                      "nucleus2"}
+    for pop in serial.spikes:
+        assert serial.spikes[pop][0].size > 0, pop
+        for k in (0, 1):
+            np.testing.assert_array_equal(dist.spikes[pop][k], serial.spikes[pop][k], err_msg=pop)
+    for st in serial.stages:
+        np.testing.assert_array_equal(dist.stages[st], serial.stages[st], err_msg=st)
+
+
+def test_split_run_decodes_like_the_one_network_run(problem2, serial):
+    """Same circuit, other random streams: both near their noise floors."""
+    whole = simulate_mhsa(*problem2, **KW)
+    for res in (serial, whole):
+        met = res.metrics()
+        for st in ("q", "v", "y", "v_tilde", "x_tilde"):
+            assert met[st]["nrmse"] <= 2.5 * met[st]["noise_floor"] + 0.05, st
+    assert serial.counts == whole.counts
+
+
+def test_stage_seeds_are_distinct_and_reproducible():
+    a, b = stage_seeds(4, 5), stage_seeds(5, 5)
+    assert a == stage_seeds(4, 5) and len(set(a)) == 5 and not set(a) & set(b)
+
+
+def test_scheduler_argument_errors(problem2):
+    with pytest.raises(ValueError, match="scheduler: heads are split at the spiking levels"):
+        simulate_mhsa(*problem2, neuron="rate", scheduler="serial")
+    with pytest.raises(ValueError, match="scheduler: a split run uses the runtime device"):
+        simulate_mhsa(*problem2, neuron="escape", scheduler="serial", device="cpp_standalone")
+    with pytest.raises(ValueError, match="scheduler: expected None"):
+        simulate_mhsa(*problem2, neuron="escape", scheduler=3)
+
+
+def test_sweep_writes_items_and_resumes(problem2, tmp_path):
+    X, WQ, WK, WV, WO = problem2
+    items = [dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, neuron="rate", duration=0.2, seed=s) for s in (0, 1)]
+    paths = sweep(items, scheduler="serial", out_dir=str(tmp_path))
+    assert [os.path.basename(p) for p in paths] == ["item_0", "item_1"]
+    stamp = [os.path.getmtime(os.path.join(p, "provenance.json")) for p in paths]
+    import shutil
+
+    shutil.rmtree(paths[1])                 # as if the sweep had been killed before item 1
+    again = sweep(items, scheduler="serial", out_dir=str(tmp_path))
+    assert os.path.getmtime(os.path.join(again[0], "provenance.json")) == stamp[0]   # not redone
+    assert os.path.isfile(os.path.join(again[1], "provenance.json"))                  # redone
+    with pytest.raises(TypeError, match=r"items\[0\]: expected a dict"):
+        sweep([3], scheduler="serial")
