@@ -7,5 +7,6 @@ results on disk, benchmarks and the command line.
 
 from .result import SimulationResult, stage_metrics  # noqa: F401
 from .simulate import simulate_mhsa  # noqa: F401
+from .io import load  # noqa: F401
 
-__all__ = ["simulate_mhsa", "SimulationResult", "stage_metrics"]
+__all__ = ["simulate_mhsa", "SimulationResult", "stage_metrics", "load"]

@@ -75,6 +75,11 @@ def _cmd_bench(args) -> int:
         from .bench_cells import main as cells_main
 
         return cells_main(args)
+    if args.which == "heads":
+        from .bench_heads import main as heads_main
+
+        args.out = args.out or "bench_results/heads.json"
+        return heads_main(args)
     if args.which == "speed":
         from .bench_speed import main as speed_main
 
@@ -108,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     circ.set_defaults(func=_cmd_circuit)
 
     bench = sub.add_parser("bench", help="benchmarks that print a table and write JSON")
-    bench.add_argument("which", choices=["rate", "cells", "accuracy", "speed"],
+    bench.add_argument("which", choices=["rate", "cells", "accuracy", "speed", "heads"],
                        help="rate: build and run a head at the rate level; cells: products, "
                             "normalisation and fig. 2 in silico at the spiking levels; accuracy: "
                             "spiking attention vs the reference over time and read-out copies")
@@ -136,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
                        choices=["runtime", "cpp_standalone"], help="speed: Brian2 devices")
     bench.add_argument("--threads", type=int, default=None,
                        help="speed: OpenMP threads of the standalone device (default: all cores)")
+    bench.add_argument("--scheduler", default="local",
+                       help="heads: 'local' (LocalCluster), 'serial' or a dask scheduler address")
     bench.add_argument("--allow-slow", action="store_true", help="accuracy: also barrel at the lif level")
     bench.set_defaults(func=_cmd_bench)
     return ap

@@ -7,6 +7,8 @@ Layout of one run's directory::
     stages.npz         decoded stages  (keys: stage names)
     reference.npz      exact stages    (keys: stage names)
     rates.npz          rates (Hz) per population on its index grid (NaN = absent cell)
+    spikes.npz         recorded spike trains: ``<population>.i`` (cell), ``<population>.t`` (s)
+    noise.npz          per-entry noise-floor variance of every stage (spiking levels)
     provenance.json    versions, level, seed, device, timings, counts, diagnostics
 
 A directory that exists is complete: it appears only through the final rename.
@@ -27,7 +29,7 @@ import numpy as np
 from .config import dumps_toml
 from .result import SimulationResult
 
-__all__ = ["write_result", "atomic_write_text", "atomic_write_json", "versions", "is_complete"]
+__all__ = ["write_result", "atomic_write_text", "atomic_write_json", "versions", "is_complete", "load"]
 
 
 def versions() -> dict:
@@ -94,6 +96,11 @@ def write_result(result: SimulationResult, path: str, config: dict | None = None
         np.savez_compressed(os.path.join(tmp, "stages.npz"), **result.stages)
         np.savez_compressed(os.path.join(tmp, "reference.npz"), **result.reference_stages)
         np.savez_compressed(os.path.join(tmp, "rates.npz"), **result.rates)
+        trains = {}
+        for pop, (i, t) in result.spikes.items():
+            trains[f"{pop}.i"], trains[f"{pop}.t"] = np.asarray(i, np.int32), np.asarray(t, float)
+        np.savez_compressed(os.path.join(tmp, "spikes.npz"), **trains)
+        np.savez_compressed(os.path.join(tmp, "noise.npz"), **result.noise_variance)
         prov = dict(versions=versions(), level=result.level, config=result.config,
                     timings=result.timings, counts=result.counts, diagnostics=result.diagnostics,
                     argv=sys.argv, device=result.config.get("device", "runtime"))
@@ -110,3 +117,29 @@ def write_result(result: SimulationResult, path: str, config: dict | None = None
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def load(path: str) -> SimulationResult:
+    """Read a results directory written by :func:`write_result` back into the
+    :class:`SimulationResult` that :func:`sims.simulate_mhsa` returned (metrics recomputed from
+    the stored stages, reference and noise variances give the same numbers)."""
+    if not is_complete(path):
+        raise ValueError(f"path: {path!r} is not a complete results directory (no provenance.json)")
+
+    def npz(name):
+        f = os.path.join(path, name)
+        if not os.path.exists(f):      # written by an older version
+            return {}
+        with np.load(f) as data:
+            return {k: np.array(data[k]) for k in data.files}
+
+    with open(os.path.join(path, "provenance.json")) as fh:
+        prov = json.load(fh)
+    stages, ref = npz("stages.npz"), npz("reference.npz")
+    trains = npz("spikes.npz")
+    spikes = {k[:-2]: (trains[k], trains[k[:-2] + ".t"]) for k in trains if k.endswith(".i")}
+    return SimulationResult(
+        x_tilde=stages["x_tilde"], reference=ref["x_tilde"], stages=stages, reference_stages=ref,
+        rates=npz("rates.npz"), spikes=spikes, level=prov["level"], config=prov["config"],
+        diagnostics=prov.get("diagnostics", {}), timings=prov.get("timings", {}),
+        counts=prov.get("counts", {}), noise_variance=npz("noise.npz"))

@@ -115,3 +115,22 @@ def test_escape_decoding_is_unbiased(escape_seeds):
         means = np.array([np.mean(r.stages[stage] - r.reference_stages[stage]) for r in escape_seeds])
         se = means.std(ddof=1) / np.sqrt(means.size)
         assert abs(means.mean()) <= 3 * se, (stage, means.mean() / se)
+
+
+def test_results_directory_round_trip(escape_run, tmp_path):
+    from sims import load
+    from sims.io import write_result
+
+    path = write_result(escape_run, str(tmp_path / "run"))
+    back = load(path)
+    assert back.level == "escape" and back.config["seed"] == escape_run.config["seed"]
+    for st in escape_run.stages:
+        np.testing.assert_array_equal(back.stages[st], escape_run.stages[st])
+        np.testing.assert_array_equal(back.noise_variance[st], escape_run.noise_variance[st])
+    for pop, (i, t) in escape_run.spikes.items():
+        np.testing.assert_array_equal(back.spikes[pop][0], i)
+        np.testing.assert_array_equal(back.spikes[pop][1], t)
+    np.testing.assert_array_equal(back.rates["l23"], escape_run.rates["l23"])
+    assert back.metrics() == escape_run.metrics()
+    with pytest.raises(ValueError, match="not a complete results directory"):
+        load(str(tmp_path / "missing"))

@@ -1,0 +1,50 @@
+"""``ctmhsa bench heads``: H barrel-size heads split across dask workers (or serially).
+
+Runs ``simulate_mhsa(..., scheduler=...)`` on an H-head pathway (n = d = 33 by default) at the
+escape level and reports the wall time, the time per head, the peak memory of this process and
+of every dask worker (``ru_maxrss``), and x̃'s error against its noise floor.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+
+__all__ = ["main"]
+
+
+def _peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main(args) -> int:
+    from .config import make_inputs, resolve_config
+    from .distributed import client_for
+    from .io import atomic_write_json, versions
+    from .simulate import simulate_mhsa
+
+    cfg = resolve_config({"problem": dict(n=args.n, H=args.H, dk=args.d, dv=args.d, de=args.d)})
+    x = make_inputs(cfg["problem"])
+    sched = args.scheduler
+    t0 = time.perf_counter()
+    with client_for(sched) as client:
+        res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape",
+                            duration=args.duration, warmup=0.2, seed=0,
+                            scheduler=client if client is not None else "serial")
+        workers = client.run(_peak_mb) if client is not None else {}
+    wall = time.perf_counter() - t0
+    met = res.metrics()["x_tilde"]
+    out = dict(benchmark="heads", n=args.n, d=args.d, H=args.H, duration=args.duration,
+               scheduler=sched, neurons=res.counts["neurons"], synapses=res.counts["synapses"],
+               wall_s=wall, wall_per_head_s=wall / args.H, peak_rss_mb_main=_peak_mb(),
+               peak_rss_mb_workers=list(workers.values()), x_tilde=met,
+               versions=versions(), cpus=os.cpu_count())
+    print(f"{args.H} heads, n={args.n}, d={args.d}, escape, 0.2+{args.duration} s, scheduler={sched}")
+    print(f"  {res.counts['neurons']:,} neurons, {res.counts['synapses']:,} synapses")
+    print(f"  wall {wall:.0f} s ({wall / args.H:.1f} s per head); peak memory: main "
+          f"{out['peak_rss_mb_main']:.0f} MB, workers {[round(v) for v in workers.values()]} MB")
+    print(f"  x̃ NRMSE {met['nrmse']:.3f} (floor {met['noise_floor']:.3f}), r {met['r']:.4f}")
+    atomic_write_json(args.out, out)
+    print(f"written {os.path.abspath(args.out)}")
+    return 0
