@@ -65,6 +65,20 @@ def _cmd_circuit(args) -> int:
     return 0
 
 
+def _cmd_figures(args) -> int:
+    import time
+
+    from figures.make import make_figures
+
+    t0 = time.perf_counter()
+    made = make_figures(args.out, args.data, quick=args.quick, gallery=args.gallery)
+    for p in made:
+        print(f"  {p}")
+    print(f"{len(made)} figures (PNG + PDF + caption) in {os.path.abspath(args.out)}, "
+          f"{time.perf_counter() - t0:.0f} s")
+    return 0
+
+
 def _cmd_bench(args) -> int:
     if args.which == "accuracy":
         from .bench_accuracy import main as accuracy_main
@@ -111,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     circ.add_argument("config", nargs="?", default=None)
     circ.add_argument("--json", action="store_true", help="full declarative description as JSON")
     circ.set_defaults(func=_cmd_circuit)
+
+    figs = sub.add_parser("figures", help="run the shipped small simulations and draw every figure")
+    figs.add_argument("--out", default="figures_out", help="output directory (default figures_out)")
+    figs.add_argument("--data", default=None, help="data directory (default OUT/data; resumable)")
+    figs.add_argument("--gallery", default=None, help="also copy the PNGs here (e.g. figures/gallery)")
+    figs.add_argument("--quick", action="store_true", help="very short windows (smoke test)")
+    figs.set_defaults(func=_cmd_figures)
 
     bench = sub.add_parser("bench", help="benchmarks that print a table and write JSON")
     bench.add_argument("which", choices=["rate", "cells", "accuracy", "speed", "heads"],

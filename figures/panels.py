@@ -1,0 +1,132 @@
+"""Figure panels read from data files (results directories, npz) — never from a simulation."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from sims.io import load
+
+from .style import POP_COLOURS, PROJECTION_COLOURS, plt
+
+__all__ = ["fig2", "raster", "error_scaling", "counts_vs_n"]
+
+
+def fig2(npz_path: str, it_pt_matrix: np.ndarray):
+    """In-silico fig. 2: (a) apical drive multiplies the f–I gain of an L5 IT cell; (b)
+    silencing L2/3 lowers it; (c) divisive normalisation with and without interneurons; (d) the
+    IT→PT connection matrix of a built macrocolumn."""
+    with np.load(npz_path) as d:
+        d = {k: np.array(d[k]) for k in d.files}
+    fig, ax = plt.subplots(1, 4, figsize=(13, 3.0), constrained_layout=True)
+    b = d["basal"]
+    for k, a in enumerate(d["a_apical"]):
+        ax[0].plot(b, d["a_rate"][:, k], "o-", ms=3, label=f"apical {a:g}")
+    ax[0].set(title="(a) apical input multiplies the gain", xlabel="basal drive (units)", ylabel="L5 IT rate (Hz)")
+    for k, f in enumerate(d["b_l23_active_fraction"]):
+        ax[1].plot(b, d["b_rate"][:, k], "o-", ms=3, label=f"L2/3 active {100 * f:.0f} %")
+    ax[1].set(title="(b) silencing L2/3 lowers the gain", xlabel="basal drive (units)")
+    for k, o in enumerate(d["c_others"]):
+        line, = ax[2].plot(b, d["c_rate_with_interneurons"][:, k], "o-", ms=3, label=f"others {o:g}")
+        ax[2].plot(b, d["c_rate_without_interneurons"][:, k], "--", color=line.get_color(), lw=0.8)
+    ax[2].set(title="(c) normalisation (— with, -- without\ninterneurons)", xlabel="own basal drive (units)",
+              ylabel="L2/3 rate (Hz)")
+    im = ax[3].imshow(it_pt_matrix, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+    ax[3].set(title="(d) IT → PT connections (sign)", xlabel="L5 PT cell", ylabel="L5 IT cell")
+    fig.colorbar(im, ax=ax[3], shrink=0.7)
+    for a in ax:
+        a.title.set_fontsize(8)
+        a.tick_params(labelsize=7)
+    for a in ax[:3]:
+        a.legend(fontsize=6)
+    return fig
+
+
+def raster(results_dir: str, circuit, head: int = 0, macro: int = 0):
+    """Spikes of one macrocolumn (L2/3, interneurons, L5 IT, L5 PT) and of nucleus 2."""
+    res = load(results_dir)
+    fig, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
+    offset = 0
+    ticks = []
+    for name in ("nucleus2", "l5pt", "l5it", "interneuron", "l23"):
+        pop = circuit.population(name)
+        i, t = res.spikes.get(name, (np.array([], int), np.array([])))
+        sel = np.ones(pop.N, bool)
+        if "head" in pop.axes:
+            sel &= pop.axis("head") == head
+        if "i" in pop.axes:
+            sel &= pop.axis("i") == macro
+        if "token" in pop.axes:          # nucleus 2: the relay cells of token i = macro
+            sel &= pop.axis("token") == macro
+        cells = np.flatnonzero(sel)
+        row = np.full(pop.N, -1)
+        row[cells] = np.arange(cells.size)
+        keep = row[i] >= 0
+        ax.scatter(t[keep], offset + row[i[keep]], s=1.0, color=POP_COLOURS[name], marker="|")
+        ticks.append((offset + cells.size / 2, f"{name}\n({cells.size})"))
+        offset += cells.size + 3
+    ax.set_yticks([p for p, _ in ticks])
+    ax.set_yticklabels([s for _, s in ticks], fontsize=7)
+    ax.set_xlabel("time (s)")
+    c = res.config
+    ax.set_title(f"{res.level} level, macrocolumn {macro} of head {head} (n={c['n']}, dk={c['dk']}, "
+                 f"dv={c['dv']}) and the nucleus-2 relays of token {macro}; warm-up {c['warmup']} s",
+                 fontsize=8)
+    return fig
+
+
+def error_scaling(time_dirs: dict, p_dirs: dict):
+    """NRMSE and noise floor of ṽ and x̃ vs window length (one run, checkpoints) and vs read-out
+    copies P, log–log, with the 1/sqrt(T) and 1/sqrt(P) expectations through the first point."""
+    fig, ax = plt.subplots(1, 2, figsize=(8.5, 3.2), constrained_layout=True)
+    for stage, col in (("v_tilde", PROJECTION_COLOURS["it_pt"]), ("x_tilde", PROJECTION_COLOURS["pt_out"])):
+        for label, path in time_dirs.items():
+            with open(os.path.join(path, "provenance.json")) as fh:
+                cps = json.load(fh)["diagnostics"]["checkpoints"]
+            T = np.array([c["T"] for c in cps])
+            e = np.array([c["metrics"][stage]["nrmse"] for c in cps])
+            f = np.array([c["metrics"][stage]["noise_floor"] for c in cps])
+            ax[0].loglog(T, e, "o-", color=col, label=f"{stage} NRMSE")
+            ax[0].loglog(T, f, "s--", color=col, alpha=0.6, label=f"{stage} floor")
+            ax[0].loglog(T, e[0] * np.sqrt(T[0] / T), ":", color="0.5")
+        P = np.array(sorted(p_dirs))
+        e, f = [], []
+        for p in P:
+            with open(os.path.join(p_dirs[p], "metrics.json")) as fh:
+                met = json.load(fh)
+            e.append(met[stage]["nrmse"])
+            f.append(met[stage]["noise_floor"])
+        ax[1].loglog(P, e, "o-", color=col, label=f"{stage} NRMSE")
+        ax[1].loglog(P, f, "s--", color=col, alpha=0.6, label=f"{stage} floor")
+        ax[1].loglog(P, e[0] * np.sqrt(P[0] / P), ":", color="0.5")
+    ax[0].set(xlabel="measurement window T (s)", ylabel="NRMSE", title="error vs simulated time (⋯ 1/√T)")
+    ax[1].set(xlabel="read-out copies P (L5 PT, nucleus 2)", title="error vs neurons per dimension (⋯ 1/√P)")
+    ax[0].set_xticks(T, [f"{t:g}" for t in T])
+    ax[1].set_xticks(P, [f"{p:g}" for p in P])
+    for a in ax:
+        a.xaxis.set_minor_locator(plt.NullLocator())
+        a.legend(fontsize=6)
+    return fig
+
+
+def counts_vs_n(ns, builder):
+    """Neurons and synapses of the quadratic circuit vs n (from descriptions only)."""
+    neurons, synapses = [], []
+    for n in ns:
+        c = builder(n)
+        neurons.append(c.n_neurons())
+        synapses.append(c.n_synapses())
+    fig, ax = plt.subplots(figsize=(4.2, 3.2), constrained_layout=True)
+    ax.loglog(ns, neurons, "o-", label="neurons")
+    ax.loglog(ns, synapses, "s-", label="synapses")
+    ns = np.asarray(ns, float)
+    ax.loglog(ns, neurons[-1] * (ns / ns[-1]) ** 2, ":", color="0.5", label="∝ n²")
+    ax.axvline(33, color="0.7", lw=0.8)
+    ax.text(33, ax.get_ylim()[0] * 2, " barrel\n n=33", fontsize=6)
+    ax.set_xticks(ns, [f"{int(n)}" for n in ns], minor=False)
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.set(xlabel="tokens n (d = 33, H = 1)", title="quadratic circuit: size vs n")
+    ax.legend(fontsize=7)
+    return fig
