@@ -69,8 +69,8 @@ def test_cli_run_writes_a_complete_results_directory(tmp_path, capsys):
     assert main(["run", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "x_tilde" in printed and "results written to" in printed
-    assert sorted(os.listdir(out)) == ["config.toml", "metrics.json", "provenance.json",
-                                      "rates.npz", "reference.npz", "stages.npz"]
+    assert sorted(os.listdir(out)) == ["config.toml", "metrics.json", "noise.npz", "provenance.json",
+                                      "rates.npz", "reference.npz", "spikes.npz", "stages.npz"]
     met = json.loads((out / "metrics.json").read_text())
     assert met["x_tilde"]["max_rel_error"] <= 1e-3
     with np.load(out / "stages.npz") as st, np.load(out / "reference.npz") as ref:
