@@ -42,16 +42,22 @@ def run_rate_once(n: int, d: int, H: int, duration: float, codegen: str, seed: i
     )
 
 
-def _one_in_subprocess(args, seed) -> dict:
-    cmd = [sys.executable, "-m", "sims.bench", "--one", json.dumps(
-        dict(n=args.n, d=args.d, H=args.H, duration=args.duration, codegen=args.codegen, seed=seed))]
-    env = dict(os.environ)
+def fresh_process(module: str, spec: dict, env_extra: dict | None = None) -> dict:
+    """Run ``python -m module --one JSON(spec)`` in a fresh process (so that its peak memory
+    is its own) and return the JSON object it prints last."""
+    cmd = [sys.executable, "-m", module, "--one", json.dumps(spec)]
+    env = dict(os.environ, **(env_extra or {}))
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"benchmark repetition failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _one_in_subprocess(args, seed) -> dict:
+    return fresh_process("sims.bench", dict(n=args.n, d=args.d, H=args.H, duration=args.duration,
+                                            codegen=args.codegen, seed=seed))
 
 
 def main(args) -> int:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -140,14 +139,9 @@ def _handwritten(circuit, rates, total, device, threads) -> dict:
 
 
 def _subprocess(spec: dict, env_extra=None) -> dict:
-    cmd = [sys.executable, "-m", "sims.bench_speed", "--one", json.dumps(spec)]
-    env = dict(os.environ, **(env_extra or {}))
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        raise RuntimeError(f"benchmark repetition failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    from .bench import fresh_process
+
+    return fresh_process("sims.bench_speed", spec, env_extra)
 
 
 KEYS = ("build_s", "compile_s", "run_s", "run_per_bio_s", "events_per_s", "peak_rss_mb")

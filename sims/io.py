@@ -84,6 +84,10 @@ def write_result(result: SimulationResult, path: str, config: dict | None = None
     path = os.path.abspath(path)
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
+    # leftovers of a writer that was killed (one writer per results directory is assumed)
+    for stale in os.listdir(parent):
+        if stale.startswith(f".{os.path.basename(path)}.tmp-") or stale.startswith(f".{os.path.basename(path)}.old-"):
+            shutil.rmtree(os.path.join(parent, stale), ignore_errors=True)
     tmp = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(path)}.tmp-")
     try:
         cfg = config if config is not None else {"simulation": {

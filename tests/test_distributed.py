@@ -77,3 +77,38 @@ def test_sweep_writes_items_and_resumes(problem2, tmp_path):
     assert os.path.isfile(os.path.join(again[1], "provenance.json"))                  # redone
     with pytest.raises(TypeError, match=r"items\[0\]: expected a dict"):
         sweep([3], scheduler="serial")
+
+
+def test_killed_sweep_resumes_without_recomputing(tmp_path):
+    """A sweep process killed after its first item: rerunning it keeps that item and completes
+    the others; no half-written item looks complete."""
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "sweep"
+    script = tmp_path / "run_sweep.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+        "from conftest import random_problem\n"
+        "from sims.distributed import sweep\n"
+        "X, _, WQ, WK, WV, WO = random_problem(seed=3, n=3, H=1, dk=3, dv=3, de=3)\n"
+        "items = [dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, neuron='escape', duration=0.8, warmup=0.1, seed=s)\n"
+        "         for s in range(4)]\n"
+        f"sweep(items, scheduler='serial', out_dir={str(out)!r})\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = out / "item_0" / "provenance.json"
+    t0 = time.time()
+    while not first.exists() and time.time() - t0 < 120 and proc.poll() is None:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    assert first.exists(), "the sweep did not finish its first item"
+    done = [k for k in range(4) if (out / f"item_{k}" / "provenance.json").exists()]
+    assert len(done) < 4, "the sweep finished before it was killed"
+    stamp = first.stat().st_mtime
+    subprocess.run([sys.executable, str(script)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert first.stat().st_mtime == stamp                          # not recomputed
+    assert all((out / f"item_{k}" / "provenance.json").exists() for k in range(4))
+    assert not [p for p in os.listdir(out) if p.startswith(".")]   # no temporary left behind
