@@ -57,7 +57,7 @@ class Encoding:
     codes : dict of str -> AffineCode
         ``tokens``, ``q``, ``k``, ``v``, ``v_tilde``, ``x_tilde`` codes.
     consts : dict
-        Other decoding constants: ``R_set (H, n)``, ``a (H, n)``, ``u``, ``v0 (H,)``,
+        Other decoding constants: ``R_set (H, n)`` (L2/3 rate per unit of s: the set point, or rho_l23 without interneurons), ``a (H, n)``, ``u``, ``v0 (H,)``,
         ``x0``, gains.
     """
 
@@ -128,8 +128,18 @@ def encode(
     present = np.zeros((H, n))
     np.add.at(present, (l23.axis("head"), l23.axis("i")), 1.0)
     present /= copies(l23)
-    n_keys = present / meta["dk"]
-    R_set = gains.r_l23 * present
+    normalize = "interneuron" in pops
+    if normalize:
+        n_keys = present / meta["dk"]
+        R_set = gains.r_l23 * present
+    else:
+        # unnormalised: L2/3 fire rho_l23 s; the apical input is scaled by 1/dk, and since ṽ now
+        # sums m unnormalised weights of size ~dk, the read-out gains by 1/(m dk) — structural
+        # scales, nothing computed from the attention itself
+        n_keys = np.full((H, n), 1.0 / meta["dk"])
+        R_set = np.full((H, n), gains.rho_l23)
+        scale = 1.0 / (m * meta["dk"])
+        gains = replace(gains, rho_pt=gains.rho_pt * scale, rho_out=gains.rho_out * scale)
 
     vals = CircuitValues()
     for name, toks in (("nucleus1", X), ("nucleus1_kv", Yk)):
@@ -157,15 +167,12 @@ def encode(
     else:
         vals.params["l5it"] = {"b_b": u * (v0[hit] - xb * WV.sum(axis=2)[hit, cit]), "rho": gains.rho_it}
 
-    if "interneuron" in pops:
+    if normalize:
         vals.weights["pool"] = 1.0 / (gains.g_sh * R_set)
         vals.weights["shunt"] = gains.g_sh / meta["n_inh"]     # the pool shares the shunt
         vals.params["interneuron"] = {"I_set": 1.0 / gains.g_sh}
-        vals.weights["attention"] = u * n_keys / R_set
-    else:
-        raise ValueError(
-            f"circuit: {circuit.name} has no divisive interneurons; the encoder implements the "
-            "normalised kernel only (the unnormalised variant is not built yet)")
+    # apical potential u a_i κ_ij (normalised: a_i = keys of macrocolumn i; else 1/dk)
+    vals.weights["attention"] = u * n_keys / R_set
 
     if "l5pt" in pops:
         w_pt = u / (gains.rho_it * n_keys)
@@ -202,5 +209,5 @@ def encode(
         "x_tilde": AffineCode(gain=gains.rho_out, offset=0.0 if onoff else x0),
     }
     consts = dict(u=u, R_set=R_set, a=n_keys, v0=v0, x0=x0, xb=xb, gains=gains.to_dict(), onoff=onoff,
-                  normalize="interneuron" in pops, phi=phi)
+                  normalize=normalize, phi=phi)
     return Encoding(vals, codes, consts)

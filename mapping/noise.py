@@ -94,8 +94,8 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
         # and Σ_j δκ_j v_j = Σ_j ε_j (v_j - ṽ_i) — only deviations from ṽ_i carry κ noise.
         dv2 = (stages["v"][:, None, :, :] - stages["v_tilde"][:, :, None, :]) ** 2 \
             if "v_tilde" in stages else v ** 2
-        if "sign" not in it.axes:
-            dv2 = v ** 2    # offset code: the v0 carried by each IT rate is not renormalised
+        if "sign" not in it.axes or not c["normalize"]:
+            dv2 = v ** 2    # offset code (v0 not renormalised) or no interneurons at all
         out["v_tilde"] = own + np.nansum(var_it + dv2 * out["kappa"][..., None] + var_kv, axis=2)
     if "nucleus2" in pops:
         own = _rate_var(pops["nucleus2"], obs["nucleus2"], fano["nucleus2"], T) / g["rho_out"] ** 2

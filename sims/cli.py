@@ -29,7 +29,7 @@ def _cmd_run(args) -> int:
     res = simulate_mhsa(
         inputs["X"], inputs["WQ"], inputs["WK"], inputs["WV"], inputs["WO"], Y=inputs["Y"],
         phi=sim["phi"], neuron=sim["neuron"], duration=sim["duration"], seed=sim["seed"],
-        causal=p["causal"], dt=sim["dt"], codegen=sim["codegen"], warmup=sim["warmup"],
+        causal=p["causal"], normalize=p["normalize"], dt=sim["dt"], codegen=sim["codegen"], warmup=sim["warmup"],
         P=sim["P"], n_inh=sim["n_inh"], signed=sim["signed"], device=sim["device"],
         threads=sim["threads"], report=None if args.quiet else "text",
     )

@@ -11,6 +11,7 @@ A configuration has three tables::
     de = 6
     cross = false
     causal = false
+    normalize = true     # false: the unnormalised variant (no interneurons)
     inputs = "random"    # or a path to an .npz with X, WQ, WK, WV, WO (and Y)
     input_seed = 0       # seed of the random tokens and weights
     weight_scale = 1.0   # query/key/value weights ~ N(0, weight_scale² / de)
@@ -52,7 +53,7 @@ else:  # pragma: no cover
 __all__ = ["DEFAULTS", "load_config", "resolve_config", "make_inputs", "dumps_toml", "default_config_path"]
 
 DEFAULTS = {
-    "problem": dict(n=4, m=None, H=2, dk=4, dv=4, de=6, cross=False, causal=False,
+    "problem": dict(n=4, m=None, H=2, dk=4, dv=4, de=6, cross=False, causal=False, normalize=True,
                     inputs="random", input_seed=0, weight_scale=1.0),
     "simulation": dict(neuron="rate", phi="elu1", duration=1.0, dt=None, warmup=None, seed=0,
                        codegen="auto", P=1, n_inh=10, signed="onoff", device="runtime",

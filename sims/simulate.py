@@ -80,6 +80,7 @@ def simulate_mhsa(
     device: str = "runtime",
     threads: int | None = None,
     scheduler=None,
+    normalize: bool = True,
 ) -> SimulationResult:
     """Simulate multihead linear self-attention in a cortico-thalamic circuit.
 
@@ -147,6 +148,10 @@ def simulate_mhsa(
     threads : int, optional
         OpenMP threads of the standalone device (default: all cores, ``os.cpu_count()``;
         0 = no OpenMP). Part of the compiled shape.
+    normalize : bool
+        ``False``: the unnormalised variant — no interneurons, salience s = phi(q) phi(k)
+        (SPEC: ``linear_mhsa(normalize=False)``); the L2/3 -> L5 IT weights then scale the
+        apical input by 1/dk.
     scheduler : None, "serial", "local", address or ``distributed.Client``
         ``None``: one network. Otherwise the pathway is split at its nuclei and every head
         runs as its own task (spiking levels, runtime device): ``"serial"`` in this process,
@@ -164,7 +169,7 @@ def simulate_mhsa(
     """
     t_start = time.perf_counter()
     a = check_simulation_args(X, WQ, WK, WV, WO, phi, neuron, duration, seed, Y, causal, dt, codegen,
-                              warmup)
+                              warmup, normalize)
     params = DEFAULT_PARAMS if params is None else params
     gains = DEFAULT_GAINS if gains is None else gains
     if not isinstance(params, CellParams):
@@ -204,7 +209,8 @@ def simulate_mhsa(
     WQ, WK, WV, WO = a["WQ"], a["WK"], a["WV"], a["WO"]
 
     circuit = pathway(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"],
-                      cross=Y is not None, causal=causal, P=P, n_inh=n_inh, signed=signed)
+                      cross=Y is not None, causal=causal, P=P, n_inh=n_inh, signed=signed,
+                      normalize=normalize)
     need = estimate_memory(circuit)
     limit = int(0.8 * available_memory()) if max_memory is None else int(max_memory)
     if need > limit:
@@ -216,7 +222,7 @@ def simulate_mhsa(
         codegen = "cython" if circuit.n_synapses() >= AUTO_CYTHON_SYNAPSES else "numpy"
 
     # the reference is computed for comparison only; nothing of it enters the circuit
-    ref = linear_mhsa(X, WQ, WK, WV, WO, phi=phi, Y=Yk, causal=causal)
+    ref = linear_mhsa(X, WQ, WK, WV, WO, phi=phi, Y=Yk, causal=causal, normalize=normalize)
     enc = encode(circuit, X, WQ, WK, WV, WO, Y=Yk, gains=gains, params=params, phi=phi)
     warm = 0.0 if neuron == "rate" else (DEFAULT_WARMUP[neuron] if a["warmup"] is None else a["warmup"])
     noise_var = {}
@@ -306,11 +312,12 @@ def simulate_mhsa(
         obs = snapshots[-1][1]
 
     rates = {name: pop.to_dense(obs[name]["r"], fill=np.nan) for name, pop in circuit.populations.items()}
-    ref_stages = {k: ref[k] for k in ("q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde")}
+    ref_stages = {k: ref[k] for k in ("q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde")
+                  if normalize or k != "Z"}      # no interneurons, no division to compare
     config = dict(
         n=a["n"], m=a["m"], H=a["H"], dk=a["dk"], dv=a["dv"], de=a["de"], phi=phi, neuron=neuron,
         duration=a["duration"], dt=dt, seed=a["seed"], cross=Y is not None, causal=bool(causal),
-        warmup=warm, P=P, n_inh=n_inh, signed=signed,
+        warmup=warm, P=P, n_inh=n_inh, signed=signed, normalize=bool(normalize),
         codegen=codegen, params=params.to_dict(), gains=gains.to_dict(), device=device,
         threads=int(threads) if device == "cpp_standalone" else None,
         scheduler=None if scheduler is None else (scheduler if isinstance(scheduler, str) else "client"),

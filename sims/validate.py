@@ -44,7 +44,7 @@ def _positive_time(name, value, allow_none=False):
 
 
 def check_simulation_args(X, WQ, WK, WV, WO, phi, neuron, duration, seed, Y, causal, dt, codegen,
-                          warmup=None):
+                          warmup=None, normalize=True):
     """Validate the arguments of :func:`sims.simulate_mhsa`; return the converted inputs.
 
     Raises
@@ -54,7 +54,7 @@ def check_simulation_args(X, WQ, WK, WV, WO, phi, neuron, duration, seed, Y, cau
     NotImplementedError
         A known fidelity level whose cells are not built yet.
     """
-    a = check_attention_inputs(X, WQ, WK, WV, WO, Y=Y, causal=causal)
+    a = check_attention_inputs(X, WQ, WK, WV, WO, Y=Y, causal=causal, normalize=normalize)
     if a["batched"]:
         raise ValueError(
             f"X: the simulator takes one sequence of shape (n, de); got a batch {np.shape(X)}. "

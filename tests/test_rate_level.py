@@ -15,10 +15,10 @@ TOL = 1e-3
 STAGES = ("q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde")
 
 
-def _check(res, tol=TOL):
+def _check(res, tol=TOL, stages=STAGES):
     met = res.metrics()
-    assert set(STAGES) <= set(met)
-    for stage in STAGES:
+    assert set(stages) <= set(met)
+    for stage in stages:
         assert met[stage]["max_rel_error"] <= tol, (stage, met[stage])
     rng = res.diagnostics["range"]
     assert all(not v.get("rectified") and not v.get("silent_interneurons") for v in rng.values())
@@ -124,3 +124,16 @@ def test_offset_code_is_exact_too():
     res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="rate", signed="offset")
     _check(res)
     assert res.rates["l5pt"].shape == (2, 3, 2)
+
+
+@pytest.mark.parametrize("n, H, causal", [(2, 1, False), (5, 3, False), (5, 2, True)])
+def test_unnormalised_variant_is_exact(n, H, causal):
+    """normalize=False: no interneurons, s = phi(q) phi(k); every stage as linear_mhsa(normalize=False)."""
+    X, _, WQ, WK, WV, WO = random_problem(seed=40 + n, n=n, H=H, dk=3, dv=2, de=4)
+    res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="rate", normalize=False, causal=causal)
+    _check(res, stages=tuple(s for s in STAGES if s != "Z"))
+    assert "interneuron" not in res.rates and "Z" not in res.stages
+    ref = linear_mhsa(X, WQ, WK, WV, WO, normalize=False, causal=causal)
+    np.testing.assert_allclose(res.reference, ref["x_tilde"])
+    normed = linear_mhsa(X, WQ, WK, WV, WO, causal=causal)["x_tilde"]
+    assert np.max(np.abs(res.x_tilde - normed)) > 10 * TOL * np.max(np.abs(normed))   # really unnormalised

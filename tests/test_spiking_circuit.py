@@ -134,3 +134,16 @@ def test_results_directory_round_trip(escape_run, tmp_path):
     assert back.metrics() == escape_run.metrics()
     with pytest.raises(ValueError, match="not a complete results directory"):
         load(str(tmp_path / "missing"))
+
+
+@pytest.mark.parametrize("neuron", ["escape", "lif"])
+def test_unnormalised_variant_spikes(problem3, neuron):
+    """normalize=False at the spiking levels: runs, no interneurons; escape stays near its floor."""
+    res = simulate_mhsa(*problem3, neuron=neuron, duration=0.6 if neuron == "escape" else 0.2,
+                        warmup=0.1, seed=3, normalize=False)
+    assert "interneuron" not in res.rates and res.config["normalize"] is False
+    met = res.metrics()
+    assert met["q"]["nrmse"] <= 1.5 * met["q"]["noise_floor"] + 0.05
+    if neuron == "escape":
+        for st in ("s", "y", "v_tilde", "x_tilde"):
+            assert met[st]["nrmse"] <= 2.5 * met[st]["noise_floor"] + 0.05, st
