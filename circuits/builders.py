@@ -59,6 +59,7 @@ def build(
     n_inh: int = 10,
     P: int | dict = 1,
     signed: str = "onoff",
+    skip: bool = False,
 ) -> Circuit:
     """Build a circuit description (the common constructor behind every level).
 
@@ -97,6 +98,9 @@ def build(
         pairs (axis ``sign``: 0 = ON, 1 = OFF) receiving opposite inputs, whose rate difference
         is exactly linear even where each cell is rectified (default: far lower spike-count
         noise, see README), or one cell per dimension on a worst-case offset.
+    skip : bool
+        Skip connection: core thalamic axons contact L5 PT directly (projection ``core_skip``,
+        weights ``WS``, token i -> PT of macrocolumn i), adding ``WS x_i`` to ṽ_i.
     """
     for arg, val in (("n", n), ("dk", dk), ("dv", dv), ("de", de), ("H", H), ("n_inh", n_inh)):
         _check_size(arg, val)
@@ -120,7 +124,8 @@ def build(
         raise ValueError("with_nucleus2: nucleus 2 is driven by L5 PT; with_pt must be True")
     c = Circuit(name, meta=dict(level=name, n=n, m=m, H=H, dk=dk, dv=dv, de=de,
                                 cross=cross, causal=causal, normalize=normalize, n_inh=n_inh,
-                                P={k: v for k, v in copies.items() if v > 1}, signed=signed))
+                                P={k: v for k, v in copies.items() if v > 1}, signed=signed,
+                                skip=bool(skip)))
 
     def pop(pname, cell_type, axes, sizes, *args, **kw):
         if copies[pname] > 1:   # population coding: copies of every cell along axis p
@@ -161,6 +166,11 @@ def build(
         c.add_projection(Projection("it_pt", "l5it", "l5pt", "soma",
                                     (("head", "head"), ("i", "i"), ("c", "c")), "ones",
                                     ("post.head", "post.i") + tuple(f"pre.{a}" for a in pair[0]) + sign_w))
+        if skip:
+            c.add_projection(Projection("core_skip", "nucleus1", "l5pt", "soma", (("token", "i"),),
+                                        "WS", w_in + sign_w, "core"))
+    elif skip:
+        raise ValueError("skip: the skip connection ends on L5 PT; with_pt must be True")
     if with_nucleus2:
         pop("nucleus2", "relay_out", ("token", "e") + pair[0], (n, de) + pair[1], area="thalamus")
         signs = ("pre.sign", "post.sign") if signed == "onoff" else ()
@@ -196,7 +206,7 @@ def area(n: int, dk: int, dv: int, de: int, m: int | None = None, cross: bool = 
 
 def pathway(n: int, dk: int, dv: int, de: int, H: int = 1, m: int | None = None,
             cross: bool = False, causal: bool = False, normalize: bool = True,
-            n_inh: int = 10, P: int | dict = 1, signed: str = "onoff") -> Circuit:
+            n_inh: int = 10, P: int | dict = 1, signed: str = "onoff", skip: bool = False) -> Circuit:
     """Thalamo-cortico-thalamic pathway: nucleus 1 → H areas → nucleus 2 (a full MHSA block)."""
     return build(n, dk, dv, de, H=H, m=m, cross=cross, causal=causal, normalize=normalize,
-                 name="pathway", n_inh=n_inh, P=P, signed=signed)
+                 name="pathway", n_inh=n_inh, P=P, signed=signed, skip=skip)

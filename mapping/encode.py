@@ -87,6 +87,7 @@ def encode(
     gains: CodeGains = DEFAULT_GAINS,
     params: CellParams = DEFAULT_PARAMS,
     phi: str = "elu1",
+    WS=None,
 ) -> Encoding:
     """Compute input rates, synaptic weights and biases for ``circuit``.
 
@@ -100,6 +101,9 @@ def encode(
         Gains of the codes.
     params : CellParams
         Physiological constants (``u``).
+    WS : ndarray (H, dv, de), optional
+        Skip weights, required when the circuit has the ``core_skip`` projection: the PT
+        potential gains ``u WS x_i`` (synapses ``±u WS / rho_in`` from the ON/OFF relays).
     """
     meta = circuit.meta
     X = np.asarray(X, float)
@@ -183,6 +187,16 @@ def encode(
         else:
             vals.weights["it_pt"] = w_pt
             vals.params["l5pt"] = {"b": 0.0, "rho": gains.rho_pt}
+    if "core_skip" in circuit.projections:
+        if WS is None:
+            raise ValueError("WS: the circuit has a skip connection (core_skip); pass its weights")
+        w = u * np.asarray(WS, float) / gains.rho_in
+        if onoff:
+            vals.weights["core_skip"] = w[..., None, None] * np.multiply.outer(sgn, sgn)
+        else:   # the single relays carry x_b + x: remove x_b WS through the PT bias
+            vals.weights["core_skip"] = w
+            vals.params["l5pt"]["b"] = vals.params["l5pt"]["b"] - (
+                u * xb * np.asarray(WS, float).sum(axis=2))[pt.axis("head"), pt.axis("c")]
     if "nucleus2" in pops:
         n2 = pops["nucleus2"]
         e2 = n2.axis("e")

@@ -39,7 +39,7 @@ def _rate_var(pop, obs, fano, T):
 
 
 def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, stages: dict,
-                         WQ, WK, WV, WO, phi: str) -> dict:
+                         WQ, WK, WV, WO, phi: str, WS=None) -> dict:
     """Per-entry variance of each decoded stage from spike-count noise alone.
 
     Parameters
@@ -97,6 +97,8 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
         if "sign" not in it.axes or not c["normalize"]:
             dv2 = v ** 2    # offset code (v0 not renormalised) or no interneurons at all
         out["v_tilde"] = own + np.nansum(var_it + dv2 * out["kappa"][..., None] + var_kv, axis=2)
+        if WS is not None and "core_skip" in circuit.projections:   # the skip path's relay noise
+            out["v_tilde"] = out["v_tilde"] + np.einsum("hce,ne->hnc", (np.asarray(WS) / rho_in) ** 2, rin)
     if "nucleus2" in pops:
         own = _rate_var(pops["nucleus2"], obs["nucleus2"], fano["nucleus2"], T) / g["rho_out"] ** 2
         out["x_tilde"] = own + np.einsum("hec,hnc->ne", WO ** 2, out["v_tilde"])

@@ -267,6 +267,7 @@ def linear_mhsa(
     causal: bool = False,
     normalize: bool = True,
     method: str = "vectorized",
+    WS=None,
 ) -> dict[str, np.ndarray]:
     """Multihead linear self-attention with every intermediate stage (SPEC §1).
 
@@ -290,6 +291,9 @@ def linear_mhsa(
         Divide by ``Z_i``; ``False`` gives the unnormalised variant (no interneurons).
     method : {"vectorized", "loops", "linear"}
         Implementation; all give the same output to rounding.
+    WS : array, shape (H, dv, de), optional
+        Skip connection (paper, discussion: core thalamic axons contacting L5 PT directly):
+        ``v_tilde_i += WS x_i`` per head, and x̃ accordingly. ``None``: no skip path.
 
     Returns
     -------
@@ -311,6 +315,15 @@ def linear_mhsa(
     a = check_attention_inputs(X, WQ, WK, WV, WO, Y=Y, causal=causal, normalize=normalize)
     impl = {"vectorized": _vectorized, "loops": _loops, "linear": _linear}[method]
     out = impl(a, name, f, causal, normalize)
+    if WS is not None:   # the skip path adds to the context-aware value, before W_O
+        WS = _as_real_array("WS", WS)
+        if WS.shape != (a["WV"].shape[0], a["WV"].shape[1], a["X"].shape[-1]):
+            raise ValueError(f"WS: expected shape (H, dv, de) = {(a['WV'].shape[0], a['WV'].shape[1], a['X'].shape[-1])}, "
+                             f"got {WS.shape}")
+        skip = np.einsum("hce,bne->bhnc", WS, a["X"])
+        out["skip"] = skip
+        out["v_tilde"] = out["v_tilde"] + skip
+        out["x_tilde"] = out["x_tilde"] + np.einsum("hec,bhnc->bne", a["WO"], skip)
     if not a["batched"]:
         out = {key: val[0] for key, val in out.items()}
     return out

@@ -110,7 +110,7 @@ def _sub(full: Circuit, name: str, pops, projs) -> Circuit:
 
 
 def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, level, dt, codegen,
-              seed, warmup, T, n_chunks, scheduler, record_spikes) -> dict:
+              seed, warmup, T, n_chunks, scheduler, record_spikes, WS=None) -> dict:
     """Run ``full`` split at its nuclei (see the module docstring); merge every population's
     observables back into the full circuit's cell order."""
     m = full.meta
@@ -124,12 +124,13 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
     P = dict(m.get("P", {}))
     P.pop("nucleus2", None)
     head = build(m["n"], m["dk"], m["dv"], m["de"], H=1, m=m["m"], cross=m["cross"], causal=m["causal"],
-                 with_nucleus2=False, name="head", n_inh=m["n_inh"], P=P or 1, signed=m["signed"])
+                 with_nucleus2=False, name="head", n_inh=m["n_inh"], P=P or 1, signed=m["signed"],
+                 normalize=m["normalize"], skip=m.get("skip", False))
     rec_head = [p for p in head.populations if p not in inputs]
     tasks = []
     for h in range(H):
         e = encode(head, X, WQ[h:h + 1], WK[h:h + 1], WV[h:h + 1], WO[h:h + 1], Y=Y, gains=gains,
-                   params=params, phi=phi)
+                   params=params, phi=phi, WS=None if WS is None else WS[h:h + 1])
         for p in inputs:
             e.values.params.pop(p, None)
         tasks.append((head, level, e.values, phi, params, dt, codegen, seeds[1 + h], warmup, T, n_chunks,

@@ -81,6 +81,7 @@ def simulate_mhsa(
     threads: int | None = None,
     scheduler=None,
     normalize: bool = True,
+    WS=None,
 ) -> SimulationResult:
     """Simulate multihead linear self-attention in a cortico-thalamic circuit.
 
@@ -152,6 +153,9 @@ def simulate_mhsa(
         ``False``: the unnormalised variant — no interneurons, salience s = phi(q) phi(k)
         (SPEC: ``linear_mhsa(normalize=False)``); the L2/3 -> L5 IT weights then scale the
         apical input by 1/dk.
+    WS : array, shape (H, dv, de), optional
+        Skip connection: core thalamic axons onto L5 PT add ``WS x_i`` to ṽ_i (and ``WO WS x_i``
+        to x̃_i); the reference is extended alike (:func:`mapping.reference.linear_mhsa`).
     scheduler : None, "serial", "local", address or ``distributed.Client``
         ``None``: one network. Otherwise the pathway is split at its nuclei and every head
         runs as its own task (spiking levels, runtime device): ``"serial"`` in this process,
@@ -207,10 +211,13 @@ def simulate_mhsa(
         raise ValueError(f"threads: expected an integer >= 0 (0 = no OpenMP), got {threads!r}")
     X, Yk = a["X"][0], (None if Y is None else a["Y"][0])
     WQ, WK, WV, WO = a["WQ"], a["WK"], a["WV"], a["WO"]
+    if WS is not None:   # validated here, before anything is built
+        linear_mhsa(X, WQ, WK, WV, WO, phi=phi, Y=Yk, causal=causal, normalize=normalize, WS=WS)
+        WS = np.asarray(WS, float)
 
     circuit = pathway(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"],
                       cross=Y is not None, causal=causal, P=P, n_inh=n_inh, signed=signed,
-                      normalize=normalize)
+                      normalize=normalize, skip=WS is not None)
     need = estimate_memory(circuit)
     limit = int(0.8 * available_memory()) if max_memory is None else int(max_memory)
     if need > limit:
@@ -222,8 +229,8 @@ def simulate_mhsa(
         codegen = "cython" if circuit.n_synapses() >= AUTO_CYTHON_SYNAPSES else "numpy"
 
     # the reference is computed for comparison only; nothing of it enters the circuit
-    ref = linear_mhsa(X, WQ, WK, WV, WO, phi=phi, Y=Yk, causal=causal, normalize=normalize)
-    enc = encode(circuit, X, WQ, WK, WV, WO, Y=Yk, gains=gains, params=params, phi=phi)
+    ref = linear_mhsa(X, WQ, WK, WV, WO, phi=phi, Y=Yk, causal=causal, normalize=normalize, WS=WS)
+    enc = encode(circuit, X, WQ, WK, WV, WO, Y=Yk, gains=gains, params=params, phi=phi, WS=WS)
     warm = 0.0 if neuron == "rate" else (DEFAULT_WARMUP[neuron] if a["warmup"] is None else a["warmup"])
     noise_var = {}
     if scheduler is not None:
@@ -231,7 +238,7 @@ def simulate_mhsa(
 
         built = None
         sa = run_split(circuit, enc, X, WQ, WK, WV, WO, Yk, gains, phi, params, neuron, dt, codegen,
-                       a["seed"], warm, a["duration"], N_CHUNKS, scheduler, record_spikes)
+                       a["seed"], warm, a["duration"], N_CHUNKS, scheduler, record_spikes, WS=WS)
         t_compile, t_run, obs = sa["compile"], sa["run"], sa["obs"]
     elif device == "cpp_standalone":
         key = project_key(circuit, neuron, phi, params, dt, (warm, a["duration"], N_CHUNKS), int(threads),
@@ -306,7 +313,7 @@ def simulate_mhsa(
         checkpoint_results = []
         for mark, o in snapshots:
             st = decode(circuit, enc, o)
-            nv = stage_noise_variance(circuit, enc, o, own_fano, mark, st, WQ, WK, WV, WO, phi)
+            nv = stage_noise_variance(circuit, enc, o, own_fano, mark, st, WQ, WK, WV, WO, phi, WS)
             checkpoint_results.append((mark, st, nv))
         _, stages, noise_var = checkpoint_results[-1]
         obs = snapshots[-1][1]
@@ -317,7 +324,7 @@ def simulate_mhsa(
     config = dict(
         n=a["n"], m=a["m"], H=a["H"], dk=a["dk"], dv=a["dv"], de=a["de"], phi=phi, neuron=neuron,
         duration=a["duration"], dt=dt, seed=a["seed"], cross=Y is not None, causal=bool(causal),
-        warmup=warm, P=P, n_inh=n_inh, signed=signed, normalize=bool(normalize),
+        warmup=warm, P=P, n_inh=n_inh, signed=signed, normalize=bool(normalize), skip=WS is not None,
         codegen=codegen, params=params.to_dict(), gains=gains.to_dict(), device=device,
         threads=int(threads) if device == "cpp_standalone" else None,
         scheduler=None if scheduler is None else (scheduler if isinstance(scheduler, str) else "client"),

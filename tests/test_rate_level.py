@@ -137,3 +137,16 @@ def test_unnormalised_variant_is_exact(n, H, causal):
     np.testing.assert_allclose(res.reference, ref["x_tilde"])
     normed = linear_mhsa(X, WQ, WK, WV, WO, causal=causal)["x_tilde"]
     assert np.max(np.abs(res.x_tilde - normed)) > 10 * TOL * np.max(np.abs(normed))   # really unnormalised
+
+
+@pytest.mark.parametrize("signed", ["onoff", "offset"])
+def test_skip_connection_is_exact(signed):
+    """Core thalamus -> L5 PT adds WS x_i to the context-aware value (paper, discussion)."""
+    X, _, WQ, WK, WV, WO = random_problem(seed=12, n=4, H=2, dk=3, dv=3, de=4)
+    WS = np.random.default_rng(2).normal(size=(2, 3, 4)) / 2
+    res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="rate", WS=WS, signed=signed)
+    _check(res)
+    plain = linear_mhsa(X, WQ, WK, WV, WO)
+    np.testing.assert_allclose(res.reference_stages["v_tilde"] - plain["v_tilde"],
+                               np.einsum("hce,ne->hnc", WS, X), atol=1e-12)
+    assert res.counts["projections"]["core_skip"] == 2 * 4 * 3 * 4 * (4 if signed == "onoff" else 1)

@@ -123,3 +123,18 @@ def test_softmax_rows_sum_to_one_and_differ_from_linear():
     assert np.abs(sm["x_tilde"] - lin["x_tilde"]).max() > 1e-3
     smc = softmax_mhsa(X, WQ, WK, WV, WO, causal=True)
     assert np.all(smc["kappa"][:, 0, 1:] == 0)
+
+
+@pytest.mark.parametrize("method", ["loops", "linear"])
+def test_skip_path_same_in_every_method(method):
+    from conftest import random_problem
+
+    X, _, WQ, WK, WV, WO = random_problem(seed=9, n=4, H=2, dk=3, dv=2, de=5)
+    WS = np.random.default_rng(0).normal(size=(2, 2, 5))
+    a = linear_mhsa(X, WQ, WK, WV, WO, WS=WS)
+    b = linear_mhsa(X, WQ, WK, WV, WO, WS=WS, method=method)
+    plain = linear_mhsa(X, WQ, WK, WV, WO)
+    for key in ("v_tilde", "x_tilde"):
+        np.testing.assert_allclose(b[key], a[key], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(a["x_tilde"] - plain["x_tilde"],
+                               np.einsum("hec,hnc->ne", WO, np.einsum("hce,ne->hnc", WS, X)), atol=1e-12)

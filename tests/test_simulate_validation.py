@@ -97,3 +97,16 @@ def test_params_validation():
         CellParams(tau_m=-1)
     with pytest.raises(ValueError, match="params: unknown parameter"):
         CellParams().replace(tau_x=1)
+
+
+def test_skip_weights_are_validated_before_building():
+    from conftest import random_problem
+    from sims import simulate_mhsa
+
+    X, _, WQ, WK, WV, WO = random_problem(seed=1, n=3, H=1, dk=2, dv=2, de=3)
+    with pytest.raises(ValueError, match=r"WS: expected shape \(H, dv, de\)"):
+        simulate_mhsa(X, WQ, WK, WV, WO, WS=np.ones((1, 3, 3)))
+    with pytest.raises(ValueError, match="WS: contains 6 NaN or infinite"):
+        simulate_mhsa(X, WQ, WK, WV, WO, WS=np.full((1, 2, 3), np.nan))
+    with pytest.raises(TypeError, match="WS: expected a real numeric array"):
+        simulate_mhsa(X, WQ, WK, WV, WO, WS="identity")

@@ -147,3 +147,12 @@ def test_unnormalised_variant_spikes(problem3, neuron):
     if neuron == "escape":
         for st in ("s", "y", "v_tilde", "x_tilde"):
             assert met[st]["nrmse"] <= 2.5 * met[st]["noise_floor"] + 0.05, st
+
+
+def test_skip_connection_spikes(problem3):
+    X, WQ, WK, WV, WO = problem3
+    WS = np.random.default_rng(5).normal(size=(1, 3, 3)) / 2
+    res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="escape", duration=1.0, warmup=0.2, seed=2, WS=WS)
+    met = res.metrics()
+    for st in ("v_tilde", "x_tilde"):
+        assert met[st]["nrmse"] <= 2.0 * met[st]["noise_floor"] + 0.05, st
