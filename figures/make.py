@@ -45,7 +45,9 @@ def _simulate(path, **kw):
 
     if not is_complete(path):
         t0 = time.perf_counter()
-        write_result(simulate_mhsa(**kw), path)
+        # small networks: Brian2's numpy target needs no compiler (a cold Cython cache cost
+        # 316 s for the P = 10 run alone on a fresh clone)
+        write_result(simulate_mhsa(codegen="numpy", **kw), path)
         print(f"  simulated {os.path.basename(path)} ({time.perf_counter() - t0:.0f} s)", flush=True)
     return path
 
