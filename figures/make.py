@@ -32,10 +32,9 @@ LIF_NOTE = (" At the lif level the thresholded somata are not divided by shuntin
 
 
 def _problem(n, H, d, seed=0):
-    from sims.config import make_inputs, resolve_config
+    from sims.config import problem_inputs
 
-    cfg = resolve_config({"problem": dict(n=n, H=H, dk=d, dv=d, de=d, input_seed=seed)})
-    x = make_inputs(cfg["problem"])
+    x = problem_inputs(n=n, H=H, dk=d, dv=d, de=d, input_seed=seed)
     return {k: x[k] for k in ("X", "WQ", "WK", "WV", "WO")}
 
 

@@ -38,7 +38,10 @@ from neurons.params import DEFAULT_PARAMS, CellParams
 
 from .codes import DEFAULT_GAINS, AffineCode, CodeGains
 
-__all__ = ["Encoding", "encode", "value_offset", "output_offset", "copies"]
+__all__ = ["Encoding", "encode", "value_offset", "output_offset", "copies", "SIGNS"]
+
+SIGNS = np.array([1.0, -1.0])
+"""Sign of the ON (index 0) and OFF (index 1) cell of a pair along a ``sign`` axis."""
 
 
 def copies(pop) -> int:
@@ -116,7 +119,6 @@ def encode(
     u = params.u
     pops = circuit.populations
     onoff = meta.get("signed") == "onoff"
-    sgn = np.array([1.0, -1.0])        # ON, OFF
     if not onoff:
         # equal worst-case rate: an ON/OFF cell reaches rho' b, an offset cell (rho'/2) (2 b)
         gains = replace(gains, rho_in=gains.rho_in / 2, rho_it=gains.rho_it / 2,
@@ -151,11 +153,10 @@ def encode(
             nuc = pops[name]
             x = toks[nuc.axis("token"), nuc.axis("e")]
             if onoff:
-                x = np.maximum(sgn[nuc.axis("sign")] * x, 0.0)
+                x = np.maximum(SIGNS[nuc.axis("sign")] * x, 0.0)
             vals.params[name] = {"r_in": tokens.encode(x)}
     for pname, W in (("core_q", WQ), ("matrix_k", WK), ("matrix_v", WV)):
-        w = u * W / gains.rho_in
-        vals.weights[pname] = w[..., None] * sgn if onoff else w   # OFF relays: opposite sign
+        vals.weights[pname] = u * W / gains.rho_in
     h23, c23 = l23.axis("head"), l23.axis("c")
     vals.params["l23"] = {
         "b_b": -u * xb * WQ.sum(axis=2)[h23, c23],
@@ -165,9 +166,7 @@ def encode(
 
     hit, cit = it.axis("head"), it.axis("c")
     if onoff:   # ON sees u v, OFF -u v: the rectified pair carries v without an offset
-        s_it = sgn[it.axis("sign")]
-        vals.weights["matrix_v"] = vals.weights["matrix_v"][..., None] * sgn
-        vals.params["l5it"] = {"b_b": -s_it * u * xb * WV.sum(axis=2)[hit, cit], "rho": gains.rho_it}
+        vals.params["l5it"] = {"b_b": 0.0, "rho": gains.rho_it}
     else:
         vals.params["l5it"] = {"b_b": u * (v0[hit] - xb * WV.sum(axis=2)[hit, cit]), "rho": gains.rho_it}
 
@@ -178,41 +177,29 @@ def encode(
     # apical potential u a_i κ_ij (normalised: a_i = keys of macrocolumn i; else 1/dk)
     vals.weights["attention"] = u * n_keys / R_set
 
-    if "l5pt" in pops:
-        w_pt = u / (gains.rho_it * n_keys)
-        pt = pops["l5pt"]
-        if onoff:   # ON PT sums u (y_ON - y_OFF) = u ṽ, OFF PT its negative
-            vals.weights["it_pt"] = w_pt[..., None, None] * np.multiply.outer(sgn, sgn)
-            vals.params["l5pt"] = {"b": 0.0, "rho": gains.rho_pt}
-        else:
-            vals.weights["it_pt"] = w_pt
-            vals.params["l5pt"] = {"b": 0.0, "rho": gains.rho_pt}
+    if "l5pt" in pops:   # ON/OFF: ON PT sums u (y_ON - y_OFF) = u ṽ, OFF PT its negative
+        vals.weights["it_pt"] = u / (gains.rho_it * n_keys)
+        vals.params["l5pt"] = {"b": 0.0, "rho": gains.rho_pt}
     if "core_skip" in circuit.projections:
         if WS is None:
             raise ValueError("WS: the circuit has a skip connection (core_skip); pass its weights")
-        w = u * np.asarray(WS, float) / gains.rho_in
-        if onoff:
-            vals.weights["core_skip"] = w[..., None, None] * np.multiply.outer(sgn, sgn)
-        else:   # the single relays carry x_b + x: remove x_b WS through the PT bias
-            vals.weights["core_skip"] = w
-            vals.params["l5pt"]["b"] = vals.params["l5pt"]["b"] - (
-                u * xb * np.asarray(WS, float).sum(axis=2))[pt.axis("head"), pt.axis("c")]
-    if "nucleus2" in pops:
-        n2 = pops["nucleus2"]
-        e2 = n2.axis("e")
-        if onoff:   # ṽ = (r_on - r_off)/rho_pt, x̃ = Σ WO ṽ; ON gets +x̃, OFF -x̃; no offset
-            vals.weights["pt_out"] = (u * WO / gains.rho_pt)[..., None, None] * np.multiply.outer(sgn, sgn)
-            vals.params["nucleus2"] = {"b": 0.0, "rho": gains.rho_out}
-        else:
-            vals.weights["pt_out"] = u * WO / gains.rho_pt
-            vals.params["nucleus2"] = {
-                "b": u * (x0 - np.einsum("hec,h->e", WO, v0))[e2],
-                "rho": gains.rho_out,
-            }
+        WS = np.asarray(WS, float)
+        vals.weights["core_skip"] = u * WS / gains.rho_in
+        if not onoff:   # the single relays carry x_b + x: remove x_b WS through the PT bias
+            pt = pops["l5pt"]
+            vals.params["l5pt"]["b"] = -(u * xb * WS.sum(axis=2))[pt.axis("head"), pt.axis("c")]
+    if "nucleus2" in pops:   # ON/OFF: ṽ = (r_on - r_off)/rho_pt, x̃ = Σ WO ṽ, no offset
+        vals.weights["pt_out"] = u * WO / gains.rho_pt
+        b = 0.0 if onoff else u * (x0 - np.einsum("hec,h->e", WO, v0))[pops["nucleus2"].axis("e")]
+        vals.params["nucleus2"] = {"b": b, "rho": gains.rho_out}
 
-    # population coding: every projection averages over its source's copies
     for pname, proj in circuit.projections.items():
-        vals.weights[pname] = np.asarray(vals.weights[pname], float) / copies(pops[proj.source])
+        # ON/OFF pairs: every sign index of a weight flips it for OFF cells (pre and post: both);
+        # population coding: every projection averages over its source's copies
+        w = np.asarray(vals.weights[pname], float)
+        for _ in (k for k in proj.weight_index if k.endswith(".sign")):
+            w = w[..., None] * SIGNS
+        vals.weights[pname] = w / copies(pops[proj.source])
 
     codes = {
         "tokens": tokens,

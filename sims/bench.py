@@ -21,11 +21,10 @@ __all__ = ["run_rate_once", "main"]
 
 def run_rate_once(n: int, d: int, H: int, duration: float, codegen: str, seed: int = 0) -> dict:
     """One benchmark repetition in this process; returns the measured figures."""
-    from .config import make_inputs, resolve_config
+    from .config import problem_inputs
     from .simulate import simulate_mhsa
 
-    cfg = resolve_config({"problem": dict(n=n, H=H, dk=d, dv=d, de=d, input_seed=seed)})
-    x = make_inputs(cfg["problem"])
+    x = problem_inputs(n=n, H=H, dk=d, dv=d, de=d, input_seed=seed)
     res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="rate",
                         duration=duration, codegen=codegen)
     met = res.metrics()

@@ -12,9 +12,8 @@ from __future__ import annotations
 import os
 import time
 
-import numpy as np
 
-from .config import make_inputs, resolve_config
+from .config import problem_inputs
 from .simulate import simulate_mhsa
 
 __all__ = ["CASES", "run_case", "main"]
@@ -31,8 +30,7 @@ def run_case(case: str, level: str, P: int, times, seed: int = 0, codegen: str =
     """One run: every stage's metrics at each window length in ``times``."""
     prob = dict(CASES[case])
     causal = prob.pop("causal", False)
-    cfg = resolve_config({"problem": dict(prob, input_seed=seed, causal=causal)})
-    x = make_inputs(cfg["problem"])
+    x = problem_inputs(**prob, input_seed=seed, causal=causal)
     times = sorted(times)
     t0 = time.perf_counter()
     res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"], causal=causal,
@@ -64,7 +62,7 @@ def main(args) -> int:
     for case in args.cases:
         for level in args.levels:
             if case == "barrel" and level == "lif" and not args.allow_slow:
-                print(f"skipping barrel/lif (dt = 0.1 ms: ~10x the escape cost); --allow-slow runs it")
+                print("skipping barrel/lif (dt = 0.1 ms: ~10x the escape cost); --allow-slow runs it")
                 continue
             for P in args.P:
                 run = run_case(case, level, P, args.times, codegen=args.codegen)

@@ -19,13 +19,12 @@ def _peak_mb():
 
 
 def main(args) -> int:
-    from .config import make_inputs, resolve_config
+    from .config import problem_inputs
     from .distributed import client_for
     from .io import atomic_write_json, versions
     from .simulate import simulate_mhsa
 
-    cfg = resolve_config({"problem": dict(n=args.n, H=args.H, dk=args.d, dv=args.d, de=args.d)})
-    x = make_inputs(cfg["problem"])
+    x = problem_inputs(n=args.n, H=args.H, dk=args.d, dv=args.d, de=args.d)
     sched = args.scheduler
     t0 = time.perf_counter()
     with client_for(sched) as client:

@@ -33,10 +33,9 @@ WARMUP = 0.1
 
 
 def _problem(n, d, H, seed=0):
-    from .config import make_inputs, resolve_config
+    from .config import problem_inputs
 
-    cfg = resolve_config({"problem": dict(n=n, H=H, dk=d, dv=d, de=d, input_seed=seed)})
-    return make_inputs(cfg["problem"])
+    return problem_inputs(n=n, H=H, dk=d, dv=d, de=d, input_seed=seed)
 
 
 def _out_degree(circuit) -> dict:
@@ -99,13 +98,13 @@ def _handwritten(circuit, rates, total, device, threads) -> dict:
             g = b2.NeuronGroup(pop.N, eqs, threshold="rand() < r*dt", method="exact", name=f"hw_{p}",
                                clock=clock)
             groups[p] = g
-        syn = []
+        syn = {}   # projection -> (Synapses, number of synapses)
         for q, pr in circuit.projections.items():
             S = b2.Synapses(groups[pr.source], groups[pr.target], "w : 1 (constant)",
                             on_pre=f"I_{q}_post += w", name=f"hw_{q}", clock=clock)
             i, j = circuit.pairs(pr)
             S.connect(i=i.astype(np.int32), j=j.astype(np.int32))
-            syn.append(S)
+            syn[q] = (S, len(i))
         return groups, syn, time.perf_counter() - t0
 
     if device == "runtime":
@@ -113,9 +112,9 @@ def _handwritten(circuit, rates, total, device, threads) -> dict:
         groups, syn, t_build = build()
         for p, g in groups.items():
             g.r_ = rates[p]
-        for S in syn:
+        for S, _ in syn.values():
             S.w_ = 0.1
-        net = b2.Network(*groups.values(), *syn)
+        net = b2.Network(*groups.values(), *(S for S, _ in syn.values()))
         t0 = time.perf_counter()
         net.run(0 * b2.second)
         t_compile = time.perf_counter() - t0
@@ -126,8 +125,8 @@ def _handwritten(circuit, rates, total, device, threads) -> dict:
     with standalone_device(where, threads) as dev:
         groups, syn, t_build = build()
         args = {g.r: rates[p] * b2.Hz for p, g in groups.items()}
-        args.update({S.w: np.full(len(circuit.pairs(circuit.projections[S.name[3:]])[0]), 0.1) for S in syn})
-        net = b2.Network(*groups.values(), *syn)
+        args.update({S.w: np.full(count, 0.1) for S, count in syn.values()})
+        net = b2.Network(*groups.values(), *(S for S, _ in syn.values()))
         net.run(total * b2.second)
         t0 = time.perf_counter()
         dev.build(directory=where, compile=True, run=False, clean=False, with_output=False)

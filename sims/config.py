@@ -50,7 +50,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["DEFAULTS", "load_config", "resolve_config", "make_inputs", "dumps_toml", "default_config_path"]
+__all__ = ["DEFAULTS", "load_config", "resolve_config", "make_inputs", "problem_inputs", "dumps_toml",
+           "default_config_path"]
 
 DEFAULTS = {
     "problem": dict(n=4, m=None, H=2, dk=4, dv=4, de=6, cross=False, causal=False, normalize=True,
@@ -105,6 +106,12 @@ def resolve_config(raw: dict) -> dict:
     if not isinstance(p["weight_scale"], (int, float)) or not p["weight_scale"] > 0:
         raise ValueError(f"config: problem.weight_scale must be > 0, got {p['weight_scale']!r}")
     return cfg
+
+
+def problem_inputs(**problem) -> dict:
+    """Tokens and weights of a ``[problem]`` table given as keywords (others default), e.g.
+    ``problem_inputs(n=33, H=1, dk=33, dv=33, de=33)`` — what the benchmarks and figures use."""
+    return make_inputs(resolve_config({"problem": problem})["problem"])
 
 
 def make_inputs(problem: dict, base_dir: str | None = None) -> dict:

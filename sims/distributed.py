@@ -30,6 +30,8 @@ from circuits.graph import Circuit
 from circuits.instantiate import CircuitValues, instantiate
 from mapping.encode import encode
 
+from .window import measure
+
 __all__ = ["client_for", "run_split", "run_stage", "sweep"]
 
 
@@ -83,21 +85,10 @@ def run_stage(circuit: Circuit, level: str, values: CircuitValues, phi, params, 
     built = instantiate(circuit, level, values, phi=phi, params=params, dt=dt, codegen=codegen,
                         seed=seed, record_spikes=tuple(record), replay=replay)
     t_compile = built.prepare()
-    t_run = built.run(warmup) if warmup > 0 else 0.0
-    built.start_window()
-    counts = {p: [built.window_start_counts(p)] for p in built.monitors}
-    for _ in range(n_chunks):
-        t_run += built.run(T / n_chunks)
-        for p in built.monitors:
-            counts[p].append(np.array(built.monitors[p].count[:], dtype=float))
-    obs = {}
-    for p in built.monitors:
-        w = built.read_window(p)
-        w["expected_r"], w["r"] = w["r"], w["rate"]
-        obs[p] = w
-    return dict(obs=obs, chunks={p: np.diff(np.stack(c), axis=0) for p, c in counts.items()},
+    m = measure(built, warmup, T, n_chunks)
+    return dict(obs=m["snapshots"][-1][1], chunks=m["chunks"],
                 spikes={p: built.spike_trains(p) for p in record if p in built.monitors},
-                compile=t_compile, run=t_run)
+                compile=t_compile, run=m["run"])
 
 
 def _sub(full: Circuit, name: str, pops, projs) -> Circuit:

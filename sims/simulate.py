@@ -21,19 +21,10 @@ from neurons.params import DEFAULT_PARAMS, CellParams
 
 from .result import SimulationResult
 from .validate import available_memory, check_simulation_args
+from .window import counts_as_rates, fano_factors, measure
 
 __all__ = ["simulate_mhsa", "DEFAULT_DT", "AUTO_CYTHON_SYNAPSES"]
 
-
-def _window_obs(built, circuit) -> dict:
-    """Window observables of every population, with ``r`` = measured spike rate."""
-    obs = {}
-    for p in circuit.populations:
-        w = built.read_window(p)
-        w["expected_r"] = w["r"]
-        w["r"] = w["rate"]          # decode from spike counts, not from the intensity
-        obs[p] = w
-    return obs
 
 DEFAULT_DT = {"rate": 1e-3, "escape": 1e-3, "lif": 1e-4}
 """Default integration step per level (s). The rate level's steady state does not depend on
@@ -249,10 +240,7 @@ def simulate_mhsa(
                                 seed=a["seed"], record_spikes=record_spikes, device=device)
             sa = run_standalone(built, warm, a["duration"], where, int(threads), N_CHUNKS, report)
         t_compile, t_run = sa["compile"], sa["run"]
-        obs = sa["obs"]
-        for o in obs.values():
-            if "rate" in o:     # decode from spike counts, not from the intensity
-                o["expected_r"], o["r"] = o["r"], o["rate"]
+        obs = counts_as_rates(sa["obs"])
     else:
         built = instantiate(circuit, neuron, enc.values, phi=phi, params=params, dt=dt, codegen=codegen,
                             seed=a["seed"], record_spikes=record_spikes)
@@ -261,10 +249,7 @@ def simulate_mhsa(
         stages = decode(circuit, enc, obs)
         change, fano = float("nan"), {}
     elif device == "cpp_standalone" or scheduler is not None:
-        fano = {}
-        for p, cnt in sa["chunks"].items():
-            tot = cnt.mean(axis=0).sum()
-            fano[p] = float(cnt.var(axis=0, ddof=1).sum() / tot) if tot > 0 else 1.0
+        fano = fano_factors(sa["chunks"])
         snapshots = [(a["duration"], obs)]
         change = float("nan")
     elif neuron == "rate":
@@ -278,27 +263,8 @@ def simulate_mhsa(
         change = float(np.max(np.abs(stages["x_tilde"] - early)) / (np.max(np.abs(stages["x_tilde"])) or 1.0))
         fano = {}
     else:
-        t_run = built.run(warm, report=report) if warm > 0 else 0.0
-        built.start_window()
-        T = a["duration"]
-        marks = sorted({float(x) for x in checkpoints if 0 < float(x) < T} |
-                       {T * (k + 1) / N_CHUNKS for k in range(N_CHUNKS)})
-        chunk_ends = {T * (k + 1) / N_CHUNKS for k in range(N_CHUNKS)}
-        chunks = {p: [] for p in circuit.populations}
-        snapshots, t_now = [], 0.0
-        for mark in marks:
-            t_run += built.run(mark - t_now, report=report)
-            t_now = mark
-            if mark in chunk_ends:
-                for p in circuit.populations:
-                    chunks[p].append(np.array(built.monitors[p].count[:], dtype=float))
-            if any(abs(mark - float(x)) < 1e-12 for x in checkpoints) or mark == marks[-1]:
-                snapshots.append((mark, _window_obs(built, circuit)))
-        fano = {}
-        for p in circuit.populations:
-            cnt = np.diff(np.stack([built.window_start_counts(p)] + chunks[p]), axis=0)
-            tot = cnt.mean(axis=0).sum()
-            fano[p] = float(cnt.var(axis=0, ddof=1).sum() / tot) if tot > 0 else 1.0
+        m = measure(built, warm, a["duration"], N_CHUNKS, checkpoints, report)
+        t_run, snapshots, fano = m["run"], m["snapshots"], fano_factors(m["chunks"])
         change = float("nan")
     if neuron != "rate":
         # Each stage's floor adds a cell's own spike-generation noise to the propagated noise of
