@@ -27,7 +27,21 @@ from mapping.decode import per_dimension
 from mapping.encode import copies
 from mapping.reference import FEATURE_MAPS
 
-__all__ = ["stage_noise_variance"]
+__all__ = ["stage_noise_variance", "spike_generation_fano"]
+
+
+def spike_generation_fano(circuit, level: str, measured: dict) -> dict:
+    """Fano factor of each population's own spike generation, for :func:`stage_noise_variance`.
+
+    Each floor adds a cell's own spike-generation noise to the propagated noise of its inputs.
+    An escape cell is Poisson given its intensity (Fano 1); its measured Fano also contains the
+    input fluctuations, which the propagation already counts (with ON/OFF pairs, which fire
+    mostly on fluctuations, using it double-counted them: floors 3x the errors). LIF spike
+    generation has no such split: its measured Fano is used (an upper bound). Relays and
+    interneurons are escape cells at every spiking level.
+    """
+    return {p: (measured[p] if level == "lif" and pop.cell_type not in ("relay", "interneuron") else 1.0)
+            for p, pop in circuit.populations.items()}
 
 
 def _rate_var(pop, obs, fano, T):

@@ -14,9 +14,8 @@ from circuits.standalone import project_dir, run_standalone, standalone_device
 from mapping.codes import DEFAULT_GAINS, CodeGains
 from mapping.decode import decode, range_report
 from mapping.encode import encode
-from mapping.noise import stage_noise_variance
+from mapping.noise import spike_generation_fano, stage_noise_variance
 from mapping.reference import linear_mhsa
-from neurons.models import get_model
 from neurons.params import DEFAULT_PARAMS, CellParams
 
 from .result import SimulationResult
@@ -267,15 +266,7 @@ def simulate_mhsa(
         t_run, snapshots, fano = m["run"], m["snapshots"], fano_factors(m["chunks"])
         change = float("nan")
     if neuron != "rate":
-        # Each stage's floor adds a cell's own spike-generation noise to the propagated noise of
-        # its inputs. An escape cell is Poisson given its intensity (Fano 1): its measured Fano
-        # also contains the input fluctuations, which the propagation already counts (with ON/OFF
-        # pairs firing mostly on fluctuations, using it double-counted them: floors 3x the
-        # errors). LIF spike generation has no such split; its measured Fano is used (an upper
-        # bound).
-        own_fano = {p: (fano[p] if neuron == "lif" and get_model("lif", pop.cell_type).spiking
-                        and pop.cell_type not in ("relay", "interneuron") else 1.0)
-                    for p, pop in circuit.populations.items()}
+        own_fano = spike_generation_fano(circuit, neuron, fano)
         checkpoint_results = []
         for mark, o in snapshots:
             st = decode(circuit, enc, o)
