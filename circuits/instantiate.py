@@ -200,6 +200,7 @@ def project_key(circuit: Circuit, level: str, phi: str, params: CellParams, dt: 
     weights, biases, rates and seeds are run arguments and not part of it."""
     import hashlib
     import json
+    import sys
 
     from importlib import metadata
 
@@ -214,7 +215,10 @@ def project_key(circuit: Circuit, level: str, phi: str, params: CellParams, dt: 
                            dt=dt, schedule=list(schedule), threads=threads, models=models,
                            record=sorted(record_spikes) if isinstance(record_spikes, (tuple, list, set))
                            else bool(record_spikes),
-                           version=version, brian2=brian2.__version__), sort_keys=True, default=str)
+                           version=version, brian2=brian2.__version__,
+                           # the compiler flags name the environment's include paths: two
+                           # environments sharing a cache would otherwise rebuild each other's project
+                           env=sys.prefix), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
