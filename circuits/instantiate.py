@@ -196,7 +196,8 @@ def project_key(circuit: Circuit, level: str, phi: str, params: CellParams, dt: 
                 schedule: tuple, threads: int, record_spikes) -> str:
     """SHA-256 key of everything compiled into a standalone project: the circuit's structure,
     the level's equations, phi, the physiological constants, dt, the run schedule (warm-up,
-    window), OpenMP threads, recorded populations and the package and Brian2 versions. Tokens,
+    window), OpenMP threads, recorded populations, the package and Brian2 versions and the Python
+    environment. Tokens,
     weights, biases, rates and seeds are run arguments and not part of it."""
     import hashlib
     import json
