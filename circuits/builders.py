@@ -27,15 +27,39 @@ Projections (colour code of the paper's figures in brackets)::
 
 (*) ``nucleus1_kv`` for cross-attention. The ``sign`` axes (ON/OFF pairs) exist with
 ``signed="onoff"`` (the default); with ``signed="offset"`` each signed quantity has one cell.
+
+Linear-time key-value-memory circuit (``circuit="linear"``, paper discussion "Beyond quadratic
+scaling": compute the outer product of keys and values once, store it, reuse it for every query).
+Per head, ``f`` indexes key features (dk) and ``c`` value dimensions (dv)::
+
+    outer       kv_write     (head, j=m, f, c, sign)  apical: phi(k_jf), basal: ±v_jc -> phi(k_jf) [±v_jc]_+
+    outer_z     kv_write     (head, j=m, f)           apical: phi(k_jf), basal: bias 1 -> phi(k_jf)
+    memory      memory       (head, f, c, sign)       S_fc / m = mean_j phi(k_jf) v_jc      (ON/OFF)
+    memory_z    memory       (head, f)                z_f / m  = mean_j phi(k_jf)
+    readout     kv_read      (head, i=n, f, c, sign)  basal: phi(q_if), apical: ±S_fc, soma shunted
+    readout_z   kv_read      (head, i=n, f)           basal: phi(q_if), apical: z_f,   soma shunted
+    interneuron interneuron  (head, i, k)             pool readout_z, shunt readout and readout_z
+    l5pt, nucleus2                                    as above; l5pt sums readout over f
+
+    matrix_k/_kz nucleus1* -> outer(_z).apical  ±WK[h,f,e]   core_q/_qz nucleus1 -> readout(_z).basal ±WQ
+    matrix_v     nucleus1* -> outer.basal       ±WV[h,c,e]   write(_z)  outer(_z) -> memory(_z)  (sum over j)
+    recall(_z)   memory(_z) -> readout(_z).apical            pool / shunt(_z) as above
+    readout_pt   readout -> l5pt                (sum over f)
+
+Cells: H (2 m dk dv + m dk + 2 dk dv + dk + 2 n dk dv + n dk + n n_inh + 2 n dv) — linear in n and
+m, against H (n m dk + 2 n m dv + ...) for the quadratic circuit; at dk = dv = 33 the linear circuit
+has fewer neurons from n ≈ 45 on.
 """
 
 from __future__ import annotations
 
 from .graph import Circuit, Population, Projection
 
-__all__ = ["microcolumn", "macrocolumn", "area", "pathway", "build", "LEVELS"]
+__all__ = ["microcolumn", "macrocolumn", "area", "pathway", "build", "LEVELS", "CIRCUITS"]
 
 LEVELS = ("microcolumn", "macrocolumn", "area", "pathway")
+CIRCUITS = ("quadratic", "linear")
+"""Circuit families: Algorithm 1 (n x m microcolumns per head) or the key-value memory."""
 
 
 def _check_size(name, value, minimum=1):
@@ -60,6 +84,7 @@ def build(
     P: int | dict = 1,
     signed: str = "onoff",
     skip: bool = False,
+    circuit: str = "quadratic",
 ) -> Circuit:
     """Build a circuit description (the common constructor behind every level).
 
@@ -101,6 +126,10 @@ def build(
     skip : bool
         Skip connection: core thalamic axons contact L5 PT directly (projection ``core_skip``,
         weights ``WS``, token i -> PT of macrocolumn i), adding ``WS x_i`` to ṽ_i.
+    circuit : {"quadratic", "linear"}
+        Algorithm 1 (one microcolumn per query-key pair) or the linear-time key-value-memory
+        circuit (module docstring). The linear circuit has no causal variant: a causal memory is
+        a different memory per query (prefix sums), which is not built.
     """
     for arg, val in (("n", n), ("dk", dk), ("dv", dv), ("de", de), ("H", H), ("n_inh", n_inh)):
         _check_size(arg, val)
@@ -108,7 +137,15 @@ def build(
     _check_size("m", m)
     if signed not in ("offset", "onoff"):
         raise ValueError(f"signed: expected 'offset' or 'onoff', got {signed!r}")
-    names = ("nucleus1", "nucleus1_kv", "l23", "interneuron", "l5it", "l5pt", "nucleus2")
+    if circuit not in CIRCUITS:
+        raise ValueError(f"circuit: expected one of {list(CIRCUITS)}, got {circuit!r}")
+    linear = circuit == "linear"
+    if linear and causal:
+        raise ValueError("causal: the linear key-value-memory circuit stores one memory per head; "
+                         "causal attention needs one per query (prefix sums) and is built by "
+                         "circuit='quadratic'")
+    names = (("nucleus1", "nucleus1_kv", "outer", "outer_z", "memory", "memory_z", "readout", "readout_z")
+             if linear else ("nucleus1", "nucleus1_kv", "l23", "l5it")) + ("interneuron", "l5pt", "nucleus2")
     if isinstance(P, dict):
         unknown = set(P) - set(names)
         if unknown:
@@ -125,7 +162,7 @@ def build(
     c = Circuit(name, meta=dict(level=name, n=n, m=m, H=H, dk=dk, dv=dv, de=de,
                                 cross=cross, causal=causal, normalize=normalize, n_inh=n_inh,
                                 P={k: v for k, v in copies.items() if v > 1}, signed=signed,
-                                skip=bool(skip)))
+                                skip=bool(skip), circuit=circuit))
 
     def pop(pname, cell_type, axes, sizes, *args, **kw):
         if copies[pname] > 1:   # population coding: copies of every cell along axis p
@@ -140,10 +177,38 @@ def build(
     if cross:
         kv = "nucleus1_kv"
         pop(kv, "relay", ("token", "e") + pair[0], (m, de) + pair[1], area="thalamus")
+    w_in = ("post.head", "post.c", "pre.e") + tuple(f"pre.{a}" for a in pair[0])
+    if linear:
+        src_pt = _key_value_memory(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w)
+    else:
+        src_pt = _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, mask)
+    if with_pt:
+        pop("l5pt", "l5pt", ("head", "i", "c") + pair[0], (H, n, dv) + pair[1])
+        pre_pop, pname = src_pt
+        c.add_projection(Projection(pname, pre_pop, "l5pt", "soma",
+                                    (("head", "head"), ("i", "i"), ("c", "c")), "ones",
+                                    ("post.head", "post.i") + tuple(f"pre.{a}" for a in pair[0]) + sign_w))
+        if skip:
+            c.add_projection(Projection("core_skip", "nucleus1", "l5pt", "soma", (("token", "i"),),
+                                        "WS", w_in + sign_w, "core"))
+    elif skip:
+        raise ValueError("skip: the skip connection ends on L5 PT; with_pt must be True")
+    if with_nucleus2:
+        pop("nucleus2", "relay_out", ("token", "e") + pair[0], (n, de) + pair[1], area="thalamus")
+        signs = ("pre.sign", "post.sign") if signed == "onoff" else ()
+        c.add_projection(Projection("pt_out", "l5pt", "nucleus2", "soma", (("i", "token"),),
+                                    "WO", ("pre.head", "post.e", "pre.c") + signs, "corticothalamic"))
+    c.check()
+    return c
+
+
+def _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, mask):
+    """Algorithm 1: n x m microcolumns per head (L2/3, L5 IT) and the macrocolumns' interneurons.
+    Returns the population and projection name that drive L5 PT."""
+    w_in = ("post.head", "post.c", "pre.e") + tuple(f"pre.{a}" for a in pair[0])
     pop("l23", "l23", ("head", "i", "j", "c"), (H, n, m, dk), ("basal", "apical", "soma"), mask=mask)
     pop("l5it", "l5it", ("head", "i", "j", "c") + pair[0], (H, n, m, dv) + pair[1],
         ("basal", "apical", "soma"), mask=mask)
-    w_in = ("post.head", "post.c", "pre.e") + tuple(f"pre.{a}" for a in pair[0])
     c.add_projection(Projection("core_q", "nucleus1", "l23", "basal", (("token", "i"),),
                                 "WQ", w_in, "core"))
     c.add_projection(Projection("matrix_k", kv, "l23", "apical", (("token", "j"),),
@@ -161,23 +226,45 @@ def build(
     c.add_projection(Projection("attention", "l23", "l5it", "apical",
                                 (("head", "head"), ("i", "i"), ("j", "j")), "ones",
                                 ("post.head", "post.i")))
-    if with_pt:
-        pop("l5pt", "l5pt", ("head", "i", "c") + pair[0], (H, n, dv) + pair[1])
-        c.add_projection(Projection("it_pt", "l5it", "l5pt", "soma",
-                                    (("head", "head"), ("i", "i"), ("c", "c")), "ones",
-                                    ("post.head", "post.i") + tuple(f"pre.{a}" for a in pair[0]) + sign_w))
-        if skip:
-            c.add_projection(Projection("core_skip", "nucleus1", "l5pt", "soma", (("token", "i"),),
-                                        "WS", w_in + sign_w, "core"))
-    elif skip:
-        raise ValueError("skip: the skip connection ends on L5 PT; with_pt must be True")
-    if with_nucleus2:
-        pop("nucleus2", "relay_out", ("token", "e") + pair[0], (n, de) + pair[1], area="thalamus")
-        signs = ("pre.sign", "post.sign") if signed == "onoff" else ()
-        c.add_projection(Projection("pt_out", "l5pt", "nucleus2", "soma", (("i", "token"),),
-                                    "WO", ("pre.head", "post.e", "pre.c") + signs, "corticothalamic"))
-    c.check()
-    return c
+    return "l5it", "it_pt"
+
+
+def _key_value_memory(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w):
+    """Linear-time circuit: outer-product cells write a key-value memory once per head; each query
+    macrocolumn reads it out (module docstring). Returns what drives L5 PT."""
+    sgn, two = pair
+    pre_s = tuple(f"pre.{a}" for a in sgn)
+    w_k = ("post.head", "post.f", "pre.e") + pre_s
+    w_v = ("post.head", "post.c", "pre.e") + pre_s + sign_w
+    pop("outer", "kv_write", ("head", "j", "f", "c") + sgn, (H, m, dk, dv) + two, ("basal", "apical"))
+    pop("memory", "memory", ("head", "f", "c") + sgn, (H, dk, dv) + two)
+    pop("readout", "kv_read", ("head", "i", "f", "c") + sgn, (H, n, dk, dv) + two, ("basal", "apical", "soma"))
+    c.add_projection(Projection("matrix_k", kv, "outer", "apical", (("token", "j"),), "WK", w_k, "matrix"))
+    c.add_projection(Projection("matrix_v", kv, "outer", "basal", (("token", "j"),), "WV", w_v, "matrix"))
+    c.add_projection(Projection("write", "outer", "memory", "soma",
+                                (("head", "head"), ("f", "f"), ("c", "c")), "ones", pre_s + sign_w))
+    c.add_projection(Projection("core_q", "nucleus1", "readout", "basal", (("token", "i"),), "WQ", w_k, "core"))
+    c.add_projection(Projection("recall", "memory", "readout", "apical",
+                                (("head", "head"), ("f", "f"), ("c", "c")), "ones", pre_s + sign_w))
+    if normalize:   # z = Σ_j phi(k_j), read out as Z_i = zᵀ phi(q_i) by the cells the interneurons pool
+        pop("outer_z", "kv_write", ("head", "j", "f"), (H, m, dk), ("basal", "apical"))
+        pop("memory_z", "memory", ("head", "f"), (H, dk))
+        pop("readout_z", "kv_read", ("head", "i", "f"), (H, n, dk), ("basal", "apical", "soma"))
+        pop("interneuron", "interneuron", ("head", "i", "k"), (H, n, n_inh))
+        c.add_projection(Projection("matrix_kz", kv, "outer_z", "apical", (("token", "j"),), "WK", w_k, "matrix"))
+        c.add_projection(Projection("write_z", "outer_z", "memory_z", "soma",
+                                    (("head", "head"), ("f", "f"))))
+        c.add_projection(Projection("core_qz", "nucleus1", "readout_z", "basal", (("token", "i"),), "WQ",
+                                    w_k, "core"))
+        c.add_projection(Projection("recall_z", "memory_z", "readout_z", "apical",
+                                    (("head", "head"), ("f", "f"))))
+        c.add_projection(Projection("pool", "readout_z", "interneuron", "soma",
+                                    (("head", "head"), ("i", "i")), "pooling",
+                                    ("post.head", "post.i"), "normalisation"))
+        for target, pname in (("readout", "shunt"), ("readout_z", "shunt_z")):
+            c.add_projection(Projection(pname, "interneuron", target, "soma",
+                                        (("head", "head"), ("i", "i")), pathway="normalisation"))
+    return "readout", "readout_pt"
 
 
 def microcolumn(dk: int, dv: int, de: int) -> Circuit:
@@ -206,7 +293,8 @@ def area(n: int, dk: int, dv: int, de: int, m: int | None = None, cross: bool = 
 
 def pathway(n: int, dk: int, dv: int, de: int, H: int = 1, m: int | None = None,
             cross: bool = False, causal: bool = False, normalize: bool = True,
-            n_inh: int = 10, P: int | dict = 1, signed: str = "onoff", skip: bool = False) -> Circuit:
+            n_inh: int = 10, P: int | dict = 1, signed: str = "onoff", skip: bool = False,
+            circuit: str = "quadratic") -> Circuit:
     """Thalamo-cortico-thalamic pathway: nucleus 1 → H areas → nucleus 2 (a full MHSA block)."""
     return build(n, dk, dv, de, H=H, m=m, cross=cross, causal=causal, normalize=normalize,
-                 name="pathway", n_inh=n_inh, P=P, signed=signed, skip=skip)
+                 name="pathway", n_inh=n_inh, P=P, signed=signed, skip=skip, circuit=circuit)

@@ -295,7 +295,8 @@ class Circuit:
             if pop.cell_type in ("l5it", "l5pt") and nc != m.get("dv", nc):
                 raise ValueError(f"{name}: {nc} cells per column, expected dv = {m['dv']}")
         for name, pop in pops.items():
-            if pop.cell_type in ("l23", "l5it", "l5pt", "interneuron", "relay_out"):
+            if pop.cell_type in ("l23", "l5it", "l5pt", "interneuron", "relay_out", "kv_write", "memory",
+                                 "kv_read"):
                 if self.graph.in_degree(name) == 0:
                     raise ValueError(f"{name}: population receives no projection")
 

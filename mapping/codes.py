@@ -92,6 +92,10 @@ class CodeGains:
         suit unit-variance tokens and weights of scale 1/sqrt(de): at barrel size the busiest
         L5 IT, PT and nucleus-2 cells then fire ~100, ~50 and ~50 Hz (see ``diagnostics
         ["range"]``); each read-out's count noise falls as 1/sqrt(rho T).
+    rho_outer, rho_memory : float
+        Linear circuit (``circuit="linear"``): outer-product cells' rate per unit of
+        ``phi(k) v`` and memory cells' rate per unit of ``S/m``, ``z/m`` (Hz; ON/OFF code, halved
+        in the offset code). Its read-out cells use ``rho_l23`` and ``r_l23`` like L2/3.
     margin : float
         Multiplier (>= 1) on the worst-case bounds used as offsets.
     """
@@ -103,6 +107,8 @@ class CodeGains:
     rho_it: float = 20.0
     rho_pt: float = 100.0
     rho_out: float = 100.0
+    rho_outer: float = 20.0
+    rho_memory: float = 100.0
     margin: float = 1.1
 
     def __post_init__(self):

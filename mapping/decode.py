@@ -43,46 +43,86 @@ def decode(circuit: Circuit, encoding, obs: dict) -> dict[str, np.ndarray]:
     Returns
     -------
     dict
-        ``q (H, n, dk)``, ``k (H, m, dk)``, ``v (H, m, dv)``, ``s (H, n, m, dk)``,
-        ``kappa (H, n, m)``, ``y (H, n, m, dv)``, ``Z (H, n)``, and where the populations exist
-        ``v_tilde (H, n, dv)`` and ``x_tilde (n, de)``. Absent cells (causal mask) decode to 0
+        ``q (H, n, dk)``, ``k (H, m, dk)``, ``v (H, m, dv)``, ``Z (H, n)`` and where the
+        populations exist ``v_tilde (H, n, dv)`` and ``x_tilde (n, de)``; Algorithm 1's circuit
+        adds ``s (H, n, m, dk)``, ``kappa (H, n, m)``, ``y (H, n, m, dv)``, the linear circuit
+        the memory ``S (H, dk, dv)`` and ``z (H, dk)``. Absent cells (causal mask) decode to 0
         in ``s``, ``kappa``, ``y``, like the reference.
     """
     pops, codes, c = circuit.populations, encoding.codes, encoding.consts
-    l23, it = pops["l23"], pops["l5it"]
-    st = {}
     with np.errstate(invalid="ignore", divide="ignore"):
-        st["q"] = codes["q"].decode(_copies_mean(per_dimension(l23, obs["l23"]["V_b"]), axis=2))
-        st["k"] = codes["k"].decode(_copies_mean(per_dimension(l23, obs["l23"]["V_a"]), axis=1))
-        vb = per_dimension(it, obs["l5it"]["V_b"])
-        if "sign" in it.axes:    # ON sees +u v, OFF -u v
-            vb = 0.5 * (vb[..., 0] - vb[..., 1])
-        st["v"] = codes["v"].decode(_copies_mean(vb, axis=1))
-        R = c["R_set"][l23.axis("head"), l23.axis("i")]
-        st["s"] = per_dimension(l23, obs["l23"]["r"] / R, fill=0.0)
-        st["kappa"] = st["s"].sum(axis=-1)
-        a = c["a"][:, :, None, None]
-        y = signed_rate(it, obs["l5it"]["r"]) / (c["gains"]["rho_it"] * a)
-        if "sign" not in it.axes:   # offset code: the IT rate carries (v0 + v) kappa
-            y = y - c["v0"][:, None, None, None] * st["kappa"][..., None]
-        st["y"] = np.nan_to_num(y, nan=0.0)     # absent microcolumns (causal mask) decode to 0
-        if "interneuron" in pops:
-            # the division the interneurons produce, measured on the L2/3 somata: each soma
-            # relaxes to u phi(V_b/u) / (1 + g), so D = u phi(V_b/u) / U = 1 + g (the macrocolumn's
-            # mean); Z = R_set D / rho_l23. At spiking levels the window means are used: the
-            # interneurons' pulsed shunt divides less than 1 + g_sh * rate, so their rate is not
-            # a faithful readout of the division.
-            from mapping.reference import FEATURE_MAPS
-
-            phi = FEATURE_MAPS[c["phi"]][0]
-            basal = c["u"] * phi(np.asarray(obs["l23"]["V_b"], float) / c["u"])
-            with np.errstate(invalid="ignore"):
-                D = np.nanmean(per_dimension(l23, basal) / per_dimension(l23, obs["l23"]["U"]), axis=(2, 3))
-            st["Z"] = c["R_set"] * D / c["gains"]["rho_l23"]
+        if circuit.meta.get("circuit", "quadratic") == "linear":
+            st = _decode_key_value_memory(circuit, encoding, obs)
+        else:
+            st = _decode_microcolumns(circuit, encoding, obs)
         if "l5pt" in pops:
             st["v_tilde"] = codes["v_tilde"].decode(signed_rate(pops["l5pt"], obs["l5pt"]["r"]))
         if "nucleus2" in pops:
             st["x_tilde"] = codes["x_tilde"].decode(signed_rate(pops["nucleus2"], obs["nucleus2"]["r"]))
+    return st
+
+
+def _division(c, obs_pop, pop, axes):
+    """The division the interneurons produce, measured on the somata they shunt: each soma
+    relaxes to u phi(V_b/u) / (1 + g), so D = u phi(V_b/u) / U = 1 + g (the macrocolumn's mean
+    over ``axes``). At spiking levels the window means are used: the interneurons' pulsed shunt
+    divides less than 1 + g_sh * rate, so their rate is not a faithful readout of the division."""
+    from mapping.reference import FEATURE_MAPS
+
+    phi = FEATURE_MAPS[c["phi"]][0]
+    basal = c["u"] * phi(np.asarray(obs_pop["V_b"], float) / c["u"])
+    with np.errstate(invalid="ignore"):
+        return np.nanmean(per_dimension(pop, basal) / per_dimension(pop, obs_pop["U"]), axis=axes)
+
+
+def _decode_microcolumns(circuit, encoding, obs):
+    """q, k, v, s, κ, y and Z of Algorithm 1's circuit (L2/3, L5 IT, interneurons)."""
+    pops, codes, c = circuit.populations, encoding.codes, encoding.consts
+    l23, it = pops["l23"], pops["l5it"]
+    st = {}
+    st["q"] = codes["q"].decode(_copies_mean(per_dimension(l23, obs["l23"]["V_b"]), axis=2))
+    st["k"] = codes["k"].decode(_copies_mean(per_dimension(l23, obs["l23"]["V_a"]), axis=1))
+    vb = per_dimension(it, obs["l5it"]["V_b"])
+    if "sign" in it.axes:    # ON sees +u v, OFF -u v
+        vb = 0.5 * (vb[..., 0] - vb[..., 1])
+    st["v"] = codes["v"].decode(_copies_mean(vb, axis=1))
+    R = c["R_set"][l23.axis("head"), l23.axis("i")]
+    st["s"] = per_dimension(l23, obs["l23"]["r"] / R, fill=0.0)
+    st["kappa"] = st["s"].sum(axis=-1)
+    a = c["a"][:, :, None, None]
+    y = signed_rate(it, obs["l5it"]["r"]) / (c["gains"]["rho_it"] * a)
+    if "sign" not in it.axes:   # offset code: the IT rate carries (v0 + v) kappa
+        y = y - c["v0"][:, None, None, None] * st["kappa"][..., None]
+    st["y"] = np.nan_to_num(y, nan=0.0)     # absent microcolumns (causal mask) decode to 0
+    if "interneuron" in pops:    # Z = R_set D / rho_l23
+        st["Z"] = c["R_set"] * _division(c, obs["l23"], l23, (2, 3)) / c["gains"]["rho_l23"]
+    return st
+
+
+def _decode_key_value_memory(circuit, encoding, obs):
+    """q, k, v, the memory S (H, dk, dv) and z (H, dk), and Z of the linear circuit."""
+    pops, codes, c = circuit.populations, encoding.codes, encoding.consts
+    m, g = circuit.meta["m"], c["gains"]
+    outer, read = pops["outer"], pops["readout"]
+    st = {}
+    vb = per_dimension(outer, obs["outer"]["V_b"])        # (H, m, dk, dv[, sign])
+    va = per_dimension(outer, obs["outer"]["V_a"])
+    qb = per_dimension(read, obs["readout"]["V_b"])       # (H, n, dk, dv[, sign])
+    if "sign" in outer.axes:
+        vb = 0.5 * (vb[..., 0] - vb[..., 1])
+        va, qb = va.mean(axis=-1), qb.mean(axis=-1)
+    st["q"] = codes["q"].decode(_copies_mean(qb, axis=3))
+    st["k"] = codes["k"].decode(_copies_mean(va, axis=3))
+    st["v"] = codes["v"].decode(_copies_mean(vb, axis=2))
+    # memory rates rho_memory S/m (ON - OFF; offset code: S + v0 z)
+    S = signed_rate(pops["memory"], obs["memory"]["r"]) * m / g["rho_memory"]
+    if "interneuron" in pops:
+        st["z"] = per_dimension(pops["memory_z"], obs["memory_z"]["r"]) * m / g["rho_memory"]
+        # 1 + g_i = rho_l23 Z_i / (m R_set)
+        st["Z"] = c["R_set"] * m * _division(c, obs["readout_z"], pops["readout_z"], 2) / g["rho_l23"]
+        if "sign" not in outer.axes:
+            S = S - c["v0"][:, None, None] * st["z"][..., None]
+    st["S"] = S
     return st
 
 

@@ -122,30 +122,13 @@ def encode(
     if not onoff:
         # equal worst-case rate: an ON/OFF cell reaches rho' b, an offset cell (rho'/2) (2 b)
         gains = replace(gains, rho_in=gains.rho_in / 2, rho_it=gains.rho_it / 2,
-                        rho_pt=gains.rho_pt / 2, rho_out=gains.rho_out / 2)
+                        rho_pt=gains.rho_pt / 2, rho_out=gains.rho_out / 2,
+                        rho_outer=gains.rho_outer / 2, rho_memory=gains.rho_memory / 2)
     # ON/OFF relays fire rho_in [±x]_+ (no offset); single relays rho_in (x_b + x)
     xb = 0.0 if onoff else float(max(np.abs(X).max(), np.abs(Yk).max()))
     tokens = AffineCode(gain=gains.rho_in, offset=xb)
     v0 = value_offset(WV, Yk, gains.margin)
     x0 = output_offset(WO, v0, gains.margin)
-
-    l23, it = pops["l23"], pops["l5it"]
-    # keys attended by macrocolumn (h, i) and its number of L2/3 dimensions (copies excluded)
-    present = np.zeros((H, n))
-    np.add.at(present, (l23.axis("head"), l23.axis("i")), 1.0)
-    present /= copies(l23)
-    normalize = "interneuron" in pops
-    if normalize:
-        n_keys = present / meta["dk"]
-        R_set = gains.r_l23 * present
-    else:
-        # unnormalised: L2/3 fire rho_l23 s; the apical input is scaled by 1/dk, and since ṽ now
-        # sums m unnormalised weights of size ~dk, the read-out gains by 1/(m dk) — structural
-        # scales, nothing computed from the attention itself
-        n_keys = np.full((H, n), 1.0 / meta["dk"])
-        R_set = np.full((H, n), gains.rho_l23)
-        scale = 1.0 / (m * meta["dk"])
-        gains = replace(gains, rho_pt=gains.rho_pt * scale, rho_out=gains.rho_out * scale)
 
     vals = CircuitValues()
     for name, toks in (("nucleus1", X), ("nucleus1_kv", Yk)):
@@ -155,30 +138,15 @@ def encode(
             if onoff:
                 x = np.maximum(SIGNS[nuc.axis("sign")] * x, 0.0)
             vals.params[name] = {"r_in": tokens.encode(x)}
-    for pname, W in (("core_q", WQ), ("matrix_k", WK), ("matrix_v", WV)):
-        vals.weights[pname] = u * W / gains.rho_in
-    h23, c23 = l23.axis("head"), l23.axis("c")
-    vals.params["l23"] = {
-        "b_b": -u * xb * WQ.sum(axis=2)[h23, c23],
-        "b_a": -u * xb * WK.sum(axis=2)[h23, c23],
-        "rho": gains.rho_l23,
-    }
+    for pname, W in (("core_q", WQ), ("core_qz", WQ), ("matrix_k", WK), ("matrix_kz", WK), ("matrix_v", WV)):
+        if pname in circuit.projections:
+            vals.weights[pname] = u * W / gains.rho_in
+    ctx = dict(u=u, xb=xb, v0=v0, onoff=onoff, WQ=WQ, WK=WK, WV=WV)
+    middle = _key_value_memory if meta.get("circuit", "quadratic") == "linear" else _microcolumns
+    gains, R_set, pt_weight = middle(circuit, vals, gains, ctx)
 
-    hit, cit = it.axis("head"), it.axis("c")
-    if onoff:   # ON sees u v, OFF -u v: the rectified pair carries v without an offset
-        vals.params["l5it"] = {"b_b": 0.0, "rho": gains.rho_it}
-    else:
-        vals.params["l5it"] = {"b_b": u * (v0[hit] - xb * WV.sum(axis=2)[hit, cit]), "rho": gains.rho_it}
-
-    if normalize:
-        vals.weights["pool"] = 1.0 / (gains.g_sh * R_set)
-        vals.weights["shunt"] = gains.g_sh / meta["n_inh"]     # the pool shares the shunt
-        vals.params["interneuron"] = {"I_set": 1.0 / gains.g_sh}
-    # apical potential u a_i κ_ij (normalised: a_i = keys of macrocolumn i; else 1/dk)
-    vals.weights["attention"] = u * n_keys / R_set
-
-    if "l5pt" in pops:   # ON/OFF: ON PT sums u (y_ON - y_OFF) = u ṽ, OFF PT its negative
-        vals.weights["it_pt"] = u / (gains.rho_it * n_keys)
+    if "l5pt" in pops:   # ON/OFF: ON PT sums u ṽ from its source pairs, OFF PT its negative
+        vals.weights["it_pt" if "it_pt" in circuit.projections else "readout_pt"] = pt_weight
         vals.params["l5pt"] = {"b": 0.0, "rho": gains.rho_pt}
     if "core_skip" in circuit.projections:
         if WS is None:
@@ -209,6 +177,100 @@ def encode(
         "v_tilde": AffineCode(gain=gains.rho_pt, offset=0.0 if onoff else v0[:, None, None]),
         "x_tilde": AffineCode(gain=gains.rho_out, offset=0.0 if onoff else x0),
     }
-    consts = dict(u=u, R_set=R_set, a=n_keys, v0=v0, x0=x0, xb=xb, gains=gains.to_dict(), onoff=onoff,
-                  normalize=normalize, phi=phi)
+    consts = dict(u=u, R_set=R_set, a=ctx.get("n_keys"), v0=v0, x0=x0, xb=xb, gains=gains.to_dict(),
+                  onoff=onoff, normalize="interneuron" in pops, phi=phi)
     return Encoding(vals, codes, consts)
+
+
+def _normalisation(vals, gains, R_set, n_inh, shunts=("shunt",)):
+    """Interneurons holding each macrocolumn's pooled rate at ``R_set`` (integral feedback):
+    pool weight ``1/(g_sh R_set)``, set point ``1/g_sh``, the pool sharing the shunt."""
+    vals.weights["pool"] = 1.0 / (gains.g_sh * R_set)
+    for name in shunts:
+        vals.weights[name] = gains.g_sh / n_inh
+    vals.params["interneuron"] = {"I_set": 1.0 / gains.g_sh}
+
+
+def _microcolumns(circuit, vals, gains, ctx):
+    """Algorithm 1's cortical values (L2/3, interneurons, L5 IT); returns the (possibly rescaled)
+    gains, the set points ``R_set (H, n)`` and the IT -> PT weights."""
+    meta, pops = circuit.meta, circuit.populations
+    H, n, m = meta["H"], meta["n"], meta["m"]
+    u, xb, v0, WQ, WK, WV = (ctx[k] for k in ("u", "xb", "v0", "WQ", "WK", "WV"))
+    l23, it = pops["l23"], pops["l5it"]
+    # keys attended by macrocolumn (h, i) and its number of L2/3 dimensions (copies excluded)
+    present = np.zeros((H, n))
+    np.add.at(present, (l23.axis("head"), l23.axis("i")), 1.0)
+    present /= copies(l23)
+    if "interneuron" in pops:
+        n_keys = present / meta["dk"]
+        R_set = gains.r_l23 * present
+    else:
+        # unnormalised: L2/3 fire rho_l23 s; the apical input is scaled by 1/dk, and since ṽ now
+        # sums m unnormalised weights of size ~dk, the read-out gains by 1/(m dk) — structural
+        # scales, nothing computed from the attention itself
+        n_keys = np.full((H, n), 1.0 / meta["dk"])
+        R_set = np.full((H, n), gains.rho_l23)
+        scale = 1.0 / (m * meta["dk"])
+        gains = replace(gains, rho_pt=gains.rho_pt * scale, rho_out=gains.rho_out * scale)
+    ctx["n_keys"] = n_keys
+    h23, c23 = l23.axis("head"), l23.axis("c")
+    vals.params["l23"] = {
+        "b_b": -u * xb * WQ.sum(axis=2)[h23, c23],
+        "b_a": -u * xb * WK.sum(axis=2)[h23, c23],
+        "rho": gains.rho_l23,
+    }
+    hit, cit = it.axis("head"), it.axis("c")
+    if ctx["onoff"]:   # ON sees u v, OFF -u v: the rectified pair carries v without an offset
+        vals.params["l5it"] = {"b_b": 0.0, "rho": gains.rho_it}
+    else:
+        vals.params["l5it"] = {"b_b": u * (v0[hit] - xb * WV.sum(axis=2)[hit, cit]), "rho": gains.rho_it}
+    if "interneuron" in pops:
+        _normalisation(vals, gains, R_set, meta["n_inh"])
+    # apical potential u a_i κ_ij (normalised: a_i = keys of macrocolumn i; else 1/dk)
+    vals.weights["attention"] = u * n_keys / R_set
+    return gains, R_set, u / (gains.rho_it * n_keys)
+
+
+def _key_value_memory(circuit, vals, gains, ctx):
+    """Values of the linear circuit (see circuits.builders): outer-product cells fire
+    ``rho_outer phi(k_jf) [±v_jc]_+``; memory cells hold ``u S_fc / m`` and ``u z_f / m`` (mean over
+    tokens, so their rates do not grow with m); read-out cells fire
+    ``rho_l23 phi(q_if) [±S_fc]_+ / (m (1 + g_i))``, and the interneurons hold each macrocolumn's
+    ``readout_z`` total at ``R_set = r_l23 dk``, hence ``1 + g_i = rho_l23 Z_i / (m R_set)`` and
+    ``Σ_f readout = R_set ṽ_i``. Returns gains, ``R_set (H, n)`` and the read-out -> PT weights."""
+    meta, pops = circuit.meta, circuit.populations
+    H, n, m, dk = meta["H"], meta["n"], meta["m"], meta["dk"]
+    u, xb, v0, WQ, WK, WV = (ctx[k] for k in ("u", "xb", "v0", "WQ", "WK", "WV"))
+    if not ctx["onoff"] and "interneuron" not in pops:
+        raise ValueError("signed: the unnormalised linear circuit needs ON/OFF pairs (signed='onoff'); "
+                         "with the offset code its read-out would carry v0 Z_i, which varies per query")
+    outer, read = pops["outer"], pops["readout"]
+    ho, fo, co = outer.axis("head"), outer.axis("f"), outer.axis("c")
+    b_a = -u * xb * WK.sum(axis=2)         # removes the relays' offset x_b (offset code only)
+    vals.params["outer"] = {"b_b": 0.0 if ctx["onoff"] else u * (v0[ho] - xb * WV.sum(axis=2)[ho, co]),
+                            "b_a": b_a[ho, fo], "rho": gains.rho_outer}
+    # memory potentials u S/m: outer rate differences rho_outer phi(k) v, averaged over the m tokens
+    vals.weights["write"] = u / (gains.rho_outer * m)
+    vals.params["memory"] = {"b": 0.0, "rho": gains.rho_memory}
+    vals.weights["recall"] = u / gains.rho_memory
+    b_b = -u * xb * WQ.sum(axis=2)
+    vals.params["readout"] = {"b_b": b_b[read.axis("head"), read.axis("f")], "rho": gains.rho_l23}
+    if "interneuron" in pops:
+        oz, rz = pops["outer_z"], pops["readout_z"]
+        vals.params["outer_z"] = {"b_b": u, "b_a": b_a[oz.axis("head"), oz.axis("f")], "rho": gains.rho_outer}
+        vals.weights["write_z"] = u / (gains.rho_outer * m)
+        vals.params["memory_z"] = {"b": 0.0, "rho": gains.rho_memory}
+        vals.weights["recall_z"] = u / gains.rho_memory
+        vals.params["readout_z"] = {"b_b": b_b[rz.axis("head"), rz.axis("f")], "rho": gains.rho_l23}
+        R_set = np.full((H, n), gains.r_l23 * dk)
+        _normalisation(vals, gains, R_set, meta["n_inh"], shunts=("shunt", "shunt_z"))
+        pt_weight = u / R_set
+    else:
+        # unnormalised: Σ_f readout = rho_l23 ṽ / m; read-out gains scaled by 1/(m dk) as in
+        # the quadratic circuit (ṽ sums m weights of size ~dk)
+        R_set = np.full((H, n), gains.rho_l23 / m)
+        scale = 1.0 / (m * dk)
+        gains = replace(gains, rho_pt=gains.rho_pt * scale, rho_out=gains.rho_out * scale)
+        pt_weight = np.full((H, n), u * m / gains.rho_l23)
+    return gains, R_set, pt_weight

@@ -79,6 +79,22 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
     out["k"] = np.einsum("hce,me->hmc", (WK / rho_in) ** 2, rkv)
     out["v"] = np.einsum("hce,me->hmc", (WV / rho_in) ** 2, rkv)
 
+    if circuit.meta.get("circuit", "quadratic") == "linear":
+        _key_value_memory(circuit, c, obs, fano, T, stages, f, df, out)
+    else:
+        _microcolumns(circuit, c, obs, fano, T, stages, f, df, out)
+    if "l5pt" in pops:
+        if WS is not None and "core_skip" in circuit.projections:   # the skip path's relay noise
+            out["v_tilde"] = out["v_tilde"] + np.einsum("hce,ne->hnc", (np.asarray(WS) / rho_in) ** 2, rin)
+    if "nucleus2" in pops:
+        own = _rate_var(pops["nucleus2"], obs["nucleus2"], fano["nucleus2"], T) / g["rho_out"] ** 2
+        out["x_tilde"] = own + np.einsum("hec,hnc->ne", WO ** 2, out["v_tilde"])
+    return out
+
+
+def _microcolumns(circuit, c, obs, fano, T, stages, f, df, out):
+    """s, κ, y, Z and ṽ of Algorithm 1's circuit (in place into ``out``)."""
+    pops, g = circuit.populations, c["gains"]
     l23, it = pops["l23"], pops["l5it"]
     R = c["R_set"][:, :, None, None]
     q, k, s = stages["q"], stages["k"], stages["s"]
@@ -111,9 +127,55 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
         if "sign" not in it.axes or not c["normalize"]:
             dv2 = v ** 2    # offset code (v0 not renormalised) or no interneurons at all
         out["v_tilde"] = own + np.nansum(var_it + dv2 * out["kappa"][..., None] + var_kv, axis=2)
-        if WS is not None and "core_skip" in circuit.projections:   # the skip path's relay noise
-            out["v_tilde"] = out["v_tilde"] + np.einsum("hce,ne->hnc", (np.asarray(WS) / rho_in) ** 2, rin)
-    if "nucleus2" in pops:
-        own = _rate_var(pops["nucleus2"], obs["nucleus2"], fano["nucleus2"], T) / g["rho_out"] ** 2
-        out["x_tilde"] = own + np.einsum("hec,hnc->ne", WO ** 2, out["v_tilde"])
-    return out
+
+
+def _key_value_memory(circuit, c, obs, fano, T, stages, f, df, out):
+    """S, z, Z and ṽ of the linear circuit (in place into ``out``).
+
+    With ``p_jfc = phi(k_jf) v_jc`` (outer cells) and ``ṽ_c = Σ_f phi(q_f) S_fc / Z``:
+    ``δṽ_c = Σ_f phi(q_f) (δS_fc - ṽ_c δz_f) / Z`` because the interneurons divide by the
+    pooled read-out of z (integral feedback), so the key noise enters weighted by
+    ``(v_jc - ṽ_c)²`` (as in Algorithm 1's circuit), the value noise by ``κ_ij²``
+    (``κ_ij = phi(q_i)·phi(k_j) / Z_i``), and each population's own count noise adds.
+    """
+    pops, g = circuit.populations, c["gains"]
+    m = circuit.meta["m"]
+    q, k, v = stages["q"], stages["k"], stages["v"]                  # (H,n,dk) (H,m,dk) (H,m,dv)
+    fq, fk, dfk, dfq = f(q), f(k), df(k), df(q)
+    own_outer = _rate_var(pops["outer"], obs["outer"], fano["outer"], T) / g["rho_outer"] ** 2
+    own_mem = _rate_var(pops["memory"], obs["memory"], fano["memory"], T) * (m / g["rho_memory"]) ** 2
+    var_k = dfk ** 2 * out["k"]                                        # (H, m, dk) on phi(k)
+    # S_fc = Σ_j p_jfc: every outer cell's count, its key and value inputs, the memory's count
+    out["S"] = (np.einsum("hmf,hmc->hfc", var_k, v ** 2) + np.einsum("hmf,hmc->hfc", fk ** 2, out["v"])
+                + own_outer.sum(axis=1) + own_mem)
+    normalize = "interneuron" in pops
+    if normalize:
+        Z = stages["Z"]
+        own_oz = _rate_var(pops["outer_z"], obs["outer_z"], fano["outer_z"], T) / g["rho_outer"] ** 2
+        own_mz = _rate_var(pops["memory_z"], obs["memory_z"], fano["memory_z"], T) * (m / g["rho_memory"]) ** 2
+        own_z = own_oz.sum(axis=1) + own_mz                            # (H, dk)
+        out["z"] = var_k.sum(axis=1) + own_z
+        # Z_i is measured on the read-out_z somata: z and q noise through Σ_f phi(q_f) z_f
+        z = stages["z"]
+        out["Z"] = np.einsum("hnf,hf->hn", fq ** 2, out["z"]) + np.einsum("hnf,hnf,hf->hn", dfq ** 2, out["q"], z ** 2)
+        own_rz = _rate_var(pops["readout_z"], obs["readout_z"], fano["readout_z"], T).sum(axis=-1) / c["R_set"] ** 2
+    else:   # no division: Z = 1, nothing to compensate
+        Z, z, own_z, own_rz = np.ones(q.shape[:2]), np.zeros(fq.shape[::2]), np.zeros(fq.shape[::2]), 0.0
+    R = c["R_set"]                                                      # (H, n)
+    vt, v_eff, S_eff = (stages["v_tilde"] if normalize else 0.0 * stages["v_tilde"]), v, stages["S"]
+    if not c["onoff"]:   # offset code: outer cells carry v + v0, the read-out S + v0 z and ṽ + v0
+        v_eff, vt = v + c["v0"][:, None, None], vt + c["v0"][:, None, None]
+        S_eff = S_eff + c["v0"][:, None, None] * z[..., None]
+    w = fq / Z[..., None]                                               # (H, n, dk)
+    kappa = np.einsum("hnf,hmf->hnm", w, fk)
+    dvj = v_eff[:, None, :, :] - vt[:, :, None, :]                        # (H, n, m, dv)
+    key = np.einsum("hnf,hmf,hnmc->hnc", w ** 2, var_k, dvj ** 2)
+    val = np.einsum("hnm,hmc->hnc", kappa ** 2, out["v"])
+    counts = np.einsum("hnf,hfc->hnc", w ** 2, own_outer.sum(axis=1) + own_mem) \
+        + vt ** 2 * np.einsum("hnf,hf->hn", w ** 2, own_z)[..., None]
+    query = np.einsum("hnf,hnf,hnfc->hnc", dfq ** 2 / Z[..., None] ** 2, out["q"],
+                      (S_eff[:, None] - vt[:, :, None, :] * z[:, None, :, None]) ** 2)
+    own_read = _rate_var(pops["readout"], obs["readout"], fano["readout"], T).sum(axis=2) / R[..., None] ** 2
+    if "l5pt" in pops:
+        own = _rate_var(pops["l5pt"], obs["l5pt"], fano["l5pt"], T) / g["rho_pt"] ** 2
+        out["v_tilde"] = own + key + val + counts + query + own_read + vt ** 2 * np.asarray(own_rz)[..., None]

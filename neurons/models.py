@@ -236,6 +236,48 @@ def _rate_linear():
 
 register("rate", "l5pt")(_rate_linear)
 register("rate", "relay_out")(_rate_linear)
+# key-value memory cells of the linear circuit: sum their write cells' rates over tokens j
+register("rate", "memory")(_rate_linear)
+
+
+@register("rate", "kv_write")
+def _rate_kv_write():
+    # outer-product cell of the linear circuit: basal value (linear, as L5 IT) times the apical
+    # key passed through phi (as L2/3); with a basal bias of one unit and no basal input it
+    # fires for phi(k) alone (the cells writing z = Σ_j phi(k_j))
+    return CellModel(
+        equations="""
+        dV_b/dt = (b_b + I_b - V_b)/tau_d : volt
+        dV_a/dt = (b_a + I_a - V_a)/tau_d : volt
+        dU/dt = (V_b - U)/tau_m : volt
+        r = rho*clip(U/u, 0, inf)*{PHI_A} : Hz
+        b_b : volt
+        b_a : volt
+        rho : Hz (shared, constant)
+        """,
+        inputs={"basal": ("I_b", "volt"), "apical": ("I_a", "volt")},
+        parameters=("b_b", "b_a", "rho"),
+        observables=("V_b", "V_a", "U", "r"),
+    )
+
+
+@register("rate", "kv_read")
+def _rate_kv_read():
+    # read-out cell of the linear circuit: basal query through phi and a shunted soma (as L2/3),
+    # apical memory entry, linear-rectified (as L5 IT): rate ∝ phi(q_f) S_fc / (1 + g)
+    return CellModel(
+        equations="""
+        dV_b/dt = (b_b + I_b - V_b)/tau_d : volt
+        dV_a/dt = (I_a - V_a)/tau_d : volt
+        dU/dt = (u*{PHI_B} - U*(1 + g_sh))/tau_m : volt
+        r = rho*clip(U/u, 0, inf)*clip(V_a/u, 0, inf) : Hz
+        b_b : volt
+        rho : Hz (shared, constant)
+        """,
+        inputs={"basal": ("I_b", "volt"), "apical": ("I_a", "volt"), "soma": ("g_sh", "1")},
+        parameters=("b_b", "rho"),
+        observables=("V_b", "V_a", "U", "r"),
+    )
 
 SYNAPSE_WEIGHT_UNITS = {"volt": "volt*second", "1": "second", "Hz": "1"}
 """Unit of a synaptic weight for each input unit: input = weight x presynaptic rate."""
@@ -267,7 +309,7 @@ def _escape(rate_model: CellModel) -> CellModel:
     return replace(rate_model, threshold=ESCAPE)
 
 
-for _ct in ("relay", "l23", "interneuron", "l5it", "l5pt", "relay_out"):
+for _ct in ("relay", "l23", "interneuron", "l5it", "l5pt", "relay_out", "memory", "kv_write", "kv_read"):
     MODELS[("escape", _ct)] = _escape(MODELS[("rate", _ct)])
 
 
@@ -311,3 +353,6 @@ MODELS[("lif", "l23")] = _lif(MODELS[("rate", "l23")], "clip(U/u, 0, inf)*{PHI_A
 MODELS[("lif", "l5it")] = _lif(MODELS[("rate", "l5it")], "clip(U/u, 0, inf)*clip(V_a/u, 0, inf)", "r =")
 MODELS[("lif", "l5pt")] = _lif(MODELS[("rate", "l5pt")], "clip(U/u, 0, inf)", "r =")
 MODELS[("lif", "relay_out")] = _lif(MODELS[("rate", "relay_out")], "clip(U/u, 0, inf)", "r =")
+MODELS[("lif", "memory")] = _lif(MODELS[("rate", "memory")], "clip(U/u, 0, inf)", "r =")
+MODELS[("lif", "kv_write")] = _lif(MODELS[("rate", "kv_write")], "clip(U/u, 0, inf)*{PHI_A}", "r =")
+MODELS[("lif", "kv_read")] = _lif(MODELS[("rate", "kv_read")], "clip(U/u, 0, inf)*clip(V_a/u, 0, inf)", "r =")

@@ -30,7 +30,7 @@ def _cmd_run(args) -> int:
         inputs["X"], inputs["WQ"], inputs["WK"], inputs["WV"], inputs["WO"], Y=inputs["Y"],
         phi=sim["phi"], neuron=sim["neuron"], duration=sim["duration"], seed=sim["seed"],
         causal=p["causal"], normalize=p["normalize"], dt=sim["dt"], codegen=sim["codegen"], warmup=sim["warmup"],
-        P=sim["P"], n_inh=sim["n_inh"], signed=sim["signed"], device=sim["device"],
+        P=sim["P"], n_inh=sim["n_inh"], signed=sim["signed"], circuit=sim["circuit"], device=sim["device"],
         threads=sim["threads"], report=None if args.quiet else "text",
     )
     out = args.out or cfg["output"]["dir"]
@@ -58,9 +58,11 @@ def _cmd_circuit(args) -> int:
 
     from .config import load_config
 
-    p = load_config(args.config)["problem"]
+    cfg = load_config(args.config)
+    p, sim = cfg["problem"], cfg["simulation"]
     c = pathway(p["n"], p["dk"], p["dv"], p["de"], H=p["H"], m=p["m"], cross=p["cross"],
-                causal=p["causal"])
+                causal=p["causal"], normalize=p["normalize"], P=sim["P"], n_inh=sim["n_inh"],
+                signed=sim["signed"], circuit=sim["circuit"])
     print(json.dumps(c.to_dict(), indent=2) if args.json else c.summary())
     return 0
 

@@ -116,7 +116,7 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
     P.pop("nucleus2", None)
     head = build(m["n"], m["dk"], m["dv"], m["de"], H=1, m=m["m"], cross=m["cross"], causal=m["causal"],
                  with_nucleus2=False, name="head", n_inh=m["n_inh"], P=P or 1, signed=m["signed"],
-                 normalize=m["normalize"], skip=m.get("skip", False))
+                 normalize=m["normalize"], skip=m.get("skip", False), circuit=m.get("circuit", "quadratic"))
     rec_head = [p for p in head.populations if p not in inputs]
     tasks = []
     for h in range(H):

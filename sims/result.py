@@ -8,8 +8,9 @@ import numpy as np
 
 __all__ = ["SimulationResult", "stage_metrics", "STAGE_ORDER"]
 
-STAGE_ORDER = ("q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde")
-"""Stages in circuit order (thalamus → L2/3 → interneurons → L5 IT → L5 PT → thalamus)."""
+STAGE_ORDER = ("q", "k", "v", "s", "kappa", "S", "z", "Z", "y", "v_tilde", "x_tilde")
+"""Stages in circuit order (thalamus → L2/3 → interneurons → L5 IT → L5 PT → thalamus; the
+linear circuit's memory S, z in place of s, κ, y)."""
 
 
 def stage_metrics(decoded: np.ndarray, reference: np.ndarray) -> dict:

@@ -8,7 +8,7 @@ import time
 import numpy as np
 from filelock import FileLock
 
-from circuits.builders import pathway
+from circuits.builders import CIRCUITS, pathway
 from circuits.instantiate import estimate_memory, instantiate, project_key
 from circuits.standalone import project_dir, run_standalone, standalone_device
 from mapping.codes import DEFAULT_GAINS, CodeGains
@@ -72,6 +72,7 @@ def simulate_mhsa(
     scheduler=None,
     normalize: bool = True,
     WS=None,
+    circuit: str = "quadratic",
 ) -> SimulationResult:
     """Simulate multihead linear self-attention in a cortico-thalamic circuit.
 
@@ -146,6 +147,13 @@ def simulate_mhsa(
     WS : array, shape (H, dv, de), optional
         Skip connection: core thalamic axons onto L5 PT add ``WS x_i`` to ṽ_i (and ``WO WS x_i``
         to x̃_i); the reference is extended alike (:func:`mapping.reference.linear_mhsa`).
+    circuit : {"quadratic", "linear"}
+        ``"quadratic"``: Algorithm 1, one microcolumn per query-key pair (n m microcolumns per
+        head). ``"linear"``: the linear-time key-value-memory circuit (paper discussion, "Beyond
+        quadratic scaling"): outer-product cells write S = Σ_j phi(k_j) v_jᵀ and z = Σ_j phi(k_j)
+        once per head, and every query macrocolumn reads them out (see
+        :mod:`circuits.builders`); its decoded stages are q, k, v, S, z, Z, ṽ, x̃, compared with
+        ``linear_mhsa(method="linear")``. No causal variant.
     scheduler : None, "serial", "local", address or ``distributed.Client``
         ``None``: one network. Otherwise the pathway is split at its nuclei and every head
         runs as its own task (spiking levels, runtime device): ``"serial"`` in this process,
@@ -195,6 +203,9 @@ def simulate_mhsa(
                 or type(scheduler).__name__ == "Client"):
             raise ValueError(f"scheduler: expected None, 'serial', 'local', an address or a "
                              f"distributed.Client; got {scheduler!r}")
+    if circuit not in CIRCUITS:
+        raise ValueError(f"circuit: expected one of {list(CIRCUITS)}, got {circuit!r}")
+    kind, linear = circuit, circuit == "linear"   # `circuit` names the description below
     if threads is None:
         threads = os.cpu_count() or 1
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
@@ -207,7 +218,7 @@ def simulate_mhsa(
 
     circuit = pathway(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"],
                       cross=Y is not None, causal=causal, P=P, n_inh=n_inh, signed=signed,
-                      normalize=normalize, skip=WS is not None)
+                      normalize=normalize, skip=WS is not None, circuit=kind)
     need = estimate_memory(circuit)
     limit = int(0.8 * available_memory()) if max_memory is None else int(max_memory)
     if need > limit:
@@ -219,7 +230,8 @@ def simulate_mhsa(
         codegen = "cython" if circuit.n_synapses() >= AUTO_CYTHON_SYNAPSES else "numpy"
 
     # the reference is computed for comparison only; nothing of it enters the circuit
-    ref = linear_mhsa(X, WQ, WK, WV, WO, phi=phi, Y=Yk, causal=causal, normalize=normalize, WS=WS)
+    ref = linear_mhsa(X, WQ, WK, WV, WO, phi=phi, Y=Yk, causal=causal, normalize=normalize, WS=WS,
+                      method="linear" if linear else "vectorized")
     enc = encode(circuit, X, WQ, WK, WV, WO, Y=Yk, gains=gains, params=params, phi=phi, WS=WS)
     warm = 0.0 if neuron == "rate" else (DEFAULT_WARMUP[neuron] if a["warmup"] is None else a["warmup"])
     noise_var = {}
@@ -276,12 +288,15 @@ def simulate_mhsa(
         obs = snapshots[-1][1]
 
     rates = {name: pop.to_dense(obs[name]["r"], fill=np.nan) for name, pop in circuit.populations.items()}
-    ref_stages = {k: ref[k] for k in ("q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde")
-                  if normalize or k != "Z"}      # no interneurons, no division to compare
+    compared = ("q", "k", "v", "S", "z", "Z", "v_tilde", "x_tilde") if linear else \
+        ("q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde")
+    ref_stages = {k: ref[k] for k in compared
+                  if normalize or k not in ("Z", "z")}      # no interneurons, no division to compare
     config = dict(
         n=a["n"], m=a["m"], H=a["H"], dk=a["dk"], dv=a["dv"], de=a["de"], phi=phi, neuron=neuron,
         duration=a["duration"], dt=dt, seed=a["seed"], cross=Y is not None, causal=bool(causal),
         warmup=warm, P=P, n_inh=n_inh, signed=signed, normalize=bool(normalize), skip=WS is not None,
+        circuit=kind,
         codegen=codegen, params=params.to_dict(), gains=gains.to_dict(), device=device,
         threads=int(threads) if device == "cpp_standalone" else None,
         scheduler=None if scheduler is None else (scheduler if isinstance(scheduler, str) else "client"),
