@@ -193,7 +193,7 @@ def _set(group, var: str, value, N: int, what: str, run_args: dict | None = None
 
 
 def project_key(circuit: Circuit, level: str, phi: str, params: CellParams, dt: float,
-                schedule: tuple, threads: int, record_spikes) -> str:
+                schedule: tuple, threads: int, record_spikes, law: str = "product") -> str:
     """SHA-256 key of everything compiled into a standalone project: the circuit's structure,
     the level's equations, phi, the physiological constants, dt, the run schedule (warm-up,
     window), OpenMP threads, recorded populations, the package and Brian2 versions and the Python
@@ -212,7 +212,7 @@ def project_key(circuit: Circuit, level: str, phi: str, params: CellParams, dt: 
     except metadata.PackageNotFoundError:   # running from a source tree
         version = "source"
     models = {p.cell_type: get_model(level, p.cell_type).equations for p in circuit.populations.values()}
-    blob = json.dumps(dict(circuit=circuit.to_dict(), level=level, phi=phi, params=params.to_dict(),
+    blob = json.dumps(dict(circuit=circuit.to_dict(), level=level, phi=phi, law=law, params=params.to_dict(),
                            dt=dt, schedule=list(schedule), threads=threads, models=models,
                            record=sorted(record_spikes) if isinstance(record_spikes, (tuple, list, set))
                            else bool(record_spikes),
@@ -235,6 +235,7 @@ def instantiate(
     record_spikes: bool | tuple = False,
     device: str = "runtime",
     replay: dict | None = None,
+    law: str = "product",
 ) -> BuiltCircuit:
     """Create the Brian2 network of ``circuit`` at fidelity ``level``.
 
@@ -263,6 +264,8 @@ def instantiate(
         :mod:`circuits.standalone`) every value of ``values`` and the seed become run
         arguments of the compiled binary (``BuiltCircuit.run_args``), and a spiking
         population's observables are integrated from ``t_win`` on.
+    law : str
+        Interaction law of the L5 IT somata (:data:`neurons.laws.LAWS`; default the product).
     replay : dict, optional
         Population name -> ``(cell_indices, spike_times_s)``: the population is a
         ``SpikeGeneratorGroup`` replaying these spikes (recorded in another run) instead of
@@ -292,7 +295,7 @@ def instantiate(
         if name in replay:
             continue
         model = get_model(level, pop.cell_type)
-        eqs = model.render(phi, incoming[name])
+        eqs = model.render(phi, incoming[name], law=law)
         g = b2.NeuronGroup(pop.N, eqs, method=model.method, namespace=ns, clock=clock, name=name,
                            threshold=model.threshold or None,
                            reset=model.reset or None, refractory=model.refractory or False)

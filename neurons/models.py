@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from .laws import law_expression
+
 __all__ = ["CellModel", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "synapse_model"]
 
@@ -91,14 +93,17 @@ class CellModel:
         """Spiking models emit spikes (``threshold``); their synapses are event-driven."""
         return bool(self.threshold)
 
-    def render(self, phi: str, projections_by_compartment: dict[str, list[str]]) -> str:
-        """Full equations with feature map and input sums filled in.
+    def render(self, phi: str, projections_by_compartment: dict[str, list[str]],
+               law: str = "product") -> str:
+        """Full equations with feature map, somatic law and input sums filled in.
 
         ``projections_by_compartment`` maps compartment -> names of projections targeting it;
-        each gets a parameter ``in_<name>`` written by its Synapses' summed variable.
+        each gets a parameter ``in_<name>`` written by its Synapses' summed variable. ``law``
+        (:mod:`neurons.laws`) replaces ``{LAW}`` (the L5 IT soma's basal x apical interaction).
         """
         lines = [self.equations.format(PHI_B=phi_expression(phi, "V_b/u"),
-                                       PHI_A=phi_expression(phi, "V_a/u")).strip()]
+                                       PHI_A=phi_expression(phi, "V_a/u"),
+                                       LAW=law_expression(law)).strip()]
         for comp, (var, unit) in self.inputs.items():
             projs = projections_by_compartment.get(comp, [])
             zero = "0" if unit == "1" else f"0*{unit}"
@@ -203,13 +208,14 @@ def _rate_interneuron():
 @register("rate", "l5it")
 def _rate_l5it():
     # basal: value (+ offset, see mapping.encode); apical: summed local L2/3 salience;
-    # soma rate = basal-driven rate x apical gain
+    # soma rate = basal-driven rate x apical gain ({LAW}: the product of Algorithm 1 by default,
+    # or another two-point-neuron law of neurons.laws)
     return CellModel(
         equations="""
         dV_b/dt = (b_b + I_b - V_b)/tau_d : volt
         dV_a/dt = (I_a - V_a)/tau_d : volt
         dU/dt = (V_b - U)/tau_m : volt
-        r = rho*clip(U/u, 0, inf)*clip(V_a/u, 0, inf) : Hz
+        r = rho*{LAW} : Hz
         b_b : volt
         rho : Hz (shared, constant)
         """,
@@ -350,7 +356,7 @@ def _lif(rate_model: CellModel, P: str, drop: str) -> CellModel:
 MODELS[("lif", "relay")] = MODELS[("escape", "relay")]
 MODELS[("lif", "interneuron")] = MODELS[("escape", "interneuron")]
 MODELS[("lif", "l23")] = _lif(MODELS[("rate", "l23")], "clip(U/u, 0, inf)*{PHI_A}", "r =")
-MODELS[("lif", "l5it")] = _lif(MODELS[("rate", "l5it")], "clip(U/u, 0, inf)*clip(V_a/u, 0, inf)", "r =")
+MODELS[("lif", "l5it")] = _lif(MODELS[("rate", "l5it")], "{LAW}", "r =")
 MODELS[("lif", "l5pt")] = _lif(MODELS[("rate", "l5pt")], "clip(U/u, 0, inf)", "r =")
 MODELS[("lif", "relay_out")] = _lif(MODELS[("rate", "relay_out")], "clip(U/u, 0, inf)", "r =")
 MODELS[("lif", "memory")] = _lif(MODELS[("rate", "memory")], "clip(U/u, 0, inf)", "r =")

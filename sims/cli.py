@@ -30,7 +30,8 @@ def _cmd_run(args) -> int:
         inputs["X"], inputs["WQ"], inputs["WK"], inputs["WV"], inputs["WO"], Y=inputs["Y"],
         phi=sim["phi"], neuron=sim["neuron"], duration=sim["duration"], seed=sim["seed"],
         causal=p["causal"], normalize=p["normalize"], dt=sim["dt"], codegen=sim["codegen"], warmup=sim["warmup"],
-        P=sim["P"], n_inh=sim["n_inh"], signed=sim["signed"], circuit=sim["circuit"], device=sim["device"],
+        P=sim["P"], n_inh=sim["n_inh"], signed=sim["signed"], circuit=sim["circuit"], law=sim["law"],
+        device=sim["device"],
         threads=sim["threads"], report=None if args.quiet else "text",
     )
     out = args.out or cfg["output"]["dir"]

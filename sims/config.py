@@ -26,6 +26,7 @@ A configuration has three tables::
     n_inh = 10           # divisive interneurons per macrocolumn
     signed = "onoff"     # code of the signed read-outs: "onoff" (default) or "offset"
     circuit = "quadratic"  # Algorithm 1, or "linear": the key-value-memory circuit
+    law = "product"      # L5 IT soma: Algorithm 1's product, or "co4", "tm1".."tm4" (neurons.laws)
     seed = 0
     codegen = "auto"
     device = "runtime"   # or "cpp_standalone" (compiled once per network shape, cached)
@@ -58,7 +59,8 @@ DEFAULTS = {
     "problem": dict(n=4, m=None, H=2, dk=4, dv=4, de=6, cross=False, causal=False, normalize=True,
                     inputs="random", input_seed=0, weight_scale=1.0),
     "simulation": dict(neuron="rate", phi="elu1", duration=1.0, dt=None, warmup=None, seed=0,
-                       codegen="auto", P=1, n_inh=10, signed="onoff", circuit="quadratic", device="runtime",
+                       codegen="auto", P=1, n_inh=10, signed="onoff", circuit="quadratic", law="product",
+                       device="runtime",
                        threads=None),
     "output": dict(dir="results/default"),
 }

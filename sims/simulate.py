@@ -16,6 +16,7 @@ from mapping.decode import decode, range_report
 from mapping.encode import encode
 from mapping.noise import spike_generation_fano, stage_noise_variance
 from mapping.reference import linear_mhsa
+from neurons.laws import check_law
 from neurons.params import DEFAULT_PARAMS, CellParams
 
 from .result import SimulationResult
@@ -73,6 +74,7 @@ def simulate_mhsa(
     normalize: bool = True,
     WS=None,
     circuit: str = "quadratic",
+    law: str = "product",
 ) -> SimulationResult:
     """Simulate multihead linear self-attention in a cortico-thalamic circuit.
 
@@ -154,6 +156,12 @@ def simulate_mhsa(
         once per head, and every query macrocolumn reads them out (see
         :mod:`circuits.builders`); its decoded stages are q, k, v, S, z, Z, ṽ, x̃, compared with
         ``linear_mhsa(method="linear")``. No causal variant.
+    law : str
+        Interaction law of the L5 IT somata between basal value R and apical attention C
+        (:data:`neurons.laws.LAWS`): ``"product"`` (Algorithm 1, default) or one of Adeel's
+        two-point-neuron laws ``"co4"``, ``"tm1"`` ... ``"tm4"``. The circuit is decoded as if
+        it multiplied, so the metrics measure how far a law departs from attention;
+        :func:`neurons.laws.attention_under_law` predicts what it computes instead.
     scheduler : None, "serial", "local", address or ``distributed.Client``
         ``None``: one network. Otherwise the pathway is split at its nuclei and every head
         runs as its own task (spiking levels, runtime device): ``"serial"`` in this process,
@@ -206,6 +214,10 @@ def simulate_mhsa(
     if circuit not in CIRCUITS:
         raise ValueError(f"circuit: expected one of {list(CIRCUITS)}, got {circuit!r}")
     kind, linear = circuit, circuit == "linear"   # `circuit` names the description below
+    check_law(law)
+    if law != "product" and linear:
+        raise ValueError("law: the linear circuit has no L5 IT cells; two-point-neuron laws apply "
+                         "to circuit='quadratic'")
     if threads is None:
         threads = os.cpu_count() or 1
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
@@ -240,21 +252,21 @@ def simulate_mhsa(
 
         built = None
         sa = run_split(circuit, enc, X, WQ, WK, WV, WO, Yk, gains, phi, params, neuron, dt, codegen,
-                       a["seed"], warm, a["duration"], N_CHUNKS, scheduler, record_spikes, WS=WS)
+                       a["seed"], warm, a["duration"], N_CHUNKS, scheduler, record_spikes, WS=WS, law=law)
         t_compile, t_run, obs = sa["compile"], sa["run"], sa["obs"]
     elif device == "cpp_standalone":
         key = project_key(circuit, neuron, phi, params, dt, (warm, a["duration"], N_CHUNKS), int(threads),
-                          record_spikes)
+                          record_spikes, law=law)
         where = project_dir(key)
         with FileLock(where + ".lock"), standalone_device(where, int(threads)):
             built = instantiate(circuit, neuron, enc.values, phi=phi, params=params, dt=dt,
-                                seed=a["seed"], record_spikes=record_spikes, device=device)
+                                seed=a["seed"], record_spikes=record_spikes, device=device, law=law)
             sa = run_standalone(built, warm, a["duration"], where, int(threads), N_CHUNKS, report)
         t_compile, t_run = sa["compile"], sa["run"]
         obs = counts_as_rates(sa["obs"])
     else:
         built = instantiate(circuit, neuron, enc.values, phi=phi, params=params, dt=dt, codegen=codegen,
-                            seed=a["seed"], record_spikes=record_spikes)
+                            seed=a["seed"], record_spikes=record_spikes, law=law)
         t_compile = built.prepare()
     if device == "cpp_standalone" and neuron == "rate":
         stages = decode(circuit, enc, obs)
@@ -296,7 +308,7 @@ def simulate_mhsa(
         n=a["n"], m=a["m"], H=a["H"], dk=a["dk"], dv=a["dv"], de=a["de"], phi=phi, neuron=neuron,
         duration=a["duration"], dt=dt, seed=a["seed"], cross=Y is not None, causal=bool(causal),
         warmup=warm, P=P, n_inh=n_inh, signed=signed, normalize=bool(normalize), skip=WS is not None,
-        circuit=kind,
+        circuit=kind, law=law,
         codegen=codegen, params=params.to_dict(), gains=gains.to_dict(), device=device,
         threads=int(threads) if device == "cpp_standalone" else None,
         scheduler=None if scheduler is None else (scheduler if isinstance(scheduler, str) else "client"),
