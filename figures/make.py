@@ -8,6 +8,8 @@ Data (``DATA`` directory, resumable: a complete results directory is never recom
 ``time_escape``        n = 6, H = 2, d = 6 pathway, escape, 4 s window, checkpoints
 ``readout_P<P>``       the same pathway, 2 s, P = 1, 4, 10 copies of L5 PT and nucleus 2
 ``fig2_escape.npz``    escape cells, fig. 2 protocols (3 s per point)
+``circuit_<c>_n<n>``   quadratic / linear circuit, d = 6, H = 1, n = 3, 6, 12, escape, 1 s
+``law_<law>``          the accuracy head at the rate level with each two-point-neuron law
 =====================  ===============================================================
 """
 
@@ -23,7 +25,7 @@ __all__ = ["make_figures", "FIGURES"]
 
 FIGURES = ("fig1b_head_cells", "fig1c_pathway", "fig4a_cross_attention", "fig2_cells",
            "accuracy_rate", "accuracy_escape", "accuracy_lif", "raster_escape", "error_scaling",
-           "counts_vs_n")
+           "counts_vs_n", "quadratic_vs_linear", "two_point_laws")
 
 
 LIF_NOTE = (" At the lif level the thresholded somata are not divided by shunting and are decoded "
@@ -71,6 +73,15 @@ def make_data(data_dir: str, quick: bool = False) -> dict:
     out["readout"] = {P: _simulate(os.path.join(data_dir, f"readout_P{P}"), **multi, neuron="escape",
                                    duration=2.0 * s, warmup=0.5 * s, seed=1,
                                    P={"l5pt": P, "nucleus2": P}) for P in ((1, 3) if quick else (1, 4, 10))}
+    out["circuits"] = {(kind, n): _simulate(os.path.join(data_dir, f"circuit_{kind}_n{n}"),
+                                            **_problem(n, 1, 6 if not quick else 3), neuron="escape",
+                                            circuit=kind, duration=1.0 * s, warmup=0.5 * s)
+                       for kind in ("quadratic", "linear") for n in ((2, 3) if quick else (3, 6, 12))}
+    from neurons.laws import LAWS
+
+    out["laws"] = {law: out["accuracy_rate"] if law == "product" else
+                   _simulate(os.path.join(data_dir, f"law_{law}"), **small, neuron="rate", law=law)
+                   for law in LAWS}
     f2 = os.path.join(data_dir, "fig2_escape.npz")
     if not os.path.exists(f2):
         _atomic_savez(f2, **fig2_data("escape", T=3.0 * s))
@@ -98,7 +109,7 @@ def make_figures(out_dir: str, data_dir: str | None = None, quick: bool = False,
 
     from .accuracy import plot_accuracy
     from .diagrams import draw_head_cells, draw_pathway
-    from .panels import counts_vs_n, error_scaling, fig2, raster
+    from .panels import circuits_vs_n, counts_vs_n, error_scaling, fig2, laws, raster
     from .style import plt, save
 
     data_dir = data_dir or os.path.join(out_dir, "data")
@@ -165,6 +176,27 @@ def make_figures(out_dir: str, data_dir: str | None = None, quick: bool = False,
                  "counts_vs_n", "Neurons and synapses of one head of the quadratic circuit (d = 33) vs "
                  "the number of tokens n, counted from circuit descriptions (nothing allocated); both grow "
                  "as n^2 (n^2 microcolumns).")[:1]
+    from sims.bench_circuits import counts
+
+    made += save(circuits_vs_n(data["circuits"], counts(33)), out_dir, "quadratic_vs_linear",
+                 "Algorithm 1's quadratic circuit (orange) against the linear-time key-value-memory "
+                 "circuit (blue, circuit='linear': outer-product cells write S = Σ_j phi(k_j) v_jᵀ and "
+                 "z = Σ_j phi(k_j) once per head, each query macrocolumn reads them out). (a, b) neurons "
+                 "and synapses of one head at d = 33 vs n, from circuit descriptions: the quadratic "
+                 "circuit grows as n², the linear one as n and has fewer neurons from n ≈ 45 on (at n = 33 "
+                 "it is larger: 2 n d² outer-product and read-out cells against n² (dk + 2 dv)). (c) build "
+                 "time and run time per biological second, (d) NRMSE of ṽ and x̃ against the exact "
+                 "reference with their predicted spike-count noise floors (dotted), both measured at the "
+                 "escape level on small heads (d = 6, numpy target; `ctmhsa bench circuits` measures "
+                 "barrel dimensions).")[:1]
+    made += save(laws(data["laws"]), out_dir, "two_point_laws",
+                 "Two-point-neuron interaction laws on the L5 IT soma (Adeel, 'Beyond Attention', "
+                 "eqs. 1-5: Co4 'cooperation' ReLU6(R² + 2R + C(1+|R|)) and TM1-TM4) against the product "
+                 "R C that Algorithm 1 needs (R: basal value, C: apical attention a κ). (a) the laws at "
+                 "C = 1; (b) NRMSE of ṽ and x̃ against exact linear attention on the same head (n = 8, "
+                 "d = 8, rate level, decoded as if the soma multiplied; the product is exact to "
+                 "rounding); (c) decoded vs exact x̃. Each law's rate-level output equals the prediction "
+                 "of neurons.laws.attention_under_law to rounding (tests).")[:1]
     if gallery:
         os.makedirs(gallery, exist_ok=True)
         for p in made:

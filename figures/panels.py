@@ -11,7 +11,7 @@ from sims.io import load
 
 from .style import POP_COLOURS, PROJECTION_COLOURS, plt
 
-__all__ = ["fig2", "raster", "error_scaling", "counts_vs_n"]
+__all__ = ["fig2", "raster", "error_scaling", "counts_vs_n", "circuits_vs_n", "laws"]
 
 
 def fig2(npz_path: str, it_pt_matrix: np.ndarray):
@@ -129,4 +129,78 @@ def counts_vs_n(ns, builder):
     ax.xaxis.set_minor_locator(plt.NullLocator())
     ax.set(xlabel="tokens n (d = 33, H = 1)", title="quadratic circuit: size vs n")
     ax.legend(fontsize=7)
+    return fig
+
+
+def circuits_vs_n(runs: dict, count_rows: list[dict]):
+    """Quadratic (Algorithm 1) vs linear key-value-memory circuit: (a) neurons and (b) synapses of
+    one head vs n from descriptions, (c) build and run time and (d) read-out error vs n from runs.
+
+    ``runs`` maps ``(circuit, n)`` to a results directory; ``count_rows`` holds
+    ``{circuit, n, d, neurons, synapses}`` (see :func:`sims.bench_circuits.counts`)."""
+    colours = {"quadratic": "#ff7f00", "linear": "#1f78b4"}
+    fig, ax = plt.subplots(1, 4, figsize=(14, 3.3), constrained_layout=True)
+    for kind, col in colours.items():
+        rows = sorted((r for r in count_rows if r["circuit"] == kind), key=lambda r: r["n"])
+        n = [r["n"] for r in rows]
+        ax[0].loglog(n, [r["neurons"] for r in rows], "o-", color=col, ms=3, label=kind)
+        ax[1].loglog(n, [r["synapses"] for r in rows], "o-", color=col, ms=3, label=kind)
+        res = {n_: load(p) for (k, n_), p in sorted(runs.items()) if k == kind}
+        ns = sorted(res)
+        ax[2].plot(ns, [res[x].timings["build"] for x in ns], "s--", color=col, ms=3, label=f"{kind}: build")
+        ax[2].plot(ns, [res[x].timings["run"] / (res[x].config["duration"] + res[x].config["warmup"])
+                        for x in ns], "o-", color=col, ms=3, label=f"{kind}: run / bio s")
+        for stage, mk in (("v_tilde", "o"), ("x_tilde", "s")):
+            met = [res[x].metrics()[stage] for x in ns]
+            ax[3].plot(ns, [m["nrmse"] for m in met], mk + "-", color=col, ms=3,
+                       label=f"{kind}: {'ṽ' if stage == 'v_tilde' else 'x̃'}")
+            ax[3].plot(ns, [m["noise_floor"] for m in met], ":", color=col, lw=0.8)
+    d = count_rows[0]["d"]
+    ax[0].set(title=f"(a) neurons per head (d = {d})", xlabel="tokens n")
+    ax[1].set(title=f"(b) synapses per head (d = {d})", xlabel="tokens n")
+    some = next(iter(runs.values()))
+    c = load(some).config
+    ax[2].set(title=f"(c) wall time (escape, d = {c['dk']})", xlabel="tokens n", ylabel="s")
+    ax[3].set(title=f"(d) read-out error, {c['duration']:g} s (dotted: floors)", xlabel="tokens n",
+              ylabel="NRMSE")
+    for a in ax:
+        a.title.set_fontsize(8)
+        a.tick_params(labelsize=7)
+        a.legend(fontsize=6)
+    return fig
+
+
+def laws(law_runs: dict):
+    """Two-point-neuron laws on the L5 IT soma: (a) each law f(R, C) at C = 1 against the product
+    R C, (b) its departure from attention (decoded ṽ, x̃ NRMSE vs the reference), (c) decoded x̃ vs
+    exact per law. ``law_runs`` maps law name -> results directory (rate level, same head)."""
+    from neurons.laws import law_numpy
+
+    fig, ax = plt.subplots(1, 3, figsize=(12, 3.4), constrained_layout=True)
+    R = np.linspace(-2, 2, 201)
+    for k, law in enumerate(law_runs):
+        f = law_numpy(law)
+        style = dict(color="k", lw=1.8, ls="--") if law == "product" else dict(lw=1.0)
+        ax[0].plot(R, f(R, 1.0), label=law, **style)
+    ax[0].set(title="(a) soma rate law f(R, C = 1) (rectified)", xlabel="basal R (value units)",
+              ylabel="f / rate gain", ylim=(-0.2, 6.5))
+    names = list(law_runs)
+    met = {law: load(p).metrics() for law, p in law_runs.items()}
+    x = np.arange(len(names))
+    for off, stage, lab in ((-0.2, "v_tilde", "ṽ (L5 PT)"), (0.2, "x_tilde", "x̃ (nucleus 2)")):
+        ax[1].bar(x + off, [max(met[n][stage]["nrmse"], 1e-16) for n in names], width=0.4, label=lab)
+    ax[1].set_yscale("log")
+    ax[1].set_xticks(x, names)
+    ax[1].set(title="(b) departure from attention (rate level)", ylabel="NRMSE vs linear_mhsa")
+    for law, p in law_runs.items():
+        r = load(p)
+        ax[2].scatter(r.reference_stages["x_tilde"].ravel(), r.stages["x_tilde"].ravel(), s=5, lw=0,
+                      label=law, color="k" if law == "product" else None)
+    lo, hi = ax[2].get_xlim()
+    ax[2].plot([lo, hi], [lo, hi], color="0.6", lw=0.8, zorder=0)
+    ax[2].set(title="(c) decoded x̃ vs exact attention output", xlabel="exact x̃", ylabel="decoded x̃")
+    for a in ax:
+        a.title.set_fontsize(8)
+        a.tick_params(labelsize=7)
+        a.legend(fontsize=6)
     return fig

@@ -1,7 +1,10 @@
 """``ctmhsa bench accuracy``: spiking attention against the exact reference, with noise floors.
 
 Cases (``--cases``): ``barrel`` (n = 33, dk = dv = de = 33, H = 1), ``multihead`` (n = 8,
-d = 8, H = 4), ``causal`` and ``cross`` (n = 6, d = 6, H = 2; cross with m = 4). For each level
+d = 8, H = 4), ``causal`` and ``cross`` (n = 6, d = 6, H = 2; cross with m = 4), and the
+variants of issue 8 at the same size: ``unnormalised`` (no interneurons), ``skip`` (core
+thalamus -> L5 PT, ``WS ~ N(0, 1/de)``), ``linear`` (the key-value-memory circuit) and
+``linear_cross``; ``linear_barrel`` is the linear circuit at barrel size. For each level
 (``--levels``) and read-out population coding P (``--P``: copies of L5 PT and nucleus 2), one
 run decodes every stage at the checkpoints (``--times``, s of measurement window) and reports
 NRMSE, Pearson r and the spike-count noise floor. Prints tables, writes JSON atomically.
@@ -12,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
 
 from .config import problem_inputs
 from .simulate import simulate_mhsa
@@ -23,17 +27,26 @@ CASES = {
     "multihead": dict(n=8, H=4, dk=8, dv=8, de=8),
     "causal": dict(n=6, H=2, dk=6, dv=6, de=6, causal=True),
     "cross": dict(n=6, m=4, H=2, dk=6, dv=6, de=6, cross=True),
+    "unnormalised": dict(n=6, H=2, dk=6, dv=6, de=6, normalize=False),
+    "skip": dict(n=6, H=2, dk=6, dv=6, de=6, skip=True),
+    "linear": dict(n=6, H=2, dk=6, dv=6, de=6, circuit="linear"),
+    "linear_cross": dict(n=6, m=4, H=2, dk=6, dv=6, de=6, cross=True, circuit="linear"),
+    "linear_barrel": dict(n=33, H=1, dk=33, dv=33, de=33, circuit="linear"),
 }
 
 
 def run_case(case: str, level: str, P: int, times, seed: int = 0, codegen: str = "auto") -> dict:
     """One run: every stage's metrics at each window length in ``times``."""
     prob = dict(CASES[case])
-    causal = prob.pop("causal", False)
-    x = problem_inputs(**prob, input_seed=seed, causal=causal)
+    opts = {k: prob.pop(k) for k in ("causal", "normalize", "circuit") if k in prob}
+    skip = prob.pop("skip", False)
+    x = problem_inputs(**prob, input_seed=seed, causal=opts.get("causal", False),
+                       normalize=opts.get("normalize", True))
+    WS = (np.random.default_rng(seed).normal(size=(prob["H"], prob["dv"], prob["de"])) / np.sqrt(prob["de"])
+          if skip else None)
     times = sorted(times)
     t0 = time.perf_counter()
-    res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"], causal=causal,
+    res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"], WS=WS, **opts,
                         neuron=level, duration=times[-1], checkpoints=times[:-1], seed=seed,
                         P={"l5pt": P, "nucleus2": P}, codegen=codegen)
     return dict(case=case, level=level, P=P, neurons=res.counts["neurons"],
@@ -58,6 +71,9 @@ def _table(run: dict) -> str:
 def main(args) -> int:
     from .io import atomic_write_json, versions
 
+    unknown = sorted(set(args.cases) - set(CASES))
+    if unknown:
+        raise ValueError(f"--cases: unknown case(s) {unknown}; expected some of {sorted(CASES)}")
     runs = []
     for case in args.cases:
         for level in args.levels:

@@ -97,6 +97,11 @@ def _cmd_bench(args) -> int:
 
         args.out = args.out or "bench_results/heads.json"
         return heads_main(args)
+    if args.which == "circuits":
+        from .bench_circuits import main as circuits_main
+
+        args.out = args.out or "bench_results/circuits.json"
+        return circuits_main(args)
     if args.which == "speed":
         from .bench_speed import main as speed_main
 
@@ -137,10 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
     figs.set_defaults(func=_cmd_figures)
 
     bench = sub.add_parser("bench", help="benchmarks that print a table and write JSON")
-    bench.add_argument("which", choices=["rate", "cells", "accuracy", "speed", "heads"],
+    bench.add_argument("which", choices=["rate", "cells", "accuracy", "speed", "heads", "circuits"],
                        help="rate: build and run a head at the rate level; cells: products, "
                             "normalisation and fig. 2 in silico at the spiking levels; accuracy: "
-                            "spiking attention vs the reference over time and read-out copies")
+                            "spiking attention vs the reference over time and read-out copies; "
+                            "circuits: quadratic vs linear key-value-memory circuit vs n")
     bench.add_argument("--n", type=int, default=33, help="tokens = macrocolumns (default 33)")
     bench.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
     bench.add_argument("--H", type=int, default=1, help="heads (default 1)")
@@ -155,12 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--levels", nargs="+", default=["escape", "lif"], choices=["escape", "lif"])
     bench.add_argument("--skip-fig2", action="store_true", help="cells: skip the fig. 2 data")
     bench.add_argument("--cases", nargs="+", default=["multihead", "causal", "cross", "barrel"],
-                       choices=["barrel", "multihead", "causal", "cross"], help="accuracy: cases")
+                       help="accuracy: cases (barrel, multihead, causal, cross, unnormalised, skip, "
+                            "linear, linear_cross, linear_barrel)")
     bench.add_argument("--times", nargs="+", type=float, default=[1.0, 2.0, 5.0, 10.0],
                        help="accuracy: measurement windows (s), from one run each")
     bench.add_argument("--P", nargs="+", type=int, default=[1, 4, 10],
                        help="accuracy: copies of L5 PT and nucleus 2 per dimension")
-    bench.add_argument("--sizes", nargs="+", type=int, default=[8, 16, 33], help="speed: values of n")
+    bench.add_argument("--sizes", nargs="+", type=int, default=[8, 16, 33], help="speed, circuits: values of n")
     bench.add_argument("--devices", nargs="+", default=["runtime", "cpp_standalone"],
                        choices=["runtime", "cpp_standalone"], help="speed: Brian2 devices")
     bench.add_argument("--threads", type=int, default=None,
