@@ -88,3 +88,19 @@ def test_escape_linear_circuit_reaches_its_noise_floor():
         assert 0.5 < ratio < (2.0 if stage == "S" else 1.6), (stage, met[stage])
     assert met["v_tilde"]["r"] > 0.8
     assert res.spikes == {} and res.counts["neurons"] == pathway(4, 4, 4, 6, H=2, circuit="linear").n_neurons()
+
+
+def test_command_line_runs_the_linear_circuit_and_a_law(tmp_path):
+    from sims import load
+    from sims.cli import main
+
+    for circuit, law in (("linear", "product"), ("quadratic", "tm3")):
+        cfg = tmp_path / f"{circuit}.toml"
+        out = tmp_path / f"res_{circuit}"
+        cfg.write_text(f'[problem]\nn = 3\nH = 1\n[simulation]\nneuron = "rate"\ncircuit = "{circuit}"\n'
+                       f'law = "{law}"\n[output]\ndir = "{out}"\n')
+        assert main(["run", str(cfg), "--quiet"]) == 0
+        res = load(str(out))
+        assert (res.config["circuit"], res.config["law"]) == (circuit, law)
+    assert load(str(tmp_path / "res_linear")).metrics()["S"]["max_rel_error"] < 1e-9
+    assert load(str(tmp_path / "res_quadratic")).metrics()["x_tilde"]["nrmse"] > 0.1   # tm3 departs
