@@ -137,18 +137,26 @@ class BuiltCircuit:
             snap["count"] = np.array(self.monitors[pop].count[:], dtype=float)
             self._window[pop] = snap
 
+    def window_start_time(self) -> float:
+        """Network time (s) at which the measurement window started."""
+        if not self._window:
+            raise RuntimeError("window_start_time: call start_window() first")
+        return self._window["t"]
+
     def window_start_counts(self, pop: str) -> np.ndarray:
         """Spike counts per cell of ``pop`` when the window started (see :meth:`start_window`)."""
         if not self._window:
             raise RuntimeError("window_start_counts: call start_window() first")
         return self._window[pop]["count"]
 
-    def read_window(self, pop: str) -> dict[str, np.ndarray]:
+    def read_window(self, pop: str, T: float | None = None) -> dict[str, np.ndarray]:
         """Window averages since :meth:`start_window`: every observable's mean (SI), the spike
-        ``count`` per cell, and ``rate`` = count / window length (Hz)."""
+        ``count`` per cell, and ``rate`` = count / window length (Hz). ``T``: the window length
+        (s) when read during a run (default: network time since the window started)."""
         if not self._window:
             raise RuntimeError("read_window: call start_window() first")
-        T = float(self.network.t_) - self._window["t"]
+        if T is None:
+            T = float(self.network.t_) - self._window["t"]
         if T <= 0:
             raise RuntimeError("read_window: the window is empty; run the network first")
         model = get_model(self.level, self.circuit.population(pop).cell_type)
