@@ -36,8 +36,8 @@ DEFAULT_WARMUP = {"rate": 0.0, "escape": 0.5, "lif": 0.5}
 """Discarded warm-up before the measurement window (s): the interneurons settle in ~0.1 s."""
 
 N_CHUNKS = 10
-"""The measurement window is run in this many chunks; the spread of the chunk counts gives
-each population's Fano factor."""
+"""Spike counts are taken at this many equal chunks of the measurement window (one run, see
+:func:`sims.window.measure`); the spread of the chunk counts gives each population's Fano factor."""
 
 AUTO_CYTHON_SYNAPSES = 200_000
 """With ``codegen="auto"``, networks with at least this many synapses use Cython (compiled once
