@@ -162,25 +162,35 @@ def _rate_relay():
     )
 
 
+def _two_compartment(shunted: bool, gain: str, apical_bias: bool) -> CellModel:
+    """A two-compartment pyramidal cell: basal and apical dendrites (leaky integrators of their
+    synaptic input plus a bias), a soma following the basal potential — or, when ``shunted``
+    (L2/3-like), receiving phi of it and divided by the interneurons' shunt ``g_sh`` — and the
+    rate ``rho * gain`` (somatic factor times apical factor)."""
+    soma = "u*{PHI_B} - U*(1 + g_sh)" if shunted else "V_b - U"
+    lines = ["dV_b/dt = (b_b + I_b - V_b)/tau_d : volt",
+             f"dV_a/dt = ({'b_a + ' if apical_bias else ''}I_a - V_a)/tau_d : volt",
+             f"dU/dt = ({soma})/tau_m : volt",
+             f"r = rho*{gain} : Hz",
+             "b_b : volt"] + (["b_a : volt"] if apical_bias else []) + ["rho : Hz (shared, constant)"]
+    inputs = {"basal": ("I_b", "volt"), "apical": ("I_a", "volt")}
+    if shunted:
+        inputs["soma"] = ("g_sh", "1")
+    return CellModel(equations="\n".join(lines), inputs=inputs,
+                     parameters=("b_b", "b_a", "rho") if apical_bias else ("b_b", "rho"),
+                     observables=("V_b", "V_a", "U", "r"))
+
+
+_PHI_GAIN = "clip(U/u, 0, inf)*{PHI_A}"         # somatic factor x phi(apical)
+_LINEAR_GAIN = "clip(U/u, 0, inf)*clip(V_a/u, 0, inf)"   # somatic factor x rectified apical
+
+
 @register("rate", "l23")
 def _rate_l23():
     # basal dendrite: query; apical dendrite: key; each passes phi (dendritic nonlinearity).
     # The soma receives phi(q) and is shunted by the macrocolumn's interneurons (g_sh, relative
     # to the leak); the apical output phi(k) sets the gain of the somatic rate.
-    return CellModel(
-        equations="""
-        dV_b/dt = (b_b + I_b - V_b)/tau_d : volt
-        dV_a/dt = (b_a + I_a - V_a)/tau_d : volt
-        dU/dt = (u*{PHI_B} - U*(1 + g_sh))/tau_m : volt
-        r = rho*clip(U/u, 0, inf)*{PHI_A} : Hz
-        b_b : volt
-        b_a : volt
-        rho : Hz (shared, constant)
-        """,
-        inputs={"basal": ("I_b", "volt"), "apical": ("I_a", "volt"), "soma": ("g_sh", "1")},
-        parameters=("b_b", "b_a", "rho"),
-        observables=("V_b", "V_a", "U", "r"),
-    )
+    return _two_compartment(shunted=True, gain=_PHI_GAIN, apical_bias=True)
 
 
 @register("rate", "interneuron")
@@ -210,19 +220,7 @@ def _rate_l5it():
     # basal: value (+ offset, see mapping.encode); apical: summed local L2/3 salience;
     # soma rate = basal-driven rate x apical gain ({LAW}: the product of Algorithm 1 by default,
     # or another two-point-neuron law of neurons.laws)
-    return CellModel(
-        equations="""
-        dV_b/dt = (b_b + I_b - V_b)/tau_d : volt
-        dV_a/dt = (I_a - V_a)/tau_d : volt
-        dU/dt = (V_b - U)/tau_m : volt
-        r = rho*{LAW} : Hz
-        b_b : volt
-        rho : Hz (shared, constant)
-        """,
-        inputs={"basal": ("I_b", "volt"), "apical": ("I_a", "volt")},
-        parameters=("b_b", "rho"),
-        observables=("V_b", "V_a", "U", "r"),
-    )
+    return _two_compartment(shunted=False, gain="{LAW}", apical_bias=False)
 
 
 def _rate_linear():
@@ -251,39 +249,15 @@ def _rate_kv_write():
     # outer-product cell of the linear circuit: basal value (linear, as L5 IT) times the apical
     # key passed through phi (as L2/3); with a basal bias of one unit and no basal input it
     # fires for phi(k) alone (the cells writing z = Σ_j phi(k_j))
-    return CellModel(
-        equations="""
-        dV_b/dt = (b_b + I_b - V_b)/tau_d : volt
-        dV_a/dt = (b_a + I_a - V_a)/tau_d : volt
-        dU/dt = (V_b - U)/tau_m : volt
-        r = rho*clip(U/u, 0, inf)*{PHI_A} : Hz
-        b_b : volt
-        b_a : volt
-        rho : Hz (shared, constant)
-        """,
-        inputs={"basal": ("I_b", "volt"), "apical": ("I_a", "volt")},
-        parameters=("b_b", "b_a", "rho"),
-        observables=("V_b", "V_a", "U", "r"),
-    )
+    return _two_compartment(shunted=False, gain=_PHI_GAIN, apical_bias=True)
 
 
 @register("rate", "kv_read")
 def _rate_kv_read():
     # read-out cell of the linear circuit: basal query through phi and a shunted soma (as L2/3),
     # apical memory entry, linear-rectified (as L5 IT): rate ∝ phi(q_f) S_fc / (1 + g)
-    return CellModel(
-        equations="""
-        dV_b/dt = (b_b + I_b - V_b)/tau_d : volt
-        dV_a/dt = (I_a - V_a)/tau_d : volt
-        dU/dt = (u*{PHI_B} - U*(1 + g_sh))/tau_m : volt
-        r = rho*clip(U/u, 0, inf)*clip(V_a/u, 0, inf) : Hz
-        b_b : volt
-        rho : Hz (shared, constant)
-        """,
-        inputs={"basal": ("I_b", "volt"), "apical": ("I_a", "volt"), "soma": ("g_sh", "1")},
-        parameters=("b_b", "rho"),
-        observables=("V_b", "V_a", "U", "r"),
-    )
+    return _two_compartment(shunted=True, gain=_LINEAR_GAIN, apical_bias=False)
+
 
 SYNAPSE_WEIGHT_UNITS = {"volt": "volt*second", "1": "second", "Hz": "1"}
 """Unit of a synaptic weight for each input unit: input = weight x presynaptic rate."""
@@ -343,9 +317,13 @@ _LIF_BACKGROUND = ("I_bg = I_bg*exp(-dt/tau_syn) + sigma_bg*sqrt((tau_m + tau_sy
                    "*sqrt(1 - exp(-2*dt/tau_syn))*randn()")
 
 
-def _lif(rate_model: CellModel, P: str, drop: str) -> CellModel:
-    eqs = "\n".join(line for line in rate_model.equations.strip().splitlines()
-                    if not line.strip().startswith(drop) and not line.strip().startswith("rho :"))
+def _lif(rate_model: CellModel) -> CellModel:
+    # the rate-level cell's law r = rho*P becomes the drive v_drive*P of an LIF soma
+    lines = rate_model.equations.strip().splitlines()
+    rate = next(line.strip() for line in lines if line.strip().startswith("r = rho*"))
+    P = rate[len("r = rho*"):].rsplit(":", 1)[0].strip()
+    eqs = "\n".join(line for line in lines
+                    if not line.strip().startswith(("r =", "rho :")))
     regular = "\n".join(x for x in (rate_model.regular, _LIF_BACKGROUND) if x)
     return replace(rate_model, equations=eqs + f"\nP = {P} : 1" + _LIF_SOMA,
                    method="exponential_euler", regular=regular,
@@ -355,10 +333,5 @@ def _lif(rate_model: CellModel, P: str, drop: str) -> CellModel:
 
 MODELS[("lif", "relay")] = MODELS[("escape", "relay")]
 MODELS[("lif", "interneuron")] = MODELS[("escape", "interneuron")]
-MODELS[("lif", "l23")] = _lif(MODELS[("rate", "l23")], "clip(U/u, 0, inf)*{PHI_A}", "r =")
-MODELS[("lif", "l5it")] = _lif(MODELS[("rate", "l5it")], "{LAW}", "r =")
-MODELS[("lif", "l5pt")] = _lif(MODELS[("rate", "l5pt")], "clip(U/u, 0, inf)", "r =")
-MODELS[("lif", "relay_out")] = _lif(MODELS[("rate", "relay_out")], "clip(U/u, 0, inf)", "r =")
-MODELS[("lif", "memory")] = _lif(MODELS[("rate", "memory")], "clip(U/u, 0, inf)", "r =")
-MODELS[("lif", "kv_write")] = _lif(MODELS[("rate", "kv_write")], "clip(U/u, 0, inf)*{PHI_A}", "r =")
-MODELS[("lif", "kv_read")] = _lif(MODELS[("rate", "kv_read")], "clip(U/u, 0, inf)*clip(V_a/u, 0, inf)", "r =")
+for _ct in ("l23", "l5it", "l5pt", "relay_out", "memory", "kv_write", "kv_read"):
+    MODELS[("lif", _ct)] = _lif(MODELS[("rate", _ct)])
