@@ -181,7 +181,7 @@ def build(
     if linear:
         src_pt = _key_value_memory(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w)
     else:
-        src_pt = _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, mask)
+        src_pt = _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, mask, w_in)
     if with_pt:
         pop("l5pt", "l5pt", ("head", "i", "c") + pair[0], (H, n, dv) + pair[1])
         pre_pop, pname = src_pt
@@ -202,10 +202,9 @@ def build(
     return c
 
 
-def _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, mask):
+def _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, mask, w_in):
     """Algorithm 1: n x m microcolumns per head (L2/3, L5 IT) and the macrocolumns' interneurons.
     Returns the population and projection name that drive L5 PT."""
-    w_in = ("post.head", "post.c", "pre.e") + tuple(f"pre.{a}" for a in pair[0])
     pop("l23", "l23", ("head", "i", "j", "c"), (H, n, m, dk), ("basal", "apical", "soma"), mask=mask)
     pop("l5it", "l5it", ("head", "i", "j", "c") + pair[0], (H, n, m, dv) + pair[1],
         ("basal", "apical", "soma"), mask=mask)

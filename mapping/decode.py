@@ -49,7 +49,7 @@ def decode(circuit: Circuit, encoding, obs: dict) -> dict[str, np.ndarray]:
         the memory ``S (H, dk, dv)`` and ``z (H, dk)``. Absent cells (causal mask) decode to 0
         in ``s``, ``kappa``, ``y``, like the reference.
     """
-    pops, codes, c = circuit.populations, encoding.codes, encoding.consts
+    pops, codes = circuit.populations, encoding.codes
     with np.errstate(invalid="ignore", divide="ignore"):
         if circuit.meta.get("circuit", "quadratic") == "linear":
             st = _decode_key_value_memory(circuit, encoding, obs)

@@ -143,10 +143,9 @@ def encode(
             vals.weights[pname] = u * W / gains.rho_in
     ctx = dict(u=u, xb=xb, v0=v0, onoff=onoff, WQ=WQ, WK=WK, WV=WV)
     middle = _key_value_memory if meta.get("circuit", "quadratic") == "linear" else _microcolumns
-    gains, R_set, pt_weight = middle(circuit, vals, gains, ctx)
+    gains, R_set = middle(circuit, vals, gains, ctx)   # also the weights onto L5 PT
 
     if "l5pt" in pops:   # ON/OFF: ON PT sums u ṽ from its source pairs, OFF PT its negative
-        vals.weights["it_pt" if "it_pt" in circuit.projections else "readout_pt"] = pt_weight
         vals.params["l5pt"] = {"b": 0.0, "rho": gains.rho_pt}
     if "core_skip" in circuit.projections:
         if WS is None:
@@ -192,8 +191,8 @@ def _normalisation(vals, gains, R_set, n_inh, shunts=("shunt",)):
 
 
 def _microcolumns(circuit, vals, gains, ctx):
-    """Algorithm 1's cortical values (L2/3, interneurons, L5 IT); returns the (possibly rescaled)
-    gains, the set points ``R_set (H, n)`` and the IT -> PT weights."""
+    """Algorithm 1's cortical values (L2/3, interneurons, L5 IT, IT -> PT weights); returns the
+    (possibly rescaled) gains and the set points ``R_set (H, n)``."""
     meta, pops = circuit.meta, circuit.populations
     H, n, m = meta["H"], meta["n"], meta["m"]
     u, xb, v0, WQ, WK, WV = (ctx[k] for k in ("u", "xb", "v0", "WQ", "WK", "WV"))
@@ -229,7 +228,9 @@ def _microcolumns(circuit, vals, gains, ctx):
         _normalisation(vals, gains, R_set, meta["n_inh"])
     # apical potential u a_i κ_ij (normalised: a_i = keys of macrocolumn i; else 1/dk)
     vals.weights["attention"] = u * n_keys / R_set
-    return gains, R_set, u / (gains.rho_it * n_keys)
+    if "l5pt" in pops:   # PT potential u ṽ
+        vals.weights["it_pt"] = u / (gains.rho_it * n_keys)
+    return gains, R_set
 
 
 def _key_value_memory(circuit, vals, gains, ctx):
@@ -238,7 +239,8 @@ def _key_value_memory(circuit, vals, gains, ctx):
     tokens, so their rates do not grow with m); read-out cells fire
     ``rho_l23 phi(q_if) [±S_fc]_+ / (m (1 + g_i))``, and the interneurons hold each macrocolumn's
     ``readout_z`` total at ``R_set = r_l23 dk``, hence ``1 + g_i = rho_l23 Z_i / (m R_set)`` and
-    ``Σ_f readout = R_set ṽ_i``. Returns gains, ``R_set (H, n)`` and the read-out -> PT weights."""
+    ``Σ_f readout = R_set ṽ_i``, hence read-out -> PT weights ``u / R_set``. Returns gains and
+    ``R_set (H, n)``."""
     meta, pops = circuit.meta, circuit.populations
     H, n, m, dk = meta["H"], meta["n"], meta["m"], meta["dk"]
     u, xb, v0, WQ, WK, WV = (ctx[k] for k in ("u", "xb", "v0", "WQ", "WK", "WV"))
@@ -265,12 +267,12 @@ def _key_value_memory(circuit, vals, gains, ctx):
         vals.params["readout_z"] = {"b_b": b_b[rz.axis("head"), rz.axis("f")], "rho": gains.rho_l23}
         R_set = np.full((H, n), gains.r_l23 * dk)
         _normalisation(vals, gains, R_set, meta["n_inh"], shunts=("shunt", "shunt_z"))
-        pt_weight = u / R_set
     else:
         # unnormalised: Σ_f readout = rho_l23 ṽ / m; read-out gains scaled by 1/(m dk) as in
         # the quadratic circuit (ṽ sums m weights of size ~dk)
         R_set = np.full((H, n), gains.rho_l23 / m)
         scale = 1.0 / (m * dk)
         gains = replace(gains, rho_pt=gains.rho_pt * scale, rho_out=gains.rho_out * scale)
-        pt_weight = np.full((H, n), u * m / gains.rho_l23)
-    return gains, R_set, pt_weight
+    if "l5pt" in pops:   # PT potential u ṽ (unnormalised: R_set = rho_l23 / m)
+        vals.weights["readout_pt"] = u / R_set
+    return gains, R_set

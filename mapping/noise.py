@@ -83,7 +83,8 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
         _key_value_memory(circuit, c, obs, fano, T, stages, f, df, out)
     else:
         _microcolumns(circuit, c, obs, fano, T, stages, f, df, out)
-    if "l5pt" in pops:
+    if "l5pt" in pops:   # the PT cells' own count noise, on top of what they inherit
+        out["v_tilde"] = out["v_tilde"] + _rate_var(pops["l5pt"], obs["l5pt"], fano["l5pt"], T) / g["rho_pt"] ** 2
         if WS is not None and "core_skip" in circuit.projections:   # the skip path's relay noise
             out["v_tilde"] = out["v_tilde"] + np.einsum("hce,ne->hnc", (np.asarray(WS) / rho_in) ** 2, rin)
     if "nucleus2" in pops:
@@ -118,7 +119,6 @@ def _microcolumns(circuit, c, obs, fano, T, stages, f, df, out):
         # cell of macrocolumn i alike through phi(q_i); averaged over the dk features
         out["Z"] = stages["Z"] ** 2 * np.mean(lq[:, :, 0, :] ** 2 * out["q"], axis=-1)
     if "l5pt" in pops:
-        own = _rate_var(pops["l5pt"], obs["l5pt"], fano["l5pt"], T) / g["rho_pt"] ** 2
         # The interneurons hold each macrocolumn's pooled L2/3 count at its set point (integral
         # feedback on spikes), so the attention errors sum to ~0 over j: δκ_j = ε_j - κ_j Σ ε,
         # and Σ_j δκ_j v_j = Σ_j ε_j (v_j - ṽ_i) — only deviations from ṽ_i carry κ noise.
@@ -126,7 +126,7 @@ def _microcolumns(circuit, c, obs, fano, T, stages, f, df, out):
             if "v_tilde" in stages else v ** 2
         if "sign" not in it.axes or not c["normalize"]:
             dv2 = v ** 2    # offset code (v0 not renormalised) or no interneurons at all
-        out["v_tilde"] = own + np.nansum(var_it + dv2 * out["kappa"][..., None] + var_kv, axis=2)
+        out["v_tilde"] = np.nansum(var_it + dv2 * out["kappa"][..., None] + var_kv, axis=2)
 
 
 def _key_value_memory(circuit, c, obs, fano, T, stages, f, df, out):
@@ -162,7 +162,8 @@ def _key_value_memory(circuit, c, obs, fano, T, stages, f, df, out):
     else:   # no division: Z = 1, nothing to compensate
         Z, z, own_z, own_rz = np.ones(q.shape[:2]), np.zeros(fq.shape[::2]), np.zeros(fq.shape[::2]), 0.0
     R = c["R_set"]                                                      # (H, n)
-    vt, v_eff, S_eff = (stages["v_tilde"] if normalize else 0.0 * stages["v_tilde"]), v, stages["S"]
+    vt = stages["v_tilde"] if normalize else np.zeros_like(stages["v_tilde"])   # nothing to compensate
+    v_eff, S_eff = v, stages["S"]
     if not c["onoff"]:   # offset code: outer cells carry v + v0, the read-out S + v0 z and ṽ + v0
         v_eff, vt = v + c["v0"][:, None, None], vt + c["v0"][:, None, None]
         S_eff = S_eff + c["v0"][:, None, None] * z[..., None]
@@ -177,5 +178,4 @@ def _key_value_memory(circuit, c, obs, fano, T, stages, f, df, out):
                       (S_eff[:, None] - vt[:, :, None, :] * z[:, None, :, None]) ** 2)
     own_read = _rate_var(pops["readout"], obs["readout"], fano["readout"], T).sum(axis=2) / R[..., None] ** 2
     if "l5pt" in pops:
-        own = _rate_var(pops["l5pt"], obs["l5pt"], fano["l5pt"], T) / g["rho_pt"] ** 2
-        out["v_tilde"] = own + key + val + counts + query + own_read + vt ** 2 * np.asarray(own_rz)[..., None]
+        out["v_tilde"] = key + val + counts + query + own_read + vt ** 2 * np.asarray(own_rz)[..., None]
