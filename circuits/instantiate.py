@@ -21,6 +21,7 @@ from neurons.backend import cache_dir, configure_brian2  # noqa: F401  (re-expor
 from neurons.models import get_model, synapse_model
 from neurons.params import DEFAULT_PARAMS, CellParams, with_units
 
+from .fold import class_values, fold_classes, split_equations
 from .graph import Circuit
 
 __all__ = ["CircuitValues", "BuiltCircuit", "instantiate", "estimate_memory", "cache_dir",
@@ -55,6 +56,38 @@ BYTES_PER_NEURON = 1024
 BASE_BYTES = 250 * 2**20  # Python, numpy, Brian2 and compiled modules
 
 
+@dataclass
+class FoldedGroup:
+    """State of one :class:`neurons.models.Fold` of a population, simulated once per class.
+
+    ``group`` holds one entry per class; cell ``c`` reads entry ``cls[c]``; ``reps`` are the
+    classes' first cells; ``names`` the variables moved here from the cells.
+    """
+
+    fold: object
+    group: object
+    cls: np.ndarray
+    reps: np.ndarray
+    names: frozenset
+
+
+def _fold_plans(circuit: Circuit, pop: str, model, incoming: dict) -> list:
+    """``(fold, cls, reps)`` for each of the model's folds that shares anything in ``pop``.
+
+    Spiking levels only: at the rate level outgoing synapses read the source's rate expression,
+    and Brian2 synapses cannot read a group's linked variables.
+    """
+    plans = []
+    if not model.spiking:
+        return plans
+    for f in model.folds:
+        projs = [p for comp in f.compartments for p in incoming.get(comp, [])]
+        cls, reps = fold_classes(circuit, pop, f.compartments, projs)
+        if len(reps) < circuit.populations[pop].N:
+            plans.append((f, cls, reps))
+    return plans
+
+
 def estimate_memory(circuit: Circuit) -> int:
     """Estimated peak memory (bytes) of building and running ``circuit`` on the runtime device."""
     return BASE_BYTES + BYTES_PER_NEURON * circuit.n_neurons() + BYTES_PER_SYNAPSE * circuit.n_synapses()
@@ -72,7 +105,11 @@ class BuiltCircuit:
         Fidelity level.
     network : brian2.Network
     groups, synapses : dict
-        Brian2 objects by population / projection name.
+        Brian2 objects by population / projection name (a folded projection targets the
+        folded group and holds one synapse per class).
+    folds : dict
+        Population name -> list of :class:`FoldedGroup` (state shared by cells with identical
+        inputs, see :mod:`circuits.fold`).
     build_time : float
         Wall-clock seconds spent creating objects and connecting synapses.
     """
@@ -88,6 +125,7 @@ class BuiltCircuit:
     seed: int | None = None
     device: str = "runtime"
     run_args: dict | None = None
+    folds: dict = field(default_factory=dict)
     _window: dict = field(default_factory=dict)
     _seeded: bool = False
 
@@ -126,6 +164,17 @@ class BuiltCircuit:
         self.network.run(duration * second, report=report, namespace={})
         return time.perf_counter() - t0
 
+    def values(self, pop: str, var: str) -> np.ndarray:
+        """Current values (SI) of variable ``var`` of every cell of ``pop``, folded or not."""
+        for fg in self.folds.get(pop, []):
+            if var in fg.names:
+                return np.array(getattr(fg.group, var + "_")[:], dtype=float)[fg.cls]
+        return np.array(getattr(self.groups[pop], var + "_")[:], dtype=float)
+
+    def all_groups(self) -> list:
+        """Every NeuronGroup simulated: the populations' and their folded groups."""
+        return [*self.groups.values(), *(fg.group for fgs in self.folds.values() for fg in fgs)]
+
     def start_window(self) -> None:
         """Start a measurement window (spiking levels): remember counts and integrals now."""
         self._window = {"t": float(self.network.t_)}
@@ -133,7 +182,7 @@ class BuiltCircuit:
             if pop not in self.monitors:     # replayed spikes: nothing to measure
                 continue
             model = get_model(self.level, self.circuit.population(pop).cell_type)
-            snap = {v: np.array(getattr(g, f"acc_{v}_")[:]) for v in model.observables}
+            snap = {v: self.values(pop, f"acc_{v}") for v in model.observables}
             snap["count"] = np.array(self.monitors[pop].count[:], dtype=float)
             self._window[pop] = snap
 
@@ -160,8 +209,8 @@ class BuiltCircuit:
         if T <= 0:
             raise RuntimeError("read_window: the window is empty; run the network first")
         model = get_model(self.level, self.circuit.population(pop).cell_type)
-        g, snap = self.groups[pop], self._window[pop]
-        out = {v: (np.array(getattr(g, f"acc_{v}_")[:]) - snap[v]) / T for v in model.observables}
+        snap = self._window[pop]
+        out = {v: (self.values(pop, f"acc_{v}") - snap[v]) / T for v in model.observables}
         out["count"] = np.array(self.monitors[pop].count[:], dtype=float) - snap["count"]
         out["rate"] = out["count"] / T
         out["T"] = T
@@ -175,14 +224,18 @@ class BuiltCircuit:
     def read(self, pop: str) -> dict[str, np.ndarray]:
         """Current values of the population's observables (SI floats, one entry per cell)."""
         model = get_model(self.level, self.circuit.population(pop).cell_type)
-        g = self.groups[pop]
-        return {var: np.array(getattr(g, var + "_")[:], dtype=float) for var in model.observables}
+        return {var: self.values(pop, var) for var in model.observables}
 
     def n_synapses(self) -> int:
         return int(sum(len(s) for s in self.synapses.values()))
 
     def n_neurons(self) -> int:
+        """Cells of the circuit (folded groups hold shared compartments, not cells)."""
         return int(sum(len(g) for g in self.groups.values()))
+
+    def n_compartments_folded(self) -> int:
+        """Entries of the folded groups (each stands for a class of identical compartments)."""
+        return int(sum(len(fg.group) for fgs in self.folds.values() for fg in fgs))
 
 
 def _set(group, var: str, value, N: int, what: str, run_args: dict | None = None):
@@ -201,7 +254,8 @@ def _set(group, var: str, value, N: int, what: str, run_args: dict | None = None
 
 
 def project_key(circuit: Circuit, level: str, phi: str, params: CellParams, dt: float,
-                schedule: tuple, threads: int, record_spikes, law: str = "product") -> str:
+                schedule: tuple, threads: int, record_spikes, law: str = "product",
+                fold: bool = True) -> str:
     """SHA-256 key of everything compiled into a standalone project: the circuit's structure,
     the level's equations, phi, the physiological constants, dt, the run schedule (warm-up,
     window), OpenMP threads, recorded populations, the package and Brian2 versions and the Python
@@ -220,7 +274,8 @@ def project_key(circuit: Circuit, level: str, phi: str, params: CellParams, dt: 
     except metadata.PackageNotFoundError:   # running from a source tree
         version = "source"
     models = {p.cell_type: get_model(level, p.cell_type).equations for p in circuit.populations.values()}
-    blob = json.dumps(dict(circuit=circuit.to_dict(), level=level, phi=phi, law=law, params=params.to_dict(),
+    blob = json.dumps(dict(circuit=circuit.to_dict(), level=level, phi=phi, law=law, fold=bool(fold),
+                           params=params.to_dict(),
                            dt=dt, schedule=list(schedule), threads=threads, models=models,
                            record=sorted(record_spikes) if isinstance(record_spikes, (tuple, list, set))
                            else bool(record_spikes),
@@ -244,6 +299,7 @@ def instantiate(
     device: str = "runtime",
     replay: dict | None = None,
     law: str = "product",
+    fold: bool = True,
 ) -> BuiltCircuit:
     """Create the Brian2 network of ``circuit`` at fidelity ``level``.
 
@@ -278,6 +334,10 @@ def instantiate(
         Population name -> ``(cell_indices, spike_times_s)``: the population is a
         ``SpikeGeneratorGroup`` replaying these spikes (recorded in another run) instead of
         simulated cells; its projections are event-driven as from the cells themselves.
+    fold : bool
+        Simulate deterministic compartments with identical synaptic input once per class and
+        link the cells to them (:mod:`circuits.fold`; exact: the same seed gives the same
+        spikes). ``False`` gives every cell its own compartments, as in the description.
     """
     import brian2 as b2
 
@@ -295,6 +355,7 @@ def instantiate(
         incoming[proj.target].setdefault(proj.compartment, []).append(pname)
 
     groups, replay = {}, dict(replay or {})
+    folds: dict[str, list[FoldedGroup]] = {}
     for name, (idx, times) in replay.items():
         groups[name] = b2.SpikeGeneratorGroup(pops[name].N, np.asarray(idx, np.int32),
                                               np.asarray(times, float) * b2.second, name=name,
@@ -304,22 +365,56 @@ def instantiate(
             continue
         model = get_model(level, pop.cell_type)
         eqs = model.render(phi, incoming[name], law=law)
+        plans = _fold_plans(circuit, name, model, incoming[name]) if fold else []
+        cell_obs = [v for v in model.observables if not any(v in f.variables for f, _, _ in plans)]
+        for f, cls, reps in plans:
+            moved = {*f.variables, *f.parameters}
+            for comp in f.compartments:
+                var = model.inputs[comp][0]
+                moved |= {var, *(f"in_{p}" for p in incoming[name].get(comp, []))}
+            fobs = [v for v in model.observables if v in f.variables]
+            if model.spiking:
+                moved |= {f"acc_{v}" for v in fobs}
+            feqs, eqs = split_equations(eqs, moved, f.variables)
+            if model.spiking:
+                feqs += b2.Equations("t_win : second (shared)")
+            # order 2: after the cells' own state update (0) and regular code (1), so a cell
+            # integrating a folded variable sees its value from the start of the step, as unfolded
+            fg = b2.NeuronGroup(len(reps), feqs, method=model.method, namespace=ns, clock=clock,
+                                name=f"{name}_{f.name}", order=2)
+            if model.spiking:
+                acc = "\n".join(f"acc_{v} += {v}*dt*int(t >= t_win)" for v in fobs)
+                fg.run_regularly(acc, clock=clock, when="end", name=f"{name}_{f.name}_accumulate")
+            folds.setdefault(name, []).append(FoldedGroup(f, fg, cls, reps, frozenset(moved)))
         g = b2.NeuronGroup(pop.N, eqs, method=model.method, namespace=ns, clock=clock, name=name,
                            threshold=model.threshold or None,
                            reset=model.reset or None, refractory=model.refractory or False)
-        for var, val in values.params.get(name, {}).items():
-            if var not in model.parameters:
-                raise ValueError(f"values.params[{name!r}]: {var!r} is not a parameter of {pop.cell_type}")
-            _set(g, var, val, pop.N, f"values.params[{name!r}][{var!r}]", run_args)
-        missing = set(model.parameters) - set(values.params.get(name, {}))
-        if missing:
-            raise ValueError(f"values.params[{name!r}]: missing {sorted(missing)}")
-        for var, val in values.init.get(name, {}).items():
-            _set(g, var, val, pop.N, f"values.init[{name!r}][{var!r}]", run_args)
+        for fg in folds.get(name, []):
+            for v in fg.fold.variables:
+                setattr(g, v, b2.linked_var(fg.group, v, index=fg.cls.astype(int)))
+        for kind, given in (("params", values.params.get(name, {})), ("init", values.init.get(name, {}))):
+            if kind == "params":
+                unknown = set(given) - set(model.parameters)
+                if unknown:
+                    raise ValueError(f"values.params[{name!r}]: {sorted(unknown)[0]!r} is not a parameter "
+                                     f"of {pop.cell_type}")
+                missing = set(model.parameters) - set(given)
+                if missing:
+                    raise ValueError(f"values.params[{name!r}]: missing {sorted(missing)}")
+            for var, val in given.items():
+                what = f"values.{kind}[{name!r}][{var!r}]"
+                fg = next((fg for fg in folds.get(name, []) if var in fg.names), None)
+                if fg is None:
+                    _set(g, var, val, pop.N, what, run_args)
+                else:
+                    arr = np.asarray(val, dtype=float)
+                    if arr.ndim and arr.shape != (pop.N,):
+                        raise ValueError(f"{what}: expected {pop.N} values, got shape {arr.shape}")
+                    _set(fg.group, var, class_values(arr, fg.cls, fg.reps, what), len(fg.reps), what, run_args)
         if model.regular:
             g.run_regularly(model.regular, clock=clock, when="groups", order=1, name=f"{name}_regular")
-        if model.spiking:  # window integrals of the observables (from t_win on)
-            acc = "\n".join(f"acc_{v} += {v}*dt*int(t >= t_win)" for v in model.observables)
+        if model.spiking and cell_obs:  # window integrals of the observables (from t_win on)
+            acc = "\n".join(f"acc_{v} += {v}*dt*int(t >= t_win)" for v in cell_obs)
             g.run_regularly(acc, clock=clock, when="end", name=f"{name}_accumulate")
         groups[name] = g
 
@@ -327,10 +422,17 @@ def instantiate(
     for pname, proj in projs.items():
         kw = synapse_model(get_model(level, pops[proj.source].cell_type),
                            get_model(level, pops[proj.target].cell_type), proj.compartment, pname)
-        S = b2.Synapses(groups[proj.source], groups[proj.target], namespace=ns, clock=clock,
-                        name=pname, **kw)
         i, j = circuit.pairs(proj)
-        S.connect(i=i.astype(np.int32), j=j.astype(np.int32))
+        target = groups[proj.target]
+        fg = next((fg for fg in folds.get(proj.target, []) if proj.compartment in fg.fold.compartments), None)
+        if fg is not None:   # one synapse per class: the representative cell's
+            keep = fg.reps[fg.cls[j]] == j
+            i, j = i[keep], j[keep]
+            target, post = fg.group, fg.cls[j]
+        else:
+            post = j
+        S = b2.Synapses(groups[proj.source], target, namespace=ns, clock=clock, name=pname, **kw)
+        S.connect(i=i.astype(np.int32), j=post.astype(np.int32))
         if pname not in values.weights:
             raise ValueError(f"values.weights: missing weights for projection {pname!r}")
         src = np.asarray(values.weights[pname], dtype=float)
@@ -354,11 +456,12 @@ def instantiate(
             # standalone: counts per chunk are only known from spike times
             rec = standalone or (record_spikes if isinstance(record_spikes, bool) else name in record_spikes)
             monitors[name] = b2.SpikeMonitor(g, record=rec, name=f"{name}_spikes")
-    objects = [*groups.values(), *synapses.values(), *monitors.values()]
+    objects = [*groups.values(), *(fg.group for fgs in folds.values() for fg in fgs),
+               *synapses.values(), *monitors.values()]
     if standalone:   # the seed, read by code inserted after the run arguments are applied
         rng = b2.NeuronGroup(1, "seed_value : 1", name="rng", clock=clock)
         run_args[rng.seed_value] = float(0 if seed is None else seed)
         objects.append(rng)
     net = b2.Network(*objects)
     return BuiltCircuit(circuit, level, net, groups, synapses, time.perf_counter() - t0, dt,
-                        monitors=monitors, seed=seed, device=device, run_args=run_args)
+                        monitors=monitors, seed=seed, device=device, run_args=run_args, folds=folds)

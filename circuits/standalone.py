@@ -78,7 +78,7 @@ def run_standalone(built, warmup: float, duration: float, directory: str, thread
     dev = b2.device
     spiking = built.spiking
     if spiking:
-        for g in built.groups.values():
+        for g in built.all_groups():
             if "t_win" in g.variables:
                 built.run_args[g.t_win] = warmup * b2.second
     # run arguments are applied here (after connect, before the first step); then reseed
@@ -111,9 +111,9 @@ def _collect(built, t0: float, T: float, n_chunks: int) -> dict:
     for name, g in built.groups.items():
         model = get_model(built.level, built.circuit.population(name).cell_type)
         if not model.spiking:
-            obs[name] = {v: np.array(getattr(g, v + "_")[:], dtype=float) for v in model.observables}
+            obs[name] = {v: built.values(name, v) for v in model.observables}
             continue
-        o = {v: np.array(getattr(g, f"acc_{v}_")[:], dtype=float) / T for v in model.observables}
+        o = {v: built.values(name, f"acc_{v}") / T for v in model.observables}
         mon = built.monitors[name]
         i, t = np.array(mon.i[:]), np.array(mon.t_[:])
         spikes[name] = (i, t)

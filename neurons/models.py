@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from .laws import law_expression
 
-__all__ = ["CellModel", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
+__all__ = ["CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "synapse_model"]
 
 PHI_EXPRESSIONS = {
@@ -48,6 +48,34 @@ def phi_expression(name: str, x: str) -> str:
         raise ValueError(
             f"phi: the circuit implements the named maps {sorted(PHI_EXPRESSIONS)}; got {name!r}"
         ) from None
+
+
+@dataclass(frozen=True)
+class Fold:
+    """Deterministic state that cells with identical synaptic input may share.
+
+    The builder (:mod:`circuits.fold`) simulates ``variables`` once per class of cells that
+    receive the same synapses on ``compartments``; the compartments' input sums, synaptic
+    currents and ``parameters`` move along, and the cells read ``variables`` as linked variables.
+    Only state that is a deterministic function of those inputs may be declared (no random
+    numbers, no reset).
+
+    Attributes
+    ----------
+    name : str
+        Suffix of the folded group's name.
+    variables : tuple of str
+        State variables shared within a class.
+    compartments : tuple of str
+        Compartments whose synaptic inputs drive them.
+    parameters : tuple of str
+        Per-cell parameters they use (must be equal within a class).
+    """
+
+    name: str
+    variables: tuple
+    compartments: tuple
+    parameters: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -73,6 +101,8 @@ class CellModel:
         Code run every time step after the state update (e.g. rectification), or ``""``.
     threshold, reset, refractory : str
         Brian2 spike condition, reset code and refractoriness (empty: none).
+    folds : tuple of Fold
+        State that cells with identical inputs may share (see :class:`Fold`).
     """
 
     equations: str
@@ -85,6 +115,7 @@ class CellModel:
     threshold: str = ""
     reset: str = ""
     refractory: str = ""
+    folds: tuple = ()
     units: dict = field(default_factory=lambda: {"r": "Hz", "V_b": "volt", "V_a": "volt", "U": "volt",
                                                  "P": "1", "v": "volt"})
 
@@ -176,9 +207,13 @@ def _two_compartment(shunted: bool, gain: str, apical_bias: bool) -> CellModel:
     inputs = {"basal": ("I_b", "volt"), "apical": ("I_a", "volt")}
     if shunted:
         inputs["soma"] = ("g_sh", "1")
+    # the soma is a deterministic filter of the basal potential (and of the shunt): it folds
+    # with the basal dendrite; the apical dendrite folds alone
+    folds = (Fold("basal", ("V_b", "U"), ("basal", "soma") if shunted else ("basal",), ("b_b",)),
+             Fold("apical", ("V_a",), ("apical",), ("b_a",) if apical_bias else ()))
     return CellModel(equations="\n".join(lines), inputs=inputs,
                      parameters=("b_b", "b_a", "rho") if apical_bias else ("b_b", "rho"),
-                     observables=("V_b", "V_a", "U", "r"))
+                     observables=("V_b", "V_a", "U", "r"), folds=folds)
 
 
 _PHI_GAIN = "clip(U/u, 0, inf)*{PHI_A}"         # somatic factor x phi(apical)

@@ -80,10 +80,11 @@ def _prepare(client):
 
 
 def run_stage(circuit: Circuit, level: str, values: CircuitValues, phi, params, dt, codegen, seed,
-              warmup: float, T: float, n_chunks: int, replay=None, record=(), law="product") -> dict:
+              warmup: float, T: float, n_chunks: int, replay=None, record=(), law="product",
+              fold=True) -> dict:
     """Run one stage network; return window observables, per-chunk counts and recorded spikes."""
     built = instantiate(circuit, level, values, phi=phi, params=params, dt=dt, codegen=codegen,
-                        seed=seed, record_spikes=tuple(record), replay=replay, law=law)
+                        seed=seed, record_spikes=tuple(record), replay=replay, law=law, fold=fold)
     t_compile = built.prepare()
     m = measure(built, warmup, T, n_chunks)
     return dict(obs=m["snapshots"][-1][1], chunks=m["chunks"],
@@ -101,7 +102,8 @@ def _sub(full: Circuit, name: str, pops, projs) -> Circuit:
 
 
 def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, level, dt, codegen,
-              seed, warmup, T, n_chunks, scheduler, record_spikes, WS=None, law="product") -> dict:
+              seed, warmup, T, n_chunks, scheduler, record_spikes, WS=None, law="product",
+              fold=True) -> dict:
     """Run ``full`` split at its nuclei (see the module docstring); merge every population's
     observables back into the full circuit's cell order."""
     m = full.meta
@@ -125,7 +127,7 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
         for p in inputs:
             e.values.params.pop(p, None)
         tasks.append((head, level, e.values, phi, params, dt, codegen, seeds[1 + h], warmup, T, n_chunks,
-                      first["spikes"], rec_head, law))
+                      first["spikes"], rec_head, law, fold))
     with client_for(scheduler) as client:
         if client is None:
             heads = [run_stage(*t) for t in tasks]

@@ -1,0 +1,154 @@
+"""Folding: deterministic compartments with identical inputs are simulated once.
+
+In Algorithm 1's circuit many compartments receive exactly the same synapses with exactly the
+same weights: every macrocolumn's copy of token j's key dendrite (L2/3 apical, matrix
+projection), every microcolumn's copy of macrocolumn i's query dendrite (L2/3 basal, core
+projection, and its soma, shunted by the same interneurons), every macrocolumn's copy of token
+j's value dendrite (L5 IT basal) and every L5 IT cell of a microcolumn's attention dendrite.
+Their synaptic currents and potentials are deterministic functions of the same presynaptic
+spikes, so their trajectories are identical, number for number. The builder simulates each such
+class of compartments once and gives every cell a Brian2 *linked variable* to its class; each
+cell keeps its own spike generation (its own random draws, threshold, reset), so spikes are
+unchanged — the same seed gives the same spikes folded or not (tested on every level).
+
+What may fold is declared by the cell model (:class:`neurons.models.Fold`: the variables, the
+compartments whose synaptic inputs drive them, and their parameters); which cells share a class
+is derived from the circuit's structure alone: two cells are in one class when, for every
+projection onto the folded compartments, they receive synapses from the same presynaptic cells
+with the same weight indices. The weights themselves never enter (they are run arguments on the
+standalone device), so the classes are a property of the shape. Folded parameters and initial
+values must then be equal within a class; :func:`class_values` checks this for every run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["fold_classes", "split_equations", "class_values"]
+
+
+def fold_classes(circuit, pop: str, compartments: tuple, projections: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Classes of cells of ``pop`` with identical synaptic input on ``compartments``.
+
+    Parameters
+    ----------
+    circuit : Circuit
+        The description.
+    pop : str
+        Target population.
+    compartments : tuple of str
+        The compartments folded together.
+    projections : list of str
+        Names of the projections onto those compartments.
+
+    Returns
+    -------
+    cls : ndarray of int, shape (N,)
+        Class of every cell, numbered in order of each class's first cell.
+    reps : ndarray of int, shape (K,)
+        The first cell of every class (its representative).
+    """
+    N = circuit.populations[pop].N
+    rows, posts = [], []
+    for k, pname in enumerate(sorted(projections)):
+        proj = circuit.projections[pname]
+        if proj.compartment not in compartments:
+            continue
+        i, j = circuit.pairs(proj)
+        widx = circuit.weight_indices(proj, i, j)
+        cols = [np.full(len(i), k, np.int64), np.asarray(i, np.int64)] + [np.asarray(w, np.int64) for w in widx]
+        rows.append(np.stack(cols, axis=1))
+        posts.append(np.asarray(j, np.int64))
+    if not rows:   # no input: all cells alike
+        return np.zeros(N, np.int64), np.zeros(min(N, 1), np.int64)
+    width = max(r.shape[1] for r in rows)
+    rows = np.concatenate([np.pad(r, ((0, 0), (0, width - r.shape[1])), constant_values=-1) for r in rows])
+    post = np.concatenate(posts)
+    # each cell's input as a sorted sequence of rows (projection, pre, weight index...)
+    order = np.lexsort(tuple(rows[:, c] for c in range(width - 1, -1, -1)) + (post,))
+    rows, post = rows[order], post[order]
+    count = np.bincount(post, minlength=N)
+    start = np.concatenate([[0], np.cumsum(count)[:-1]])
+    # candidate classes from a 64-bit hash of each sequence, then verified element by element
+    # (a collision would only cost folding, never correctness: it raises)
+    mult = np.uint64(0x9E3779B97F4A7C15)
+    h = np.zeros(len(post), np.uint64)
+    with np.errstate(over="ignore"):
+        for c in range(width):
+            h = (h ^ rows[:, c].astype(np.uint64)) * mult
+        pos = (np.arange(len(post)) - np.repeat(start, count)).astype(np.uint64)
+        h = (h ^ pos) * mult
+        at = np.minimum(start, max(len(post) - 1, 0))
+        cell_hash = np.bitwise_xor.reduceat(h, at) if len(post) else np.zeros(N, np.uint64)
+        cell_hash = np.where(count > 0, cell_hash, np.uint64(0)) ^ (count.astype(np.uint64) * mult)
+    _, first, cls = np.unique(cell_hash, return_index=True, return_inverse=True)
+    # renumber classes in order of their first cell
+    rank = np.argsort(np.argsort(first, kind="stable"), kind="stable")
+    cls = rank[cls.ravel()]
+    reps = np.sort(first)
+    rep_of = reps[cls]
+    if np.any(count != count[rep_of]):
+        raise RuntimeError(f"fold_classes({pop!r}): hash collision between cells of unequal in-degree")
+    other = np.repeat(start[rep_of], count) + (np.arange(len(post)) - np.repeat(start, count))
+    if not np.array_equal(rows, rows[other]):
+        raise RuntimeError(f"fold_classes({pop!r}): hash collision between cells of unequal input")
+    return cls.astype(np.int64), reps.astype(np.int64)
+
+
+def split_equations(equations, moved: set[str], linked: tuple[str, ...]):
+    """Split Brian2 ``equations`` into a folded group's and the cells' remaining equations.
+
+    Parameters
+    ----------
+    equations : str or brian2.Equations
+        The cell's full equations.
+    moved : set of str
+        Names (state variables, subexpressions, parameters) that move to the folded group.
+    linked : tuple of str
+        Moved names the cells keep access to, as linked variables.
+
+    Returns
+    -------
+    folded, cells : brian2.Equations
+        Equations of the folded group and of the cells.
+
+    Raises
+    ------
+    ValueError
+        If a moved equation depends on a cell variable that does not move (the fold
+        declaration would not be exact).
+    """
+    from brian2 import Equations
+    from brian2.equations.equations import PARAMETER, SingleEquation
+
+    eqs = equations if isinstance(equations, Equations) else Equations(equations)
+    names = set(eqs.names)
+    folded, cells = [], []
+    for q in eqs.ordered:
+        if q.varname in moved:
+            needs = (q.identifiers if q.expr is not None else set()) & names
+            if not needs <= moved:
+                raise ValueError(f"fold: {q.varname} depends on {sorted(needs - moved)}, which do not fold with it")
+            folded.append(q)
+        else:
+            cells.append(q)
+    cells += [SingleEquation(PARAMETER, v, dimensions=eqs[v].dim, var_type=eqs[v].var_type, flags=["linked"])
+              for v in linked]
+    return Equations(folded), Equations(cells)
+
+
+def class_values(value, cls: np.ndarray, reps: np.ndarray, what: str):
+    """Values of a folded parameter per class (a scalar stays a scalar).
+
+    Raises ``ValueError`` if cells of one class were given different values.
+    """
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 0:
+        return arr
+    per_class = arr[reps]
+    if not np.array_equal(arr, per_class[cls]):
+        bad = int(np.flatnonzero(arr != per_class[cls])[0])
+        raise ValueError(f"{what}: cell {bad} has {float(arr[bad])!r} but shares its compartment with cell "
+                         f"{int(reps[cls[bad]])} ({float(per_class[cls[bad]])!r}); pass fold=False to simulate "
+                         f"every compartment separately")
+    return per_class

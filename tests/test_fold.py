@@ -1,0 +1,88 @@
+"""Folding identical deterministic compartments (circuits.fold) is exact: same spikes, same stages."""
+
+import numpy as np
+import pytest
+
+from circuits.builders import build, pathway
+from circuits.fold import class_values, fold_classes, split_equations
+from sims import simulate_mhsa
+from conftest import random_problem
+
+
+@pytest.mark.codegen_independent
+def test_fold_classes_of_algorithm_1():
+    n, dk, dv, de = 3, 2, 4, 5
+    c = pathway(n, dk, dv, de, H=2)
+    l23 = c.populations["l23"]        # axes (head, i, j, c)
+    # query dendrite and shunted soma: one per (head, i, c), shared by every microcolumn j
+    cls, reps = fold_classes(c, "l23", ("basal", "soma"), ["core_q", "shunt"])
+    assert len(reps) == 2 * n * dk
+    key = l23.axis("head") * 100 + l23.axis("i") * 10 + l23.axis("c")
+    assert all(len(set(key[cls == k])) == 1 for k in range(len(reps)))
+    # key dendrite: one per (head, j, c), shared by every macrocolumn i
+    cls, reps = fold_classes(c, "l23", ("apical",), ["matrix_k"])
+    key = l23.axis("head") * 100 + l23.axis("j") * 10 + l23.axis("c")
+    assert len(reps) == 2 * n * dk and all(len(set(key[cls == k])) == 1 for k in range(len(reps)))
+    # attention dendrite of L5 IT: one per microcolumn (head, i, j), shared by its dv ON/OFF cells
+    cls, reps = fold_classes(c, "l5it", ("apical",), ["attention"])
+    assert len(reps) == 2 * n * n
+    # L5 PT: every cell sums its own microcolumns: nothing to share
+    cls, reps = fold_classes(c, "l5pt", ("soma",), ["it_pt"])
+    assert len(reps) == c.populations["l5pt"].N
+    assert np.array_equal(reps, np.unique(reps)) and np.array_equal(cls[reps], np.arange(len(reps)))
+
+
+@pytest.mark.codegen_independent
+def test_causal_mask_splits_classes():
+    # with a causal mask macrocolumn i has only microcolumns j <= i: their query dendrites are
+    # still shared, and absent cells do not join any class
+    c = build(3, 2, 2, 2, causal=True)
+    cls, reps = fold_classes(c, "l23", ("basal", "soma"), ["core_q", "shunt"])
+    assert len(reps) == 3 * 2
+
+
+@pytest.mark.codegen_independent
+def test_split_equations_refuses_an_inexact_fold():
+    eqs = "dV/dt = (I - V)/tau : volt\nI = in_a : volt\nin_a : volt\ndW/dt = (V - W)/tau : volt"
+    folded, cells = split_equations(eqs, {"V", "I", "in_a"}, ("V",))
+    assert set(folded.names) == {"V", "I", "in_a"} and set(cells.names) == {"W", "V"}
+    with pytest.raises(ValueError, match="W depends on"):
+        split_equations(eqs, {"W"}, ("W",))
+
+
+@pytest.mark.codegen_independent
+def test_class_values_requires_equal_values_within_a_class():
+    cls, reps = np.array([0, 0, 1]), np.array([0, 2])
+    np.testing.assert_array_equal(class_values([1.0, 1.0, 2.0], cls, reps, "b"), [1.0, 2.0])
+    with pytest.raises(ValueError, match="b: cell 1 has 3.0"):
+        class_values([1.0, 3.0, 2.0], cls, reps, "b")
+
+
+def _same_spikes(a, b):
+    assert set(a.spikes) == set(b.spikes)
+    for p in a.spikes:
+        for k in (0, 1):
+            np.testing.assert_array_equal(a.spikes[p][k], b.spikes[p][k], err_msg=p)
+    for st in a.stages:
+        np.testing.assert_array_equal(a.stages[st], b.stages[st], err_msg=st)
+
+
+@pytest.mark.brian2
+@pytest.mark.parametrize("neuron, circuit", [("escape", "quadratic"), ("lif", "quadratic"),
+                                             ("escape", "linear")])
+def test_folded_and_unfolded_runs_give_the_same_spikes(neuron, circuit):
+    X, _, WQ, WK, WV, WO = random_problem(seed=5, n=3, H=2, dk=2, dv=3, de=3)
+    kw = dict(neuron=neuron, duration=0.3, warmup=0.1, seed=2, record_spikes=True, codegen="numpy",
+              circuit=circuit)
+    a = simulate_mhsa(X, WQ, WK, WV, WO, fold=True, **kw)
+    b = simulate_mhsa(X, WQ, WK, WV, WO, fold=False, **kw)
+    assert a.config["fold"] and not b.config["fold"]
+    assert sum(len(a.spikes[p][0]) for p in a.spikes) > 100
+    _same_spikes(a, b)
+
+
+@pytest.mark.brian2
+def test_fold_argument_is_checked():
+    X, _, WQ, WK, WV, WO = random_problem(seed=5, n=2, H=1, dk=2, dv=2, de=2)
+    with pytest.raises(TypeError, match="fold: expected a bool"):
+        simulate_mhsa(X, WQ, WK, WV, WO, fold="yes")
