@@ -15,7 +15,8 @@ What may fold is declared by the cell model (:class:`neurons.models.Fold`: the v
 compartments whose synaptic inputs drive them, and their parameters); which cells share a class
 is derived from the circuit's structure alone: two cells are in one class when, for every
 projection onto the folded compartments, they receive synapses from the same presynaptic cells
-with the same weight indices. The weights themselves never enter (they are run arguments on the
+with the same weight indices (read off the projection's connection rule, see
+:func:`fold_classes`). The weights themselves never enter (they are run arguments on the
 standalone device), so the classes are a property of the shape. Folded parameters and initial
 values must then be equal within a class; :func:`class_values` checks this for every run.
 """
@@ -29,6 +30,14 @@ __all__ = ["fold_classes", "split_equations", "class_values"]
 
 def fold_classes(circuit, pop: str, compartments: tuple, projections: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Classes of cells of ``pop`` with identical synaptic input on ``compartments``.
+
+    A projection connects every presynaptic cell whose matched axes equal the postsynaptic
+    cell's (:func:`circuits.graph.connect_pairs`), with a weight indexed by presynaptic and
+    postsynaptic axes. So a cell's synapses on a projection — which presynaptic cells, which
+    weight entries — are determined by its values on the projection's postsynaptic match axes
+    and postsynaptic weight-index axes: cells that agree on those axes for every projection onto
+    ``compartments`` receive identical input, whatever the weights. This needs the axes only
+    (memory O(N), no synapse list).
 
     Parameters
     ----------
@@ -48,51 +57,21 @@ def fold_classes(circuit, pop: str, compartments: tuple, projections: list[str])
     reps : ndarray of int, shape (K,)
         The first cell of every class (its representative).
     """
-    N = circuit.populations[pop].N
-    rows, posts = [], []
-    for k, pname in enumerate(sorted(projections)):
+    post = circuit.populations[pop]
+    cols = []
+    for pname in sorted(projections):
         proj = circuit.projections[pname]
         if proj.compartment not in compartments:
             continue
-        i, j = circuit.pairs(proj)
-        widx = circuit.weight_indices(proj, i, j)
-        cols = [np.full(len(i), k, np.int64), np.asarray(i, np.int64)] + [np.asarray(w, np.int64) for w in widx]
-        rows.append(np.stack(cols, axis=1))
-        posts.append(np.asarray(j, np.int64))
-    if not rows:   # no input: all cells alike
-        return np.zeros(N, np.int64), np.zeros(min(N, 1), np.int64)
-    width = max(r.shape[1] for r in rows)
-    rows = np.concatenate([np.pad(r, ((0, 0), (0, width - r.shape[1])), constant_values=-1) for r in rows])
-    post = np.concatenate(posts)
-    # each cell's input as a sorted sequence of rows (projection, pre, weight index...)
-    order = np.lexsort(tuple(rows[:, c] for c in range(width - 1, -1, -1)) + (post,))
-    rows, post = rows[order], post[order]
-    count = np.bincount(post, minlength=N)
-    start = np.concatenate([[0], np.cumsum(count)[:-1]])
-    # candidate classes from a 64-bit hash of each sequence, then verified element by element
-    # (a collision would only cost folding, never correctness: it raises)
-    mult = np.uint64(0x9E3779B97F4A7C15)
-    h = np.zeros(len(post), np.uint64)
-    with np.errstate(over="ignore"):
-        for c in range(width):
-            h = (h ^ rows[:, c].astype(np.uint64)) * mult
-        pos = (np.arange(len(post)) - np.repeat(start, count)).astype(np.uint64)
-        h = (h ^ pos) * mult
-        at = np.minimum(start, max(len(post) - 1, 0))
-        cell_hash = np.bitwise_xor.reduceat(h, at) if len(post) else np.zeros(N, np.uint64)
-        cell_hash = np.where(count > 0, cell_hash, np.uint64(0)) ^ (count.astype(np.uint64) * mult)
-    _, first, cls = np.unique(cell_hash, return_index=True, return_inverse=True)
+        cols += [post.axis(b) for _, b in proj.match]
+        cols += [post.axis(sel.split(".", 1)[1]) for sel in proj.weight_index if sel.startswith("post.")]
+    if not cols or post.N == 0:   # no input depends on the cell: all cells alike
+        return np.zeros(post.N, np.int64), np.zeros(min(post.N, 1), np.int64)
+    _, first, cls = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
     # renumber classes in order of their first cell
-    rank = np.argsort(np.argsort(first, kind="stable"), kind="stable")
-    cls = rank[cls.ravel()]
-    reps = np.sort(first)
-    rep_of = reps[cls]
-    if np.any(count != count[rep_of]):
-        raise RuntimeError(f"fold_classes({pop!r}): hash collision between cells of unequal in-degree")
-    other = np.repeat(start[rep_of], count) + (np.arange(len(post)) - np.repeat(start, count))
-    if not np.array_equal(rows, rows[other]):
-        raise RuntimeError(f"fold_classes({pop!r}): hash collision between cells of unequal input")
-    return cls.astype(np.int64), reps.astype(np.int64)
+    rank = np.empty(len(first), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return rank[cls.ravel()], np.sort(first).astype(np.int64)
 
 
 def split_equations(equations, moved: set[str], linked: tuple[str, ...]):

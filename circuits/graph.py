@@ -161,8 +161,10 @@ def _key(pop: Population, axes: Iterable[str], sizes: Iterable[int]) -> np.ndarr
     return key
 
 
-def connect_pairs(pre: Population, post: Population, match) -> tuple[np.ndarray, np.ndarray]:
+def connect_pairs(pre: Population, post: Population, match, post_cells=None) -> tuple[np.ndarray, np.ndarray]:
     """All (pre, post) flat-index pairs whose matched axes agree (vectorised relational join).
+
+    ``post_cells`` (sorted flat indices) restricts the join to those postsynaptic cells.
 
     Returns
     -------
@@ -174,12 +176,14 @@ def connect_pairs(pre: Population, post: Population, match) -> tuple[np.ndarray,
     sizes = [max(pre.sizes[pre.axes.index(a)], post.sizes[post.axes.index(b)]) for a, b in match]
     kpre = _key(pre, src_axes, sizes)
     kpost = _key(post, dst_axes, sizes)
+    cells = np.arange(post.N, dtype=np.int64) if post_cells is None else np.asarray(post_cells, np.int64)
+    kpost = kpost[cells]
     order = np.argsort(kpre, kind="stable")
     ksorted = kpre[order]
     start = np.searchsorted(ksorted, kpost, side="left")
     count = np.searchsorted(ksorted, kpost, side="right") - start
     total = int(count.sum())
-    j = np.repeat(np.arange(post.N, dtype=np.int64), count)
+    j = np.repeat(cells, count)
     # position within each post cell's block of matching pre cells
     offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
     i = order[np.repeat(start, count) + offsets]
@@ -239,10 +243,12 @@ class Circuit:
         except KeyError:
             raise KeyError(f"circuit {self.name!r} has no population {name!r}") from None
 
-    def pairs(self, proj: Projection | str) -> tuple[np.ndarray, np.ndarray]:
-        """Presynaptic and postsynaptic flat indices of a projection."""
+    def pairs(self, proj: Projection | str, post_cells=None) -> tuple[np.ndarray, np.ndarray]:
+        """Presynaptic and postsynaptic flat indices of a projection (onto ``post_cells`` only,
+        sorted flat indices, when given)."""
         proj = self.projections[proj] if isinstance(proj, str) else proj
-        return connect_pairs(self.population(proj.source), self.population(proj.target), proj.match)
+        return connect_pairs(self.population(proj.source), self.population(proj.target), proj.match,
+                             post_cells)
 
     def weight_indices(self, proj: Projection, i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, ...]:
         """Index arrays into the weight source for each synapse (pre ``i``, post ``j``)."""

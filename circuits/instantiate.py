@@ -25,7 +25,7 @@ from .fold import class_values, fold_classes, split_equations
 from .graph import Circuit
 
 __all__ = ["CircuitValues", "BuiltCircuit", "instantiate", "estimate_memory", "cache_dir",
-           "configure_brian2", "project_key"]
+           "configure_brian2", "project_key", "fold_plan", "simulated_pairs", "FoldedGroup"]
 
 
 @dataclass
@@ -71,21 +71,58 @@ class FoldedGroup:
     names: frozenset
 
 
-def _fold_plans(circuit: Circuit, pop: str, model, incoming: dict) -> list:
-    """``(fold, cls, reps)`` for each of the model's folds that shares anything in ``pop``.
+def fold_plan(circuit: Circuit, level: str) -> dict:
+    """Population -> ``[(fold, cls, reps)]``: the folds of its cell model that share anything
+    (fewer classes than cells; see :func:`circuits.fold.fold_classes`).
 
     Spiking levels only: at the rate level outgoing synapses read the source's rate expression,
     and Brian2 synapses cannot read a group's linked variables.
     """
-    plans = []
-    if not model.spiking:
-        return plans
-    for f in model.folds:
-        projs = [p for comp in f.compartments for p in incoming.get(comp, [])]
-        cls, reps = fold_classes(circuit, pop, f.compartments, projs)
-        if len(reps) < circuit.populations[pop].N:
-            plans.append((f, cls, reps))
-    return plans
+    import hashlib
+    import json
+
+    key = hashlib.sha256(json.dumps(dict(c=circuit.to_dict(), level=level), sort_keys=True,
+                                    default=str).encode()).hexdigest()
+    if key not in _FOLD_PLANS:      # a few seconds at barrel size: kept for repeated runs
+        if len(_FOLD_PLANS) >= 4:
+            _FOLD_PLANS.pop(next(iter(_FOLD_PLANS)))
+        _FOLD_PLANS[key] = _fold_plan(circuit, level)
+    return _FOLD_PLANS[key]
+
+
+_FOLD_PLANS: dict = {}
+
+
+def _fold_plan(circuit: Circuit, level: str) -> dict:
+    incoming: dict[str, dict[str, list[str]]] = {name: {} for name in circuit.populations}
+    for pname, proj in circuit.projections.items():
+        incoming[proj.target].setdefault(proj.compartment, []).append(pname)
+    plan = {}
+    for name, pop in circuit.populations.items():
+        model = get_model(level, pop.cell_type)
+        if not model.spiking:
+            continue
+        for f in model.folds:
+            projs = [p for comp in f.compartments for p in incoming[name].get(comp, [])]
+            cls, reps = fold_classes(circuit, name, f.compartments, projs)
+            if len(reps) < pop.N:
+                plan.setdefault(name, []).append((f, cls, reps))
+    return plan
+
+
+def simulated_pairs(circuit: Circuit, proj, plan: dict):
+    """Synapses Brian2 simulates for projection ``proj`` under fold ``plan``.
+
+    Returns ``(i, j, post, fold)``: presynaptic cells, postsynaptic cells of the description,
+    indices in the target group (the class when the compartment is folded: one synapse per class,
+    the representative cell's) and the fold targeted (``None``: the population itself).
+    """
+    for f, cls, reps in plan.get(proj.target, []):
+        if proj.compartment in f.compartments:
+            i, j = circuit.pairs(proj, post_cells=reps)
+            return i, j, cls[j], f
+    i, j = circuit.pairs(proj)
+    return i, j, j, None
 
 
 def estimate_memory(circuit: Circuit) -> int:
@@ -356,6 +393,7 @@ def instantiate(
 
     groups, replay = {}, dict(replay or {})
     folds: dict[str, list[FoldedGroup]] = {}
+    plan = {k: v for k, v in fold_plan(circuit, level).items() if k not in replay} if fold else {}
     for name, (idx, times) in replay.items():
         groups[name] = b2.SpikeGeneratorGroup(pops[name].N, np.asarray(idx, np.int32),
                                               np.asarray(times, float) * b2.second, name=name,
@@ -365,7 +403,7 @@ def instantiate(
             continue
         model = get_model(level, pop.cell_type)
         eqs = model.render(phi, incoming[name], law=law)
-        plans = _fold_plans(circuit, name, model, incoming[name]) if fold else []
+        plans = plan.get(name, [])
         cell_obs = [v for v in model.observables if not any(v in f.variables for f, _, _ in plans)]
         for f, cls, reps in plans:
             moved = {*f.variables, *f.parameters}
@@ -422,15 +460,9 @@ def instantiate(
     for pname, proj in projs.items():
         kw = synapse_model(get_model(level, pops[proj.source].cell_type),
                            get_model(level, pops[proj.target].cell_type), proj.compartment, pname)
-        i, j = circuit.pairs(proj)
-        target = groups[proj.target]
-        fg = next((fg for fg in folds.get(proj.target, []) if proj.compartment in fg.fold.compartments), None)
-        if fg is not None:   # one synapse per class: the representative cell's
-            keep = fg.reps[fg.cls[j]] == j
-            i, j = i[keep], j[keep]
-            target, post = fg.group, fg.cls[j]
-        else:
-            post = j
+        i, j, post, f = simulated_pairs(circuit, proj, plan)
+        target = groups[proj.target] if f is None else \
+            next(fg.group for fg in folds[proj.target] if fg.fold is f)
         S = b2.Synapses(groups[proj.source], target, namespace=ns, clock=clock, name=pname, **kw)
         S.connect(i=i.astype(np.int32), j=post.astype(np.int32))
         if pname not in values.weights:

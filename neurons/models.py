@@ -316,8 +316,10 @@ def synapse_model(source: CellModel, target: CellModel, compartment: str, name: 
 # Escape level: the rate-level cells, spiking with probability r*dt per step (no reset)
 # ------------------------------------------------------------------------------------------------
 
-ESCAPE = "rand() < r*dt"
-"""Escape-noise spike condition: an inhomogeneous Poisson process of intensity ``r``."""
+ESCAPE = "r > 0*Hz and rand() < r*dt"
+"""Escape-noise spike condition: an inhomogeneous Poisson process of intensity ``r``. A cell of
+zero intensity (the silent half of an ON/OFF pair) cannot spike and draws no random number
+(C++ and Cython evaluate ``and`` lazily: half the L5 IT draws at barrel size)."""
 
 
 def _escape(rate_model: CellModel) -> CellModel:

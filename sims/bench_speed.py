@@ -38,27 +38,36 @@ def _problem(n, d, H, seed=0):
     return problem_inputs(n=n, H=H, dk=d, dv=d, de=d, input_seed=seed)
 
 
-def _out_degree(circuit) -> dict:
+def _out_degree(circuit, plan=None) -> dict:
+    """Out-degree of every cell: in the description, or (``plan``, see
+    :func:`circuits.instantiate.fold_plan`) in the network Brian2 simulates."""
+    from circuits.instantiate import simulated_pairs
+
     deg = {p: np.zeros(pop.N) for p, pop in circuit.populations.items()}
     for proj in circuit.projections.values():
-        i, _ = circuit.pairs(proj)
+        i = simulated_pairs(circuit, proj, plan)[0] if plan is not None else circuit.pairs(proj)[0]
         deg[proj.source] += np.bincount(i, minlength=circuit.populations[proj.source].N)
     return deg
 
 
-def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int, kind: str) -> dict:
-    """One repetition in this process (``kind``: ``"ctmhsa"`` or ``"handwritten"``)."""
+def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int, kind: str,
+             fold: bool = True) -> dict:
+    """One repetition in this process (``kind``: ``"ctmhsa"`` or ``"handwritten"``; ``fold``:
+    ctmhsa with folded compartments, see :mod:`circuits.fold`)."""
     from circuits.builders import pathway
+    from circuits.instantiate import fold_plan
 
     from .simulate import simulate_mhsa
 
     x = _problem(n, d, H)
     circuit = pathway(n, d, d, d, H=H)
     deg = _out_degree(circuit)
+    plan = fold_plan(circuit, "escape") if kind == "ctmhsa" and fold else {}
+    sim_deg = _out_degree(circuit, plan)
     if kind == "ctmhsa":
         res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape",
                             duration=duration, warmup=WARMUP, seed=0, device=device, threads=threads,
-                            codegen="cython")
+                            codegen="cython", fold=fold)
         rates = {p: np.nan_to_num(np.asarray(res.rates[p], float)).ravel() for p in circuit.populations}
         t = dict(build=res.timings["build"], compile=res.timings["compile"], run=res.timings["run"])
     else:
@@ -66,12 +75,18 @@ def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int,
             rates = {p: np.asarray(f[p], float) for p in f.files}
         t = _handwritten(circuit, rates, duration + WARMUP, device, threads)
     events_per_bio_s = float(sum(np.dot(rates[p], deg[p]) for p in circuit.populations))
+    processed_per_bio_s = float(sum(np.dot(rates[p], sim_deg[p]) for p in circuit.populations))
     out = dict(n=n, d=d, H=H, device=device, threads=threads, kind=kind, duration=duration,
+               fold=bool(fold) if kind == "ctmhsa" else False,
                neurons=circuit.n_neurons(), synapses=circuit.n_synapses(),
+               simulated_synapses=int(sum(d.sum() for d in sim_deg.values())),
+               processed_events_per_s=processed_per_bio_s * (duration + WARMUP) / t["run"],
                build_s=t["build"], compile_s=t["compile"], run_s=t["run"],
                run_per_bio_s=t["run"] / (duration + WARMUP),
                events_per_s=events_per_bio_s * (duration + WARMUP) / t["run"],
-               peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+               peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+               # the standalone binary (and any compiler) run as child processes
+               peak_child_rss_mb=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
     if kind == "ctmhsa":   # the hand-written network replays this spike load
         path = os.path.join(os.environ.get("CTMHSA_BENCH_TMP", "."), f"rates_{n}_{device}.npz")
         np.savez(path, **rates)
@@ -143,7 +158,20 @@ def _subprocess(spec: dict, env_extra=None) -> dict:
     return fresh_process("sims.bench_speed", spec, env_extra)
 
 
-KEYS = ("build_s", "compile_s", "run_s", "run_per_bio_s", "events_per_s", "peak_rss_mb")
+KEYS = ("build_s", "compile_s", "run_s", "run_per_bio_s", "events_per_s", "processed_events_per_s",
+        "peak_rss_mb", "peak_child_rss_mb")
+
+
+def _repeat(spec: dict, repeats: int, env_extra: dict, label: str) -> dict:
+    reps = []
+    for r in range(repeats):
+        rep = _subprocess(spec, env_extra)
+        reps.append(rep)
+        print(f"  {label} {r + 1}/{repeats}: run {rep['run_s']:.2f} s, compile {rep['compile_s']:.1f} s",
+              flush=True)
+    med = {k: float(np.median([x[k] for x in reps])) for k in KEYS}
+    med["repetitions"] = reps
+    return med
 
 
 def main(args) -> int:
@@ -151,6 +179,7 @@ def main(args) -> int:
 
     if args.repeats < 1:
         raise ValueError(f"--repeats: expected >= 1, got {args.repeats}")
+    folds = [f == "on" for f in getattr(args, "fold", None) or ["on"]]
     threads = os.cpu_count() if args.threads is None else args.threads
     tmp = tempfile.mkdtemp(prefix="ctmhsa-bench-")
     rows = []
@@ -158,37 +187,36 @@ def main(args) -> int:
         for device in args.devices:
             th = threads if device == "cpp_standalone" else 0
             spec = dict(n=n, d=args.d, H=args.H, duration=args.duration, device=device, threads=th)
-            med = {}
-            for kind in ("ctmhsa", "handwritten"):
-                reps = []
-                for r in range(args.repeats):
-                    if kind == "ctmhsa":
-                        rep = _subprocess(dict(spec, kind=kind), {"CTMHSA_BENCH_TMP": tmp})
-                        rates_file = rep.pop("rates_file")
-                    else:
-                        rep = _subprocess(dict(spec, kind=kind), {"CTMHSA_BENCH_RATES": rates_file})
-                    reps.append(rep)
-                    print(f"  n={n} {device} {kind} {r + 1}/{args.repeats}: run {rep['run_s']:.2f} s, "
-                          f"compile {rep['compile_s']:.1f} s", flush=True)
-                med[kind] = {k: float(np.median([x[k] for x in reps])) for k in KEYS}
-                med[kind]["repetitions"] = reps
-            row = dict(n=n, d=args.d, H=args.H, device=device, threads=th,
-                       neurons=reps[0]["neurons"], synapses=reps[0]["synapses"], median=med["ctmhsa"],
-                       handwritten=med["handwritten"],
-                       overhead=med["ctmhsa"]["run_s"] / med["handwritten"]["run_s"])
-            rows.append(row)
+            ours = {}
+            for fold in folds:
+                ours[fold] = _repeat(dict(spec, kind="ctmhsa", fold=fold), args.repeats,
+                                     {"CTMHSA_BENCH_TMP": tmp}, f"n={n} {device} ctmhsa fold={fold}")
+            rates_file = ours[folds[0]]["repetitions"][0]["rates_file"]   # the same spikes either way
+            hand = _repeat(dict(spec, kind="handwritten"), args.repeats, {"CTMHSA_BENCH_RATES": rates_file},
+                           f"n={n} {device} hand-written")
+            for fold in folds:
+                r0 = ours[fold]["repetitions"][0]
+                rows.append(dict(n=n, d=args.d, H=args.H, device=device, threads=th, fold=fold,
+                                 neurons=r0["neurons"], synapses=r0["synapses"],
+                                 simulated_synapses=r0["simulated_synapses"], median=ours[fold],
+                                 handwritten=hand, overhead=ours[fold]["run_s"] / hand["run_s"]))
             atomic_write_json(args.out, dict(benchmark="speed", level="escape", duration=args.duration,
                                              repeats=args.repeats, rows=rows, versions=versions(),
                                              cpus=os.cpu_count()))
     print(f"\nescape level, d={args.d}, H={args.H}, {WARMUP}+{args.duration} s simulated, median of "
-          f"{args.repeats} fresh processes (hand-written: same populations, connectivity and spikes)")
-    print(f"  {'n':>3} {'device':<15} {'neurons':>8} {'synapses':>11} {'build s':>8} {'compile s':>9} "
-          f"{'s/bio s':>8} {'Mevents/s':>9} {'peak MB':>8} {'hand s/bio s':>12} {'ratio':>6}")
+          f"{args.repeats} fresh processes (hand-written: same populations, connectivity and spikes, "
+          f"unfolded); events = spikes x out-degree of the circuit, processed = of the simulated network")
+    print(f"  {'n':>3} {'device':<15} {'fold':<5} {'neurons':>8} {'synapses':>11} {'simulated':>10} "
+          f"{'build s':>8} {'compile s':>9} {'s/bio s':>8} {'Mevents/s':>9} {'processed':>9} {'peak MB':>8} "
+          f"{'binary MB':>9} "
+          f"{'hand s/bio s':>12} {'ratio':>6}")
     for r in rows:
         m, h = r["median"], r["handwritten"]
-        print(f"  {r['n']:>3} {r['device']:<15} {r['neurons']:>8,} {r['synapses']:>11,} {m['build_s']:>8.2f} "
+        print(f"  {r['n']:>3} {r['device']:<15} {'on' if r['fold'] else 'off':<5} {r['neurons']:>8,} "
+              f"{r['synapses']:>11,} {r['simulated_synapses']:>10,} {m['build_s']:>8.2f} "
               f"{m['compile_s']:>9.1f} {m['run_per_bio_s']:>8.2f} {m['events_per_s'] / 1e6:>9.1f} "
-              f"{m['peak_rss_mb']:>8.0f} {h['run_per_bio_s']:>12.2f} {r['overhead']:>6.2f}")
+              f"{m['processed_events_per_s'] / 1e6:>9.1f} {m['peak_rss_mb']:>8.0f} {m['peak_child_rss_mb']:>9.0f} "
+              f"{h['run_per_bio_s']:>12.2f} {r['overhead']:>6.2f}")
     print(f"written {os.path.abspath(args.out)}")
     return 0
 

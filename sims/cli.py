@@ -172,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
                        choices=["runtime", "cpp_standalone"], help="speed: Brian2 devices")
     bench.add_argument("--threads", type=int, default=None,
                        help="speed: OpenMP threads of the standalone device (default: all cores)")
+    bench.add_argument("--fold", nargs="+", choices=["on", "off"], default=None,
+                       help="speed: run with folded compartments (on, default), without, or both")
     bench.add_argument("--scheduler", default="local",
                        help="heads: 'local' (LocalCluster), 'serial' or a dask scheduler address")
     bench.add_argument("--allow-slow", action="store_true", help="accuracy: also barrel at the lif level")

@@ -5,6 +5,7 @@ import pytest
 
 from circuits.builders import build, pathway
 from circuits.fold import class_values, fold_classes, split_equations
+from circuits.instantiate import fold_plan, simulated_pairs
 from sims import simulate_mhsa
 from conftest import random_problem
 
@@ -39,6 +40,44 @@ def test_causal_mask_splits_classes():
     c = build(3, 2, 2, 2, causal=True)
     cls, reps = fold_classes(c, "l23", ("basal", "soma"), ["core_q", "shunt"])
     assert len(reps) == 3 * 2
+
+
+def _inputs_by_cell(c, pop, compartments):
+    """Brute force: every cell's sorted list of (projection, pre cell, weight index)."""
+    rows = {k: [] for k in range(c.populations[pop].N)}
+    for name, proj in sorted(c.projections.items()):
+        if proj.target != pop or proj.compartment not in compartments:
+            continue
+        i, j = c.pairs(proj)
+        w = c.weight_indices(proj, i, j)
+        for k in range(len(i)):
+            rows[int(j[k])].append((name, int(i[k])) + tuple(int(x[k]) for x in w))
+    return {k: tuple(sorted(v)) for k, v in rows.items()}
+
+
+VARIANTS = [dict(), dict(causal=True), dict(m=2, cross=True), dict(P=2), dict(normalize=False),
+            dict(skip=True), dict(circuit="linear"), dict(circuit="linear", m=2, cross=True)]
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("kw", VARIANTS, ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()) or "default")
+def test_fold_classes_are_exactly_the_cells_with_identical_input(kw):
+    # the rule-based classes against the synapse lists themselves: within a class every cell
+    # receives the same synapses with the same weight entries, and no two classes do
+    c = build(3, 2, 3, 2, H=2, **kw)
+    plan = fold_plan(c, "escape")
+    assert plan, "something folds in every variant"
+    for pop, folds in plan.items():
+        for f, cls, reps in folds:
+            sig = _inputs_by_cell(c, pop, f.compartments)
+            for cell, k in enumerate(cls):
+                assert sig[cell] == sig[int(reps[k])], (pop, f.name, cell)
+            assert len({sig[int(r)] for r in reps}) == len(reps), (pop, f.name)
+            # the simulated synapses are the representatives' own
+            for name, proj in c.projections.items():
+                if proj.target == pop and proj.compartment in f.compartments:
+                    i, j, post, g = simulated_pairs(c, proj, plan)
+                    assert g is f and np.array_equal(post, cls[j]) and set(j) == set(reps.tolist())
 
 
 @pytest.mark.codegen_independent
