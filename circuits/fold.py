@@ -74,7 +74,7 @@ def fold_classes(circuit, pop: str, compartments: tuple, projections: list[str])
     return rank[cls.ravel()], np.sort(first).astype(np.int64)
 
 
-def split_equations(equations, moved: set[str], linked: tuple[str, ...]):
+def split_equations(equations, moved: set[str], linked: tuple[str, ...], cached: tuple[str, ...] = ()):
     """Split Brian2 ``equations`` into a folded group's and the cells' remaining equations.
 
     Parameters
@@ -85,11 +85,16 @@ def split_equations(equations, moved: set[str], linked: tuple[str, ...]):
         Names (state variables, subexpressions, parameters) that move to the folded group.
     linked : tuple of str
         Moved names the cells keep access to, as linked variables.
+    cached : tuple of str
+        Moved subexpressions that become parameters of the folded group (the caller updates them
+        with the returned expressions); the cells link to them too.
 
     Returns
     -------
     folded, cells : brian2.Equations
         Equations of the folded group and of the cells.
+    updates : dict
+        ``cached`` name -> its expression (code to run in the folded group).
 
     Raises
     ------
@@ -102,18 +107,23 @@ def split_equations(equations, moved: set[str], linked: tuple[str, ...]):
 
     eqs = equations if isinstance(equations, Equations) else Equations(equations)
     names = set(eqs.names)
-    folded, cells = [], []
+    folded, cells, updates = [], [], {}
     for q in eqs.ordered:
-        if q.varname in moved:
+        if q.varname in moved or q.varname in cached:
             needs = (q.identifiers if q.expr is not None else set()) & names
             if not needs <= moved:
                 raise ValueError(f"fold: {q.varname} depends on {sorted(needs - moved)}, which do not fold with it")
+            if q.varname in cached:
+                if q.type != "subexpression":
+                    raise ValueError(f"fold: cached {q.varname} is not a subexpression")
+                updates[q.varname] = f"{q.varname} = {q.expr.code}"
+                q = SingleEquation(PARAMETER, q.varname, dimensions=q.dim, var_type=q.var_type)
             folded.append(q)
         else:
             cells.append(q)
     cells += [SingleEquation(PARAMETER, v, dimensions=eqs[v].dim, var_type=eqs[v].var_type, flags=["linked"])
-              for v in linked]
-    return Equations(folded), Equations(cells)
+              for v in (*linked, *cached)]
+    return Equations(folded), Equations(cells), updates
 
 
 def class_values(value, cls: np.ndarray, reps: np.ndarray, what: str):

@@ -413,14 +413,19 @@ def instantiate(
             fobs = [v for v in model.observables if v in f.variables]
             if model.spiking:
                 moved |= {f"acc_{v}" for v in fobs}
-            feqs, eqs = split_equations(eqs, moved, f.variables)
+            feqs, eqs, updates = split_equations(eqs, moved, f.variables, f.cached)
+            moved |= set(f.cached)
             if model.spiking:
                 feqs += b2.Equations("t_win : second (shared)")
             # order 2: after the cells' own state update (0) and regular code (1), so a cell
             # integrating a folded variable sees its value from the start of the step, as unfolded
             fg = b2.NeuronGroup(len(reps), feqs, method=model.method, namespace=ns, clock=clock,
                                 name=f"{name}_{f.name}", order=2)
-            if model.spiking:
+            if updates:   # the cells' state update reads the step's start value, spikes the new one
+                code = "\n".join(updates.values())
+                fg.run_regularly(code, clock=clock, when="start", name=f"{name}_{f.name}_cache_start")
+                fg.run_regularly(code, clock=clock, when="groups", order=3, name=f"{name}_{f.name}_cache")
+            if model.spiking and fobs:
                 acc = "\n".join(f"acc_{v} += {v}*dt*int(t >= t_win)" for v in fobs)
                 fg.run_regularly(acc, clock=clock, when="end", name=f"{name}_{f.name}_accumulate")
             folds.setdefault(name, []).append(FoldedGroup(f, fg, cls, reps, frozenset(moved)))
@@ -428,7 +433,7 @@ def instantiate(
                            threshold=model.threshold or None,
                            reset=model.reset or None, refractory=model.refractory or False)
         for fg in folds.get(name, []):
-            for v in fg.fold.variables:
+            for v in (*fg.fold.variables, *fg.fold.cached):
                 setattr(g, v, b2.linked_var(fg.group, v, index=fg.cls.astype(int)))
         for kind, given in (("params", values.params.get(name, {})), ("init", values.init.get(name, {}))):
             if kind == "params":

@@ -70,12 +70,17 @@ class Fold:
         Compartments whose synaptic inputs drive them.
     parameters : tuple of str
         Per-cell parameters they use (must be equal within a class).
+    cached : tuple of str
+        Subexpressions of ``variables`` alone (e.g. phi of the apical potential) that the folded
+        group evaluates once per class and step instead of every cell (before the cells' state
+        update and after its own), linked into the cells like ``variables``.
     """
 
     name: str
     variables: tuple
     compartments: tuple
     parameters: tuple = ()
+    cached: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -202,7 +207,7 @@ def _two_compartment(shunted: bool, gain: str, apical_bias: bool) -> CellModel:
     lines = ["dV_b/dt = (b_b + I_b - V_b)/tau_d : volt",
              f"dV_a/dt = ({'b_a + ' if apical_bias else ''}I_a - V_a)/tau_d : volt",
              f"dU/dt = ({soma})/tau_m : volt",
-             f"r = rho*{gain} : Hz",
+             f"r = rho*{gain} : Hz"] + (["phi_a = {PHI_A} : 1"] if "phi_a" in gain else []) + [
              "b_b : volt"] + (["b_a : volt"] if apical_bias else []) + ["rho : Hz (shared, constant)"]
     inputs = {"basal": ("I_b", "volt"), "apical": ("I_a", "volt")}
     if shunted:
@@ -210,13 +215,14 @@ def _two_compartment(shunted: bool, gain: str, apical_bias: bool) -> CellModel:
     # the soma is a deterministic filter of the basal potential (and of the shunt): it folds
     # with the basal dendrite; the apical dendrite folds alone
     folds = (Fold("basal", ("V_b", "U"), ("basal", "soma") if shunted else ("basal",), ("b_b",)),
-             Fold("apical", ("V_a",), ("apical",), ("b_a",) if apical_bias else ()))
+             Fold("apical", ("V_a",), ("apical",), ("b_a",) if apical_bias else (),
+                  cached=("phi_a",) if "phi_a" in gain else ()))
     return CellModel(equations="\n".join(lines), inputs=inputs,
                      parameters=("b_b", "b_a", "rho") if apical_bias else ("b_b", "rho"),
                      observables=("V_b", "V_a", "U", "r"), folds=folds)
 
 
-_PHI_GAIN = "clip(U/u, 0, inf)*{PHI_A}"         # somatic factor x phi(apical)
+_PHI_GAIN = "clip(U/u, 0, inf)*phi_a"           # somatic factor x phi(apical) (phi_a = {PHI_A})
 _LINEAR_GAIN = "clip(U/u, 0, inf)*clip(V_a/u, 0, inf)"   # somatic factor x rectified apical
 
 

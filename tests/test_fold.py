@@ -83,8 +83,12 @@ def test_fold_classes_are_exactly_the_cells_with_identical_input(kw):
 @pytest.mark.codegen_independent
 def test_split_equations_refuses_an_inexact_fold():
     eqs = "dV/dt = (I - V)/tau : volt\nI = in_a : volt\nin_a : volt\ndW/dt = (V - W)/tau : volt"
-    folded, cells = split_equations(eqs, {"V", "I", "in_a"}, ("V",))
+    folded, cells, _ = split_equations(eqs, {"V", "I", "in_a"}, ("V",))
     assert set(folded.names) == {"V", "I", "in_a"} and set(cells.names) == {"W", "V"}
+    folded, cells, updates = split_equations(eqs + "\nf = exp(V/volt) : 1\ng = f*W/volt : 1",
+                                             {"V", "I", "in_a"}, ("V",), cached=("f",))
+    assert updates == {"f": "f = exp(V/volt)"} and "f" in cells.names and "g" in cells.names
+    assert folded["f"].type == "parameter"
     with pytest.raises(ValueError, match="W depends on"):
         split_equations(eqs, {"W"}, ("W",))
 
