@@ -262,6 +262,15 @@ class Circuit:
     def n_neurons(self) -> int:
         return sum(p.N for p in self.populations.values())
 
+    def in_degree(self, proj: Projection | str) -> np.ndarray:
+        """Synapses onto every cell of the projection's target (computed from the axes, no pairs)."""
+        proj = self.projections[proj] if isinstance(proj, str) else proj
+        pre, post = self.population(proj.source), self.population(proj.target)
+        sizes = [max(pre.sizes[pre.axes.index(a)], post.sizes[post.axes.index(b)]) for a, b in proj.match]
+        kpre = np.bincount(_key(pre, [a for a, _ in proj.match], sizes),
+                           minlength=int(np.prod(sizes, dtype=np.int64)))
+        return kpre[_key(post, [b for _, b in proj.match], sizes)].astype(np.int64)
+
     def n_synapses(self, by_projection: bool = False):
         """Synapse count, computed from group sizes without building the pairs."""
         counts = {}

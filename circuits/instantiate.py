@@ -25,7 +25,8 @@ from .fold import class_values, fold_classes, split_equations
 from .graph import Circuit
 
 __all__ = ["CircuitValues", "BuiltCircuit", "instantiate", "estimate_memory", "cache_dir",
-           "configure_brian2", "project_key", "fold_plan", "simulated_pairs", "FoldedGroup"]
+           "configure_brian2", "project_key", "fold_plan", "simulated_pairs", "simulated_synapse_count",
+           "FoldedGroup"]
 
 
 @dataclass
@@ -125,9 +126,22 @@ def simulated_pairs(circuit: Circuit, proj, plan: dict):
     return i, j, j, None
 
 
-def estimate_memory(circuit: Circuit) -> int:
-    """Estimated peak memory (bytes) of building and running ``circuit`` on the runtime device."""
-    return BASE_BYTES + BYTES_PER_NEURON * circuit.n_neurons() + BYTES_PER_SYNAPSE * circuit.n_synapses()
+def simulated_synapse_count(circuit: Circuit, plan: dict) -> int:
+    """Synapses Brian2 holds under fold ``plan`` (see :func:`simulated_pairs`), from the axes."""
+    total = 0
+    for proj in circuit.projections.values():
+        deg = circuit.in_degree(proj)
+        f = next((f for f in plan.get(proj.target, []) if proj.compartment in f[0].compartments), None)
+        total += int(deg.sum() if f is None else deg[f[2]].sum())
+    return total
+
+
+def estimate_memory(circuit: Circuit, level: str | None = None, fold: bool = False) -> int:
+    """Estimated peak memory (bytes) of building and running ``circuit`` on the runtime device
+    (with ``fold`` at spiking ``level``: the synapses Brian2 holds after folding)."""
+    synapses = simulated_synapse_count(circuit, fold_plan(circuit, level)) if fold and level else \
+        circuit.n_synapses()
+    return BASE_BYTES + BYTES_PER_NEURON * circuit.n_neurons() + BYTES_PER_SYNAPSE * synapses
 
 
 @dataclass

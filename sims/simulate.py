@@ -241,7 +241,7 @@ def simulate_mhsa(
     circuit = pathway(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"],
                       cross=Y is not None, causal=causal, P=P, n_inh=n_inh, signed=signed,
                       normalize=normalize, skip=WS is not None, circuit=kind)
-    need = estimate_memory(circuit)
+    need = estimate_memory(circuit, neuron, fold)
     limit = int(0.8 * available_memory()) if max_memory is None else int(max_memory)
     if need > limit:
         raise ValueError(
