@@ -5,7 +5,8 @@ d = 8, H = 4), ``causal`` and ``cross`` (n = 6, d = 6, H = 2; cross with m = 4),
 variants of issue 8 at the same size: ``unnormalised`` (no interneurons), ``skip`` (core
 thalamus -> L5 PT, ``WS ~ N(0, 1/de)``), ``linear`` (the key-value-memory circuit) and
 ``linear_cross``; ``linear_barrel`` is the linear circuit at barrel size. For each level
-(``--levels``) and read-out population coding P (``--P``: copies of L5 PT and nucleus 2), one
+(``--levels``) and population coding P (``--P``: copies of L5 PT and nucleus 2, or with
+``--copies all`` of every population but the interneurons), one
 run decodes every stage at the checkpoints (``--times``, s of measurement window) and reports
 NRMSE, Pearson r and the spike-count noise floor. Prints tables, writes JSON atomically.
 """
@@ -35,8 +36,27 @@ CASES = {
 }
 
 
-def run_case(case: str, level: str, P: int, times, seed: int = 0, codegen: str = "auto") -> dict:
-    """One run: every stage's metrics at each window length in ``times``."""
+def copies(case: str, P: int, which: str = "readout") -> dict:
+    """Population coding of a case: ``"readout"``: P copies of L5 PT and nucleus 2;
+    ``"all"``: of every population that represents a dimension (all but the interneurons,
+    whose pool of ``n_inh`` cells per macrocolumn is not a represented quantity)."""
+    if which == "readout":
+        return {"l5pt": P, "nucleus2": P}
+    if which != "all":
+        raise ValueError(f"--copies: expected 'readout' or 'all', got {which!r}")
+    from circuits.builders import pathway
+
+    prob = dict(CASES[case])
+    prob.pop("skip", None)
+    c = pathway(prob.pop("n"), prob.pop("dk"), prob.pop("dv"), prob.pop("de"), **prob)
+    return {p: P for p, pop in c.populations.items() if pop.cell_type != "interneuron"}
+
+
+def run_case(case: str, level: str, P: int, times, seed: int = 0, codegen: str = "auto",
+             which: str = "readout") -> dict:
+    """One run: every stage's metrics at each window length in ``times`` (``which``: the
+    populations with P copies, see :func:`copies`)."""
+    Pd = copies(case, P, which)
     prob = dict(CASES[case])
     opts = {k: prob.pop(k) for k in ("causal", "normalize", "circuit") if k in prob}
     skip = prob.pop("skip", False)
@@ -48,8 +68,8 @@ def run_case(case: str, level: str, P: int, times, seed: int = 0, codegen: str =
     t0 = time.perf_counter()
     res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"], WS=WS, **opts,
                         neuron=level, duration=times[-1], checkpoints=times[:-1], seed=seed,
-                        P={"l5pt": P, "nucleus2": P}, codegen=codegen)
-    return dict(case=case, level=level, P=P, neurons=res.counts["neurons"],
+                        P=Pd, codegen=codegen)
+    return dict(case=case, level=level, P=P, copies=which, neurons=res.counts["neurons"],
                 synapses=res.counts["synapses"], wall_s=time.perf_counter() - t0,
                 timings=res.timings, fano=res.diagnostics["fano"],
                 checkpoints=res.diagnostics["checkpoints"])
@@ -81,9 +101,11 @@ def main(args) -> int:
                 print("skipping barrel/lif (dt = 0.1 ms: ~10x the escape cost); --allow-slow runs it")
                 continue
             for P in args.P:
-                run = run_case(case, level, P, args.times, codegen=args.codegen)
+                which = getattr(args, "copies", "readout")
+                run = run_case(case, level, P, args.times, codegen=args.codegen, which=which)
                 runs.append(run)
-                print(f"\n{case} / {level} / read-out copies P = {P}: {run['neurons']:,} neurons, "
+                print(f"\n{case} / {level} / {'read-out' if which == 'readout' else 'all'} copies "
+                      f"P = {P}: {run['neurons']:,} neurons, "
                       f"{run['synapses']:,} synapses, {run['wall_s']:.0f} s wall "
                       f"(compile {run['timings']['compile']:.0f} s, run {run['timings']['run']:.0f} s)")
                 print(_table(run), flush=True)

@@ -50,6 +50,56 @@ def _out_degree(circuit, plan=None) -> dict:
     return deg
 
 
+class _TreeMemory:
+    """Peak of the summed resident memory of this process and all its descendants (the
+    standalone binary runs as a child while this process holds its own arrays), sampled every
+    ``interval`` s from ``/proc`` (Linux; elsewhere ``peak_mb`` stays NaN)."""
+
+    def __init__(self, interval: float = 0.02):
+        import threading
+
+        self.interval, self.peak_mb = interval, float("nan")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _tree_kb(root: int) -> int:
+        children: dict[int, list[int]] = {}
+        rss: dict[int, int] = {}
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/status") as f:
+                    fields = dict(line.split(":", 1) for line in f if ":" in line)
+                children.setdefault(int(fields["PPid"]), []).append(int(d))
+                rss[int(d)] = int(fields.get("VmRSS", "0 kB").split()[0])
+            except (OSError, KeyError, ValueError):
+                continue
+        total, todo = 0, [root]
+        while todo:
+            pid = todo.pop()
+            total += rss.get(pid, 0)
+            todo.extend(children.get(pid, []))
+        return total
+
+    def _run(self):
+        while not self._stop.is_set():
+            kb = self._tree_kb(os.getpid())
+            self.peak_mb = kb / 1024 if np.isnan(self.peak_mb) else max(self.peak_mb, kb / 1024)
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        if os.path.isdir("/proc/self"):
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
 def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int, kind: str,
              fold: bool = True) -> dict:
     """One repetition in this process (``kind``: ``"ctmhsa"`` or ``"handwritten"``; ``fold``:
@@ -64,16 +114,17 @@ def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int,
     deg = _out_degree(circuit)
     plan = fold_plan(circuit, "escape") if kind == "ctmhsa" and fold else {}
     sim_deg = _out_degree(circuit, plan)
-    if kind == "ctmhsa":
-        res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape",
-                            duration=duration, warmup=WARMUP, seed=0, device=device, threads=threads,
-                            codegen="cython", fold=fold)
-        rates = {p: np.nan_to_num(np.asarray(res.rates[p], float)).ravel() for p in circuit.populations}
-        t = dict(build=res.timings["build"], compile=res.timings["compile"], run=res.timings["run"])
-    else:
-        with np.load(os.environ["CTMHSA_BENCH_RATES"]) as f:
-            rates = {p: np.asarray(f[p], float) for p in f.files}
-        t = _handwritten(circuit, rates, duration + WARMUP, device, threads)
+    with _TreeMemory() as mem:
+        if kind == "ctmhsa":
+            res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape",
+                                duration=duration, warmup=WARMUP, seed=0, device=device, threads=threads,
+                                codegen="cython", fold=fold)
+            rates = {p: np.nan_to_num(np.asarray(res.rates[p], float)).ravel() for p in circuit.populations}
+            t = dict(build=res.timings["build"], compile=res.timings["compile"], run=res.timings["run"])
+        else:
+            with np.load(os.environ["CTMHSA_BENCH_RATES"]) as f:
+                rates = {p: np.asarray(f[p], float) for p in f.files}
+            t = _handwritten(circuit, rates, duration + WARMUP, device, threads)
     events_per_bio_s = float(sum(np.dot(rates[p], deg[p]) for p in circuit.populations))
     processed_per_bio_s = float(sum(np.dot(rates[p], sim_deg[p]) for p in circuit.populations))
     out = dict(n=n, d=d, H=H, device=device, threads=threads, kind=kind, duration=duration,
@@ -86,7 +137,9 @@ def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int,
                events_per_s=events_per_bio_s * (duration + WARMUP) / t["run"],
                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                # the standalone binary (and any compiler) run as child processes
-               peak_child_rss_mb=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+               peak_child_rss_mb=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+               # this process and the binary at the same time (sampled every 20 ms)
+               peak_tree_mb=mem.peak_mb)
     if kind == "ctmhsa":   # the hand-written network replays this spike load
         path = os.path.join(os.environ.get("CTMHSA_BENCH_TMP", "."), f"rates_{n}_{device}.npz")
         np.savez(path, **rates)
@@ -159,7 +212,7 @@ def _subprocess(spec: dict, env_extra=None) -> dict:
 
 
 KEYS = ("build_s", "compile_s", "run_s", "run_per_bio_s", "events_per_s", "processed_events_per_s",
-        "peak_rss_mb", "peak_child_rss_mb")
+        "peak_rss_mb", "peak_child_rss_mb", "peak_tree_mb")
 
 
 def _repeat(spec: dict, repeats: int, env_extra: dict, label: str) -> dict:
@@ -208,14 +261,14 @@ def main(args) -> int:
           f"unfolded); events = spikes x out-degree of the circuit, processed = of the simulated network")
     print(f"  {'n':>3} {'device':<15} {'fold':<5} {'neurons':>8} {'synapses':>11} {'simulated':>10} "
           f"{'build s':>8} {'compile s':>9} {'s/bio s':>8} {'Mevents/s':>9} {'processed':>9} {'peak MB':>8} "
-          f"{'binary MB':>9} "
+          f"{'binary MB':>9} {'sum MB':>7} "
           f"{'hand s/bio s':>12} {'ratio':>6}")
     for r in rows:
         m, h = r["median"], r["handwritten"]
         print(f"  {r['n']:>3} {r['device']:<15} {'on' if r['fold'] else 'off':<5} {r['neurons']:>8,} "
               f"{r['synapses']:>11,} {r['simulated_synapses']:>10,} {m['build_s']:>8.2f} "
               f"{m['compile_s']:>9.1f} {m['run_per_bio_s']:>8.2f} {m['events_per_s'] / 1e6:>9.1f} "
-              f"{m['processed_events_per_s'] / 1e6:>9.1f} {m['peak_rss_mb']:>8.0f} {m['peak_child_rss_mb']:>9.0f} "
+              f"{m['processed_events_per_s'] / 1e6:>9.1f} {m['peak_rss_mb']:>8.0f} {m['peak_child_rss_mb']:>9.0f} {m['peak_tree_mb']:>7.0f} "
               f"{h['run_per_bio_s']:>12.2f} {r['overhead']:>6.2f}")
     print(f"written {os.path.abspath(args.out)}")
     return 0

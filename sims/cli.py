@@ -31,7 +31,7 @@ def _cmd_run(args) -> int:
         phi=sim["phi"], neuron=sim["neuron"], duration=sim["duration"], seed=sim["seed"],
         causal=p["causal"], normalize=p["normalize"], dt=sim["dt"], codegen=sim["codegen"], warmup=sim["warmup"],
         P=sim["P"], n_inh=sim["n_inh"], signed=sim["signed"], circuit=sim["circuit"], law=sim["law"],
-        device=sim["device"],
+        fold=sim["fold"], device=sim["device"],
         threads=sim["threads"], report=None if args.quiet else "text",
     )
     out = args.out or cfg["output"]["dir"]
@@ -41,7 +41,9 @@ def _cmd_run(args) -> int:
     path = write_result(res, out, config=resolved)
     if not args.quiet:
         t = res.timings
-        print(f"  {res.counts['neurons']:,} neurons, {res.counts['synapses']:,} synapses; "
+        sim = res.counts.get("simulated_synapses")
+        folded = f" ({sim:,} simulated after folding)" if sim is not None and sim != res.counts["synapses"] else ""
+        print(f"  {res.counts['neurons']:,} neurons, {res.counts['synapses']:,} synapses{folded}; "
               f"build {t['build']:.2f} s, compile {t['compile']:.2f} s, run {t['run']:.2f} s")
         print(res.metrics_table())
         rng = {k: v for k, v in res.diagnostics["range"].items()
@@ -172,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
                        choices=["runtime", "cpp_standalone"], help="speed: Brian2 devices")
     bench.add_argument("--threads", type=int, default=None,
                        help="speed: OpenMP threads of the standalone device (default: all cores)")
+    bench.add_argument("--copies", default="readout", choices=["readout", "all"],
+                       help="accuracy: P copies of the read-out (L5 PT, nucleus 2) or of every "
+                            "population but the interneurons")
     bench.add_argument("--fold", nargs="+", choices=["on", "off"], default=None,
                        help="speed: run with folded compartments (on, default), without, or both")
     bench.add_argument("--scheduler", default="local",

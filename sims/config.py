@@ -27,6 +27,7 @@ A configuration has three tables::
     signed = "onoff"     # code of the signed read-outs: "onoff" (default) or "offset"
     circuit = "quadratic"  # Algorithm 1, or "linear": the key-value-memory circuit
     law = "product"      # L5 IT soma: Algorithm 1's product, or "co4", "tm1".."tm4" (neurons.laws)
+    fold = true          # simulate identical deterministic compartments once (exact; circuits.fold)
     seed = 0
     codegen = "auto"
     device = "runtime"   # or "cpp_standalone" (compiled once per network shape, cached)
@@ -60,7 +61,7 @@ DEFAULTS = {
                     inputs="random", input_seed=0, weight_scale=1.0),
     "simulation": dict(neuron="rate", phi="elu1", duration=1.0, dt=None, warmup=None, seed=0,
                        codegen="auto", P=1, n_inh=10, signed="onoff", circuit="quadratic", law="product",
-                       device="runtime",
+                       fold=True, device="runtime",
                        threads=None),
     "output": dict(dir="results/default"),
 }

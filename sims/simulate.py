@@ -9,7 +9,8 @@ import numpy as np
 from filelock import FileLock
 
 from circuits.builders import CIRCUITS, pathway
-from circuits.instantiate import estimate_memory, instantiate, project_key
+from circuits.instantiate import (estimate_memory, fold_plan, instantiate, project_key,
+                                  simulated_synapse_count)
 from circuits.standalone import project_dir, run_standalone, standalone_device
 from mapping.codes import DEFAULT_GAINS, CodeGains
 from mapping.decode import decode, range_report
@@ -330,6 +331,8 @@ def simulate_mhsa(
                        memory_estimate_bytes=need, encoding=dict(
                            v0=enc.consts["v0"].tolist(), x0=enc.consts["x0"], xb=enc.consts["xb"]))
     counts = dict(neurons=circuit.n_neurons(), synapses=circuit.n_synapses(),
+                  # what Brian2 held: fewer synapses when compartments were folded
+                  simulated_synapses=simulated_synapse_count(circuit, fold_plan(circuit, neuron) if fold else {}),
                   populations={k: p.N for k, p in circuit.populations.items()},
                   projections=circuit.n_synapses(by_projection=True))
     timings = dict(build=built.build_time if built is not None else float("nan"), compile=t_compile, run=t_run,

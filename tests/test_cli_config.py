@@ -114,3 +114,19 @@ def test_cli_run_spiking_level(tmp_path, capsys):
     import tomllib
     sim = tomllib.loads((tmp_path / "o" / "config.toml").read_text())["simulation"]
     assert sim["neuron"] == "escape" and sim["warmup"] == 0.1
+
+
+@pytest.mark.brian2
+def test_cli_run_fold_switch(tmp_path, capsys):
+    # [simulation] fold = false reaches the simulation; the printed counts say what was folded
+    base = ("[problem]\nn = 2\nH = 1\ndk = 2\ndv = 2\nde = 2\n"
+            "[simulation]\nneuron = 'escape'\nduration = 0.2\nwarmup = 0.1\n")
+    outs = {}
+    for fold in ("true", "false"):
+        cfg = tmp_path / f"f_{fold}.toml"
+        cfg.write_text(base + f"fold = {fold}\n")
+        assert main(["run", str(cfg), "--out", str(tmp_path / fold)]) == 0
+        outs[fold] = capsys.readouterr().out
+    assert "simulated after folding" in outs["true"] and "simulated after folding" not in outs["false"]
+    met = {f: json.loads((tmp_path / f / "metrics.json").read_text()) for f in outs}
+    assert met["true"]["x_tilde"]["nrmse"] == met["false"]["x_tilde"]["nrmse"]   # same spikes
