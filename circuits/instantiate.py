@@ -84,7 +84,7 @@ def fold_plan(circuit: Circuit, level: str) -> dict:
 
     key = hashlib.sha256(json.dumps(dict(c=circuit.to_dict(), level=level), sort_keys=True,
                                     default=str).encode()).hexdigest()
-    if key not in _FOLD_PLANS:      # a few seconds at barrel size: kept for repeated runs
+    if key not in _FOLD_PLANS:      # 0.15 s at barrel size, asked for three times per run
         if len(_FOLD_PLANS) >= 4:
             _FOLD_PLANS.pop(next(iter(_FOLD_PLANS)))
         _FOLD_PLANS[key] = _fold_plan(circuit, level)
@@ -284,10 +284,6 @@ class BuiltCircuit:
         """Cells of the circuit (folded groups hold shared compartments, not cells)."""
         return int(sum(len(g) for g in self.groups.values()))
 
-    def n_compartments_folded(self) -> int:
-        """Entries of the folded groups (each stands for a class of identical compartments)."""
-        return int(sum(len(fg.group) for fgs in self.folds.values() for fg in fgs))
-
 
 def _set(group, var: str, value, N: int, what: str, run_args: dict | None = None):
     """Write ``value`` (SI) into ``group.var``; on the standalone device, record it as a run
@@ -388,7 +384,8 @@ def instantiate(
     fold : bool
         Simulate deterministic compartments with identical synaptic input once per class and
         link the cells to them (:mod:`circuits.fold`; exact: the same seed gives the same
-        spikes). ``False`` gives every cell its own compartments, as in the description.
+        spikes). Spiking levels only. ``False`` gives every cell its own compartments, as in the
+        description.
     """
     import brian2 as b2
 
@@ -424,13 +421,12 @@ def instantiate(
             for comp in f.compartments:
                 var = model.inputs[comp][0]
                 moved |= {var, *(f"in_{p}" for p in incoming[name].get(comp, []))}
+            # folds exist at spiking levels only: window integrals of the folded observables
             fobs = [v for v in model.observables if v in f.variables]
-            if model.spiking:
-                moved |= {f"acc_{v}" for v in fobs}
+            moved |= {f"acc_{v}" for v in fobs}
             feqs, eqs, updates = split_equations(eqs, moved, f.variables, f.cached)
             moved |= set(f.cached)
-            if model.spiking:
-                feqs += b2.Equations("t_win : second (shared)")
+            feqs += b2.Equations("t_win : second (shared)")
             # order 2: after the cells' own state update (0) and regular code (1), so a cell
             # integrating a folded variable sees its value from the start of the step, as unfolded
             fg = b2.NeuronGroup(len(reps), feqs, method=model.method, namespace=ns, clock=clock,
@@ -439,7 +435,7 @@ def instantiate(
                 code = "\n".join(updates.values())
                 fg.run_regularly(code, clock=clock, when="start", name=f"{name}_{f.name}_cache_start")
                 fg.run_regularly(code, clock=clock, when="groups", order=3, name=f"{name}_{f.name}_cache")
-            if model.spiking and fobs:
+            if fobs:
                 acc = "\n".join(f"acc_{v} += {v}*dt*int(t >= t_win)" for v in fobs)
                 fg.run_regularly(acc, clock=clock, when="end", name=f"{name}_{f.name}_accumulate")
             folds.setdefault(name, []).append(FoldedGroup(f, fg, cls, reps, frozenset(moved)))
