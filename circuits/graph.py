@@ -161,6 +161,14 @@ def _key(pop: Population, axes: Iterable[str], sizes: Iterable[int]) -> np.ndarr
     return key
 
 
+def _match_keys(pre: Population, post: Population, match) -> tuple[np.ndarray, np.ndarray, int]:
+    """Key of every presynaptic and postsynaptic cell on the matched axes (equal keys connect),
+    and the number of possible keys."""
+    sizes = [max(pre.sizes[pre.axes.index(a)], post.sizes[post.axes.index(b)]) for a, b in match]
+    return (_key(pre, [a for a, _ in match], sizes), _key(post, [b for _, b in match], sizes),
+            int(np.prod(sizes, dtype=np.int64)))
+
+
 def connect_pairs(pre: Population, post: Population, match, post_cells=None) -> tuple[np.ndarray, np.ndarray]:
     """All (pre, post) flat-index pairs whose matched axes agree (vectorised relational join).
 
@@ -171,11 +179,7 @@ def connect_pairs(pre: Population, post: Population, match, post_cells=None) -> 
     (i, j) : tuple of int64 arrays
         Presynaptic and postsynaptic flat indices, ordered by postsynaptic cell.
     """
-    src_axes = [a for a, _ in match]
-    dst_axes = [b for _, b in match]
-    sizes = [max(pre.sizes[pre.axes.index(a)], post.sizes[post.axes.index(b)]) for a, b in match]
-    kpre = _key(pre, src_axes, sizes)
-    kpost = _key(post, dst_axes, sizes)
+    kpre, kpost, _ = _match_keys(pre, post, match)
     cells = np.arange(post.N, dtype=np.int64) if post_cells is None else np.asarray(post_cells, np.int64)
     kpost = kpost[cells]
     order = np.argsort(kpre, kind="stable")
@@ -263,26 +267,23 @@ class Circuit:
         return sum(p.N for p in self.populations.values())
 
     def in_degree(self, proj: Projection | str) -> np.ndarray:
-        """Synapses onto every cell of the projection's target (computed from the axes, no pairs)."""
+        """Synapses onto every cell of the projection's target (from the axes, no pairs)."""
         proj = self.projections[proj] if isinstance(proj, str) else proj
-        pre, post = self.population(proj.source), self.population(proj.target)
-        sizes = [max(pre.sizes[pre.axes.index(a)], post.sizes[post.axes.index(b)]) for a, b in proj.match]
-        kpre = np.bincount(_key(pre, [a for a, _ in proj.match], sizes),
-                           minlength=int(np.prod(sizes, dtype=np.int64)))
-        return kpre[_key(post, [b for _, b in proj.match], sizes)].astype(np.int64)
+        kpre, kpost, nkeys = _match_keys(self.population(proj.source), self.population(proj.target), proj.match)
+        return np.bincount(kpre, minlength=nkeys)[kpost].astype(np.int64)
+
+    def out_degree(self, proj: Projection | str, post_cells=None) -> np.ndarray:
+        """Synapses from every cell of the projection's source (onto ``post_cells`` only, when
+        given; from the axes, no pairs)."""
+        proj = self.projections[proj] if isinstance(proj, str) else proj
+        kpre, kpost, nkeys = _match_keys(self.population(proj.source), self.population(proj.target), proj.match)
+        if post_cells is not None:
+            kpost = kpost[np.asarray(post_cells, np.int64)]
+        return np.bincount(kpost, minlength=nkeys)[kpre].astype(np.int64)
 
     def n_synapses(self, by_projection: bool = False):
         """Synapse count, computed from group sizes without building the pairs."""
-        counts = {}
-        for name, proj in self.projections.items():
-            pre, post = self.population(proj.source), self.population(proj.target)
-            src_axes = [a for a, _ in proj.match]
-            dst_axes = [b for _, b in proj.match]
-            sizes = [max(pre.sizes[pre.axes.index(a)], post.sizes[post.axes.index(b)])
-                     for a, b in proj.match]
-            kpre = np.bincount(_key(pre, src_axes, sizes), minlength=int(np.prod(sizes, dtype=np.int64)))
-            kpost = np.bincount(_key(post, dst_axes, sizes), minlength=kpre.size)
-            counts[name] = int(np.dot(kpre.astype(np.int64), kpost.astype(np.int64)))
+        counts = {name: int(self.in_degree(proj).sum()) for name, proj in self.projections.items()}
         return counts if by_projection else sum(counts.values())
 
     # -- structural checks ------------------------------------------------------------------

@@ -25,8 +25,8 @@ from .fold import class_values, fold_classes, split_equations
 from .graph import Circuit
 
 __all__ = ["CircuitValues", "BuiltCircuit", "instantiate", "estimate_memory", "cache_dir",
-           "configure_brian2", "project_key", "fold_plan", "simulated_pairs", "simulated_synapse_count",
-           "FoldedGroup"]
+           "configure_brian2", "project_key", "fold_plan", "simulated_pairs", "simulated_out_degree",
+           "simulated_synapse_count", "FoldedGroup"]
 
 
 @dataclass
@@ -111,6 +111,11 @@ def _fold_plan(circuit: Circuit, level: str) -> dict:
     return plan
 
 
+def _fold_of(plan: dict, proj):
+    """``(fold, cls, reps)`` of the fold that takes ``proj``'s synapses, or ``None``."""
+    return next((p for p in plan.get(proj.target, []) if proj.compartment in p[0].compartments), None)
+
+
 def simulated_pairs(circuit: Circuit, proj, plan: dict):
     """Synapses Brian2 simulates for projection ``proj`` under fold ``plan``.
 
@@ -118,29 +123,31 @@ def simulated_pairs(circuit: Circuit, proj, plan: dict):
     indices in the target group (the class when the compartment is folded: one synapse per class,
     the representative cell's) and the fold targeted (``None``: the population itself).
     """
-    for f, cls, reps in plan.get(proj.target, []):
-        if proj.compartment in f.compartments:
-            i, j = circuit.pairs(proj, post_cells=reps)
-            return i, j, cls[j], f
-    i, j = circuit.pairs(proj)
-    return i, j, j, None
+    f = _fold_of(plan, proj)
+    if f is None:
+        i, j = circuit.pairs(proj)
+        return i, j, j, None
+    fold, cls, reps = f
+    i, j = circuit.pairs(proj, post_cells=reps)
+    return i, j, cls[j], fold
+
+
+def simulated_out_degree(circuit: Circuit, proj, plan: dict) -> np.ndarray:
+    """Out-degree of every source cell of ``proj`` in the simulated network (from the axes)."""
+    f = _fold_of(plan, proj)
+    return circuit.out_degree(proj, post_cells=None if f is None else f[2])
 
 
 def simulated_synapse_count(circuit: Circuit, plan: dict) -> int:
     """Synapses Brian2 holds under fold ``plan`` (see :func:`simulated_pairs`), from the axes."""
-    total = 0
-    for proj in circuit.projections.values():
-        deg = circuit.in_degree(proj)
-        f = next((f for f in plan.get(proj.target, []) if proj.compartment in f[0].compartments), None)
-        total += int(deg.sum() if f is None else deg[f[2]].sum())
-    return total
+    return sum(int(simulated_out_degree(circuit, proj, plan).sum()) for proj in circuit.projections.values())
 
 
-def estimate_memory(circuit: Circuit, level: str | None = None, fold: bool = False) -> int:
-    """Estimated peak memory (bytes) of building and running ``circuit`` on the runtime device
-    (with ``fold`` at spiking ``level``: the synapses Brian2 holds after folding)."""
-    synapses = simulated_synapse_count(circuit, fold_plan(circuit, level)) if fold and level else \
-        circuit.n_synapses()
+def estimate_memory(circuit: Circuit, synapses: int | None = None) -> int:
+    """Estimated peak memory (bytes) of building and running ``circuit`` on the runtime device;
+    ``synapses``: those Brian2 will hold (default the description's; fewer when folded, see
+    :func:`simulated_synapse_count`)."""
+    synapses = circuit.n_synapses() if synapses is None else int(synapses)
     return BASE_BYTES + BYTES_PER_NEURON * circuit.n_neurons() + BYTES_PER_SYNAPSE * synapses
 
 
@@ -300,6 +307,25 @@ def _set(group, var: str, value, N: int, what: str, run_args: dict | None = None
         run_args[view] = Quantity(arr if arr.ndim else float(arr), dim=view.dim)
 
 
+def _accumulate(group, observables, clock) -> None:
+    """Window integrals ``acc_<v>`` of ``observables`` from ``t_win`` on, after every step."""
+    if observables:
+        code = "\n".join(f"acc_{v} += {v}*dt*int(t >= t_win)" for v in observables)
+        group.run_regularly(code, clock=clock, when="end", name=f"{group.name}_accumulate")
+
+
+def _set_cells(group, folded: list, var: str, value, N: int, what: str, run_args: dict | None):
+    """:func:`_set` for a population's variable ``var``; a folded variable is written once per
+    class (the cells of a class must have been given equal values)."""
+    fg = next((fg for fg in folded if var in fg.names), None)
+    if fg is None:
+        return _set(group, var, value, N, what, run_args)
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim and arr.shape != (N,):
+        raise ValueError(f"{what}: expected {N} values, got shape {arr.shape}")
+    _set(fg.group, var, class_values(arr, fg.cls, fg.reps, what), len(fg.reps), what, run_args)
+
+
 def project_key(circuit: Circuit, level: str, phi: str, params: CellParams, dt: float,
                 schedule: tuple, threads: int, record_spikes, law: str = "product",
                 fold: bool = True) -> str:
@@ -435,9 +461,7 @@ def instantiate(
                 code = "\n".join(updates.values())
                 fg.run_regularly(code, clock=clock, when="start", name=f"{name}_{f.name}_cache_start")
                 fg.run_regularly(code, clock=clock, when="groups", order=3, name=f"{name}_{f.name}_cache")
-            if fobs:
-                acc = "\n".join(f"acc_{v} += {v}*dt*int(t >= t_win)" for v in fobs)
-                fg.run_regularly(acc, clock=clock, when="end", name=f"{name}_{f.name}_accumulate")
+            _accumulate(fg, fobs, clock)
             folds.setdefault(name, []).append(FoldedGroup(f, fg, cls, reps, frozenset(moved)))
         g = b2.NeuronGroup(pop.N, eqs, method=model.method, namespace=ns, clock=clock, name=name,
                            threshold=model.threshold or None,
@@ -445,30 +469,20 @@ def instantiate(
         for fg in folds.get(name, []):
             for v in (*fg.fold.variables, *fg.fold.cached):
                 setattr(g, v, b2.linked_var(fg.group, v, index=fg.cls.astype(int)))
-        for kind, given in (("params", values.params.get(name, {})), ("init", values.init.get(name, {}))):
-            if kind == "params":
-                unknown = set(given) - set(model.parameters)
-                if unknown:
-                    raise ValueError(f"values.params[{name!r}]: {sorted(unknown)[0]!r} is not a parameter "
-                                     f"of {pop.cell_type}")
-                missing = set(model.parameters) - set(given)
-                if missing:
-                    raise ValueError(f"values.params[{name!r}]: missing {sorted(missing)}")
-            for var, val in given.items():
-                what = f"values.{kind}[{name!r}][{var!r}]"
-                fg = next((fg for fg in folds.get(name, []) if var in fg.names), None)
-                if fg is None:
-                    _set(g, var, val, pop.N, what, run_args)
-                else:
-                    arr = np.asarray(val, dtype=float)
-                    if arr.ndim and arr.shape != (pop.N,):
-                        raise ValueError(f"{what}: expected {pop.N} values, got shape {arr.shape}")
-                    _set(fg.group, var, class_values(arr, fg.cls, fg.reps, what), len(fg.reps), what, run_args)
+        given = values.params.get(name, {})
+        unknown = set(given) - set(model.parameters)
+        if unknown:
+            raise ValueError(f"values.params[{name!r}]: {sorted(unknown)[0]!r} is not a parameter of {pop.cell_type}")
+        missing = set(model.parameters) - set(given)
+        if missing:
+            raise ValueError(f"values.params[{name!r}]: missing {sorted(missing)}")
+        for kind, items in (("params", given), ("init", values.init.get(name, {}))):
+            for var, val in items.items():
+                _set_cells(g, folds.get(name, []), var, val, pop.N, f"values.{kind}[{name!r}][{var!r}]", run_args)
         if model.regular:
             g.run_regularly(model.regular, clock=clock, when="groups", order=1, name=f"{name}_regular")
-        if model.spiking and cell_obs:  # window integrals of the observables (from t_win on)
-            acc = "\n".join(f"acc_{v} += {v}*dt*int(t >= t_win)" for v in cell_obs)
-            g.run_regularly(acc, clock=clock, when="end", name=f"{name}_accumulate")
+        if model.spiking:
+            _accumulate(g, cell_obs, clock)
         groups[name] = g
 
     synapses = {}

@@ -204,11 +204,17 @@ def _two_compartment(shunted: bool, gain: str, apical_bias: bool) -> CellModel:
     (L2/3-like), receiving phi of it and divided by the interneurons' shunt ``g_sh`` — and the
     rate ``rho * gain`` (somatic factor times apical factor)."""
     soma = "u*{PHI_B} - U*(1 + g_sh)" if shunted else "V_b - U"
+    phi_apical = "phi_a" in gain       # phi of the apical potential, cached per fold class
     lines = ["dV_b/dt = (b_b + I_b - V_b)/tau_d : volt",
              f"dV_a/dt = ({'b_a + ' if apical_bias else ''}I_a - V_a)/tau_d : volt",
              f"dU/dt = ({soma})/tau_m : volt",
-             f"r = rho*{gain} : Hz"] + (["phi_a = {PHI_A} : 1"] if "phi_a" in gain else []) + [
-             "b_b : volt"] + (["b_a : volt"] if apical_bias else []) + ["rho : Hz (shared, constant)"]
+             f"r = rho*{gain} : Hz"]
+    if phi_apical:
+        lines.append("phi_a = {PHI_A} : 1")
+    lines.append("b_b : volt")
+    if apical_bias:
+        lines.append("b_a : volt")
+    lines.append("rho : Hz (shared, constant)")
     inputs = {"basal": ("I_b", "volt"), "apical": ("I_a", "volt")}
     if shunted:
         inputs["soma"] = ("g_sh", "1")
@@ -216,7 +222,7 @@ def _two_compartment(shunted: bool, gain: str, apical_bias: bool) -> CellModel:
     # with the basal dendrite; the apical dendrite folds alone
     folds = (Fold("basal", ("V_b", "U"), ("basal", "soma") if shunted else ("basal",), ("b_b",)),
              Fold("apical", ("V_a",), ("apical",), ("b_a",) if apical_bias else (),
-                  cached=("phi_a",) if "phi_a" in gain else ()))
+                  cached=("phi_a",) if phi_apical else ()))
     return CellModel(equations="\n".join(lines), inputs=inputs,
                      parameters=("b_b", "b_a", "rho") if apical_bias else ("b_b", "rho"),
                      observables=("V_b", "V_a", "U", "r"), folds=folds)

@@ -41,12 +41,11 @@ def _problem(n, d, H, seed=0):
 def _out_degree(circuit, plan=None) -> dict:
     """Out-degree of every cell: in the description, or (``plan``, see
     :func:`circuits.instantiate.fold_plan`) in the network Brian2 simulates."""
-    from circuits.instantiate import simulated_pairs
+    from circuits.instantiate import simulated_out_degree
 
     deg = {p: np.zeros(pop.N) for p, pop in circuit.populations.items()}
     for proj in circuit.projections.values():
-        i = simulated_pairs(circuit, proj, plan)[0] if plan is not None else circuit.pairs(proj)[0]
-        deg[proj.source] += np.bincount(i, minlength=circuit.populations[proj.source].N)
+        deg[proj.source] += simulated_out_degree(circuit, proj, plan or {})
     return deg
 
 
@@ -141,7 +140,8 @@ def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int,
                # this process and the binary at the same time (sampled every 20 ms)
                peak_tree_mb=mem.peak_mb)
     if kind == "ctmhsa":   # the hand-written network replays this spike load
-        path = os.path.join(os.environ.get("CTMHSA_BENCH_TMP", "."), f"rates_{n}_{device}.npz")
+        path = os.path.join(os.environ.get("CTMHSA_BENCH_TMP") or tempfile.gettempdir(),
+                            f"rates_{n}_{device}.npz")
         np.savez(path, **rates)
         out["rates_file"] = path
     return out

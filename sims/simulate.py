@@ -169,8 +169,8 @@ def simulate_mhsa(
         macrocolumn's copy of a key or value dendrite, every microcolumn's copy of a query
         dendrite and shunted soma, the attention dendrites of a microcolumn's L5 IT cells) once,
         with every cell linked to its class (:mod:`circuits.fold`). Exact: the same seed gives
-        the same spikes with ``fold=False``; at barrel size it removes ~80 % of the synapses
-        Brian2 processes. Every cell keeps its own spike generation.
+        the same spikes with ``fold=False``; at barrel size Brian2 holds 7.6 % of the
+        description's synapses. Every cell keeps its own spike generation.
     scheduler : None, "serial", "local", address or ``distributed.Client``
         ``None``: one network. Otherwise the pathway is split at its nuclei and every head
         runs as its own task (spiking levels, runtime device): ``"serial"`` in this process,
@@ -242,7 +242,9 @@ def simulate_mhsa(
     circuit = pathway(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"],
                       cross=Y is not None, causal=causal, P=P, n_inh=n_inh, signed=signed,
                       normalize=normalize, skip=WS is not None, circuit=kind)
-    need = estimate_memory(circuit, neuron, fold)
+    # synapses Brian2 will hold: fewer than the description's when compartments are folded
+    n_simulated = simulated_synapse_count(circuit, fold_plan(circuit, neuron) if fold else {})
+    need = estimate_memory(circuit, n_simulated)
     limit = int(0.8 * available_memory()) if max_memory is None else int(max_memory)
     if need > limit:
         raise ValueError(
@@ -331,8 +333,7 @@ def simulate_mhsa(
                        memory_estimate_bytes=need, encoding=dict(
                            v0=enc.consts["v0"].tolist(), x0=enc.consts["x0"], xb=enc.consts["xb"]))
     counts = dict(neurons=circuit.n_neurons(), synapses=circuit.n_synapses(),
-                  # what Brian2 held: fewer synapses when compartments were folded
-                  simulated_synapses=simulated_synapse_count(circuit, fold_plan(circuit, neuron) if fold else {}),
+                  simulated_synapses=n_simulated,
                   populations={k: p.N for k, p in circuit.populations.items()},
                   projections=circuit.n_synapses(by_projection=True))
     timings = dict(build=built.build_time if built is not None else float("nan"), compile=t_compile, run=t_run,

@@ -181,3 +181,18 @@ def test_population_coding_copies_and_synapses():
         pathway(2, 2, 2, 2, P={"l6": 2})
     with pytest.raises(ValueError, match="P: expected an integer >= 1"):
         pathway(2, 2, 2, 2, P=0)
+
+
+@pytest.mark.codegen_independent
+def test_degrees_from_axes_match_the_synapse_lists():
+    c = build(3, 2, 3, 2, H=2, causal=True, P=2)
+    for proj in c.projections.values():
+        i, j = c.pairs(proj)
+        np.testing.assert_array_equal(c.out_degree(proj), np.bincount(i, minlength=c.populations[proj.source].N))
+        np.testing.assert_array_equal(c.in_degree(proj), np.bincount(j, minlength=c.populations[proj.target].N))
+        cells = np.arange(0, c.populations[proj.target].N, 3)
+        i2, j2 = c.pairs(proj, post_cells=cells)
+        np.testing.assert_array_equal(c.out_degree(proj, post_cells=cells),
+                                      np.bincount(i2, minlength=c.populations[proj.source].N))
+        assert set(j2.tolist()) <= set(cells.tolist())
+    assert c.n_synapses() == sum(len(c.pairs(p)[0]) for p in c.projections.values())
