@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from neurons.backend import cache_dir, configure_brian2  # noqa: F401  (re-exported)
-from neurons.models import get_model, synapse_model
+from neurons.models import get_model, initial_draws, synapse_model
 from neurons.params import DEFAULT_PARAMS, CellParams, with_units
 
 from .fold import class_values, fold_classes, split_equations
@@ -327,16 +327,16 @@ def _set_cells(group, folded: list, var: str, value, N: int, what: str, run_args
 
 
 def project_key(circuit: Circuit, level: str, phi: str, params: CellParams, dt: float,
-                schedule: tuple, threads: int, record_spikes, law: str = "product",
-                fold: bool = True) -> str:
+                schedule: tuple, threads: int, law: str = "product", fold: bool = True) -> str:
     """SHA-256 key of everything compiled into a standalone project: the circuit's structure,
-    the level's equations, phi, the physiological constants, dt, the run schedule (warm-up,
-    window), OpenMP threads, recorded populations, the package and Brian2 versions and the Python
-    environment. Tokens,
-    weights, biases, rates and seeds are run arguments and not part of it."""
+    the level's cell models (equations, spike condition, reset, every per-step code), phi, the
+    physiological constants, dt, the run schedule (warm-up, window), OpenMP threads, the package
+    and Brian2 versions and the Python environment. Tokens, weights, biases, rates and seeds are
+    run arguments and not part of it; spikes are always recorded on this device."""
     import hashlib
     import json
     import sys
+    from dataclasses import asdict
 
     from importlib import metadata
 
@@ -346,12 +346,10 @@ def project_key(circuit: Circuit, level: str, phi: str, params: CellParams, dt: 
         version = metadata.version("ctmhsa")
     except metadata.PackageNotFoundError:   # running from a source tree
         version = "source"
-    models = {p.cell_type: get_model(level, p.cell_type).equations for p in circuit.populations.values()}
+    models = {p.cell_type: asdict(get_model(level, p.cell_type)) for p in circuit.populations.values()}
     blob = json.dumps(dict(circuit=circuit.to_dict(), level=level, phi=phi, law=law, fold=bool(fold),
                            params=params.to_dict(),
                            dt=dt, schedule=list(schedule), threads=threads, models=models,
-                           record=sorted(record_spikes) if isinstance(record_spikes, (tuple, list, set))
-                           else bool(record_spikes),
                            version=version, brian2=brian2.__version__,
                            # the compiler flags name the environment's include paths: two
                            # environments sharing a cache would otherwise rebuild each other's project
@@ -393,7 +391,8 @@ def instantiate(
     codegen : {"numpy", "cython"}
         Brian2 code-generation target of the runtime device.
     seed : int, optional
-        Seed of Brian2's random numbers (spiking levels), set before the first run.
+        Seed of Brian2's random numbers (spiking levels), set before the first run, and of the
+        escape cells' initial thresholds (:func:`neurons.models.initial_draws`).
     record_spikes : bool or tuple of str
         Record spike times (all populations, or the named ones); counts are always kept.
     device : {"runtime", "cpp_standalone"}
@@ -441,7 +440,7 @@ def instantiate(
         model = get_model(level, pop.cell_type)
         eqs = model.render(phi, incoming[name], law=law)
         plans = plan.get(name, [])
-        cell_obs = [v for v in model.observables if not any(v in f.variables for f, _, _ in plans)]
+        cell_obs = [v for v in model.accumulated if not any(v in f.variables for f, _, _ in plans)]
         for f, cls, reps in plans:
             moved = {*f.variables, *f.parameters}
             for comp in f.compartments:
@@ -476,11 +475,15 @@ def instantiate(
         missing = set(model.parameters) - set(given)
         if missing:
             raise ValueError(f"values.params[{name!r}]: missing {sorted(missing)}")
-        for kind, items in (("params", given), ("init", values.init.get(name, {}))):
+        # the escape cells' first thresholds: seeded per population, the same on every device
+        init = {**initial_draws(model, pop.N, seed, name), **values.init.get(name, {})}
+        for kind, items in (("params", given), ("init", init)):
             for var, val in items.items():
                 _set_cells(g, folds.get(name, []), var, val, pop.N, f"values.{kind}[{name!r}][{var!r}]", run_args)
         if model.regular:
             g.run_regularly(model.regular, clock=clock, when="groups", order=1, name=f"{name}_regular")
+        if model.hazard:   # after the folded groups (order 2) and their caches (order 3)
+            g.run_regularly(model.hazard, clock=clock, when="groups", order=4, name=f"{name}_hazard")
         if model.spiking:
             _accumulate(g, cell_obs, clock)
         groups[name] = g

@@ -170,7 +170,8 @@ def calibration_key(level: str, cell_type: str, params: CellParams, protocol: Pr
     comps = {c: [f"drive_{c}"] for c in _drives(cell_type, np.ones(1), 1.0)}
     blob = json.dumps(dict(version=FORMAT_VERSION, level=level, cell_type=cell_type, phi=phi,
                            equations=model.render(phi, comps), threshold=model.threshold,
-                           reset=model.reset, refractory=model.refractory,
+                           reset=model.reset, refractory=model.refractory, regular=model.regular,
+                           hazard=model.hazard,
                            params=params.to_dict(), protocol=asdict(protocol)),
                       sort_keys=True, default=float)
     return hashlib.sha256(blob.encode()).hexdigest()

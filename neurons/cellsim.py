@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .backend import configure_brian2
-from .models import SYNAPSE_WEIGHT_UNITS, get_model, synapse_model
+from .models import SYNAPSE_WEIGHT_UNITS, get_model, initial_draws, synapse_model
 from .params import DEFAULT_PARAMS, CellParams, with_units
 
 __all__ = ["Drive", "Interneurons", "simulate_cells", "spike_count_nrmse_floor"]
@@ -106,12 +106,14 @@ def simulate_cells(
     eqs = model.render(phi, comps) + "".join(f"\nnu_drive_{c} : Hz" for c in drives)
     G = b2.NeuronGroup(n_cells, eqs, threshold=model.threshold or None, reset=model.reset or None,
                        refractory=model.refractory or False, method=model.method, namespace=ns, clock=clock, name="cells")
-    for k, v in (cell_params or {}).items():
+    for k, v in {**initial_draws(model, n_cells, seed, "cells"), **(cell_params or {})}.items():
         v = np.asarray(v, float)
         setattr(G, k + "_", float(v) if v.ndim == 0 else v)
     objs = [G]
     if model.regular:
         objs.append(G.run_regularly(model.regular, clock=clock, when="groups", order=1))
+    if model.hazard:
+        objs.append(G.run_regularly(model.hazard, clock=clock, when="groups", order=4))
     for comp, d in drives.items():
         unit = model.inputs[comp][1]
         nu = np.broadcast_to(np.asarray(d.rate, float), (n_cells,)).copy()
@@ -130,11 +132,15 @@ def simulate_cells(
             raise ValueError(f"interneurons.groups: {ng} does not divide n_cells = {n_cells}")
         cpg, n_i = n_cells // ng, interneurons.n
         inh = b2.NeuronGroup(n_i * ng, im.render(phi, {"soma": ["pool"]}),
-                             threshold=im.threshold or None, method=im.method, namespace=ns,
-                             clock=clock, name="interneurons")
+                             threshold=im.threshold or None, reset=im.reset or None,
+                             method=im.method, namespace=ns, clock=clock, name="interneurons")
         inh.I_set_ = interneurons.I_set
+        for k, v in initial_draws(im, n_i * ng, seed, "interneurons").items():
+            setattr(inh, k + "_", v)
         objs.append(inh)
         objs.append(inh.run_regularly(im.regular, clock=clock, when="groups", order=1))
+        if im.hazard:
+            objs.append(inh.run_regularly(im.hazard, clock=clock, when="groups", order=4))
         for name, src, tgt, w, sm, tm, comp in (
                 ("pool", G, inh, interneurons.w_pool, model, im, "soma"),
                 ("shunt", inh, G, interneurons.w_shunt / interneurons.n, im, model, "soma")):
@@ -150,8 +156,9 @@ def simulate_cells(
     mon = b2.SpikeMonitor(G, record=False) if model.spiking else None
     imon = b2.SpikeMonitor(inh, record=False) if (inh is not None and model.spiking) else None
     if model.spiking:
-        acc = "\n".join(f"acc_{v} += {v}*dt" for v in model.observables)
-        objs.append(G.run_regularly(acc, clock=clock, when="end"))
+        acc = "\n".join(f"acc_{v} += {v}*dt" for v in model.accumulated)
+        if acc:
+            objs.append(G.run_regularly(acc, clock=clock, when="end"))
     net = b2.Network(*objs, *(m for m in (mon, imon) if m is not None))
     net.run(warmup * b2.second, namespace={})
     if not model.spiking:

@@ -14,10 +14,11 @@ relative to rest, in volts; ``u`` volts encode one unit; rates are in Hz and rec
 Escape level (``"escape"``): the same compartments and the same expected rate ``r``, but inputs
 are spikes through exponential synaptic currents (each spike adds ``w * k_syn``,
 ``k_syn = (1 - exp(-dt/tau_syn))/dt``, so the step-sampled mean input is exactly ``w * rate`` as
-at the rate level) and every cell spikes with probability ``r dt`` per
-step, without reset (escape noise, Urbanczik & Senn 2014). Because the rate is linear in the
+at the rate level) and every cell spikes with probability ``r dt`` per step, with no effect of a
+spike on the membrane (escape noise, Urbanczik & Senn 2014). Because the rate is linear in the
 somatic potential and in the apical factor, the expected rate equals the rate-level rate when
-the inputs to a product are independent: the level's error is spike-count noise.
+the inputs to a product are independent: the level's error is spike-count noise. The spikes are
+sampled one interval at a time, with one random number per spike (see :data:`ESCAPE`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from .laws import law_expression
 
 __all__ = ["CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
-           "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "synapse_model"]
+           "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_HAZARD", "ESCAPE_RESET", "synapse_model", "initial_draws"]
 
 PHI_EXPRESSIONS = {
     # elu(x) + 1 == max(x, 0) + exp(min(x, 0))
@@ -104,10 +105,23 @@ class CellModel:
         Brian2 integration method.
     regular : str
         Code run every time step after the state update (e.g. rectification), or ``""``.
+    hazard : str
+        Code run every time step after every state update of the step (the cell's own, its
+        regular code and its folded compartments') and before the spike condition: the escape
+        cells' hazard accumulation, or ``""``.
     threshold, reset, refractory : str
         Brian2 spike condition, reset code and refractoriness (empty: none).
     folds : tuple of Fold
         State that cells with identical inputs may share (see :class:`Fold`).
+    integrated : tuple of str
+        Observables whose window integral ``acc_<v>`` the ``hazard`` code accumulates (it
+        computes them anyway); the others are accumulated by code run after every step (see
+        :attr:`accumulated`).
+    init : dict
+        Initial values of state variables (dimensionless), the same for every cell.
+    uniform_init : tuple of str
+        Variables that start from independent uniform draws in (0, 1], one per cell (seeded per
+        run by the instantiation, see :func:`initial_draws`).
     """
 
     equations: str
@@ -117,10 +131,14 @@ class CellModel:
     observables: tuple = ("r",)
     method: str = "exponential_euler"
     regular: str = ""
+    hazard: str = ""
     threshold: str = ""
     reset: str = ""
     refractory: str = ""
     folds: tuple = ()
+    integrated: tuple = ()
+    init: dict = field(default_factory=dict)
+    uniform_init: tuple = ()
     units: dict = field(default_factory=lambda: {"r": "Hz", "V_b": "volt", "V_a": "volt", "U": "volt",
                                                  "P": "1", "v": "volt"})
 
@@ -128,6 +146,11 @@ class CellModel:
     def spiking(self) -> bool:
         """Spiking models emit spikes (``threshold``); their synapses are event-driven."""
         return bool(self.threshold)
+
+    @property
+    def accumulated(self) -> tuple:
+        """Observables whose window integral is accumulated by code run after every step."""
+        return tuple(v for v in self.observables if v not in self.integrated)
 
     def render(self, phi: str, projections_by_compartment: dict[str, list[str]],
                law: str = "product") -> str:
@@ -180,6 +203,26 @@ def get_model(level: str, cell_type: str) -> CellModel:
         raise ValueError(
             f"neuron: no model for cell type {cell_type!r} at level {level!r}; levels with models: {levels}"
         ) from None
+
+
+def initial_draws(model: CellModel, n: int, seed, stream: str) -> dict:
+    """Initial values of ``n`` cells of ``model``: ``model.init``, and independent uniform
+    draws in (0, 1] for ``model.uniform_init``.
+
+    The draws come from numpy, seeded by ``(seed, stream)`` (``stream`` names the population),
+    independent of Brian2's random numbers and of the device, so every device starts from the
+    same state. ``seed=None`` draws fresh entropy.
+    """
+    import hashlib
+
+    import numpy as np
+
+    out = {v: np.full(n, float(x)) for v, x in model.init.items()}
+    if model.uniform_init:
+        tag = int.from_bytes(hashlib.sha256(stream.encode()).digest()[:4], "little")
+        rng = np.random.default_rng(np.random.SeedSequence(None if seed is None else [int(seed), tag]))
+        out.update({v: 1.0 - rng.random(n) for v in model.uniform_init})
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -325,17 +368,44 @@ def synapse_model(source: CellModel, target: CellModel, compartment: str, name: 
 
 
 # ------------------------------------------------------------------------------------------------
-# Escape level: the rate-level cells, spiking with probability r*dt per step (no reset)
+# Escape level: the rate-level cells, emitting Poisson spikes of intensity r (no reset of the soma)
 # ------------------------------------------------------------------------------------------------
 
-ESCAPE = "r > 0*Hz and rand() < r*dt"
-"""Escape-noise spike condition: an inhomogeneous Poisson process of intensity ``r``. A cell of
-zero intensity (the silent half of an ON/OFF pair) cannot spike and draws no random number
-(C++ and Cython evaluate ``and`` lazily: half the L5 IT draws at barrel size)."""
+ESCAPE = "S < u_next"
+"""Escape-noise spike condition: in every step a cell spikes with probability ``p = r dt``
+(an inhomogeneous Bernoulli process of intensity ``r``, at most one spike per step), sampled
+one interval at a time so that random numbers are drawn per *spike*, not per cell and step.
+``S`` is the probability that the cell has not spiked since its last spike,
+``S = prod_k (1 - p_k)`` (updated by :data:`ESCAPE_HAZARD`, a loop that runs on every thread),
+and ``u_next`` a uniform draw in (0, 1]: the cell spikes in the first step where ``S`` falls
+below ``u_next`` (inverse-transform sampling of the next interval). Given no spike since the
+last one, the probability of a spike in step k is ``(S_{k-1} - S_k) / S_{k-1} = p_k`` exactly:
+the same spike statistics as a draw ``rand() < r dt`` in every step, at one draw per spike and a
+multiplication per cell and step. (The thresholder, a serial loop in Brian2, was 57 % of a
+barrel head's run time with one draw per cell and step; measured.) A cell driven past ``1/dt``
+(``p`` clipped at 1, see the ``saturated`` diagnostic) spikes in every step. ``r`` is the step's
+intensity after its state update, as for a per-step draw. Every code-generation target and
+device draws the same numbers in the same order (the spiking cells in index order, population by
+population), so numpy, Cython and C++ give the same spikes for the same seed."""
+
+ESCAPE_RESET = "S = 1\nu_next = 1 - rand()"
+"""Reset of the escape condition: survival restarted, the next interval's uniform drawn."""
+
+ESCAPE_HAZARD = ("S *= 1 - clip(r*dt, 0, 1)\n"
+                 "acc_r += r*dt*int(t >= t_win)")
+"""Survival update of the escape cells, and the window integral of their intensity ``r`` (the
+expected count) in the same loop, which computes ``r`` anyway."""
+
+_ESCAPE_EQUATIONS = """
+S : 1
+u_next : 1
+"""
 
 
 def _escape(rate_model: CellModel) -> CellModel:
-    return replace(rate_model, threshold=ESCAPE)
+    return replace(rate_model, equations=rate_model.equations.rstrip() + _ESCAPE_EQUATIONS,
+                   hazard=ESCAPE_HAZARD, threshold=ESCAPE, reset=ESCAPE_RESET, integrated=("r",),
+                   init={"S": 1.0}, uniform_init=("u_next",))
 
 
 for _ct in ("relay", "l23", "interneuron", "l5it", "l5pt", "relay_out", "memory", "kv_write", "kv_read"):

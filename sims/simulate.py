@@ -270,7 +270,7 @@ def simulate_mhsa(
         t_compile, t_run, obs = sa["compile"], sa["run"], sa["obs"]
     elif device == "cpp_standalone":
         key = project_key(circuit, neuron, phi, params, dt, (warm, a["duration"], N_CHUNKS), int(threads),
-                          record_spikes, law=law, fold=fold)
+                          law=law, fold=fold)
         where = project_dir(key)
         with FileLock(where + ".lock"), standalone_device(where, int(threads)):
             built = instantiate(circuit, neuron, enc.values, phi=phi, params=params, dt=dt,
