@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from neurons.backend import cache_dir, configure_brian2  # noqa: F401  (re-exported)
-from neurons.models import get_model, initial_draws, synapse_model
+from neurons.models import add_step_code, get_model, initial_draws, synapse_model
 from neurons.params import DEFAULT_PARAMS, CellParams, with_units
 
 from .fold import class_values, fold_classes, split_equations
@@ -392,7 +392,7 @@ def instantiate(
         Brian2 code-generation target of the runtime device.
     seed : int, optional
         Seed of Brian2's random numbers (spiking levels), set before the first run, and of the
-        escape cells' initial thresholds (:func:`neurons.models.initial_draws`).
+        escape cells' first uniform draws (:func:`neurons.models.initial_draws`).
     record_spikes : bool or tuple of str
         Record spike times (all populations, or the named ones); counts are always kept.
     device : {"runtime", "cpp_standalone"}
@@ -475,15 +475,12 @@ def instantiate(
         missing = set(model.parameters) - set(given)
         if missing:
             raise ValueError(f"values.params[{name!r}]: missing {sorted(missing)}")
-        # the escape cells' first thresholds: seeded per population, the same on every device
+        # the escape cells' first uniform draws: seeded per population, the same on every device
         init = {**initial_draws(model, pop.N, seed, name), **values.init.get(name, {})}
         for kind, items in (("params", given), ("init", init)):
             for var, val in items.items():
                 _set_cells(g, folds.get(name, []), var, val, pop.N, f"values.{kind}[{name!r}][{var!r}]", run_args)
-        if model.regular:
-            g.run_regularly(model.regular, clock=clock, when="groups", order=1, name=f"{name}_regular")
-        if model.hazard:   # after the folded groups (order 2) and their caches (order 3)
-            g.run_regularly(model.hazard, clock=clock, when="groups", order=4, name=f"{name}_hazard")
+        add_step_code(g, model, clock)
         if model.spiking:
             _accumulate(g, cell_obs, clock)
         groups[name] = g

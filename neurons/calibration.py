@@ -171,7 +171,7 @@ def calibration_key(level: str, cell_type: str, params: CellParams, protocol: Pr
     blob = json.dumps(dict(version=FORMAT_VERSION, level=level, cell_type=cell_type, phi=phi,
                            equations=model.render(phi, comps), threshold=model.threshold,
                            reset=model.reset, refractory=model.refractory, regular=model.regular,
-                           hazard=model.hazard,
+                           pre_threshold=model.pre_threshold,
                            params=params.to_dict(), protocol=asdict(protocol)),
                       sort_keys=True, default=float)
     return hashlib.sha256(blob.encode()).hexdigest()

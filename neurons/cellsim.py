@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .backend import configure_brian2
-from .models import SYNAPSE_WEIGHT_UNITS, get_model, initial_draws, synapse_model
+from .models import SYNAPSE_WEIGHT_UNITS, add_step_code, get_model, initial_draws, synapse_model
 from .params import DEFAULT_PARAMS, CellParams, with_units
 
 __all__ = ["Drive", "Interneurons", "simulate_cells", "spike_count_nrmse_floor"]
@@ -110,10 +110,7 @@ def simulate_cells(
         v = np.asarray(v, float)
         setattr(G, k + "_", float(v) if v.ndim == 0 else v)
     objs = [G]
-    if model.regular:
-        objs.append(G.run_regularly(model.regular, clock=clock, when="groups", order=1))
-    if model.hazard:
-        objs.append(G.run_regularly(model.hazard, clock=clock, when="groups", order=4))
+    add_step_code(G, model, clock)
     for comp, d in drives.items():
         unit = model.inputs[comp][1]
         nu = np.broadcast_to(np.asarray(d.rate, float), (n_cells,)).copy()
@@ -138,9 +135,7 @@ def simulate_cells(
         for k, v in initial_draws(im, n_i * ng, seed, "interneurons").items():
             setattr(inh, k + "_", v)
         objs.append(inh)
-        objs.append(inh.run_regularly(im.regular, clock=clock, when="groups", order=1))
-        if im.hazard:
-            objs.append(inh.run_regularly(im.hazard, clock=clock, when="groups", order=4))
+        add_step_code(inh, im, clock)
         for name, src, tgt, w, sm, tm, comp in (
                 ("pool", G, inh, interneurons.w_pool, model, im, "soma"),
                 ("shunt", inh, G, interneurons.w_shunt / interneurons.n, im, model, "soma")):

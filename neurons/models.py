@@ -28,7 +28,8 @@ from dataclasses import dataclass, field, replace
 from .laws import law_expression
 
 __all__ = ["CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
-           "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_HAZARD", "ESCAPE_RESET", "synapse_model", "initial_draws"]
+           "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
+           "add_step_code"]
 
 PHI_EXPRESSIONS = {
     # elu(x) + 1 == max(x, 0) + exp(min(x, 0))
@@ -105,16 +106,16 @@ class CellModel:
         Brian2 integration method.
     regular : str
         Code run every time step after the state update (e.g. rectification), or ``""``.
-    hazard : str
+    pre_threshold : str
         Code run every time step after every state update of the step (the cell's own, its
         regular code and its folded compartments') and before the spike condition: the escape
-        cells' hazard accumulation, or ``""``.
+        cells' survival update, or ``""``.
     threshold, reset, refractory : str
         Brian2 spike condition, reset code and refractoriness (empty: none).
     folds : tuple of Fold
         State that cells with identical inputs may share (see :class:`Fold`).
     integrated : tuple of str
-        Observables whose window integral ``acc_<v>`` the ``hazard`` code accumulates (it
+        Observables whose window integral ``acc_<v>`` the ``pre_threshold`` code accumulates (it
         computes them anyway); the others are accumulated by code run after every step (see
         :attr:`accumulated`).
     init : dict
@@ -131,7 +132,7 @@ class CellModel:
     observables: tuple = ("r",)
     method: str = "exponential_euler"
     regular: str = ""
-    hazard: str = ""
+    pre_threshold: str = ""
     threshold: str = ""
     reset: str = ""
     refractory: str = ""
@@ -223,6 +224,19 @@ def initial_draws(model: CellModel, n: int, seed, stream: str) -> dict:
         rng = np.random.default_rng(np.random.SeedSequence(None if seed is None else [int(seed), tag]))
         out.update({v: 1.0 - rng.random(n) for v in model.uniform_init})
     return out
+
+
+def add_step_code(group, model: CellModel, clock) -> None:
+    """Attach ``model``'s per-step code to the Brian2 ``group`` (``run_regularly`` in the
+    ``groups`` slot): ``regular`` right after the group's state update (order 1), and
+    ``pre_threshold`` after every state update of the step (order 4: after the folded
+    compartments, order 2, and their caches, order 3, see :func:`circuits.instantiate.instantiate`),
+    so the spike condition sees the step's intensity."""
+    if model.regular:
+        group.run_regularly(model.regular, clock=clock, when="groups", order=1, name=f"{group.name}_regular")
+    if model.pre_threshold:
+        group.run_regularly(model.pre_threshold, clock=clock, when="groups", order=4,
+                            name=f"{group.name}_pre_threshold")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -368,7 +382,7 @@ def synapse_model(source: CellModel, target: CellModel, compartment: str, name: 
 
 
 # ------------------------------------------------------------------------------------------------
-# Escape level: the rate-level cells, emitting Poisson spikes of intensity r (no reset of the soma)
+# Escape level: the rate-level cells, spiking with probability r*dt per step (no reset of the soma)
 # ------------------------------------------------------------------------------------------------
 
 ESCAPE = "S < u_next"
@@ -376,7 +390,7 @@ ESCAPE = "S < u_next"
 (an inhomogeneous Bernoulli process of intensity ``r``, at most one spike per step), sampled
 one interval at a time so that random numbers are drawn per *spike*, not per cell and step.
 ``S`` is the probability that the cell has not spiked since its last spike,
-``S = prod_k (1 - p_k)`` (updated by :data:`ESCAPE_HAZARD`, a loop that runs on every thread),
+``S = prod_k (1 - p_k)`` (updated by :data:`ESCAPE_SURVIVAL`, a loop that runs on every thread),
 and ``u_next`` a uniform draw in (0, 1]: the cell spikes in the first step where ``S`` falls
 below ``u_next`` (inverse-transform sampling of the next interval). Given no spike since the
 last one, the probability of a spike in step k is ``(S_{k-1} - S_k) / S_{k-1} = p_k`` exactly:
@@ -391,8 +405,8 @@ population), so numpy, Cython and C++ give the same spikes for the same seed."""
 ESCAPE_RESET = "S = 1\nu_next = 1 - rand()"
 """Reset of the escape condition: survival restarted, the next interval's uniform drawn."""
 
-ESCAPE_HAZARD = ("S *= 1 - clip(r*dt, 0, 1)\n"
-                 "acc_r += r*dt*int(t >= t_win)")
+ESCAPE_SURVIVAL = ("S *= 1 - clip(r*dt, 0, 1)\n"
+                   "acc_r += r*dt*int(t >= t_win)")
 """Survival update of the escape cells, and the window integral of their intensity ``r`` (the
 expected count) in the same loop, which computes ``r`` anyway."""
 
@@ -404,7 +418,7 @@ u_next : 1
 
 def _escape(rate_model: CellModel) -> CellModel:
     return replace(rate_model, equations=rate_model.equations.rstrip() + _ESCAPE_EQUATIONS,
-                   hazard=ESCAPE_HAZARD, threshold=ESCAPE, reset=ESCAPE_RESET, integrated=("r",),
+                   pre_threshold=ESCAPE_SURVIVAL, threshold=ESCAPE, reset=ESCAPE_RESET, integrated=("r",),
                    init={"S": 1.0}, uniform_init=("u_next",))
 
 

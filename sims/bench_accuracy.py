@@ -94,14 +94,13 @@ def main(args) -> int:
     unknown = sorted(set(args.cases) - set(CASES))
     if unknown:
         raise ValueError(f"--cases: unknown case(s) {unknown}; expected some of {sorted(CASES)}")
-    runs = []
+    runs, which = [], args.copies
     for case in args.cases:
         for level in args.levels:
             if case == "barrel" and level == "lif" and not args.allow_slow:
                 print("skipping barrel/lif (dt = 0.1 ms: ~10x the escape cost); --allow-slow runs it")
                 continue
             for P in args.P:
-                which = getattr(args, "copies", "readout")
                 run = run_case(case, level, P, args.times, codegen=args.codegen, which=which)
                 runs.append(run)
                 print(f"\n{case} / {level} / {'read-out' if which == 'readout' else 'all'} copies "
