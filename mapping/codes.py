@@ -78,14 +78,28 @@ class CodeGains:
     rho_in : float
         Nucleus-1 relay rate per unit of token (Hz; ON/OFF code, halved in the offset code).
     rho_l23 : float
-        Unshunted L2/3 rate per unit of ``phi(q) phi(k)`` (Hz).
+        Unshunted L2/3 rate per unit of ``phi(q) phi(k)`` (Hz): the default gain of every head,
+        kept where all its macrocolumns divide within the interneurons' range.
     r_l23 : float
         Mean L2/3 rate per cell held by the interneurons (Hz); the set point of a macrocolumn
         is ``R_set = r_l23 x`` (its number of L2/3 cells). Normalisation needs
-        ``rho_l23 * mean(phi(q) phi(k)) > r_l23``; below it the interneurons fall silent and
-        this is reported.
+        ``rho * mean(phi(q) phi(k)) > r_l23`` in every macrocolumn: the encoder moves a head's
+        L2/3 gain off ``rho_l23`` where that fails (:mod:`mapping.operating`).
     g_sh : float
         Shunting conductance (relative to the leak) per Hz of interneuron rate (s).
+    r_pool_min : float
+        Smallest pooled set point of a macrocolumn (Hz): ``R_set,i = max(r_l23 N_i, r_pool_min)``.
+        The interneurons' feedback counts the pool's spikes; below ~200 Hz each spike moves
+        their error by more than 1/(tau_syn R_set) = 1, the loop divides in pulses and, at the
+        spiking levels, drove the interneurons of 9-cell macrocolumns past 400 Hz (measured).
+        Barrel size (R_set = 5445 Hz) and n = d = 8 (320 Hz) are unaffected.
+    r_inh_min, r_inh_max : float
+        Range of the divisive interneurons' mean rate per macrocolumn (Hz): fast-spiking
+        interneurons sustain up to ~400 Hz; the lower bound keeps every macrocolumn's pool
+        active (at 0 Hz the integral feedback sits at its rectification). With ``g_sh`` it is
+        the range of divisions ``1 + g_sh r_inh`` (1.4-81 by default), hence the largest spread
+        of ``Z_i / N_i`` across one head's macrocolumns that can be normalised (58×); see
+        :mod:`mapping.operating`.
     rho_it, rho_pt, rho_out : float
         L5 IT, L5 PT and nucleus-2 rates per unit of y·n, ṽ and x̃ (Hz) in the ON/OFF code
         (the default); the offset code uses half of each (equal worst-case rate). The defaults
@@ -104,6 +118,9 @@ class CodeGains:
     rho_l23: float = 25.0
     r_l23: float = 5.0
     g_sh: float = 0.2
+    r_inh_min: float = 2.0
+    r_pool_min: float = 200.0
+    r_inh_max: float = 400.0
     rho_it: float = 20.0
     rho_pt: float = 100.0
     rho_out: float = 100.0
@@ -116,6 +133,8 @@ class CodeGains:
             val = getattr(self, f.name)
             if isinstance(val, bool) or not isinstance(val, (int, float)) or not np.isfinite(val) or val <= 0:
                 raise ValueError(f"gains.{f.name}: expected a positive finite number, got {val!r}")
+        if self.r_inh_max <= self.r_inh_min:
+            raise ValueError(f"gains.r_inh_max: must exceed r_inh_min = {self.r_inh_min} Hz, got {self.r_inh_max}")
         if self.margin < 1:
             raise ValueError(f"gains.margin: must be >= 1 (offsets are worst-case bounds), got {self.margin}")
 

@@ -64,15 +64,23 @@ def decode(circuit: Circuit, encoding, obs: dict) -> dict[str, np.ndarray]:
 
 def _division(c, obs_pop, pop, axes):
     """The division the interneurons produce, measured on the somata they shunt: each soma
-    relaxes to u phi(V_b/u) / (1 + g), so D = u phi(V_b/u) / U = 1 + g (the macrocolumn's mean
-    over ``axes``). At spiking levels the window means are used: the interneurons' pulsed shunt
-    divides less than 1 + g_sh * rate, so their rate is not a faithful readout of the division."""
+    relaxes to u phi(V_b/u) / (1 + g), so D = Σ u phi(V_b/u) / Σ U = 1 + g, pooled over the
+    macrocolumn's cells (``axes``), which share g. At spiking levels the window means are used:
+    the interneurons' pulsed shunt divides less than 1 + g_sh * rate, so their rate is not a
+    faithful readout of the division.
+
+    Escape cells drive their somata with phi corrected for their basal potential's spike-noise
+    variance (:data:`neurons.models.PHI_CORRECTED`), whose mean is phi of the mean potential: the
+    same relation as at the rate level, so the window mean of ``V_b`` enters phi uncorrected.
+    The ratio of the pooled sums, not the mean of per-cell ratios: a cell with a small phi(q)
+    has a small mean ``U`` whose counting noise made its ratio, hence Z, explode."""
     from mapping.reference import FEATURE_MAPS
 
     phi = FEATURE_MAPS[c["phi"]][0]
     basal = c["u"] * phi(np.asarray(obs_pop["V_b"], float) / c["u"])
+    num, den = per_dimension(pop, basal), per_dimension(pop, obs_pop["U"])
     with np.errstate(invalid="ignore"):
-        return np.nanmean(per_dimension(pop, basal) / per_dimension(pop, obs_pop["U"]), axis=axes)
+        return np.nansum(num, axis=axes) / np.nansum(np.where(np.isnan(num), np.nan, den), axis=axes)
 
 
 def _decode_microcolumns(circuit, encoding, obs):

@@ -9,9 +9,13 @@ Derivations (u: volts per unit; see :mod:`mapping.codes`):
 - core/matrix synapses carry ``w = u W / rho_in`` (V·s), so a dendrite integrating the relay
   rates ``rho_in (x_b + x)`` sits at ``u (W x + x_b Σ_e W)``; a bias ``-u x_b Σ_e W`` (plus
   ``u v_0`` for values) leaves ``u q``, ``u k`` and ``u (v_0 + v)``.
-- interneurons of macrocolumn i hold the pooled L2/3 rate at ``R_set,i = r_l23 N_i``
+- interneurons of macrocolumn i hold the pooled L2/3 rate at ``R_set,i = r_l23 N_i`` (at least
+  ``r_pool_min``, so small pools still fire enough spikes for the feedback)
   (integral feedback: pool weight ``1/(g_sh R_set,i)``, set point ``1/g_sh``), hence
-  ``r_L23 = R_set,i s``; the loop gain is then independent of the macrocolumn's size.
+  ``r_L23 = R_set,i s``; the loop gain is then independent of the macrocolumn's size. The L2/3
+  gain ``rho_h`` of each head is the operating point of :mod:`mapping.operating`: the default
+  ``rho_l23`` where every macrocolumn's division ``rho_h Z_i / R_set,i`` lies within the
+  interneurons' range, else a gain that puts them all there (or a refusal, before building).
 - L2/3 -> apical L5 IT weights ``u a_i / R_set,i`` give an apical potential ``u a_i κ_ij`` with
   ``a_i`` the number of keys of macrocolumn i (so the apical gain is ~1 on average).
 - L5 IT -> PT weights ``u / (rho_it a_i)`` give a PT potential ``u (v_0 + ṽ_i)``.
@@ -37,6 +41,7 @@ from circuits.instantiate import CircuitValues
 from neurons.params import DEFAULT_PARAMS, CellParams
 
 from .codes import DEFAULT_GAINS, AffineCode, CodeGains
+from .operating import operating_point, pooled_drive, set_points
 
 __all__ = ["Encoding", "encode", "value_offset", "output_offset", "copies", "SIGNS"]
 
@@ -60,8 +65,10 @@ class Encoding:
     codes : dict of str -> AffineCode
         ``tokens``, ``q``, ``k``, ``v``, ``v_tilde``, ``x_tilde`` codes.
     consts : dict
-        Other decoding constants: ``R_set (H, n)`` (L2/3 rate per unit of s: the set point, or rho_l23 without interneurons), ``a (H, n)``, ``u``, ``v0 (H,)``,
-        ``x0``, gains.
+        Other decoding constants: ``R_set (H, n)`` (L2/3 rate per unit of s: the set point, or
+        rho_l23 without interneurons), ``a (H, n)``, ``u``, ``v0 (H,)``, ``x0``, ``gains`` (a
+        dict; its ``rho_l23`` is the per-head operating gain, shape (H, 1)) and ``operating``
+        (the :class:`mapping.operating.OperatingPoint`, or None without interneurons).
     """
 
     values: CircuitValues
@@ -119,6 +126,11 @@ def encode(
     u = params.u
     pops = circuit.populations
     onoff = meta.get("signed") == "onoff"
+    if not onoff and "interneuron" not in pops:
+        # the offset v0 passes through the attention only because Σ_j κ_ij = 1 (normalised)
+        raise ValueError("signed: the unnormalised variant needs ON/OFF pairs (signed='onoff'); with the "
+                         "offset code its read-out would carry v0 Σ_j κ_ij (the linear circuit's v0 Z_i), "
+                         "which varies per query and cannot be removed at decoding")
     if not onoff:
         # equal worst-case rate: an ON/OFF cell reaches rho' b, an offset cell (rho'/2) (2 b)
         gains = replace(gains, rho_in=gains.rho_in / 2, rho_it=gains.rho_it / 2,
@@ -141,7 +153,13 @@ def encode(
     for pname, W in (("core_q", WQ), ("core_qz", WQ), ("matrix_k", WK), ("matrix_kz", WK), ("matrix_v", WV)):
         if pname in circuit.projections:
             vals.weights[pname] = u * W / gains.rho_in
-    ctx = dict(u=u, xb=xb, v0=v0, onoff=onoff, WQ=WQ, WK=WK, WV=WV)
+    # the normalisation's operating point: one L2/3 gain per head that lets every macrocolumn's
+    # interneurons divide (refused here, before building, where no such gain exists)
+    R_set = set_points(circuit, gains) if "interneuron" in pops else None
+    op = operating_point(pooled_drive(circuit, X, Yk, WQ, WK, phi) / R_set, gains) if R_set is not None else None
+    rho_h = np.full(H, gains.rho_l23) if op is None else op.rho
+    ctx = dict(u=u, xb=xb, v0=v0, onoff=onoff, WQ=WQ, WK=WK, WV=WV, rho_l23=rho_h, tau_syn=params.tau_syn,
+               R_set=R_set)
     middle = _key_value_memory if meta.get("circuit", "quadratic") == "linear" else _microcolumns
     gains, R_set = middle(circuit, vals, gains, ctx)   # also the weights onto L5 PT
 
@@ -176,18 +194,22 @@ def encode(
         "v_tilde": AffineCode(gain=gains.rho_pt, offset=0.0 if onoff else v0[:, None, None]),
         "x_tilde": AffineCode(gain=gains.rho_out, offset=0.0 if onoff else x0),
     }
-    consts = dict(u=u, R_set=R_set, a=ctx.get("n_keys"), v0=v0, x0=x0, xb=xb, gains=gains.to_dict(),
-                  onoff=onoff, normalize="interneuron" in pops, phi=phi)
+    consts = dict(u=u, R_set=R_set, a=ctx.get("n_keys"), v0=v0, x0=x0, xb=xb,
+                  gains={**gains.to_dict(), "rho_l23": rho_h[:, None]},
+                  onoff=onoff, normalize="interneuron" in pops, phi=phi, operating=op)
     return Encoding(vals, codes, consts)
 
 
-def _normalisation(vals, gains, R_set, n_inh, shunts=("shunt",)):
+def _normalisation(vals, gains, R_set, n_inh, tau_syn, inh, shunts=("shunt",)):
     """Interneurons holding each macrocolumn's pooled rate at ``R_set`` (integral feedback):
-    pool weight ``1/(g_sh R_set)``, set point ``1/g_sh``, the pool sharing the shunt."""
+    pool weight ``1/(g_sh R_set)``, set point ``1/g_sh``, the pool sharing the shunt. The
+    relative error's bound ``e_max`` clears five single-spike jumps ``1/(tau_syn R_set)`` of the
+    pooled input above 9, so spike noise stays inside the loop's linear range (small pools)."""
     vals.weights["pool"] = 1.0 / (gains.g_sh * R_set)
     for name in shunts:
         vals.weights[name] = gains.g_sh / n_inh
-    vals.params["interneuron"] = {"I_set": 1.0 / gains.g_sh}
+    e_max = 9.0 + 5.0 / (tau_syn * R_set)
+    vals.params["interneuron"] = {"I_set": 1.0 / gains.g_sh, "e_max": e_max[inh.axis("head"), inh.axis("i")]}
 
 
 def _microcolumns(circuit, vals, gains, ctx):
@@ -203,7 +225,7 @@ def _microcolumns(circuit, vals, gains, ctx):
     present /= copies(l23)
     if "interneuron" in pops:
         n_keys = present / meta["dk"]
-        R_set = gains.r_l23 * present
+        R_set = ctx["R_set"]
     else:
         # unnormalised: L2/3 fire rho_l23 s; the apical input is scaled by 1/dk, and since ṽ now
         # sums m unnormalised weights of size ~dk, the read-out gains by 1/(m dk) — structural
@@ -217,7 +239,7 @@ def _microcolumns(circuit, vals, gains, ctx):
     vals.params["l23"] = {
         "b_b": -u * xb * WQ.sum(axis=2)[h23, c23],
         "b_a": -u * xb * WK.sum(axis=2)[h23, c23],
-        "rho": gains.rho_l23,
+        "rho": ctx["rho_l23"][h23],
     }
     hit, cit = it.axis("head"), it.axis("c")
     if ctx["onoff"]:   # ON sees u v, OFF -u v: the rectified pair carries v without an offset
@@ -225,7 +247,7 @@ def _microcolumns(circuit, vals, gains, ctx):
     else:
         vals.params["l5it"] = {"b_b": u * (v0[hit] - xb * WV.sum(axis=2)[hit, cit]), "rho": gains.rho_it}
     if "interneuron" in pops:
-        _normalisation(vals, gains, R_set, meta["n_inh"])
+        _normalisation(vals, gains, R_set, meta["n_inh"], ctx["tau_syn"], pops["interneuron"])
     # apical potential u a_i κ_ij (normalised: a_i = keys of macrocolumn i; else 1/dk)
     vals.weights["attention"] = u * n_keys / R_set
     if "l5pt" in pops:   # PT potential u ṽ
@@ -238,15 +260,12 @@ def _key_value_memory(circuit, vals, gains, ctx):
     ``rho_outer phi(k_jf) [±v_jc]_+``; memory cells hold ``u S_fc / m`` and ``u z_f / m`` (mean over
     tokens, so their rates do not grow with m); read-out cells fire
     ``rho_l23 phi(q_if) [±S_fc]_+ / (m (1 + g_i))``, and the interneurons hold each macrocolumn's
-    ``readout_z`` total at ``R_set = r_l23 dk``, hence ``1 + g_i = rho_l23 Z_i / (m R_set)`` and
+    ``readout_z`` total at ``R_set = max(r_l23 dk, r_pool_min)``, hence ``1 + g_i = rho_l23 Z_i / (m R_set)`` and
     ``Σ_f readout = R_set ṽ_i``, hence read-out -> PT weights ``u / R_set``. Returns gains and
     ``R_set (H, n)``."""
     meta, pops = circuit.meta, circuit.populations
     H, n, m, dk = meta["H"], meta["n"], meta["m"], meta["dk"]
     u, xb, v0, WQ, WK, WV = (ctx[k] for k in ("u", "xb", "v0", "WQ", "WK", "WV"))
-    if not ctx["onoff"] and "interneuron" not in pops:
-        raise ValueError("signed: the unnormalised linear circuit needs ON/OFF pairs (signed='onoff'); "
-                         "with the offset code its read-out would carry v0 Z_i, which varies per query")
     outer, read = pops["outer"], pops["readout"]
     ho, fo, co = outer.axis("head"), outer.axis("f"), outer.axis("c")
     b_a = -u * xb * WK.sum(axis=2)         # removes the relays' offset x_b (offset code only)
@@ -257,16 +276,18 @@ def _key_value_memory(circuit, vals, gains, ctx):
     vals.params["memory"] = {"b": 0.0, "rho": gains.rho_memory}
     vals.weights["recall"] = u / gains.rho_memory
     b_b = -u * xb * WQ.sum(axis=2)
-    vals.params["readout"] = {"b_b": b_b[read.axis("head"), read.axis("f")], "rho": gains.rho_l23}
+    rho = ctx["rho_l23"]
+    vals.params["readout"] = {"b_b": b_b[read.axis("head"), read.axis("f")], "rho": rho[read.axis("head")]}
     if "interneuron" in pops:
         oz, rz = pops["outer_z"], pops["readout_z"]
         vals.params["outer_z"] = {"b_b": u, "b_a": b_a[oz.axis("head"), oz.axis("f")], "rho": gains.rho_outer}
         vals.weights["write_z"] = u / (gains.rho_outer * m)
         vals.params["memory_z"] = {"b": 0.0, "rho": gains.rho_memory}
         vals.weights["recall_z"] = u / gains.rho_memory
-        vals.params["readout_z"] = {"b_b": b_b[rz.axis("head"), rz.axis("f")], "rho": gains.rho_l23}
-        R_set = np.full((H, n), gains.r_l23 * dk)
-        _normalisation(vals, gains, R_set, meta["n_inh"], shunts=("shunt", "shunt_z"))
+        vals.params["readout_z"] = {"b_b": b_b[rz.axis("head"), rz.axis("f")], "rho": rho[rz.axis("head")]}
+        R_set = ctx["R_set"]
+        _normalisation(vals, gains, R_set, meta["n_inh"], ctx["tau_syn"], pops["interneuron"],
+                       shunts=("shunt", "shunt_z"))
     else:
         # unnormalised: Σ_f readout = rho_l23 ṽ / m; read-out gains scaled by 1/(m dk) as in
         # the quadratic circuit (ṽ sums m weights of size ~dk)

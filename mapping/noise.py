@@ -163,6 +163,9 @@ def _key_value_memory(circuit, c, obs, fano, T, stages, f, df, out):
         # Z_i is measured on the read-out_z somata: z and q noise through Σ_f phi(q_f) z_f
         z = stages["z"]
         out["Z"] = np.einsum("hnf,hf->hn", fq ** 2, out["z"]) + np.einsum("hnf,hnf,hf->hn", dfq ** 2, out["q"], z ** 2)
+        # plus the set point's own count noise, as in Algorithm 1's circuit: the integral feedback
+        # pins the pooled read-out_z spike count at R_set T (relative variance F / (P R_set T))
+        out["Z"] = out["Z"] + Z ** 2 * fano["readout_z"] / (copies(pops["readout_z"]) * c["R_set"] * T)
         own_rz = _rate_var(pops["readout_z"], obs["readout_z"], fano["readout_z"], T).sum(axis=-1) / c["R_set"] ** 2
     else:   # no division: Z = 1, nothing to compensate
         Z, z, own_z, own_rz = np.ones(q.shape[:2]), np.zeros(fq.shape[::2]), np.zeros(fq.shape[::2]), 0.0

@@ -55,6 +55,8 @@ class Interneurons:
     w_pool: float
     w_shunt: float
     n: int = 1
+    e_max: float = 9.0
+    """Bound of the loop's relative error (see the interneuron model in :mod:`neurons.models`)."""
     groups: int = 1
     """Independent macrocolumns: cells are split into ``groups`` equal consecutive blocks, each
     with its own ``n`` interneurons (pooling and shunting that block only)."""
@@ -132,6 +134,7 @@ def simulate_cells(
                              threshold=im.threshold or None, reset=im.reset or None,
                              method=im.method, namespace=ns, clock=clock, name="interneurons")
         inh.I_set_ = interneurons.I_set
+        inh.e_max_ = interneurons.e_max
         for k, v in initial_draws(im, n_i * ng, seed, "interneurons").items():
             setattr(inh, k + "_", v)
         objs.append(inh)

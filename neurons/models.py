@@ -29,7 +29,8 @@ from .laws import law_expression
 
 __all__ = ["CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
-           "add_step_code"]
+           "add_step_code", "PHI_VARIANCE", "PHI_CORRECTED", "corrected_phi_expression", "CorrectedCellModel",
+           "PHI_DERIVATIVE", "PHI_COVARIANCE"]
 
 PHI_EXPRESSIONS = {
     # elu(x) + 1 == max(x, 0) + exp(min(x, 0))
@@ -259,7 +260,9 @@ def _two_compartment(shunted: bool, gain: str, apical_bias: bool) -> CellModel:
     """A two-compartment pyramidal cell: basal and apical dendrites (leaky integrators of their
     synaptic input plus a bias), a soma following the basal potential — or, when ``shunted``
     (L2/3-like), receiving phi of it and divided by the interneurons' shunt ``g_sh`` — and the
-    rate ``rho * gain`` (somatic factor times apical factor)."""
+    rate ``rho * gain`` (somatic factor times apical factor). A shunted cell's gain ``rho`` is
+    per cell: the encoder sets it per head so that every macrocolumn's division is reachable
+    (:mod:`mapping.operating`); the others share one gain per population."""
     soma = "u*{PHI_B} - U*(1 + g_sh)" if shunted else "V_b - U"
     phi_apical = "phi_a" in gain       # phi of the apical potential, cached per fold class
     lines = ["dV_b/dt = (b_b + I_b - V_b)/tau_d : volt",
@@ -271,7 +274,7 @@ def _two_compartment(shunted: bool, gain: str, apical_bias: bool) -> CellModel:
     lines.append("b_b : volt")
     if apical_bias:
         lines.append("b_a : volt")
-    lines.append("rho : Hz (shared, constant)")
+    lines.append("rho : Hz (constant)" if shunted else "rho : Hz (shared, constant)")
     inputs = {"basal": ("I_b", "volt"), "apical": ("I_a", "volt")}
     if shunted:
         inputs["soma"] = ("g_sh", "1")
@@ -304,17 +307,21 @@ def _rate_interneuron():
     # conductance 1 + g:  d ln(1 + g)/dt = (I_pool / I_set - 1) / tau_int.
     # At steady state I_pool = I_set (exact division, any Z); unlike a plain integrator, whose
     # loop slows down as 1 + g grows with Z, it settles in ~tau_int for every macrocolumn.
-    # The relative error saturates at 9 (pooled drive > 10x its set point, only in transients):
-    # unbounded, ln(1 + g) jumped by ~5 per step at the start and overflowed. The error stays
-    # linear in I_pool below that, so the fixed point is E[I_pool] = I_set even with spike noise.
+    # The relative error saturates at e_max (pooled drive far above its set point, only in
+    # transients): unbounded, ln(1 + g) jumped by ~5 per step at the start and overflowed. The
+    # error must stay linear in I_pool over its spike noise, or the fixed point is no longer
+    # E[I_pool] = I_set: one L2/3 spike raises it by ~1/(tau_syn R_set), 13 in a macrocolumn of
+    # 3 cells at 5 Hz, where a fixed bound of 9 clipped every spike and drove the interneurons to
+    # 1/dt (measured); the encoder sets e_max = 9 + 5/(tau_syn R_set) (mapping.encode).
     # Rectified at 0 after every step, which also prevents integrator wind-up.
     return CellModel(
         equations="""
-        dr/dt = (r + I_set)*clip(I_pool/I_set - 1, -1, 9)/tau_int : Hz
+        dr/dt = (r + I_set)*clip(I_pool/I_set - 1, -1, e_max)/tau_int : Hz
         I_set : Hz
+        e_max : 1 (constant)
         """,
         inputs={"soma": ("I_pool", "Hz")},
-        parameters=("I_set",),
+        parameters=("I_set", "e_max"),
         regular="r = clip(r, 0*Hz, inf*Hz)",
     )
 
@@ -422,8 +429,122 @@ def _escape(rate_model: CellModel) -> CellModel:
                    init={"S": 1.0}, uniform_init=("u_next",))
 
 
+# The phi-bias correction. A dendrite integrating spikes fluctuates around the mean the encoder
+# set, so a cell passing it through a curved phi sees E[phi(V/u)] != phi(E[V]/u) (README, "The
+# φ-bias"). The escape cells that pass a dendrite through phi use instead
+#     phi_c(x) = phi(x) - sigma² phi''(x) / 2,      x = V/u, sigma² = Var(V)/u²,
+# whose expectation over a fluctuation of variance sigma² is phi(E[x]) up to O(sigma⁴ phi⁽⁴⁾),
+# exact for exp in its Gaussian form exp(x - sigma²/2). The variance of every such dendrite is
+# set per cell before the run from the encoder's weights and relay rates (mapping.dendrites:
+# Campbell's theorem in the discrete time of the simulation). relu (phi'' a delta at 0) has no
+# such correction and keeps its bias. The rate level, which has no fluctuations, is unchanged.
+# See docs/phi_bias.md.
+
+PHI_VARIANCE = {"basal": "sig2_b", "apical": "sig2_a"}
+"""Per-cell parameter holding the variance of ``V/u`` (dimensionless, in units of u²) of each
+compartment whose phi the escape cells correct (set by :func:`mapping.dendrites.phi_variances`)."""
+
+_PHI_PLACEHOLDER = {"basal": ("PHI_B", "V_b/u"), "apical": ("PHI_A", "V_a/u")}
+
+PHI_CORRECTED = {
+    # phi''(x) = exp(x) below 0, 0 above (phi' is continuous, phi'' jumps at 0)
+    "elu1": "(clip({x}, 0, inf) + exp(clip({x}, -inf, 0))*(1 - 0.5*{s}*int({x} < 0)))",
+    # phi'' is a delta at 0: no second-order correction exists
+    "relu": "clip({x}, 0, inf)",
+    # phi''(x) = sigmoid(x) (1 - sigmoid(x)) = exp(-|x|)/(1 + exp(-|x|))²
+    "softplus": "(clip({x}, 0, inf) + log(1 + exp(-abs({x}))) - 0.5*{s}*exp(-abs({x}))/(1 + exp(-abs({x})))**2)",
+    # E[exp(x + sigma Z)] = exp(x + sigma²/2) for Gaussian fluctuations: exact
+    "exp": "exp({x} - 0.5*{s})",
+}
+"""Brian2 expressions of the corrected feature maps ``phi_c`` of argument ``{x}`` and variance ``{s}``."""
+
+
+PHI_DERIVATIVE = {
+    "elu1": "exp(clip({x}, -inf, 0))",
+    "relu": "int({x} > 0)",
+    "softplus": "1/(1 + exp(-{x}))",
+    "exp": "exp({x})",
+}
+"""Brian2 expressions of phi' (for the covariance correction of the outer-product cells)."""
+
+PHI_COVARIANCE = "cov_ba"
+"""Per-cell parameter of the linear circuit's outer-product cells: the covariance of their
+somatic potential ``U/u`` (the value, a filter of the basal dendrite) and apical potential
+``V_a/u`` (the key), which share their presynaptic relays (token j drives both)."""
+
+
+def corrected_phi_expression(name: str, x: str, s: str) -> str:
+    """Brian2 expression of ``phi_c``: feature map ``name`` of ``x`` corrected for the variance
+    ``s`` of ``x`` (see :data:`PHI_CORRECTED`)."""
+    phi_expression(name, x)   # the same error for an unknown name
+    return PHI_CORRECTED[name].format(x=x, s=s)
+
+
+@dataclass(frozen=True)
+class CorrectedCellModel(CellModel):
+    """An escape cell whose ``corrected`` compartments pass their potential through ``phi_c``
+    (:data:`PHI_CORRECTED`) with the per-cell variance parameter of :data:`PHI_VARIANCE`.
+
+    Attributes
+    ----------
+    corrected : tuple of str
+        Compartments (``"basal"``: the ``{PHI_B}`` placeholder, ``"apical"``: ``{PHI_A}``).
+    """
+
+    corrected: tuple = ()
+    covariance: bool = False
+
+    def render(self, phi: str, projections_by_compartment: dict[str, list[str]],
+               law: str = "product") -> str:
+        eqs = self.equations
+        for comp in self.corrected:
+            key, x = _PHI_PLACEHOLDER[comp]
+            eqs = eqs.replace("{" + key + "}", corrected_phi_expression(phi, x, PHI_VARIANCE[comp]))
+        eqs = eqs.replace("{DPHI_A}", PHI_DERIVATIVE[phi].format(x="V_a/u"))
+        return CellModel.render(replace(self, equations=eqs), phi, projections_by_compartment, law)
+
+
+def _corrected(model: CellModel, compartments: tuple) -> CorrectedCellModel:
+    """``model`` with phi of ``compartments`` corrected: one variance parameter per compartment,
+    folded with it (the basal one enters the soma, folded with the basal dendrite; the apical one
+    the apical phi, cached by the apical fold)."""
+    names = tuple(PHI_VARIANCE[c] for c in compartments)
+    folds = tuple(replace(f, parameters=f.parameters + tuple(PHI_VARIANCE[c] for c in compartments
+                                                                if c in f.compartments))
+                  for f in model.folds)
+    eqs = model.equations.rstrip() + "".join(f"\n{v} : 1" for v in names) + "\n"
+    fields = {k: getattr(model, k) for k in model.__dataclass_fields__}
+    return CorrectedCellModel(**{**fields, "equations": eqs, "parameters": model.parameters + names,
+                                 "folds": folds, "corrected": tuple(compartments)})
+
+
 for _ct in ("relay", "l23", "interneuron", "l5it", "l5pt", "relay_out", "memory", "kv_write", "kv_read"):
     MODELS[("escape", _ct)] = _escape(MODELS[("rate", _ct)])
+# L2/3: basal query (shunted soma drive) and apical key; the linear circuit's outer-product
+# cells: apical key; its read-out cells: basal query (shunted soma drive)
+for _ct, _comps in (("l23", ("basal", "apical")), ("kv_write", ("apical",)), ("kv_read", ("basal",))):
+    MODELS[("escape", _ct)] = _corrected(MODELS[("escape", _ct)], _comps)
+
+
+def _covariance_corrected(model: CorrectedCellModel) -> CorrectedCellModel:
+    """The outer-product cell with its value x key covariance removed: its value (soma U, a
+    filter of the basal dendrite) and key (apical) dendrites integrate the same relays, so
+    E[U phi(V_a)] = E[U] E[phi(V_a)] + Cov(U, phi(V_a)), and Cov(U, phi(V_a)) = C E[phi'(V_a)]
+    (Stein's lemma, C = Cov(U, V_a)/u², set per cell by mapping.dendrites). The gain subtracts
+    C phi'(V_a/u) while the soma is depolarised: the ON cell (C) and the OFF cell (-C, opposite
+    value weights) of a pair subtract C phi' from their rate difference at every instant."""
+    rate = "r = rho*clip(U/u, 0, inf)*phi_a : Hz"
+    assert rate in model.equations
+    eqs = model.equations.replace(
+        rate, f"r = rho*(clip(U/u, 0, inf)*phi_a - {PHI_COVARIANCE}*dphi_a*int(U > 0*volt)) : Hz\n"
+              "dphi_a = {DPHI_A} : 1")
+    eqs = eqs.rstrip() + f"\n{PHI_COVARIANCE} : 1\n"
+    folds = tuple(replace(f, cached=f.cached + ("dphi_a",)) if "phi_a" in f.cached else f for f in model.folds)
+    return replace(model, equations=eqs, parameters=model.parameters + (PHI_COVARIANCE,), folds=folds,
+                   covariance=True)
+
+
+MODELS[("escape", "kv_write")] = _covariance_corrected(MODELS[("escape", "kv_write")])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -438,7 +559,6 @@ _LIF_SOMA = """
 dv/dt = (v_drive*P + I_bg - v)/tau_m : volt (unless refractory)
 I_bg : volt
 r = rho*P : Hz
-rho : Hz (shared, constant)
 """
 
 # The background is an OU process with correlation time tau_syn (synaptically filtered
@@ -455,8 +575,7 @@ def _lif(rate_model: CellModel) -> CellModel:
     lines = rate_model.equations.strip().splitlines()
     rate = next(line.strip() for line in lines if line.strip().startswith("r = rho*"))
     P = rate[len("r = rho*"):].rsplit(":", 1)[0].strip()
-    eqs = "\n".join(line for line in lines
-                    if not line.strip().startswith(("r =", "rho :")))
+    eqs = "\n".join(line for line in lines if not line.strip().startswith("r ="))
     regular = "\n".join(x for x in (rate_model.regular, _LIF_BACKGROUND) if x)
     return replace(rate_model, equations=eqs + f"\nP = {P} : 1" + _LIF_SOMA,
                    method="exponential_euler", regular=regular,

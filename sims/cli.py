@@ -104,6 +104,11 @@ def _cmd_bench(args) -> int:
 
         args.out = args.out or "bench_results/circuits.json"
         return circuits_main(args)
+    if args.which == "robustness":
+        from .bench_robustness import main as robustness_main
+
+        args.out = args.out or "bench_results/robustness.json"
+        return robustness_main(args)
     if args.which == "speed":
         from .bench_speed import main as speed_main
 
@@ -144,11 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     figs.set_defaults(func=_cmd_figures)
 
     bench = sub.add_parser("bench", help="benchmarks that print a table and write JSON")
-    bench.add_argument("which", choices=["rate", "cells", "accuracy", "speed", "heads", "circuits"],
+    bench.add_argument("which", choices=["rate", "cells", "accuracy", "speed", "heads", "circuits", "robustness"],
                        help="rate: build and run a head at the rate level; cells: products, "
                             "normalisation and fig. 2 in silico at the spiking levels; accuracy: "
                             "spiking attention vs the reference over time and read-out copies; "
-                            "circuits: quadratic vs linear key-value-memory circuit vs n")
+                            "circuits: quadratic vs linear key-value-memory circuit vs n; "
+                            "robustness: the rate level on random untuned instances")
     bench.add_argument("--n", type=int, default=33, help="tokens = macrocolumns (default 33)")
     bench.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
     bench.add_argument("--H", type=int, default=1, help="heads (default 1)")
@@ -181,6 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="speed: run with folded compartments (on, default), without, or both")
     bench.add_argument("--scheduler", default="local",
                        help="heads: 'local' (LocalCluster), 'serial' or a dask scheduler address")
+    bench.add_argument("--instances", type=int, default=500, help="robustness: random instances (default 500)")
+    bench.add_argument("--seed", type=int, default=0, help="robustness: seed of the instance generator")
+    bench.add_argument("--wide", action="store_true",
+                       help="robustness: lift the interneurons' rate bound (tests the wiring alone)")
     bench.add_argument("--allow-slow", action="store_true", help="accuracy: also barrel at the lif level")
     bench.set_defaults(func=_cmd_bench)
     return ap

@@ -28,6 +28,7 @@ import numpy as np
 from circuits.builders import build
 from circuits.graph import Circuit
 from circuits.instantiate import CircuitValues, instantiate
+from mapping.dendrites import add_phi_variances
 from mapping.encode import encode
 
 from .window import measure
@@ -124,6 +125,7 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
     for h in range(H):
         e = encode(head, X, WQ[h:h + 1], WK[h:h + 1], WV[h:h + 1], WO[h:h + 1], Y=Y, gains=gains,
                    params=params, phi=phi, WS=None if WS is None else WS[h:h + 1])
+        add_phi_variances(head, e.values, params, dt, level)   # escape phi-bias correction (no-op otherwise)
         for p in inputs:
             e.values.params.pop(p, None)
         tasks.append((head, level, e.values, phi, params, dt, codegen, seeds[1 + h], warmup, T, n_chunks,

@@ -16,6 +16,7 @@ from mapping.codes import DEFAULT_GAINS, CodeGains
 from mapping.decode import decode, range_report
 from mapping.encode import encode
 from mapping.noise import spike_generation_fano, stage_noise_variance
+from mapping.operating import check_operating, enforce
 from mapping.reference import linear_mhsa
 from neurons.laws import check_law
 from neurons.params import DEFAULT_PARAMS, CellParams
@@ -258,8 +259,12 @@ def simulate_mhsa(
     ref = linear_mhsa(X, WQ, WK, WV, WO, phi=phi, Y=Yk, causal=causal, normalize=normalize, WS=WS,
                       method="linear" if linear else "vectorized")
     enc = encode(circuit, X, WQ, WK, WV, WO, Y=Yk, gains=gains, params=params, phi=phi, WS=WS)
+    if neuron == "escape":   # escape cells correct phi for their dendrites' spike-noise variance
+        from mapping.dendrites import add_phi_variances
+
+        add_phi_variances(circuit, enc.values, params, dt)
     warm = 0.0 if neuron == "rate" else (DEFAULT_WARMUP[neuron] if a["warmup"] is None else a["warmup"])
-    noise_var = {}
+    noise_var, early_obs = {}, None
     if scheduler is not None:
         from .distributed import run_split
 
@@ -291,10 +296,12 @@ def simulate_mhsa(
         snapshots = [(a["duration"], obs)]
         change = float("nan")
     elif neuron == "rate":
-        # run 90 % of the time, look, run the rest: the change of x̃ over the last 10 % says how
-        # settled the rate dynamics are, without looking at the reference
+        # run 90 % of the time, look, run the rest: the change of every observable over the last
+        # 10 % says how settled the rate dynamics are, without looking at the reference (and the
+        # operating check below says whether they settled at the intended fixed point)
         t_run = built.run(0.9 * a["duration"], report=report)
-        early = decode(circuit, enc, {p: built.read(p) for p in circuit.populations})["x_tilde"]
+        early_obs = {p: built.read(p) for p in circuit.populations}
+        early = decode(circuit, enc, early_obs)["x_tilde"]
         t_run += built.run(a["duration"] - 0.9 * a["duration"], report=report)
         obs = {p: built.read(p) for p in circuit.populations}
         stages = decode(circuit, enc, obs)
@@ -329,7 +336,15 @@ def simulate_mhsa(
         scheduler=None if scheduler is None else (scheduler if isinstance(scheduler, str) else "client"),
     )
     max_rate = 1.0 / dt if neuron == "escape" else None
+    # did the circuit work where it claims to (per macrocolumn)? raises at the rate level,
+    # warns and flags at spiking levels
+    operating = check_operating(circuit, enc, obs, neuron, gains,
+                                early=early_obs, T=a["duration"], max_rate=max_rate)
+    enforce(operating, neuron)
+    if enc.consts["operating"] is not None:
+        operating["operating_point"] = enc.consts["operating"].summary()
     diagnostics = dict(range=range_report(circuit, obs, max_rate), convergence=change, fano=fano,
+                       operating=operating, in_range=not operating["violations"],
                        memory_estimate_bytes=need, encoding=dict(
                            v0=enc.consts["v0"].tolist(), x0=enc.consts["x0"], xb=enc.consts["xb"]))
     counts = dict(neurons=circuit.n_neurons(), synapses=circuit.n_synapses(),

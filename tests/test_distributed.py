@@ -65,7 +65,7 @@ def test_scheduler_argument_errors(problem2):
 
 def test_sweep_writes_items_and_resumes(problem2, tmp_path):
     X, WQ, WK, WV, WO = problem2
-    items = [dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, neuron="rate", duration=0.2, seed=s) for s in (0, 1)]
+    items = [dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, neuron="rate", duration=0.5, seed=s) for s in (0, 1)]
     paths = sweep(items, scheduler="serial", out_dir=str(tmp_path))
     assert [os.path.basename(p) for p in paths] == ["item_0", "item_1"]
     stamp = [os.path.getmtime(os.path.join(p, "provenance.json")) for p in paths]

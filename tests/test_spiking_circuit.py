@@ -45,7 +45,9 @@ def test_escape_records_spikes_and_rates(escape_run):
     i, t = escape_run.spikes["l23"]
     assert i.size > 0 and t.min() >= 0 and t.max() <= 4.5 + 1e-9
     assert set(escape_run.spikes) == {"l23"}
-    assert np.nanmax(escape_run.rates["l23"]) < 100
+    # 9 L2/3 cells per macrocolumn share the smallest pooled set point, 200 Hz (r_pool_min,
+    # docs/operating_range.md): a cell fires at most R_set s_max, well below it
+    assert np.nanmax(escape_run.rates["l23"]) < 0.75 * escape_run.config["gains"]["r_pool_min"]
 
 
 def test_same_seed_same_spikes(problem3):
@@ -72,9 +74,10 @@ def test_population_coding_lowers_the_readout_noise_floor(problem3):
     pop = simulate_mhsa(*problem3, neuron="escape", duration=1.0, warmup=0.3, seed=2,
                         P={"l5pt": 10, "nucleus2": 10}).metrics()
     # the read-outs' own count noise shrinks 10x; the L5 IT and thalamic noise they inherit
-    # does not (about half of each floor here)
-    for stage in ("v_tilde", "x_tilde"):
-        assert pop[stage]["noise_floor"] < 0.9 * base[stage]["noise_floor"], stage
+    # does not. Here (pools of 9 L2/3 cells at their 200 Hz set point) the L5 PT's own noise is
+    # a small share of ṽ's floor (measured 0.790 -> 0.783) and a larger one of x̃'s (0.669 -> 0.581)
+    assert pop["v_tilde"]["noise_floor"] < base["v_tilde"]["noise_floor"]
+    assert pop["x_tilde"]["noise_floor"] < 0.9 * base["x_tilde"]["noise_floor"]
 
 
 def test_checkpoints_and_accuracy_benchmark_runner():

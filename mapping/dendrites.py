@@ -1,0 +1,233 @@
+"""Spike-noise variance of the dendrites that pass phi, for the escape cells' phi-bias correction.
+
+At the escape level a dendrite integrates spikes, so its potential ``V`` fluctuates around the
+mean the encoder set (``u`` times the encoded q or k) and a cell passing it through a curved
+phi sees ``E[phi(V/u)] != phi(E[V]/u)``: the *phi-bias* (README, "The φ-bias"). The escape cells
+that pass a dendrite through phi (:data:`neurons.models.PHI_VARIANCE`) correct it to second order
+with the variance of ``V/u``, which this module computes *before* the run from what the encoder
+set: the synaptic weights and the rates of the presynaptic relays. Nothing of the reference
+enters.
+
+Derivation (discrete time, as simulated; ``dt`` the step). A presynaptic escape cell of rate
+``r`` spikes in a step with probability ``p = r dt`` (clipped at 1), a count of variance
+``p (1 - p)`` per step, independently of every other cell and step (a relay's intensity is
+constant). Each spike adds ``A = w k_syn`` (``k_syn = (1 - exp(-dt/tau_syn))/dt``, see
+:func:`neurons.params.with_units`) to the exponential current ``I``, which decays by
+``a = exp(-dt/tau_syn)`` per step; the dendrite is advanced by exponential Euler with the
+current of the step's start, ``V <- c V + (1 - c) (b + I)``, ``c = exp(-dt/tau_d)``. A spike
+in step 0 therefore moves ``V`` by ``h_m = (1 - c) A (c^m - a^m)/(c - a)`` ``m`` steps later
+(``m >= 1``), and the stationary variance is (Campbell's theorem for a sum of independent shot
+noises)
+
+    Var(V) = Σ_e p_e (1 - p_e) w_e² k_syn² G,
+    G = Σ_{m>=1} ((1 - c)(c^m - a^m)/(c - a))²
+      = ((1 - c)/(c - a))² [c²/(1 - c²) - 2ac/(1 - ac) + a²/(1 - a²)].
+
+For ``dt -> 0`` this is Campbell's continuous form ``Σ_e r_e w_e² k_syn² tau_syn²/(2 (tau_syn +
+tau_d))`` (at the default ``dt = 1 ms``, ``tau_syn = 5 ms``, ``tau_d = 10 ms`` the discrete ``G``
+is 22 % above it, and ``p (1 - p)`` is below ``r dt`` by the Fano factor ``1 - r dt``). The
+formula is checked against a simulated dendrite in ``tests/test_dendritic_bias.py``.
+
+The linear circuit's outer-product cells also get the covariance of their soma (value, a filter
+of the basal dendrite) and apical dendrite (key), which integrate the same relays: the same sum
+with ``w_b w_a`` in place of ``w²`` and the cross gain :func:`soma_cross_gain` in place of ``G``
+(parameter :data:`neurons.models.PHI_COVARIANCE`). Derivation and measurements: docs/phi_bias.md.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from circuits.fold import fold_classes
+from neurons.models import PHI_COVARIANCE, PHI_VARIANCE, get_model
+from neurons.params import DEFAULT_PARAMS, CellParams
+
+__all__ = ["shot_noise_gain", "soma_cross_gain", "dendrite_variance", "phi_variances", "add_phi_variances"]
+
+
+def shot_noise_gain(params: CellParams = DEFAULT_PARAMS, dt: float = 1e-3) -> float:
+    """Stationary variance of a dendrite per unit of presynaptic spike-count variance.
+
+    Parameters
+    ----------
+    params : CellParams
+        ``tau_syn`` (s, exponential synaptic current) and ``tau_d`` (s, leaky dendrite).
+    dt : float
+        Integration step (s).
+
+    Returns
+    -------
+    float
+        ``G`` (dimensionless): ``Var(V) = Σ_e Var(n_e) A_e² G`` with ``Var(n_e)`` the spike-count
+        variance of synapse ``e`` per step and ``A_e = w_e k_syn`` (V) the current's jump per
+        spike (see the module docstring).
+    """
+    a = math.exp(-dt / params.tau_syn)
+    c = math.exp(-dt / params.tau_d)
+    if abs(c - a) < 1e-9:   # tau_syn == tau_d: h_m = (1 - c) A m c^(m-1)
+        return (1 - c) ** 2 * (1 + c * c) / (1 - c * c) ** 3
+    return ((1 - c) / (c - a)) ** 2 * (c * c / (1 - c * c) - 2 * a * c / (1 - a * c) + a * a / (1 - a * a))
+
+
+def soma_cross_gain(params: CellParams = DEFAULT_PARAMS, dt: float = 1e-3, steps: int | None = None) -> float:
+    """Covariance of a soma that follows its basal dendrite (``dU/dt = (V_b - U)/tau_m``) with
+    an apical dendrite, per unit of shared spike-count variance and per unit jump of each
+    dendrite's current: ``Σ_m hU_m ha_m`` over the discrete impulse responses (both sampled
+    after the step's state update, where the rate is evaluated).
+
+    Parameters
+    ----------
+    params : CellParams
+        ``tau_syn``, ``tau_d``, ``tau_m`` (s).
+    dt : float
+        Integration step (s).
+    steps : int, optional
+        Length of the impulse responses (default: 40 of the slowest time constant).
+
+    Returns
+    -------
+    float
+        Dimensionless gain (cf. :func:`shot_noise_gain`).
+    """
+    a, c, e = (math.exp(-dt / t) for t in (params.tau_syn, params.tau_d, params.tau_m))
+    steps = steps or int(40 * max(params.tau_syn, params.tau_d, params.tau_m) / dt) + 10
+    I, V, U, total = 1.0, 0.0, 0.0, 0.0
+    for _ in range(steps):
+        V, U, I = c * V + (1 - c) * I, e * U + (1 - e) * V, a * I
+        total += U * V
+    return total
+
+
+def dendrite_variance(rates, weights, params: CellParams = DEFAULT_PARAMS, dt: float = 1e-3) -> float:
+    """Stationary variance of one dendrite driven by independent escape (Bernoulli) spike trains.
+
+    Parameters
+    ----------
+    rates : array_like
+        Presynaptic intensities (Hz), constant in time; one per synapse.
+    weights : array_like
+        Synaptic weights ``w`` (V s; the mean input of a synapse is ``w`` times its rate).
+    params : CellParams
+        ``tau_syn``, ``tau_d`` (s).
+    dt : float
+        Integration step (s).
+
+    Returns
+    -------
+    float
+        ``Var(V)`` (V²).
+    """
+    p = np.clip(np.asarray(rates, float) * dt, 0.0, 1.0)
+    k_syn = (1.0 - math.exp(-dt / params.tau_syn)) / dt
+    A = np.asarray(weights, float) * k_syn
+    return float(np.sum(p * (1 - p) * A ** 2) * shot_noise_gain(params, dt))
+
+
+def _source_rates(circuit, values, source: str) -> np.ndarray:
+    """Per-cell intensities (Hz) of a presynaptic population whose rate the encoder set."""
+    pop = circuit.populations[source]
+    given = values.params.get(source, {})
+    if pop.cell_type != "relay" or "r_in" not in given:
+        raise ValueError(f"phi_variances: {source!r} ({pop.cell_type}) drives a dendrite that passes "
+                         f"phi, but only relays' rates are known before the run")
+    return np.broadcast_to(np.asarray(given["r_in"], float), (pop.N,))
+
+
+def phi_variances(circuit, values, params: CellParams = DEFAULT_PARAMS, dt: float = 1e-3,
+                  level: str = "escape") -> dict:
+    """Variance of ``V/u`` of every dendrite that passes phi at ``level``, per cell.
+
+    Parameters
+    ----------
+    circuit : Circuit
+        The description.
+    values : CircuitValues
+        What the encoder set (:func:`mapping.encode.encode`): the weights and the relays'
+        rates ``r_in`` are read.
+    params : CellParams
+        ``u`` (V per unit), ``tau_syn``, ``tau_d`` (s).
+    dt : float
+        Integration step (s).
+    level : str
+        Fidelity level; only its models that correct phi (``CellModel.corrected``) get values.
+
+    Returns
+    -------
+    dict
+        Population -> {variance parameter (:data:`neurons.models.PHI_VARIANCE`): per-cell
+        variance of ``V/u`` (dimensionless, units of u²)}. Empty where no model corrects phi.
+
+    Raises
+    ------
+    ValueError
+        A corrected dendrite has an input whose rate is unknown before the run (not a relay).
+    """
+    k_syn = (1.0 - math.exp(-dt / params.tau_syn)) / dt
+    G = shot_noise_gain(params, dt)
+    incoming: dict = {}
+    for pname, proj in circuit.projections.items():
+        incoming.setdefault((proj.target, proj.compartment), []).append(pname)
+    out: dict = {}
+    for name, pop in circuit.populations.items():
+        model = get_model(level, pop.cell_type)
+        for comp in getattr(model, "corrected", ()):
+            projs = incoming.get((name, comp), [])
+            # cells with identical synapses on the compartment have identical variance: compute it
+            # for one cell per class (circuits.fold), on the representatives' synapses only
+            cls, reps = fold_classes(circuit, name, (comp,), projs)
+            var = np.zeros(len(reps))
+            for pname in projs:
+                proj = circuit.projections[pname]
+                i, j = circuit.pairs(proj, post_cells=reps)
+                p = np.clip(_source_rates(circuit, values, proj.source)[i] * dt, 0.0, 1.0)
+                w = np.asarray(values.weights[pname], float)
+                w = np.broadcast_to(w, (len(i),)) if w.ndim == 0 else w[circuit.weight_indices(proj, i, j)]
+                post = np.searchsorted(reps, j)
+                var += np.bincount(post, weights=p * (1 - p) * (w * k_syn) ** 2, minlength=len(reps))
+            out.setdefault(name, {})[PHI_VARIANCE[comp]] = var[cls] * G / params.u ** 2
+        if getattr(model, "covariance", False):
+            out.setdefault(name, {})[PHI_COVARIANCE] = _covariance(circuit, values, name, incoming, params, dt)
+    return out
+
+
+def _covariance(circuit, values, name, incoming, params, dt) -> np.ndarray:
+    """Cov(U/u, V_a/u) of every cell of ``name`` (soma following the basal dendrite): the
+    relays that contact both compartments contribute ``p (1 - p) k_syn² w_b w_a`` each."""
+    k_syn = (1.0 - math.exp(-dt / params.tau_syn)) / dt
+    projs = {comp: incoming.get((name, comp), []) for comp in ("basal", "apical")}
+    cls, reps = fold_classes(circuit, name, ("basal", "apical"), projs["basal"] + projs["apical"])
+    n_pre = max(circuit.populations[p].N for p in circuit.populations)
+    per_pre = {}
+    for comp, names in projs.items():     # weight per (cell, presynaptic cell), summed over projections
+        src = {}
+        for pname in names:
+            proj = circuit.projections[pname]
+            i, j = circuit.pairs(proj, post_cells=reps)
+            w = np.asarray(values.weights[pname], float)
+            w = np.broadcast_to(w, (len(i),)) if w.ndim == 0 else w[circuit.weight_indices(proj, i, j)]
+            src.setdefault(proj.source, []).append((i, j, w))
+        per_pre[comp] = src
+    cov = np.zeros(len(reps))
+    for source in set(per_pre["basal"]) & set(per_pre["apical"]):
+        p = np.clip(_source_rates(circuit, values, source) * dt, 0.0, 1.0)
+        sides = []
+        for comp in ("basal", "apical"):
+            i = np.concatenate([x[0] for x in per_pre[comp][source]])
+            j = np.concatenate([x[1] for x in per_pre[comp][source]])
+            w = np.concatenate([x[2] for x in per_pre[comp][source]])
+            key, inv = np.unique(j * n_pre + i, return_inverse=True)
+            sides.append((key, np.bincount(inv.ravel(), weights=w)))
+        (kb, wb), (ka, wa) = sides
+        common, ib, ia = np.intersect1d(kb, ka, assume_unique=True, return_indices=True)
+        pre, post = common % n_pre, np.searchsorted(reps, common // n_pre)
+        cov += np.bincount(post, weights=p[pre] * (1 - p[pre]) * k_syn ** 2 * wb[ib] * wa[ia], minlength=len(reps))
+    return cov[cls] * soma_cross_gain(params, dt) / params.u ** 2
+
+
+def add_phi_variances(circuit, values, params: CellParams = DEFAULT_PARAMS, dt: float = 1e-3,
+                      level: str = "escape") -> None:
+    """Add :func:`phi_variances` to ``values.params`` (in place) for the run at ``level``."""
+    for name, extra in phi_variances(circuit, values, params, dt, level).items():
+        values.params.setdefault(name, {}).update(extra)

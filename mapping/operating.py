@@ -1,0 +1,344 @@
+"""The divisive normalisation's operating range: where the interneurons can divide, and proof
+that they did.
+
+The interneurons of macrocolumn i hold its pooled L2/3 rate at the set point ``R_set,i``
+(integral feedback, :mod:`neurons.models`). Each L2/3 soma relaxes to ``u phi(q) / D_i`` with
+``D_i = 1 + g_i`` the total somatic conductance relative to the leak, so at the fixed point
+
+    D_i = rho_h a_i,      a_i = Z_i / R_set,i,
+
+where ``rho_h`` is the L2/3 gain of head h (Hz per unit of ``phi(q) phi(k)``) and ``R_set,i =
+max(r_l23 N_i, r_pool_min)`` the set point of the macrocolumn's ``N_i`` L2/3 cells
+(:func:`set_points`), so ``a_i`` is its unshunted pooled drive per Hz of set point. A conductance cannot be negative: ``D_i >= 1``. Below it
+the interneurons fall silent and the macrocolumn is *not divided* — before this module the
+circuit then settled at a fixed point of the rectified system and returned a silent wrong answer.
+The shunt is ``g_i = g_sh r_inh,i`` (``r_inh,i`` the macrocolumn's mean interneuron rate), so a
+physiological range of interneuron rates ``[r_inh_min, r_inh_max]`` (:class:`mapping.codes.CodeGains`)
+is a range of divisions ``[D_min, D_max]``.
+
+**Operating point.** :func:`operating_point` chooses one L2/3 gain per head such that every
+macrocolumn of the head divides within ``[D_min, D_max]``: the feasible gains are
+``[D_min / min_i a_i, D_max / max_i a_i]`` and the default gain ``rho_l23`` is kept
+when every division stays 2× inside both bounds (typical inputs run as before), else the gain
+nearest to it with that margin (less where the feasible interval is narrower than 4×). A head whose drive ratio ``max_i a_i / min_i a_i`` exceeds
+``D_max / D_min`` has no physiological setting: :class:`OperatingRangeError` (a ``ValueError``)
+is raised before anything is built, with the measured ratio and what to change.
+
+What the gain may know, and what it must not: ``a`` enters only through its minimum and maximum
+per head, which set one gain per head — the setting a slow homeostatic process would reach for the
+head's input statistics. Each macrocolumn's division by its own ``Z_i`` is done by its
+interneurons; the result does not depend on the gain chosen inside the feasible interval (tested:
+the rate level gives the same salience for every feasible gain), so nothing of the answer leaks.
+
+**Checks.** :func:`check_operating` reads a finished run and reports, per macrocolumn, whether
+the pooled L2/3 rate reached the set point, silent or saturated interneurons, the division's
+distance from its bounds, rectified and saturated cells, and the settling of every observable
+over the last part of the run (a fixed point of the wrong system is stationary too, so
+stationarity alone proves nothing: the set point must be reached). :func:`enforce` raises at the
+rate level, where any violation means a wrong answer, and warns at spiking levels.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["OperatingPoint", "OperatingRangeError", "CircuitRangeError", "OperatingRangeWarning",
+           "division_bounds", "pooled_drive", "set_points", "operating_point", "check_operating", "enforce",
+           "RATE_TOLERANCE"]
+
+RATE_TOLERANCE = 1e-5
+"""Rate level: largest relative departure of a macrocolumn's pooled L2/3 rate from its set
+point, and largest relative change of any observable over the last 10 % of the run, that still
+counts as settled (the rate level's stages then match the reference to ~1e-5)."""
+
+
+class OperatingRangeError(ValueError):
+    """No physiological setting of the circuit divides every macrocolumn (raised before any
+    network is built)."""
+
+
+class CircuitRangeError(RuntimeError):
+    """A finished rate-level run left its working range: its answer would be wrong."""
+
+
+class OperatingRangeWarning(UserWarning):
+    """A finished spiking run left its working range somewhere (see ``diagnostics['operating']``)."""
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """The normalisation's operating point of every head.
+
+    Attributes
+    ----------
+    rho : ndarray (H,)
+        L2/3 (or linear read-out) gain per head (Hz per unit of ``phi(q) phi(k)``).
+    drive : ndarray (H, n)
+        Unshunted pooled drive per Hz of set point of every macrocolumn, ``a_i = Z_i / R_set,i``
+        (units of ``phi(q) phi(k)`` per Hz).
+    division : ndarray (H, n)
+        Expected steady-state division ``D_i = rho_h a_i`` (>= 1).
+    bounds : tuple of float
+        ``(D_min, D_max)`` from the interneurons' rate range.
+    g_sh : float
+        Shunt per Hz of mean interneuron rate (s).
+    """
+
+    rho: np.ndarray
+    drive: np.ndarray
+    division: np.ndarray
+    bounds: tuple
+    g_sh: float
+
+    @property
+    def interneuron_rate(self) -> np.ndarray:
+        """Expected mean interneuron rate per macrocolumn (Hz): ``(D - 1) / g_sh`` (rate level)."""
+        return (self.division - 1.0) / self.g_sh
+
+    def summary(self) -> dict:
+        """Plain data for provenance: per-head gain, the range of the division and of the drive."""
+        return dict(rho_l23=self.rho.tolist(), division_min=float(np.min(self.division)),
+                    division_max=float(np.max(self.division)), bounds=list(self.bounds),
+                    drive_ratio=[float(np.max(d) / np.min(d)) for d in self.drive])
+
+
+def division_bounds(gains) -> tuple[float, float]:
+    """``(D_min, D_max) = 1 + g_sh (r_inh_min, r_inh_max)``: the divisions the interneurons can
+    exert within their physiological rate range."""
+    return 1.0 + gains.g_sh * gains.r_inh_min, 1.0 + gains.g_sh * gains.r_inh_max
+
+
+def set_points(circuit, gains) -> np.ndarray:
+    """Pooled set point of every macrocolumn, ``R_set,i = max(r_l23 N_i, r_pool_min)`` (Hz).
+
+    ``N_i``: the macrocolumn's L2/3 cells (population-coding copies excluded; only the
+    microcolumns present, so causal masks count), or the linear circuit's ``dk`` read-out-z cells.
+
+    Returns
+    -------
+    ndarray (H, n)
+    """
+    meta = circuit.meta
+    H, n = meta["H"], meta["n"]
+    if meta.get("circuit", "quadratic") == "linear":
+        cells = np.full((H, n), float(meta["dk"]))
+    else:
+        l23 = circuit.populations["l23"]
+        cells = np.zeros((H, n))
+        np.add.at(cells, (l23.axis("head"), l23.axis("i")), 1.0)
+        cells /= l23.sizes[l23.axes.index("p")] if "p" in l23.axes else 1
+    return np.maximum(gains.r_l23 * cells, gains.r_pool_min)
+
+
+def pooled_drive(circuit, X, Yk, WQ, WK, phi: str) -> np.ndarray:
+    """Unshunted pooled drive of every macrocolumn per unit of gain (units of ``phi(q) phi(k)``).
+
+    Quadratic circuit: ``Z_i``, the sum of ``phi(q_i) phi(k_j)`` over the L2/3 cells of
+    macrocolumn i (only the microcolumns present). Linear circuit: its read-out-z cells of
+    macrocolumn i are driven by ``phi(q_i) z / m`` (mean over tokens), hence ``Z_i / m``.
+
+    Returns
+    -------
+    ndarray (H, n)
+    """
+    from .reference import FEATURE_MAPS
+
+    f = FEATURE_MAPS[phi][0]
+    fq = f(np.einsum("hce,ne->hnc", WQ, X))        # (H, n, dk)
+    fk = f(np.einsum("hce,me->hmc", WK, Yk))       # (H, m, dk)
+    meta = circuit.meta
+    if meta.get("circuit", "quadratic") == "linear":
+        return np.einsum("hnc,hmc->hn", fq, fk) / meta["m"]
+    l23 = circuit.populations["l23"]
+    h, i, j, c = (l23.axis(a) for a in ("head", "i", "j", "c"))
+    total = np.zeros((meta["H"], meta["n"]))
+    np.add.at(total, (h, i), fq[h, i, c] * fk[h, j, c])
+    return total / (l23.sizes[l23.axes.index("p")] if "p" in l23.axes else 1)
+
+
+def operating_point(drive: np.ndarray, gains) -> OperatingPoint:
+    """Choose every head's L2/3 gain so that all its macrocolumns divide within bounds.
+
+    Parameters
+    ----------
+    drive : ndarray (H, n)
+        Pooled drive per Hz of set point, :func:`pooled_drive` / :func:`set_points`.
+    gains : mapping.codes.CodeGains
+
+    Raises
+    ------
+    OperatingRangeError
+        A head whose drive ratio exceeds ``D_max / D_min`` (message: head, ratio, bound, remedies),
+        or a macrocolumn with no drive at all (``Z_i = 0``: nothing to divide).
+    """
+    d_min, d_max = division_bounds(gains)
+    drive = np.asarray(drive, float)
+    lo_a, hi_a = drive.min(axis=1), drive.max(axis=1)
+    for h in range(drive.shape[0]):
+        if not lo_a[h] > 0:
+            i = int(np.argmin(drive[h]))
+            raise OperatingRangeError(
+                f"X, WQ, WK: macrocolumn (head {h}, query {i}) receives no L2/3 drive (Z = 0; phi(q)·phi(k) "
+                f"= 0 for all its keys): there is nothing for its interneurons to divide. Use a feature map "
+                f"that is positive everywhere (phi='elu1', 'softplus' or 'exp')")
+        ratio = hi_a[h] / lo_a[h]
+        if ratio > d_max / d_min:
+            need = (ratio * d_min - 1.0) / gains.g_sh
+            raise OperatingRangeError(
+                f"WQ, WK: in head {h} the L2/3 drive per set point Z_i/R_set,i spans a ratio of {ratio:.4g} across "
+                f"macrocolumns (query {int(np.argmin(drive[h]))}: {lo_a[h]:.4g}, query "
+                f"{int(np.argmax(drive[h]))}: {hi_a[h]:.4g}), but interneurons firing "
+                f"{gains.r_inh_min:g}-{gains.r_inh_max:g} Hz divide by {d_min:.4g}-{d_max:.4g}, a ratio of at "
+                f"most {d_max / d_min:.4g}. Scale down WQ and WK (the spread of phi(q) phi(k) grows with "
+                f"their scale), or widen the interneurons' range: gains=CodeGains(r_inh_max={need:.4g}) "
+                f"(outside the physiological range of fast-spiking interneurons above ~400 Hz)")
+    lo = d_min / lo_a
+    hi = d_max / hi_a
+    # the default gain where it keeps a margin of 2x from both ends of the interneurons' range
+    # (spike noise around a barely active pool rectifies the loop: measured, pooled rate 22 %
+    # below its set point at D_min = 1.6), else the gain nearest to it with that margin, or the
+    # middle where the range is narrower than 4x (not the middle of a wide range: an unbounded
+    # range would put it at absurd divisions, whose transients take longer to settle)
+    f = np.minimum(2.0, np.sqrt(hi / lo))
+    rho = np.clip(gains.rho_l23, lo * f, hi / f)
+    division = rho[:, None] * drive
+    return OperatingPoint(rho=rho, drive=drive, division=division, bounds=(d_min, d_max), g_sh=gains.g_sh)
+
+
+def _macrocolumn_sum(pop, values, fill=0.0):
+    """Sum of per-cell ``values`` over each macrocolumn (head, i) of ``pop``, copies averaged."""
+    from .decode import per_dimension
+
+    d = per_dimension(pop, values, fill=fill)
+    return d.reshape(d.shape[0], d.shape[1], -1).sum(axis=2)
+
+
+def _settling(early: dict, late: dict) -> tuple[float, str]:
+    """Largest relative change of any observable between two snapshots (relative to the
+    population's largest magnitude of that observable), and where it is."""
+    worst, where = 0.0, ""
+    for pop, obs in late.items():
+        for var, val in obs.items():
+            a = np.asarray(val, float)
+            b = np.asarray(early.get(pop, {}).get(var, a), float)
+            if a.size == 0 or a.shape != b.shape:
+                continue
+            scale = float(np.max(np.abs(a)))
+            if scale == 0:
+                continue
+            ch = float(np.max(np.abs(a - b))) / scale
+            if ch > worst:
+                worst, where = ch, f"{pop}.{var}"
+    return worst, where
+
+
+def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict | None = None,
+                    T: float | None = None, max_rate: float | None = None) -> dict:
+    """Check that a finished run worked where it claims to: per macrocolumn and per population.
+
+    Parameters
+    ----------
+    circuit, encoding
+        The run's description and :class:`mapping.encode.Encoding`.
+    obs : dict
+        Observables of the run (final state at the rate level, window means at spiking levels;
+        ``expected_r`` is used for the pooled rate where present: the intensity, free of count
+        noise).
+    level : str
+        ``"rate"`` or a spiking level.
+    gains : mapping.codes.CodeGains
+    early : dict, optional
+        Rate level: the observables at 90 % of the run (settling check).
+    T : float, optional
+        Spiking levels: the window (s), for the pooled rate's count-noise tolerance.
+    max_rate : float, optional
+        Escape level: ``1/dt``, the most an escape cell can fire.
+
+    Returns
+    -------
+    dict
+        ``violations`` (list of messages, empty when everything is in range), ``pooled_error``
+        (H, n) relative departure of the pooled L2/3 rate from its set point, ``interneuron_rate``
+        (H, n) mean rate (Hz), ``division`` (H, n) the division implied by it, ``settling`` and
+        ``settling_where`` (rate level), ``rectified`` and ``saturated`` per population.
+    """
+    pops, consts = circuit.populations, encoding.consts
+    out = {"violations": []}
+    viol = out["violations"]
+    rate_level = level == "rate"
+    if "interneuron" in pops:
+        linear = circuit.meta.get("circuit", "quadratic") == "linear"
+        src = "readout_z" if linear else "l23"
+        o = obs[src]
+        r = np.asarray(o.get("expected_r", o["r"]), float)
+        pooled = _macrocolumn_sum(pops[src], r)
+        R_set = np.asarray(consts["R_set"], float)
+        err = pooled / R_set - 1.0
+        inh = _macrocolumn_sum(pops["interneuron"], np.asarray(obs["interneuron"]["r"], float)) \
+            / circuit.meta["n_inh"]
+        out.update(pooled_error=err, interneuron_rate=inh, division=1.0 + gains.g_sh * inh)
+        if rate_level:
+            tol = np.full(err.shape, RATE_TOLERANCE)
+        else:   # the pooled intensity follows the spike input: allow 5 % or 3 sigma of the pool's
+            # count noise over the window (short windows can only detect large departures)
+            T = 1.0 if T is None else T
+            tol = np.maximum(0.05, 3.0 / np.sqrt(np.maximum(R_set * T, 1e-12)))
+        d_min, d_max = division_bounds(gains)
+        for h, i in zip(*np.nonzero(np.abs(err) > tol)):
+            what = "below" if err[h, i] < 0 else "above"
+            cause = ("its interneurons are silent: the drive cannot reach the set point, so the "
+                     "macrocolumn is not divided" if inh[h, i] <= 0 else
+                     "the interneurons' loop has not settled: run longer (duration)")
+            viol.append(f"macrocolumn (head {h}, query {i}): pooled {src} rate {pooled[h, i]:.6g} Hz is "
+                        f"{abs(err[h, i]):.3g} {what} its set point {R_set[h, i]:.6g} Hz; {cause}")
+        for h, i in zip(*np.nonzero(inh > gains.r_inh_max * (1 + 1e-9))):
+            viol.append(f"macrocolumn (head {h}, query {i}): interneurons fire {inh[h, i]:.4g} Hz, above "
+                        f"r_inh_max = {gains.r_inh_max:g} Hz (saturated): the drive spread exceeds what "
+                        f"they can divide")
+        if rate_level:   # silence is only a violation where the set point was missed (reported above)
+            silent = (inh <= 0) & (np.abs(err) <= tol)
+            for h, i in zip(*np.nonzero(silent)):
+                viol.append(f"macrocolumn (head {h}, query {i}): interneurons silent at the set point "
+                            f"(division 1, at the edge of the range: D_min = {d_min:.3g})")
+    rect, sat = {}, {}
+    for name, pop in pops.items():
+        o = obs.get(name, {})
+        if "U" in o and "sign" not in pop.axes and pop.cell_type not in ("l23", "kv_read"):
+            # an ON/OFF pair is rectified by design; shunted somata receive phi >= 0
+            k = int(np.count_nonzero(np.asarray(o["U"], float) < 0))
+            if k:
+                rect[name] = k
+                viol.append(f"{name}: {k} cell(s) rectified (somatic drive below rest, rate clipped at 0): "
+                            f"the offset code's worst-case bound was exceeded; use signed='onoff'")
+        if max_rate is not None and "r" in o and np.size(o["r"]):
+            inten = np.asarray(o.get("expected_r", o["r"]), float)
+            k = int(np.count_nonzero(inten > max_rate))
+            if k:
+                sat[name] = k
+                viol.append(f"{name}: {k} cell(s) driven past {max_rate:g} Hz (1/dt; saturated escape "
+                            f"cells spike every step): lower the gains or dt")
+    out.update(rectified=rect, saturated=sat)
+    if rate_level and early is not None:
+        ch, where = _settling(early, obs)
+        out.update(settling=ch, settling_where=where)
+        if not ch <= RATE_TOLERANCE:
+            viol.append(f"not settled: {where} changed by {ch:.3g} (relative) over the last 10 % of the "
+                        f"run (tolerance {RATE_TOLERANCE:g}); run longer (duration)")
+    return out
+
+
+def enforce(report: dict, level: str) -> None:
+    """Raise :class:`CircuitRangeError` at the rate level if ``report`` has violations; warn
+    (:class:`OperatingRangeWarning`) at spiking levels."""
+    viol = report["violations"]
+    if not viol:
+        return
+    head = viol[0] if len(viol) == 1 else f"{viol[0]} (and {len(viol) - 1} more)"
+    if level == "rate":
+        raise CircuitRangeError("the circuit left its working range, its answer would be wrong: " +
+                                "; ".join(viol[:10]) + ("" if len(viol) <= 10 else f"; ... {len(viol) - 10} more"))
+    warnings.warn(f"{level} run outside its working range: {head}; see "
+                  f"res.diagnostics['operating']", OperatingRangeWarning, stacklevel=3)

@@ -1,0 +1,240 @@
+"""The escape cells' phi-bias correction (issue 15, item 4; docs/phi_bias.md).
+
+A dendrite integrating spikes has a variance computable before the run (mapping.dendrites);
+the escape cells pass it through phi_c = phi - sigma² phi''/2, whose mean is phi of the mean.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mapping.dendrites import dendrite_variance, phi_variances, shot_noise_gain
+from neurons.models import PHI_CORRECTED, PHI_VARIANCE, get_model
+from neurons.params import DEFAULT_PARAMS
+
+# numpy versions of the Brian2 functions the expressions use
+_NP = dict(clip=np.clip, exp=np.exp, log=np.log, abs=np.abs, inf=np.inf,
+           int=lambda b: np.asarray(b, float))
+
+_PHI = {
+    "elu1": (lambda x: np.where(x > 0, x + 1, np.exp(np.minimum(x, 0))),
+             lambda x: np.where(x < 0, np.exp(np.minimum(x, 0)), 0.0)),
+    "softplus": (lambda x: np.logaddexp(0, x), lambda x: 1 / (1 + np.exp(-x)) / (1 + np.exp(x))),
+    "exp": (np.exp, np.exp),
+    "relu": (lambda x: np.maximum(x, 0), lambda x: 0 * x),
+}
+
+
+def test_shot_noise_gain_discrete_and_continuous():
+    p = DEFAULT_PARAMS
+    # dt -> 0: Campbell's continuous form tau_syn² / (2 (tau_syn + tau_d)) per unit of r dt k²
+    dt = 1e-7
+    cont = p.tau_syn ** 2 / (2 * (p.tau_syn + p.tau_d)) / dt
+    assert shot_noise_gain(p, dt) == pytest.approx(cont, rel=1e-4)
+    # the closed form is the sum of the squared discrete impulse response
+    dt = 1e-3
+    a, c = np.exp(-dt / p.tau_syn), np.exp(-dt / p.tau_d)
+    m = np.arange(1, 5000)
+    h = (1 - c) * (c ** m - a ** m) / (c - a)
+    assert shot_noise_gain(p, dt) == pytest.approx(np.sum(h ** 2), rel=1e-12)
+    # tau_syn == tau_d: the limit
+    q = p.replace(tau_syn=p.tau_d)
+    h = (1 - c) * m * c ** (m - 1)
+    assert shot_noise_gain(q, dt) == pytest.approx(np.sum(h ** 2), rel=1e-9)
+
+
+@pytest.mark.parametrize("phi", sorted(PHI_CORRECTED))
+def test_corrected_expressions_are_second_order(phi):
+    x = np.linspace(-4, 4, 161)
+    x = x[np.abs(x) > 1e-9]
+    s = 0.37
+    f, f2 = _PHI[phi]
+    got = eval(PHI_CORRECTED[phi].format(x="x", s="s"), dict(_NP), dict(x=x, s=s))
+    want = np.exp(x - s / 2) if phi == "exp" else f(x) - 0.5 * s * f2(x)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_rate_level_unchanged_escape_folds_carry_the_variance():
+    for ct in ("l23", "kv_write", "kv_read"):
+        rate, esc = get_model("rate", ct), get_model("escape", ct)
+        assert not any(v in rate.parameters for v in PHI_VARIANCE.values())
+        assert "sig2" not in rate.render("elu1", {})
+        for comp in esc.corrected:
+            var = PHI_VARIANCE[comp]
+            assert var in esc.parameters
+            # the variance moves with the fold of its compartment
+            assert any(var in f.parameters for f in esc.folds if comp in f.compartments)
+        # the lif level builds on the rate level: no correction
+        assert "sig2" not in get_model("lif", ct).render("elu1", {})
+    assert get_model("escape", "l23").corrected == ("basal", "apical")
+    assert get_model("escape", "kv_write").corrected == ("apical",)
+    assert get_model("escape", "kv_read").corrected == ("basal",)
+
+
+def _relay_driven_dendrites(n_cells=300, n_in=8, T=6.0, seed=0):
+    """Dendrites of escape L2/3 cells (Brian2, numpy target) driven by their own escape relays;
+    half of them correct phi, half do not. Returns simulated V_b/u, U/u, predicted variance."""
+    import brian2 as b2
+
+    from circuits.instantiate import configure_brian2
+    from neurons.models import add_step_code, initial_draws, synapse_model
+    from neurons.params import with_units
+
+    configure_brian2("numpy")
+    b2.start_scope()
+    b2.seed(seed)
+    rng = np.random.default_rng(seed)
+    p, dt, u = DEFAULT_PARAMS, 1e-3, DEFAULT_PARAMS.u
+    ns = with_units(p, dt)
+    clock = b2.Clock(dt=dt * b2.second)
+    relay, l23 = get_model("escape", "relay"), get_model("escape", "l23")
+    rates = rng.uniform(0, 120, size=(n_cells, n_in))
+    W = rng.normal(size=(n_cells, n_in)) / np.sqrt(n_in)
+    w = u * W / 40.0                                  # u W / rho_in, as mapping.encode
+    R = b2.NeuronGroup(n_cells * n_in, relay.render("elu1", {}), threshold=relay.threshold,
+                       reset=relay.reset, method=relay.method, namespace=ns, clock=clock)
+    R.r_in_ = rates.ravel()
+    for k, v in initial_draws(relay, R.N, seed, "relays").items():
+        setattr(R, k + "_", v)
+    # cells 0..n-1 uncorrected, n..2n-1 corrected, the same inputs
+    C = b2.NeuronGroup(2 * n_cells, l23.render("elu1", {"basal": ["core_q"]}), method=l23.method,
+                       namespace=ns, clock=clock)
+    var = np.array([dendrite_variance(rates[c], w[c], p, dt) for c in range(n_cells)]) / u ** 2
+    mean = rng.uniform(-1.5, 1.5, n_cells) - np.sum(w * rates, axis=1) / u   # E[V_b]/u spans -1.5..1.5
+    C.b_b_ = u * np.tile(mean, 2)
+    C.sig2_b_ = np.concatenate([np.zeros(n_cells), var])
+    S = b2.Synapses(R, C, namespace=ns, clock=clock, **synapse_model(relay, l23, "basal", "core_q"))
+    pre = np.arange(n_cells * n_in)
+    S.connect(i=np.tile(pre, 2), j=np.concatenate([pre // n_in, n_cells + pre // n_in]))
+    S.w_[:] = np.tile(w.ravel(), 2)
+    add_step_code(R, relay, clock)
+    M = b2.StateMonitor(C, ["V_b", "U"], record=True, clock=clock)
+    net = b2.Network(R, C, S, M)
+    net.run((T + 0.2) * b2.second, namespace={})
+    start = int(round(0.2 / dt))
+    Vb = np.asarray(M.V_b_)[:, start:] / u
+    U = np.asarray(M.U_)[:, start:] / u
+    return Vb, U, var, n_cells
+
+
+def test_variance_formula_and_bias_on_simulated_dendrites():
+    Vb, U, var, n = _relay_driven_dendrites()
+    # the discrete-time Campbell variance matches the simulated dendrites (pooled over cells)
+    measured = Vb[:n].var(axis=1)
+    ratio = measured.sum() / var.sum()
+    assert ratio == pytest.approx(1.0, abs=0.03), ratio
+    # per cell within the sampling error of a 6 s variance estimate
+    assert np.median(np.abs(measured / var - 1)) < 0.12
+    # the soma (g_sh = 0) relaxes to phi(V_b/u): uncorrected it carries E[phi(V)] > phi(E[V]),
+    # corrected phi of the mean; the bias shrinks several-fold
+    phi = _PHI["elu1"][0]
+    target = phi(Vb[:n].mean(axis=1))
+    bias_before = U[:n].mean(axis=1) - target
+    bias_after = U[n:].mean(axis=1) - target
+    assert bias_before.mean() > 0.05
+    assert np.sqrt(np.mean(bias_after ** 2)) < 0.35 * np.sqrt(np.mean(bias_before ** 2))
+
+
+def test_phi_variances_per_cell_brute_force():
+    from circuits.builders import pathway
+    from mapping.encode import encode
+    from sims.config import problem_inputs
+
+    p, dt = DEFAULT_PARAMS, 1e-3
+    for kind in ("quadratic", "linear"):
+        x = problem_inputs(n=4, H=2, dk=3, dv=3, de=5, input_seed=1)
+        c = pathway(4, 3, 3, 5, H=2, circuit=kind)
+        enc = encode(c, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"])
+        got = phi_variances(c, enc.values, p, dt)
+        pops = {"quadratic": {"l23"}, "linear": {"outer", "outer_z", "readout", "readout_z"}}[kind]
+        assert set(got) == pops
+        for name, d in got.items():
+            model = get_model("escape", c.populations[name].cell_type)
+            for comp in model.corrected:
+                total = np.zeros(c.populations[name].N)
+                for pname, proj in c.projections.items():
+                    if proj.target != name or proj.compartment != comp:
+                        continue
+                    i, j = c.pairs(proj)
+                    w = np.asarray(enc.values.weights[pname], float)[c.weight_indices(proj, i, j)]
+                    r = np.asarray(enc.values.params[proj.source]["r_in"], float)[i]
+                    for cell in range(len(total)):
+                        sel = j == cell
+                        total[cell] += dendrite_variance(r[sel], w[sel], p, dt)
+                np.testing.assert_allclose(d[PHI_VARIANCE[comp]], total / p.u ** 2, rtol=1e-12)
+                assert np.all(total > 0)
+
+
+def test_phi_variances_refuses_unknown_rates():
+    from circuits.builders import pathway
+    from mapping.encode import encode
+    from sims.config import problem_inputs
+
+    x = problem_inputs(n=3, H=1, dk=2, dv=2, de=3, input_seed=0)
+    c = pathway(3, 2, 2, 3, H=1)
+    enc = encode(c, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"])
+    del enc.values.params["nucleus1"]["r_in"]
+    with pytest.raises(ValueError, match="only relays' rates"):
+        phi_variances(c, enc.values)
+
+
+@pytest.mark.long
+def test_small_linear_circuit_bias_shrinks():
+    """n = 6, d = 6, H = 2, 2 s, 4 seeds: the memory's bias (outer-product cells: phi-bias and
+    value x key covariance) and Z's bias shrink with the corrections."""
+    import mapping.dendrites as D
+    from sims.config import problem_inputs
+    from sims.simulate import simulate_mhsa
+
+    def run(corrected, seed):
+        x = problem_inputs(n=6, H=2, dk=6, dv=6, de=6, input_seed=seed)
+        orig = D.phi_variances
+        if not corrected:
+            D.phi_variances = lambda *a, **k: {pp: {v: 0 * a_ for v, a_ in d.items()}
+                                               for pp, d in orig(*a, **k).items()}
+        try:
+            res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape", circuit="linear",
+                                duration=2.0, seed=seed)
+        finally:
+            D.phi_variances = orig
+        return res.stages, res.reference_stages
+
+    err = {True: [], False: []}
+    for corrected in (False, True):
+        for seed in range(4):
+            st, ref = run(corrected, seed)
+            err[corrected].append((np.mean(st["Z"] / ref["Z"] - 1),
+                                   np.mean((st["S"] - ref["S"]) ** 2) / ref["S"].var()))
+    before, after = np.mean(err[False], axis=0), np.mean(err[True], axis=0)
+    print(f"Z mean relative error {before[0]:+.4f} -> {after[0]:+.4f}; S MSE/var {before[1]:.4f} -> {after[1]:.4f}")
+    assert abs(after[0]) < abs(before[0])            # Z's mean relative bias (measured 8.4 % -> 5.4 %)
+    assert after[1] < 0.8 * before[1]                # S's mean squared error, bias + noise
+
+
+def test_outer_product_covariance_matches_shared_relays():
+    """cov_ba of the linear circuit's outer-product cells: Σ_e p(1-p) k² w_v w_k G_x over the
+    relays of token j (value and key dendrites share them); opposite for OFF cells, zero for
+    the z cells (no value input)."""
+    from circuits.builders import pathway
+    from mapping.dendrites import soma_cross_gain
+    from mapping.encode import encode
+    from sims.config import problem_inputs
+
+    p, dt = DEFAULT_PARAMS, 1e-3
+    x = problem_inputs(n=4, H=2, dk=3, dv=3, de=5, input_seed=2)
+    c = pathway(4, 3, 3, 5, H=2, circuit="linear")
+    enc = encode(c, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"])
+    got = phi_variances(c, enc.values, p, dt)
+    rho_in = enc.consts["gains"]["rho_in"]
+    k = (1 - np.exp(-dt / p.tau_syn)) / dt
+    Y = x["X"] if x["Y"] is None else x["Y"]
+    q = np.clip(rho_in * np.abs(Y) * dt, 0, 1)
+    want = np.einsum("je,hce,hfe->hjfc", q * (1 - q) * k ** 2 / rho_in ** 2, x["WV"], x["WK"]) * soma_cross_gain(p, dt)
+    dense = c.populations["outer"].to_dense(got["outer"]["cov_ba"])
+    np.testing.assert_allclose(dense[..., 0], want, rtol=1e-10, atol=1e-15)
+    np.testing.assert_allclose(dense[..., 1], -want, rtol=1e-10, atol=1e-15)
+    assert np.all(got["outer_z"]["cov_ba"] == 0)
+    # the cross gain is the sum of the products of the discrete impulse responses
+    assert 0 < soma_cross_gain(p, dt) < shot_noise_gain(p, dt)
+    assert "cov_ba" in get_model("escape", "kv_write").render("elu1", {})

@@ -1,0 +1,261 @@
+"""The normalisation's operating range: chosen from the problem, refused where no physiological
+setting exists, and checked after every run (mapping.operating).
+
+The property tests draw inputs nobody tuned (shapes down to dk = 1, m != n, weight scales 1e-2 to
+1e1, every phi, causal, unnormalised, skip path, both signed codes, both circuits, P > 1): at the
+rate level every example is either exact to 1e-3 or refused before building with the measured
+drive ratio, which the test recomputes independently from the reference.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from mapping import operating
+from mapping.codes import DEFAULT_GAINS, CodeGains
+from mapping.operating import (CircuitRangeError, OperatingRangeError, OperatingRangeWarning,
+                               division_bounds, operating_point)
+from mapping.reference import linear_mhsa
+from sims import simulate_mhsa
+from sims.bench_robustness import drive_ratio
+
+WIDE = CodeGains(r_inh_max=1e15)
+"""Interneurons without an upper rate bound: the wiring itself, outside physiology."""
+
+
+def _issue_example():
+    """The report's example: X (4 x 7), weights N(0, 0.5^2), H = 3, dk = dv = 2, keys and values
+    from a second sequence of 5 tokens (kappa was 14.5 % wrong, silently). With this draw the
+    default gain would divide the least-driven macrocolumn by 0.51: impossible for a shunt."""
+    rng = np.random.default_rng(18)
+    X, Y = rng.normal(size=(4, 7)), rng.normal(size=(5, 7))
+    W = [rng.normal(scale=0.5, size=s) for s in ((3, 2, 7), (3, 2, 7), (3, 2, 7), (3, 7, 2))]
+    return X, Y, W
+
+
+# ------------------------------------------------------------------------------------------------
+# operating point (no Brian2)
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.codegen_independent
+def test_default_gain_kept_where_feasible_and_moved_where_not():
+    g = DEFAULT_GAINS
+    d_min, d_max = division_bounds(g)
+    ok = np.array([[1.0, 2.0, 3.0]]) / g.r_l23   # D = 5, 10, 15 with the default gain
+    op = operating_point(ok, g)
+    assert op.rho[0] == g.rho_l23
+    low = np.array([[0.01, 0.02, 0.1]]) / g.r_l23   # D = 0.05 ... 0.5 with the default: not divided
+    op = operating_point(low, g)
+    assert op.rho[0] != g.rho_l23
+    assert d_min <= op.division.min() and op.division.max() <= d_max
+    np.testing.assert_allclose(op.interneuron_rate, (op.division - 1) / g.g_sh)
+
+
+@pytest.mark.codegen_independent
+def test_refusal_names_head_ratio_and_remedy():
+    d_min, d_max = division_bounds(DEFAULT_GAINS)
+    ratio = 2 * d_max / d_min
+    with pytest.raises(OperatingRangeError, match=r"head 1 .* ratio of 115\.7.*r_inh_max=") as e:
+        operating_point(np.array([[1.0, 2.0], [1.0, ratio]]), DEFAULT_GAINS)
+    assert isinstance(e.value, ValueError)
+    # the remedy it names works
+    need = float(str(e.value).split("r_inh_max=")[1].split(")")[0])
+    operating_point(np.array([[1.0, 2.0], [1.0, ratio]]), CodeGains(r_inh_max=need * 1.001))
+    with pytest.raises(OperatingRangeError, match="no L2/3 drive"):
+        operating_point(np.array([[0.0, 1.0]]), DEFAULT_GAINS)
+
+
+@pytest.mark.codegen_independent
+def test_gains_range_validated():
+    with pytest.raises(ValueError, match="r_inh_max"):
+        CodeGains(r_inh_min=10.0, r_inh_max=5.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# the circuit (rate level, Brian2 numpy target)
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.brian2
+def test_issue_example_is_exact():
+    X, Y, (WQ, WK, WV, WO) = _issue_example()
+    res = simulate_mhsa(X, WQ, WK, WV, WO, Y=Y, neuron="rate", duration=0.5)
+    for stage, m in res.metrics().items():
+        assert m["max_rel_error"] <= 1e-6, (stage, m)
+    assert res.diagnostics["in_range"] and not res.diagnostics["operating"]["violations"]
+    assert np.all(res.diagnostics["operating"]["interneuron_rate"] > 0)
+
+
+@pytest.mark.brian2
+def test_answer_does_not_depend_on_the_gain_chosen():
+    """No leak: two feasible gains give different rates but the same decoded attention."""
+    X, Y, (WQ, WK, WV, WO) = _issue_example()
+    a = simulate_mhsa(X, WQ, WK, WV, WO, Y=Y, neuron="rate", duration=0.5)
+    rho = a.diagnostics["operating"]["operating_point"]["rho_l23"]
+    b = simulate_mhsa(X, WQ, WK, WV, WO, Y=Y, neuron="rate", duration=0.5,
+                      gains=CodeGains(rho_l23=1.3 * max(rho), r_inh_max=2000.0))
+    assert not np.allclose(a.diagnostics["operating"]["interneuron_rate"],
+                           b.diagnostics["operating"]["interneuron_rate"], rtol=0.05)
+    for k in ("s", "kappa", "v_tilde", "x_tilde"):
+        np.testing.assert_allclose(a.stages[k], b.stages[k], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.brian2
+def test_wrong_fixed_point_raises_at_rate_level_and_warns_at_escape(monkeypatch):
+    """The old failure (a fixed gain; the least-driven macrocolumns not divided, the run
+    stationary) is caught by the checks, naming the macrocolumn."""
+    X, Y, (WQ, WK, WV, WO) = _issue_example()
+    fixed = lambda drive, gains: operating.OperatingPoint(   # noqa: E731 - the pre-fix encoder
+        rho=np.full(drive.shape[0], gains.rho_l23), drive=drive,
+        division=gains.rho_l23 * drive, bounds=division_bounds(gains), g_sh=gains.g_sh)
+    monkeypatch.setattr("mapping.encode.operating_point", fixed)
+    with pytest.raises(CircuitRangeError, match=r"macrocolumn \(head \d, query \d\).*interneurons are silent"):
+        simulate_mhsa(X, WQ, WK, WV, WO, Y=Y, neuron="rate", duration=0.5)
+    with pytest.warns(OperatingRangeWarning, match="outside its working range"):
+        res = simulate_mhsa(X, WQ, WK, WV, WO, Y=Y, neuron="escape", duration=1.0, warmup=0.2, seed=1)
+    assert not res.diagnostics["in_range"]
+    assert any(v.startswith("macrocolumn") and "below its set point" in v
+               for v in res.diagnostics["operating"]["violations"])
+
+
+@pytest.mark.brian2
+def test_unsettled_run_raises():
+    X, Y, (WQ, WK, WV, WO) = _issue_example()
+    with pytest.raises(CircuitRangeError, match="run longer"):
+        simulate_mhsa(X, WQ, WK, WV, WO, Y=Y, neuron="rate", duration=0.03)
+
+
+@pytest.mark.codegen_independent
+def test_refused_before_building(monkeypatch):
+    def no_build(*a, **k):
+        raise AssertionError("a network was built")
+    monkeypatch.setattr("sims.simulate.instantiate", no_build)
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(6, 3))
+    W = [rng.normal(scale=3.0, size=s) for s in ((1, 1, 3), (1, 1, 3), (1, 1, 3), (1, 3, 1))]
+    with pytest.raises(OperatingRangeError, match="ratio of"):
+        simulate_mhsa(X, *W, phi="exp", neuron="escape")
+
+
+# ------------------------------------------------------------------------------------------------
+# property: exact or refused, on the whole input space
+# ------------------------------------------------------------------------------------------------
+
+@st.composite
+def problems(draw):
+    circuit = draw(st.sampled_from(["quadratic", "linear"]))
+    normalize = draw(st.booleans()) if circuit == "quadratic" else draw(st.sampled_from([True, True, False]))
+    signed = "onoff" if not normalize else draw(st.sampled_from(["onoff", "offset"]))
+    cross = draw(st.booleans())
+    causal = (not cross) and circuit == "quadratic" and draw(st.booleans())
+    n = draw(st.integers(1, 5))
+    m = draw(st.integers(1, 5)) if cross else n
+    H, dk, dv, de = (draw(st.integers(1, hi)) for hi in (3, 4, 3, 6))
+    scale = 10 ** draw(st.floats(-2, 1))
+    phi = draw(st.sampled_from(["elu1", "softplus", "exp", "relu"]))
+    skip = draw(st.booleans())
+    P = draw(st.sampled_from([1, 1, 2]))
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, de))
+    Y = rng.normal(size=(m, de)) if cross else None
+    W = [rng.normal(scale=scale, size=s) for s in ((H, dk, de), (H, dk, de), (H, dv, de), (H, de, dv))]
+    WS = rng.normal(scale=scale, size=(H, dv, de)) if skip else None
+    return dict(X=X, Y=Y, WQ=W[0], WK=W[1], WV=W[2], WO=W[3], WS=WS, phi=phi, causal=causal,
+                normalize=normalize, signed=signed, circuit=circuit, P=P)
+
+
+def _exact_or_refused(kw, gains):
+    try:
+        ref = linear_mhsa(kw["X"], kw["WQ"], kw["WK"], kw["WV"], kw["WO"], phi=kw["phi"], Y=kw["Y"],
+                          causal=kw["causal"], normalize=kw["normalize"], WS=kw["WS"])
+    except ValueError as e:      # Z = 0 (relu): the reference refuses, so must the simulator
+        assert "Z" in str(e)
+        with pytest.raises(ValueError):
+            simulate_mhsa(neuron="rate", duration=0.3, gains=gains, **kw)
+        return "invalid"
+    try:
+        res = simulate_mhsa(neuron="rate", duration=0.3, gains=gains, **kw)
+    except OperatingRangeError as e:
+        d_min, d_max = division_bounds(gains)
+        assert kw["normalize"] and drive_ratio(ref, kw["causal"], kw["circuit"] == "linear",
+                                               gains) > (d_max / d_min) * (1 - 1e-9), str(e)
+        return "refused"
+    for stage, m in res.metrics().items():
+        assert m["max_rel_error"] <= 1e-3, (stage, m)
+    assert res.diagnostics["in_range"]
+    return "exact"
+
+
+@pytest.mark.brian2
+@settings(max_examples=16, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(problems())
+def test_rate_level_exact_or_refused(kw):
+    _exact_or_refused(kw, DEFAULT_GAINS)
+
+
+@pytest.mark.brian2
+@settings(max_examples=8, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(problems())
+def test_rate_level_wiring_exact_without_rate_bound(kw):
+    """Without the interneurons' physiological rate bound nothing is refused: the wiring divides
+    any spread of Z."""
+    assume(kw["phi"] != "relu")
+    assert _exact_or_refused(kw, WIDE) == "exact"
+
+
+@pytest.mark.codegen_independent
+def test_offset_code_refused_without_normalisation(monkeypatch):
+    """The offset v0 passes through the attention only because sum_j kappa_ij = 1: unnormalised,
+    the offset code would be silently wrong (found by the property test), so it is refused."""
+    monkeypatch.setattr("sims.simulate.instantiate", lambda *a, **k: pytest.fail("built"))
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3, 2))
+    W = [rng.normal(size=s) for s in ((1, 2, 2), (1, 2, 2), (1, 2, 2), (1, 2, 2))]
+    with pytest.raises(ValueError, match="signed: the unnormalised variant needs ON/OFF"):
+        simulate_mhsa(X, *W, neuron="rate", normalize=False, signed="offset")
+
+
+@st.composite
+def spiking_problems(draw):
+    """Small problems for the escape level: every phi but relu, moderate weight scales, and
+    macrocolumns of >= 12 L2/3 cells (smaller pools fire too few spikes for the interneurons'
+    feedback at 5 Hz per cell: see docs/operating_range.md)."""
+    cross = draw(st.booleans())
+    n = draw(st.integers(4, 6))
+    m = draw(st.integers(4, 6)) if cross else n
+    H, dk, dv, de = draw(st.integers(1, 2)), draw(st.integers(3, 4)), draw(st.integers(1, 3)), draw(st.integers(2, 4))
+    scale = 10 ** draw(st.floats(-1, 0)) / np.sqrt(de)
+    phi = draw(st.sampled_from(["elu1", "softplus", "exp"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+    X = rng.normal(size=(n, de))
+    Y = rng.normal(size=(m, de)) if cross else None
+    W = [rng.normal(scale=scale, size=s) for s in ((H, dk, de), (H, dk, de), (H, dv, de))]
+    W.append(rng.normal(size=(H, de, dv)) / np.sqrt(dv))
+    return dict(X=X, Y=Y, WQ=W[0], WK=W[1], WV=W[2], WO=W[3], phi=phi)
+
+
+@pytest.mark.brian2
+@settings(max_examples=3, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(spiking_problems())
+@pytest.mark.long
+@pytest.mark.xfail(strict=True, reason="known: on small untuned instances with few, strong thalamic inputs "
+                   "(de = 2, weights ~0.7) s reaches 1.8x its floor (see docs/operating_range.md)")
+@pytest.mark.filterwarnings("ignore::mapping.operating.OperatingRangeWarning")
+def test_escape_level_at_its_noise_floor(kw):
+    """Seeded escape-level property: every stage's error within 1.5x its spike-count noise floor
+    (stages with >= 12 entries; fewer entries make a single run's NRMSE too noisy to judge)."""
+    try:
+        res = simulate_mhsa(neuron="escape", duration=2.0, seed=3, **kw)
+    except OperatingRangeError:
+        return
+    # (small pools may flag interneurons driven past 1/dt in bursts: a warning, measured in
+    # docs/operating_range.md; the answer must still be at its floor)
+    for stage, m in res.metrics().items():
+        if m["n"] >= 12 and m["noise_floor"] > 0:
+            assert m["nrmse"] <= 1.5 * m["noise_floor"], (stage, m)
