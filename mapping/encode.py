@@ -140,7 +140,13 @@ def encode(
     xb = 0.0 if onoff else float(max(np.abs(X).max(), np.abs(Yk).max()))
     tokens = AffineCode(gain=gains.rho_in, offset=xb)
     v0 = value_offset(WV, Yk, gains.margin)
-    x0 = output_offset(WO, v0, gains.margin)
+    # offset code with a skip path: the PT cells also carry WS x_i, which the value offset v0
+    # does not bound (found by `ctmhsa bench robustness`: PT cells rectified); they get an extra
+    # offset s0 >= every |WS x_i|, removed at decoding like v0
+    s0 = np.zeros(H)
+    if not onoff and "core_skip" in circuit.projections and WS is not None:
+        s0 = gains.margin * np.einsum("hce,ne->hnc", np.abs(np.asarray(WS, float)), np.abs(X)).max(axis=(1, 2))
+    x0 = output_offset(WO, v0 + s0, gains.margin)
 
     vals = CircuitValues()
     for name, toks in (("nucleus1", X), ("nucleus1_kv", Yk)):
@@ -172,10 +178,10 @@ def encode(
         vals.weights["core_skip"] = u * WS / gains.rho_in
         if not onoff:   # the single relays carry x_b + x: remove x_b WS through the PT bias
             pt = pops["l5pt"]
-            vals.params["l5pt"]["b"] = -(u * xb * WS.sum(axis=2))[pt.axis("head"), pt.axis("c")]
+            vals.params["l5pt"]["b"] = (u * (s0[:, None] - xb * WS.sum(axis=2)))[pt.axis("head"), pt.axis("c")]
     if "nucleus2" in pops:   # ON/OFF: ṽ = (r_on - r_off)/rho_pt, x̃ = Σ WO ṽ, no offset
         vals.weights["pt_out"] = u * WO / gains.rho_pt
-        b = 0.0 if onoff else u * (x0 - np.einsum("hec,h->e", WO, v0))[pops["nucleus2"].axis("e")]
+        b = 0.0 if onoff else u * (x0 - np.einsum("hec,h->e", WO, v0 + s0))[pops["nucleus2"].axis("e")]
         vals.params["nucleus2"] = {"b": b, "rho": gains.rho_out}
 
     for pname, proj in circuit.projections.items():
@@ -191,10 +197,10 @@ def encode(
         "q": AffineCode(gain=u),
         "k": AffineCode(gain=u),
         "v": AffineCode(gain=u, offset=0.0 if onoff else v0[:, None, None]),
-        "v_tilde": AffineCode(gain=gains.rho_pt, offset=0.0 if onoff else v0[:, None, None]),
+        "v_tilde": AffineCode(gain=gains.rho_pt, offset=0.0 if onoff else (v0 + s0)[:, None, None]),
         "x_tilde": AffineCode(gain=gains.rho_out, offset=0.0 if onoff else x0),
     }
-    consts = dict(u=u, R_set=R_set, a=ctx.get("n_keys"), v0=v0, x0=x0, xb=xb,
+    consts = dict(u=u, R_set=R_set, a=ctx.get("n_keys"), v0=v0, s0=s0, x0=x0, xb=xb,
                   gains={**gains.to_dict(), "rho_l23": rho_h[:, None]},
                   onoff=onoff, normalize="interneuron" in pops, phi=phi, operating=op)
     return Encoding(vals, codes, consts)

@@ -259,3 +259,17 @@ def test_escape_level_at_its_noise_floor(kw):
     for stage, m in res.metrics().items():
         if m["n"] >= 12 and m["noise_floor"] > 0:
             assert m["nrmse"] <= 1.5 * m["noise_floor"], (stage, m)
+
+
+@pytest.mark.brian2
+def test_offset_code_with_a_strong_skip_path_is_exact():
+    """Offset code and skip path: the PT cells also carry WS x_i, which the value offset v0 does
+    not bound; with WS 20x WV they were rectified (found by bench robustness). They now get an
+    offset of their own."""
+    rng = np.random.default_rng(431)
+    X = rng.normal(size=(4, 3))
+    W = [rng.normal(scale=0.3, size=s) for s in ((2, 2, 3), (2, 2, 3), (2, 2, 3), (2, 3, 2))]
+    WS = 20 * rng.normal(scale=0.3, size=(2, 2, 3))
+    res = simulate_mhsa(X, *W, WS=WS, neuron="rate", signed="offset", duration=0.5)
+    for stage, m in res.metrics().items():
+        assert m["max_rel_error"] <= 1e-6, (stage, m)
