@@ -263,6 +263,18 @@ class Circuit:
             out.append(pre.axis(ax)[i] if side == "pre" else post.axis(ax)[j])
         return tuple(out)
 
+    def synapse_weights(self, proj: Projection, weights, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """Weight of every synapse (pre ``i``, post ``j``) from ``weights``: a scalar, or an array
+        indexed by the projection's ``weight_index`` (as the mapping layer writes them)."""
+        src = np.asarray(weights, dtype=float)
+        if src.ndim == 0:
+            return np.broadcast_to(src, (len(i),))
+        if src.ndim != len(proj.weight_index):
+            raise ValueError(
+                f"values.weights[{proj.name!r}]: expected a scalar or an array indexed by "
+                f"{proj.weight_index}; got shape {src.shape}")
+        return src[self.weight_indices(proj, i, j)]
+
     def n_neurons(self) -> int:
         return sum(p.N for p in self.populations.values())
 

@@ -496,15 +496,7 @@ def instantiate(
         S.connect(i=i.astype(np.int32), j=post.astype(np.int32))
         if pname not in values.weights:
             raise ValueError(f"values.weights: missing weights for projection {pname!r}")
-        src = np.asarray(values.weights[pname], dtype=float)
-        if src.ndim == 0:
-            w = np.broadcast_to(src, (len(i),))
-        elif src.ndim != len(proj.weight_index):
-            raise ValueError(
-                f"values.weights[{pname!r}]: expected a scalar or an array indexed by "
-                f"{proj.weight_index}; got shape {src.shape}")
-        else:
-            w = src[circuit.weight_indices(proj, i, j)]
+        w = circuit.synapse_weights(proj, values.weights[pname], i, j)
         if standalone:
             run_args[S.w] = b2.Quantity(np.ascontiguousarray(w, dtype=float), dim=S.w.dim)
         else:

@@ -42,7 +42,7 @@ import numpy as np
 
 from circuits.fold import fold_classes
 from neurons.models import PHI_COVARIANCE, PHI_VARIANCE, get_model
-from neurons.params import DEFAULT_PARAMS, CellParams
+from neurons.params import DEFAULT_PARAMS, CellParams, k_syn
 
 __all__ = ["shot_noise_gain", "soma_cross_gain", "dendrite_variance", "phi_variances", "add_phi_variances"]
 
@@ -120,9 +120,13 @@ def dendrite_variance(rates, weights, params: CellParams = DEFAULT_PARAMS, dt: f
         ``Var(V)`` (V²).
     """
     p = np.clip(np.asarray(rates, float) * dt, 0.0, 1.0)
-    k_syn = (1.0 - math.exp(-dt / params.tau_syn)) / dt
-    A = np.asarray(weights, float) * k_syn
-    return float(np.sum(p * (1 - p) * A ** 2) * shot_noise_gain(params, dt))
+    return float(np.sum(_count_variance_terms(p, weights, k_syn(params, dt))) * shot_noise_gain(params, dt))
+
+
+def _count_variance_terms(p, w, ksyn):
+    """Per synapse: spike-count variance per step ``p (1 - p)`` times the squared current jump
+    ``(w k_syn)²`` (V²)."""
+    return p * (1 - p) * (np.asarray(w, float) * ksyn) ** 2
 
 
 def _source_rates(circuit, values, source: str) -> np.ndarray:
@@ -164,7 +168,7 @@ def phi_variances(circuit, values, params: CellParams = DEFAULT_PARAMS, dt: floa
     ValueError
         A corrected dendrite has an input whose rate is unknown before the run (not a relay).
     """
-    k_syn = (1.0 - math.exp(-dt / params.tau_syn)) / dt
+    ks = k_syn(params, dt)
     G = shot_noise_gain(params, dt)
     incoming: dict = {}
     for pname, proj in circuit.projections.items():
@@ -182,10 +186,9 @@ def phi_variances(circuit, values, params: CellParams = DEFAULT_PARAMS, dt: floa
                 proj = circuit.projections[pname]
                 i, j = circuit.pairs(proj, post_cells=reps)
                 p = np.clip(_source_rates(circuit, values, proj.source)[i] * dt, 0.0, 1.0)
-                w = np.asarray(values.weights[pname], float)
-                w = np.broadcast_to(w, (len(i),)) if w.ndim == 0 else w[circuit.weight_indices(proj, i, j)]
-                post = np.searchsorted(reps, j)
-                var += np.bincount(post, weights=p * (1 - p) * (w * k_syn) ** 2, minlength=len(reps))
+                w = circuit.synapse_weights(proj, values.weights[pname], i, j)
+                var += np.bincount(np.searchsorted(reps, j), weights=_count_variance_terms(p, w, ks),
+                                   minlength=len(reps))
             out.setdefault(name, {})[PHI_VARIANCE[comp]] = var[cls] * G / params.u ** 2
         if getattr(model, "covariance", False):
             out.setdefault(name, {})[PHI_COVARIANCE] = _covariance(circuit, values, name, incoming, params, dt)
@@ -195,7 +198,7 @@ def phi_variances(circuit, values, params: CellParams = DEFAULT_PARAMS, dt: floa
 def _covariance(circuit, values, name, incoming, params, dt) -> np.ndarray:
     """Cov(U/u, V_a/u) of every cell of ``name`` (soma following the basal dendrite): the
     relays that contact both compartments contribute ``p (1 - p) k_syn² w_b w_a`` each."""
-    k_syn = (1.0 - math.exp(-dt / params.tau_syn)) / dt
+    ks = k_syn(params, dt)
     projs = {comp: incoming.get((name, comp), []) for comp in ("basal", "apical")}
     cls, reps = fold_classes(circuit, name, ("basal", "apical"), projs["basal"] + projs["apical"])
     n_pre = max(circuit.populations[p].N for p in circuit.populations)
@@ -205,8 +208,7 @@ def _covariance(circuit, values, name, incoming, params, dt) -> np.ndarray:
         for pname in names:
             proj = circuit.projections[pname]
             i, j = circuit.pairs(proj, post_cells=reps)
-            w = np.asarray(values.weights[pname], float)
-            w = np.broadcast_to(w, (len(i),)) if w.ndim == 0 else w[circuit.weight_indices(proj, i, j)]
+            w = circuit.synapse_weights(proj, values.weights[pname], i, j)
             src.setdefault(proj.source, []).append((i, j, w))
         per_pre[comp] = src
     cov = np.zeros(len(reps))
@@ -222,7 +224,7 @@ def _covariance(circuit, values, name, incoming, params, dt) -> np.ndarray:
         (kb, wb), (ka, wa) = sides
         common, ib, ia = np.intersect1d(kb, ka, assume_unique=True, return_indices=True)
         pre, post = common % n_pre, np.searchsorted(reps, common // n_pre)
-        cov += np.bincount(post, weights=p[pre] * (1 - p[pre]) * k_syn ** 2 * wb[ib] * wa[ia], minlength=len(reps))
+        cov += np.bincount(post, weights=p[pre] * (1 - p[pre]) * ks ** 2 * wb[ib] * wa[ia], minlength=len(reps))
     return cov[cls] * soma_cross_gain(params, dt) / params.u ** 2
 
 

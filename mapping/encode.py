@@ -41,17 +41,12 @@ from circuits.instantiate import CircuitValues
 from neurons.params import DEFAULT_PARAMS, CellParams
 
 from .codes import DEFAULT_GAINS, AffineCode, CodeGains
-from .operating import operating_point, pooled_drive, set_points
+from .operating import copies, l23_cells, operating_point, pooled_drive, set_points
 
 __all__ = ["Encoding", "encode", "value_offset", "output_offset", "copies", "SIGNS"]
 
 SIGNS = np.array([1.0, -1.0])
 """Sign of the ON (index 0) and OFF (index 1) cell of a pair along a ``sign`` axis."""
-
-
-def copies(pop) -> int:
-    """Neurons per represented dimension of a population (size of its ``p`` axis, else 1)."""
-    return pop.sizes[pop.axes.index("p")] if "p" in pop.axes else 1
 
 
 @dataclass
@@ -226,9 +221,7 @@ def _microcolumns(circuit, vals, gains, ctx):
     u, xb, v0, WQ, WK, WV = (ctx[k] for k in ("u", "xb", "v0", "WQ", "WK", "WV"))
     l23, it = pops["l23"], pops["l5it"]
     # keys attended by macrocolumn (h, i) and its number of L2/3 dimensions (copies excluded)
-    present = np.zeros((H, n))
-    np.add.at(present, (l23.axis("head"), l23.axis("i")), 1.0)
-    present /= copies(l23)
+    present = l23_cells(circuit)
     if "interneuron" in pops:
         n_keys = present / meta["dk"]
         R_set = ctx["R_set"]

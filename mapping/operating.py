@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["OperatingPoint", "OperatingRangeError", "CircuitRangeError", "OperatingRangeWarning",
-           "division_bounds", "pooled_drive", "set_points", "operating_point", "check_operating", "enforce",
+           "division_bounds", "pooled_drive", "set_points", "l23_cells", "copies", "operating_point", "check_operating", "enforce",
            "RATE_TOLERANCE"]
 
 RATE_TOLERANCE = 1e-5
@@ -122,15 +122,25 @@ def set_points(circuit, gains) -> np.ndarray:
     ndarray (H, n)
     """
     meta = circuit.meta
-    H, n = meta["H"], meta["n"]
     if meta.get("circuit", "quadratic") == "linear":
-        cells = np.full((H, n), float(meta["dk"]))
+        cells = np.full((meta["H"], meta["n"]), float(meta["dk"]))
     else:
-        l23 = circuit.populations["l23"]
-        cells = np.zeros((H, n))
-        np.add.at(cells, (l23.axis("head"), l23.axis("i")), 1.0)
-        cells /= l23.sizes[l23.axes.index("p")] if "p" in l23.axes else 1
+        cells = l23_cells(circuit)
     return np.maximum(gains.r_l23 * cells, gains.r_pool_min)
+
+
+def copies(pop) -> int:
+    """Neurons per represented dimension of a population (size of its ``p`` axis, else 1)."""
+    return pop.sizes[pop.axes.index("p")] if "p" in pop.axes else 1
+
+
+def l23_cells(circuit) -> np.ndarray:
+    """L2/3 cells of every macrocolumn (H, n) of Algorithm 1's circuit: ``dk`` per microcolumn
+    present (causal masks count), population-coding copies excluded."""
+    l23 = circuit.populations["l23"]
+    cells = np.zeros((circuit.meta["H"], circuit.meta["n"]))
+    np.add.at(cells, (l23.axis("head"), l23.axis("i")), 1.0)
+    return cells / copies(l23)
 
 
 def pooled_drive(circuit, X, Yk, WQ, WK, phi: str) -> np.ndarray:
@@ -156,7 +166,7 @@ def pooled_drive(circuit, X, Yk, WQ, WK, phi: str) -> np.ndarray:
     h, i, j, c = (l23.axis(a) for a in ("head", "i", "j", "c"))
     total = np.zeros((meta["H"], meta["n"]))
     np.add.at(total, (h, i), fq[h, i, c] * fk[h, j, c])
-    return total / (l23.sizes[l23.axes.index("p")] if "p" in l23.axes else 1)
+    return total / copies(l23)
 
 
 def operating_point(drive: np.ndarray, gains) -> OperatingPoint:

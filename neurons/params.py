@@ -24,9 +24,10 @@ of encoded product, so products of 1–4 span the sub- to supra-threshold range.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 
-__all__ = ["CellParams", "DEFAULT_PARAMS", "with_units"]
+__all__ = ["CellParams", "DEFAULT_PARAMS", "with_units", "k_syn"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,13 @@ _UNITS = {"tau_m": "second", "tau_d": "second", "tau_int": "second", "tau_syn": 
           "v_th": "volt", "v_reset": "volt", "tau_ref": "second", "sigma_bg": "volt", "v_drive": "volt"}
 
 
+def k_syn(params: CellParams, dt: float) -> float:
+    """Per-spike increment factor of an exponential synaptic current (Hz):
+    ``(1 - exp(-dt/tau_syn)) / dt``, which makes its mean, sampled once per step of ``dt`` (s),
+    exactly ``w * rate``."""
+    return (1.0 - math.exp(-dt / params.tau_syn)) / dt
+
+
 def with_units(params: CellParams, dt: float | None = None) -> dict:
     """Brian2 quantities for a namespace (imports Brian2 lazily).
 
@@ -95,11 +103,9 @@ def with_units(params: CellParams, dt: float | None = None) -> dict:
     factor of an exponential synaptic current that makes its mean, sampled once per step,
     exactly ``w * rate`` (``1/tau_syn`` is biased by ``+dt/(2 tau_syn)``: +1 % at 0.1 ms).
     """
-    import math
-
     import brian2
 
     ns = {k: getattr(params, k) * getattr(brian2, _UNITS[k]) for k in _UNITS}
     if dt is not None:
-        ns["k_syn"] = (1.0 - math.exp(-dt / params.tau_syn)) / dt * brian2.Hz
+        ns["k_syn"] = k_syn(params, dt) * brian2.Hz
     return ns
