@@ -19,6 +19,7 @@ def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("CTMHSA_CACHE", str(tmp_path / "cache"))
 
 
+@pytest.mark.long   # 21 s of LIF cells at dt = 0.1 ms
 def test_lif_products_above_the_lower_bound_within_5_percent():
     table = calibrate("l5it", "lif", protocol=Protocol(duration=5.0, n_rep=8))
     assert 0.5 < table.lower_bound < 2.0           # rate >= 7 Hz from p ~ 1.1 on

@@ -79,6 +79,7 @@ def test_sweep_writes_items_and_resumes(problem2, tmp_path):
         sweep([3], scheduler="serial")
 
 
+@pytest.mark.long   # 12 s: a sweep in a subprocess, killed and rerun
 def test_killed_sweep_resumes_without_recomputing(tmp_path):
     """A sweep process killed after its first item: rerunning it keeps that item and completes
     the others; no half-written item looks complete."""

@@ -8,6 +8,7 @@ import pytest
 pytestmark = pytest.mark.brian2
 
 
+@pytest.mark.long   # 61 s: every figure from its simulations (default suite kept under 6 min)
 def test_figures_command_makes_every_figure(tmp_path):
     from figures.make import FIGURES, make_figures
 

@@ -190,7 +190,7 @@ def _exact_or_refused(kw, gains):
 
 
 @pytest.mark.brian2
-@settings(max_examples=16, deadline=None, derandomize=True,
+@settings(max_examples=8, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(problems())
 def test_rate_level_exact_or_refused(kw):
@@ -198,7 +198,7 @@ def test_rate_level_exact_or_refused(kw):
 
 
 @pytest.mark.brian2
-@settings(max_examples=8, deadline=None, derandomize=True,
+@settings(max_examples=4, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(problems())
 def test_rate_level_wiring_exact_without_rate_bound(kw):
