@@ -26,6 +26,7 @@ def serial(problem2):
     return simulate_mhsa(*problem2, scheduler="serial", **KW)
 
 
+@pytest.mark.long   # 15 s: starts a dask LocalCluster; the split itself is tested serially below
 def test_split_run_on_a_local_cluster_equals_the_single_process_run(problem2, serial):
     pytest.importorskip("distributed")
     dist = simulate_mhsa(*problem2, scheduler="local", **KW)    # LocalCluster, 2 workers

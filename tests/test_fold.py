@@ -111,7 +111,8 @@ def _same_spikes(a, b):
 
 
 @pytest.mark.brian2
-@pytest.mark.parametrize("neuron, circuit", [("escape", "quadratic"), ("lif", "quadratic"),
+@pytest.mark.parametrize("neuron, circuit", [("escape", "quadratic"),
+                                             pytest.param("lif", "quadratic", marks=pytest.mark.long),  # 10 s at 0.1 ms
                                              ("escape", "linear")])
 def test_folded_and_unfolded_runs_give_the_same_spikes(neuron, circuit):
     X, _, WQ, WK, WV, WO = random_problem(seed=5, n=3, H=2, dk=2, dv=3, de=3)
