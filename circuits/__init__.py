@@ -5,5 +5,5 @@ microcolumn, macrocolumn, area and pathway levels; ``circuits.instantiate`` turn
 description into Brian2 objects (one NeuronGroup per population, one Synapses per projection).
 """
 
-from .builders import LEVELS, area, build, macrocolumn, microcolumn, pathway  # noqa: F401
+from .builders import SCALES, area, build, macrocolumn, microcolumn, pathway  # noqa: F401
 from .graph import Circuit, Population, Projection, connect_pairs  # noqa: F401

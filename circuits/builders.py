@@ -55,10 +55,16 @@ from __future__ import annotations
 
 from .graph import Circuit, Population, Projection
 
-__all__ = ["microcolumn", "macrocolumn", "area", "pathway", "build", "LEVELS", "CIRCUITS"]
+__all__ = ["microcolumn", "macrocolumn", "area", "pathway", "build", "SCALES", "CIRCUITS", "DEFAULT_N_INH",
+           "SIGNED_CODES"]
 
-LEVELS = ("microcolumn", "macrocolumn", "area", "pathway")
+SCALES = ("microcolumn", "macrocolumn", "area", "pathway")
+"""The scales a circuit composes through (each usable alone); the *fidelity levels* of the
+cells are :data:`neurons.models.FIDELITY_LEVELS`."""
 CIRCUITS = ("quadratic", "linear")
+SIGNED_CODES = ("onoff", "offset")
+DEFAULT_N_INH = 10
+"""Divisive interneurons per macrocolumn."""
 """Circuit families: Algorithm 1 (n x m microcolumns per head) or the key-value memory."""
 
 
@@ -80,7 +86,7 @@ def build(
     with_pt: bool = True,
     with_nucleus2: bool = True,
     name: str = "pathway",
-    n_inh: int = 10,
+    n_inh: int = DEFAULT_N_INH,
     P: int | dict = 1,
     signed: str = "onoff",
     skip: bool = False,
@@ -135,7 +141,7 @@ def build(
         _check_size(arg, val)
     m = n if m is None else m
     _check_size("m", m)
-    if signed not in ("offset", "onoff"):
+    if signed not in SIGNED_CODES:
         raise ValueError(f"signed: expected 'offset' or 'onoff', got {signed!r}")
     if circuit not in CIRCUITS:
         raise ValueError(f"circuit: expected one of {list(CIRCUITS)}, got {circuit!r}")
@@ -277,14 +283,14 @@ def microcolumn(dk: int, dv: int, de: int) -> Circuit:
 
 
 def macrocolumn(m: int, dk: int, dv: int, de: int, normalize: bool = True,
-                n_inh: int = 10) -> Circuit:
+                n_inh: int = DEFAULT_N_INH) -> Circuit:
     """One macrocolumn: m microcolumns sharing one query, interneurons and dv L5 PT cells."""
     return build(1, dk, dv, de, H=1, m=m, cross=True, normalize=normalize,
                  with_nucleus2=False, name="macrocolumn", n_inh=n_inh)
 
 
 def area(n: int, dk: int, dv: int, de: int, m: int | None = None, cross: bool = False,
-         causal: bool = False, normalize: bool = True, n_inh: int = 10) -> Circuit:
+         causal: bool = False, normalize: bool = True, n_inh: int = DEFAULT_N_INH) -> Circuit:
     """One head = one cortical area: n macrocolumns of m microcolumns, driven by nucleus 1."""
     return build(n, dk, dv, de, H=1, m=m, cross=cross, causal=causal, normalize=normalize,
                  with_nucleus2=False, name="area", n_inh=n_inh)
@@ -292,7 +298,7 @@ def area(n: int, dk: int, dv: int, de: int, m: int | None = None, cross: bool = 
 
 def pathway(n: int, dk: int, dv: int, de: int, H: int = 1, m: int | None = None,
             cross: bool = False, causal: bool = False, normalize: bool = True,
-            n_inh: int = 10, P: int | dict = 1, signed: str = "onoff", skip: bool = False,
+            n_inh: int = DEFAULT_N_INH, P: int | dict = 1, signed: str = "onoff", skip: bool = False,
             circuit: str = "quadratic") -> Circuit:
     """Thalamo-cortico-thalamic pathway: nucleus 1 → H areas → nucleus 2 (a full MHSA block)."""
     return build(n, dk, dv, de, H=H, m=m, cross=cross, causal=causal, normalize=normalize,

@@ -23,9 +23,15 @@ values must then be equal within a class; :func:`class_values` checks this for e
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import numpy as np
 
-__all__ = ["fold_classes", "split_equations", "class_values"]
+from neurons.models import get_model
+
+__all__ = ["fold_classes", "split_equations", "class_values", "fold_plan", "simulated_pairs",
+           "simulated_out_degree", "simulated_synapse_count"]
 
 
 def fold_classes(circuit, pop: str, compartments: tuple, projections: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -141,3 +147,71 @@ def class_values(value, cls: np.ndarray, reps: np.ndarray, what: str):
                          f"{int(reps[cls[bad]])} ({float(per_class[cls[bad]])!r}); pass fold=False to simulate "
                          f"every compartment separately")
     return per_class
+
+
+def fold_plan(circuit, level: str) -> dict:
+    """Population -> ``[(fold, cls, reps)]``: the folds of its cell model that share anything
+    (fewer classes than cells; see :func:`circuits.fold.fold_classes`).
+
+    Spiking levels only: at the rate level outgoing synapses read the source's rate expression,
+    and Brian2 synapses cannot read a group's linked variables.
+    """
+    key = hashlib.sha256(json.dumps(dict(c=circuit.to_dict(), level=level), sort_keys=True,
+                                    default=str).encode()).hexdigest()
+    if key not in _FOLD_PLANS:      # 0.15 s at barrel size, asked for three times per run
+        if len(_FOLD_PLANS) >= 4:
+            _FOLD_PLANS.pop(next(iter(_FOLD_PLANS)))
+        _FOLD_PLANS[key] = _fold_plan(circuit, level)
+    return _FOLD_PLANS[key]
+
+
+_FOLD_PLANS: dict = {}
+
+
+def _fold_plan(circuit, level: str) -> dict:
+    incoming: dict[str, dict[str, list[str]]] = {name: {} for name in circuit.populations}
+    for pname, proj in circuit.projections.items():
+        incoming[proj.target].setdefault(proj.compartment, []).append(pname)
+    plan = {}
+    for name, pop in circuit.populations.items():
+        model = get_model(level, pop.cell_type)
+        if not model.spiking:
+            continue
+        for f in model.folds:
+            projs = [p for comp in f.compartments for p in incoming[name].get(comp, [])]
+            cls, reps = fold_classes(circuit, name, f.compartments, projs)
+            if len(reps) < pop.N:
+                plan.setdefault(name, []).append((f, cls, reps))
+    return plan
+
+
+def _fold_of(plan: dict, proj):
+    """``(fold, cls, reps)`` of the fold that takes ``proj``'s synapses, or ``None``."""
+    return next((p for p in plan.get(proj.target, []) if proj.compartment in p[0].compartments), None)
+
+
+def simulated_pairs(circuit, proj, plan: dict):
+    """Synapses Brian2 simulates for projection ``proj`` under fold ``plan``.
+
+    Returns ``(i, j, post, fold)``: presynaptic cells, postsynaptic cells of the description,
+    indices in the target group (the class when the compartment is folded: one synapse per class,
+    the representative cell's) and the fold targeted (``None``: the population itself).
+    """
+    f = _fold_of(plan, proj)
+    if f is None:
+        i, j = circuit.pairs(proj)
+        return i, j, j, None
+    fold, cls, reps = f
+    i, j = circuit.pairs(proj, post_cells=reps)
+    return i, j, cls[j], fold
+
+
+def simulated_out_degree(circuit, proj, plan: dict) -> np.ndarray:
+    """Out-degree of every source cell of ``proj`` in the simulated network (from the axes)."""
+    f = _fold_of(plan, proj)
+    return circuit.out_degree(proj, post_cells=None if f is None else f[2])
+
+
+def simulated_synapse_count(circuit, plan: dict) -> int:
+    """Synapses Brian2 holds under fold ``plan`` (see :func:`simulated_pairs`), from the axes."""
+    return sum(int(simulated_out_degree(circuit, proj, plan).sum()) for proj in circuit.projections.values())

@@ -14,17 +14,48 @@ The project directory is protected by a file lock while code is generated and co
 from __future__ import annotations
 
 import contextlib
+import gc
+import hashlib
+import json
 import os
 import shutil
+import sys
 import time
 import uuid
+from dataclasses import asdict
+from importlib import metadata
 
+import brian2 as b2
 import numpy as np
 
 from neurons.backend import cache_dir
 from neurons.models import get_model
+from neurons.params import CellParams
+from neurons.window import counts_from_spikes, window_observables
 
-__all__ = ["standalone_device", "project_dir", "run_standalone"]
+__all__ = ["standalone_device", "project_dir", "project_key", "run_standalone"]
+
+
+def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
+                schedule: tuple, threads: int, law: str = "product", fold: bool = True) -> str:
+    """SHA-256 key of everything compiled into a standalone project: the circuit's structure,
+    the level's cell models (equations, spike condition, reset, every per-step code), phi, the
+    physiological constants, dt, the run schedule (warm-up, window), OpenMP threads, the package
+    and Brian2 versions and the Python environment. Tokens, weights, biases, rates and seeds are
+    run arguments and not part of it; spikes are always recorded on this device."""
+    try:
+        version = metadata.version("ctmhsa")
+    except metadata.PackageNotFoundError:   # running from a source tree
+        version = "source"
+    models = {p.cell_type: asdict(get_model(level, p.cell_type)) for p in circuit.populations.values()}
+    blob = json.dumps(dict(circuit=circuit.to_dict(), level=level, phi=phi, law=law, fold=bool(fold),
+                           params=params.to_dict(),
+                           dt=dt, schedule=list(schedule), threads=threads, models=models,
+                           version=version, brian2=b2.__version__,
+                           # the compiler flags name the environment's include paths: two
+                           # environments sharing a cache would otherwise rebuild each other's project
+                           env=sys.prefix), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def project_dir(key: str) -> str:
@@ -37,10 +68,6 @@ def project_dir(key: str) -> str:
 @contextlib.contextmanager
 def standalone_device(directory: str, threads: int):
     """Activate a fresh ``cpp_standalone`` device for one build/run; restore runtime after."""
-    import gc
-
-    import brian2 as b2
-
     # Brian2 suffixes names already taken by live objects (``..._codeobject_1``), so objects
     # left from earlier networks of this process would change the generated code and force a
     # recompilation of an unchanged shape: collect them first.
@@ -63,7 +90,7 @@ def run_standalone(built, warmup: float, duration: float, directory: str, thread
     """Compile (if needed) and run ``built`` on the active standalone device.
 
     Call inside :func:`standalone_device` right after :func:`circuits.instantiate.instantiate`
-    with ``device="cpp_standalone"``.
+    with a ``run_args`` dict (every value becomes a run argument of the binary).
 
     Returns
     -------
@@ -73,8 +100,6 @@ def run_standalone(built, warmup: float, duration: float, directory: str, thread
         spiking population: spike counts per cell in ``n_chunks`` equal parts of the window)
         and ``spikes`` (per population ``(cell, time_s)``).
     """
-    import brian2 as b2
-
     dev = b2.device
     spiking = built.spiking
     if spiking:
@@ -106,23 +131,18 @@ def run_standalone(built, warmup: float, duration: float, directory: str, thread
 
 
 def _collect(built, t0: float, T: float, n_chunks: int) -> dict:
+    """Window observables, chunk counts and spike trains, read back after a standalone run
+    (observables integrated from ``t_win`` = ``t0`` on; counts from the spike times)."""
     obs, chunks, spikes = {}, {}, {}
-    edges = t0 + T * np.arange(n_chunks + 1) / n_chunks
     for name, g in built.groups.items():
         model = get_model(built.level, built.circuit.population(name).cell_type)
         if not model.spiking:
             obs[name] = {v: built.values(name, v) for v in model.observables}
             continue
-        o = {v: built.values(name, f"acc_{v}") / T for v in model.observables}
         mon = built.monitors[name]
         i, t = np.array(mon.i[:]), np.array(mon.t_[:])
         spikes[name] = (i, t)
-        keep = t >= t0 - 1e-12
-        o["count"] = np.bincount(i[keep], minlength=len(g)).astype(float)
-        o["rate"] = o["count"] / T
-        o["T"] = T
-        obs[name] = o
-        k = np.clip(np.searchsorted(edges, t[keep], side="right") - 1, 0, n_chunks - 1)
-        chunks[name] = np.zeros((n_chunks, len(g)))
-        np.add.at(chunks[name], (k, i[keep]), 1.0)
+        count, chunks[name] = counts_from_spikes(i, t, len(g), t0, T, n_chunks)
+        obs[name] = window_observables({v: built.values(name, f"acc_{v}") / T for v in model.observables},
+                                       count, T)
     return dict(obs=obs, chunks=chunks, spikes=spikes)

@@ -1,31 +1,34 @@
-"""``ctmhsa figures``: run the shipped small simulations (skipping finished ones), then draw every
-figure from their results files as PNG + PDF with a caption file.
+"""Draw every figure as PNG + PDF with a caption file, from the data files of a data directory
+only (written by :func:`sims.figure_data.make_data`; ``ctmhsa figures`` runs both). Nothing here
+simulates: results directories are read with :func:`sims.io.load` or as plain files, and the
+circuit diagrams and the IT→PT matrix are drawn from circuit *descriptions*
+(:mod:`circuits.builders`), which allocate nothing.
 
-Data (``DATA`` directory, resumable: a complete results directory is never recomputed):
-
-=====================  ===============================================================
-``accuracy_<level>``   n = 8, H = 1, d = 8 head; rate 1 s, escape 2 s, lif 1 s windows
-``time_escape``        n = 6, H = 2, d = 6 pathway, escape, 4 s window, checkpoints
-``readout_P<P>``       the same pathway, 2 s, P = 1, 4, 10 copies of L5 PT and nucleus 2
-``fig2_escape.npz``    escape cells, fig. 2 protocols (3 s per point)
-``circuit_<c>_n<n>``   quadratic / linear circuit, d = 6, H = 1, n = 3, 6, 12, escape, 1 s
-``law_<law>``          the accuracy head at the rate level with each two-point-neuron law
-=====================  ===============================================================
+The data directory holds ``manifest.json`` (see :mod:`sims.figure_data` for its contents).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-import time
 
 import numpy as np
 
-__all__ = ["make_figures", "FIGURES"]
+from circuits.builders import build, macrocolumn, pathway
+from sims.io import load
+
+from .accuracy import plot_accuracy
+from .diagrams import draw_head_cells, draw_pathway
+from .panels import circuits_vs_n, counts_vs_n, error_scaling, fig2, laws, raster
+from .style import plt, save
+
+__all__ = ["make_figures", "read_data", "FIGURES", "MANIFEST"]
 
 FIGURES = ("fig1b_head_cells", "fig1c_pathway", "fig4a_cross_attention", "fig2_cells",
            "accuracy_rate", "accuracy_escape", "accuracy_lif", "raster_escape", "error_scaling",
            "counts_vs_n", "quadratic_vs_linear", "two_point_laws")
+MANIFEST = "manifest.json"   # written by sims.figure_data.make_data
 
 
 LIF_NOTE = (" At the lif level the thresholded somata are not divided by shunting and are decoded "
@@ -33,65 +36,32 @@ LIF_NOTE = (" At the lif level the thresholded somata are not divided by shuntin
             "relays stay below threshold (x̃ decodes to 0): an open problem, see the README.")
 
 
-def _problem(n, H, d, seed=0):
-    from sims.config import problem_inputs
+def read_data(data_dir: str) -> dict:
+    """The data files of ``data_dir`` by role, as absolute paths, from its ``manifest.json``:
+    ``accuracy_<level>``, ``time_escape``, ``readout`` ({P: dir}), ``circuits`` ({(circuit, n):
+    dir}), ``laws`` ({law: dir}), ``fig2`` (npz) and ``circuit_counts`` (the parsed JSON)."""
+    where = os.path.join(data_dir, MANIFEST)
+    if not os.path.isfile(where):
+        raise ValueError(f"data_dir: no {MANIFEST} in {data_dir!r}; produce the data first "
+                         "(`ctmhsa figures`, or sims.figure_data.make_data)")
+    with open(where) as fh:
+        man = json.load(fh)
 
-    x = problem_inputs(n=n, H=H, dk=d, dv=d, de=d, input_seed=seed)
-    return {k: x[k] for k in ("X", "WQ", "WK", "WV", "WO")}
+    def at(rel):
+        return os.path.join(data_dir, rel)
 
-
-def _simulate(path, **kw):
-    from sims import simulate_mhsa
-    from sims.io import is_complete, write_result
-
-    if not is_complete(path):
-        t0 = time.perf_counter()
-        # small networks: Brian2's numpy target needs no compiler (a cold Cython cache cost
-        # 316 s for the P = 10 run alone on a fresh clone)
-        write_result(simulate_mhsa(codegen="numpy", **kw), path)
-        print(f"  simulated {os.path.basename(path)} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    return path
-
-
-def make_data(data_dir: str, quick: bool = False) -> dict:
-    """Run (or reuse) every simulation the figures read; ``quick`` shortens every window
-    (for tests: the figures then show noisier data)."""
-    from sims.bench_cells import _atomic_savez, fig2_data
-
-    s = 0.1 if quick else 1.0
-    out = {}
-    small = _problem(8, 1, 8) if not quick else _problem(3, 1, 3)
-    for level, T in (("rate", 1.0), ("escape", 2.0), ("lif", 1.0)):
-        out[f"accuracy_{level}"] = _simulate(
-            os.path.join(data_dir, f"accuracy_{level}"), **small, neuron=level,
-            duration=T if level == "rate" else T * s, warmup=None if level == "rate" else 0.5 * s,
-            record_spikes=level == "escape")
-    multi = _problem(6, 2, 6) if not quick else _problem(3, 2, 3)
-    T = 4.0 * s
-    out["time_escape"] = _simulate(os.path.join(data_dir, "time_escape"), **multi, neuron="escape", duration=T,
-                                   warmup=0.5 * s, checkpoints=[T / 8, T / 4, T / 2])
-    out["readout"] = {P: _simulate(os.path.join(data_dir, f"readout_P{P}"), **multi, neuron="escape",
-                                   duration=2.0 * s, warmup=0.5 * s, seed=1,
-                                   P={"l5pt": P, "nucleus2": P}) for P in ((1, 3) if quick else (1, 4, 10))}
-    out["circuits"] = {(kind, n): _simulate(os.path.join(data_dir, f"circuit_{kind}_n{n}"),
-                                            **_problem(n, 1, 6 if not quick else 3), neuron="escape",
-                                            circuit=kind, duration=1.0 * s, warmup=0.5 * s)
-                       for kind in ("quadratic", "linear") for n in ((2, 3) if quick else (3, 6, 12))}
-    from neurons.laws import LAWS
-
-    out["laws"] = {law: out["accuracy_rate"] if law == "product" else
-                   _simulate(os.path.join(data_dir, f"law_{law}"), **small, neuron="rate", law=law)
-                   for law in LAWS}
-    f2 = os.path.join(data_dir, "fig2_escape.npz")
-    if not os.path.exists(f2):
-        _atomic_savez(f2, **fig2_data("escape", T=3.0 * s))
-    out["fig2"] = f2
+    out = {f"accuracy_{level}": at(p) for level, p in man["accuracy"].items()}
+    out["time_escape"] = at(man["time_escape"])
+    out["readout"] = {int(r["P"]): at(r["path"]) for r in man["readout"]}
+    out["circuits"] = {(r["circuit"], int(r["n"])): at(r["path"]) for r in man["circuits"]}
+    out["laws"] = {law: at(p) for law, p in man["laws"].items()}
+    out["fig2"] = at(man["fig2"])
+    with open(at(man["circuit_counts"])) as fh:
+        out["circuit_counts"] = json.load(fh)
     return out
 
 
 def _it_pt_matrix():
-    from circuits.builders import macrocolumn
-
     c = macrocolumn(3, 2, 3, 2)
     i, j = c.pairs("it_pt")
     it, pt = c.population("l5it"), c.population("l5pt")
@@ -101,19 +71,10 @@ def _it_pt_matrix():
     return M
 
 
-def make_figures(out_dir: str, data_dir: str | None = None, quick: bool = False,
-                 gallery: str | None = None) -> list[str]:
-    """Produce every figure of :data:`FIGURES` in ``out_dir``; return the PNG paths."""
-    from circuits.builders import build, pathway
-    from sims.io import load
-
-    from .accuracy import plot_accuracy
-    from .diagrams import draw_head_cells, draw_pathway
-    from .panels import circuits_vs_n, counts_vs_n, error_scaling, fig2, laws, raster
-    from .style import plt, save
-
-    data_dir = data_dir or os.path.join(out_dir, "data")
-    data = make_data(data_dir, quick=quick)
+def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None = None) -> list[str]:
+    """Draw every figure of :data:`FIGURES` into ``out_dir`` from the data in ``data_dir``
+    (default ``out_dir/data``; see :func:`read_data`); return the PNG paths."""
+    data = read_data(data_dir or os.path.join(out_dir, "data"))
     made = []
 
     head = build(3, 2, 2, 2, H=1, name="head")
@@ -172,13 +133,11 @@ def make_figures(out_dir: str, data_dir: str | None = None, quick: bool = False,
                  "1/sqrt(P) through the first point. Two-head pathway, n = 6, d = 6, escape level. P "
                  "shrinks only the read-outs' own noise: the noise they inherit from L5 IT and the "
                  "thalamus stays.")[:1]
-    made += save(counts_vs_n([4, 8, 16, 33, 64], lambda n: pathway(n, 33, 33, 33, H=1)), out_dir,
+    made += save(counts_vs_n(data["circuit_counts"], [4, 8, 16, 33, 64]), out_dir,
                  "counts_vs_n", "Neurons and synapses of one head of the quadratic circuit (d = 33) vs "
                  "the number of tokens n, counted from circuit descriptions (nothing allocated); both grow "
                  "as n^2 (n^2 microcolumns).")[:1]
-    from sims.bench_circuits import counts
-
-    made += save(circuits_vs_n(data["circuits"], counts(33)), out_dir, "quadratic_vs_linear",
+    made += save(circuits_vs_n(data["circuits"], data["circuit_counts"]["rows"]), out_dir, "quadratic_vs_linear",
                  "Algorithm 1's quadratic circuit (orange) against the linear-time key-value-memory "
                  "circuit (blue, circuit='linear': outer-product cells write S = Σ_j phi(k_j) v_jᵀ and "
                  "z = Σ_j phi(k_j) once per head, each query macrocolumn reads them out). (a, b) neurons "

@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 
+from neurons.laws import law_numpy
 from sims.io import load
 
 from .style import POP_COLOURS, PROJECTION_COLOURS, plt
@@ -111,13 +112,17 @@ def error_scaling(time_dirs: dict, p_dirs: dict):
     return fig
 
 
-def counts_vs_n(ns, builder):
-    """Neurons and synapses of the quadratic circuit vs n (from descriptions only)."""
-    neurons, synapses = [], []
-    for n in ns:
-        c = builder(n)
-        neurons.append(c.n_neurons())
-        synapses.append(c.n_synapses())
+def counts_vs_n(circuit_counts: dict, ns):
+    """Neurons and synapses of one head of the quadratic circuit vs n, read from the circuit
+    counts (``{"d", "rows": [{circuit, n, d, neurons, synapses}]}``, counted from descriptions;
+    see :func:`sims.benchmarks.circuits.counts`) at the sizes ``ns``."""
+    d = circuit_counts["d"]
+    rows = {r["n"]: r for r in circuit_counts["rows"] if r["circuit"] == "quadratic"}
+    missing = [n for n in ns if n not in rows]
+    if missing:
+        raise ValueError(f"circuit_counts: no quadratic counts for n = {missing}")
+    neurons = [rows[n]["neurons"] for n in ns]
+    synapses = [rows[n]["synapses"] for n in ns]
     fig, ax = plt.subplots(figsize=(4.2, 3.2), constrained_layout=True)
     ax.loglog(ns, neurons, "o-", label="neurons")
     ax.loglog(ns, synapses, "s-", label="synapses")
@@ -127,7 +132,7 @@ def counts_vs_n(ns, builder):
     ax.text(33, ax.get_ylim()[0] * 2, " barrel\n n=33", fontsize=6)
     ax.set_xticks(ns, [f"{int(n)}" for n in ns], minor=False)
     ax.xaxis.set_minor_locator(plt.NullLocator())
-    ax.set(xlabel="tokens n (d = 33, H = 1)", title="quadratic circuit: size vs n")
+    ax.set(xlabel=f"tokens n (d = {d}, H = 1)", title="quadratic circuit: size vs n")
     ax.legend(fontsize=7)
     return fig
 
@@ -137,7 +142,7 @@ def circuits_vs_n(runs: dict, count_rows: list[dict]):
     one head vs n from descriptions, (c) build and run time and (d) read-out error vs n from runs.
 
     ``runs`` maps ``(circuit, n)`` to a results directory; ``count_rows`` holds
-    ``{circuit, n, d, neurons, synapses}`` (see :func:`sims.bench_circuits.counts`)."""
+    ``{circuit, n, d, neurons, synapses}`` (see :func:`sims.benchmarks.circuits.counts`)."""
     colours = {"quadratic": "#ff7f00", "linear": "#1f78b4"}
     fig, ax = plt.subplots(1, 4, figsize=(14, 3.3), constrained_layout=True)
     for kind, col in colours.items():
@@ -174,8 +179,6 @@ def laws(law_runs: dict):
     """Two-point-neuron laws on the L5 IT soma: (a) each law f(R, C) at C = 1 against the product
     R C, (b) its departure from attention (decoded ṽ, x̃ NRMSE vs the reference), (c) decoded x̃ vs
     exact per law. ``law_runs`` maps law name -> results directory (rate level, same head)."""
-    from neurons.laws import law_numpy
-
     fig, ax = plt.subplots(1, 3, figsize=(12, 3.4), constrained_layout=True)
     R = np.linspace(-2, 2, 201)
     for k, law in enumerate(law_runs):

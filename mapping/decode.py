@@ -12,6 +12,8 @@ import numpy as np
 
 from circuits.graph import Circuit
 
+from .reference import FEATURE_MAPS
+
 __all__ = ["decode", "range_report", "per_dimension"]
 
 
@@ -74,8 +76,6 @@ def _division(c, obs_pop, pop, axes):
     same relation as at the rate level, so the window mean of ``V_b`` enters phi uncorrected.
     The ratio of the pooled sums, not the mean of per-cell ratios: a cell with a small phi(q)
     has a small mean ``U`` whose counting noise made its ratio, hence Z, explode."""
-    from mapping.reference import FEATURE_MAPS
-
     phi = FEATURE_MAPS[c["phi"]][0]
     basal = c["u"] * phi(np.asarray(obs_pop["V_b"], float) / c["u"])
     num, den = per_dimension(pop, basal), per_dimension(pop, obs_pop["U"])

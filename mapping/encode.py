@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from circuits.graph import Circuit
-from circuits.instantiate import CircuitValues
+from circuits.values import CircuitValues
 from neurons.params import DEFAULT_PARAMS, CellParams
 
 from .codes import DEFAULT_GAINS, AffineCode, CodeGains

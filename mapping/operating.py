@@ -45,6 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .decode import per_dimension
+from .reference import FEATURE_MAPS
+
 __all__ = ["OperatingPoint", "OperatingRangeError", "CircuitRangeError", "OperatingRangeWarning",
            "division_bounds", "pooled_drive", "set_points", "l23_cells", "copies", "operating_point", "check_operating", "enforce",
            "RATE_TOLERANCE"]
@@ -154,8 +157,6 @@ def pooled_drive(circuit, X, Yk, WQ, WK, phi: str) -> np.ndarray:
     -------
     ndarray (H, n)
     """
-    from .reference import FEATURE_MAPS
-
     f = FEATURE_MAPS[phi][0]
     fq = f(np.einsum("hce,ne->hnc", WQ, X))        # (H, n, dk)
     fk = f(np.einsum("hce,me->hmc", WK, Yk))       # (H, m, dk)
@@ -220,8 +221,6 @@ def operating_point(drive: np.ndarray, gains) -> OperatingPoint:
 
 def _macrocolumn_sum(pop, values, fill=0.0):
     """Sum of per-cell ``values`` over each macrocolumn (head, i) of ``pop``, copies averaged."""
-    from .decode import per_dimension
-
     d = per_dimension(pop, values, fill=fill)
     return d.reshape(d.shape[0], d.shape[1], -1).sum(axis=2)
 

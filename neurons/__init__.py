@@ -5,8 +5,5 @@
 ``(level, cell_type)``.
 """
 
-from .models import MODELS, CellModel, get_model, phi_expression  # noqa: F401
+from .models import FIDELITY_LEVELS, MODELS, CellModel, get_model, phi_expression  # noqa: F401
 from .params import DEFAULT_PARAMS, CellParams  # noqa: F401
-
-LEVELS = ("rate", "escape", "lif")
-"""Fidelity levels, from exact rates to integrate-and-fire spiking cells."""

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import brian2 as b2
 import numpy as np
 
 from .backend import configure_brian2
 from .models import SYNAPSE_WEIGHT_UNITS, add_step_code, get_model, initial_draws, synapse_model
-from .params import DEFAULT_PARAMS, CellParams, with_units
+from .params import DEFAULT_PARAMS, CellParams, seconds, with_units
+from .window import Probe, measure
 
 __all__ = ["Drive", "Interneurons", "simulate_cells", "spike_count_nrmse_floor"]
 
@@ -83,8 +85,8 @@ def simulate_cells(
     ----------
     drives : dict
         Compartment name -> :class:`Drive`.
-    duration, warmup : float
-        Measurement window and discarded warm-up (s).
+    duration, warmup, dt : float or brian2 Quantity
+        Measurement window, discarded warm-up and integration step (s, or Brian2 times).
     cell_params : dict
         Values of the model's per-cell parameters (biases in V, ``rho`` in Hz...).
 
@@ -95,8 +97,8 @@ def simulate_cells(
         window mean of the intensity ``r`` (Hz), window means of the other observables, and
         ``inh_rate`` (interneuron rates, Hz) when interneurons are present.
     """
-    import brian2 as b2
-
+    duration, warmup = seconds("duration", duration), seconds("warmup", warmup, allow_zero=True)
+    dt = seconds("dt", dt)
     configure_brian2(codegen)
     b2.seed(seed)
     ns = with_units(params, dt)
@@ -151,33 +153,33 @@ def simulate_cells(
             S.connect(i=pre.astype(np.int32), j=post.astype(np.int32))
             S.w_ = w
             objs.append(S)
-    mon = b2.SpikeMonitor(G, record=False) if model.spiking else None
-    imon = b2.SpikeMonitor(inh, record=False) if (inh is not None and model.spiking) else None
-    if model.spiking:
-        acc = "\n".join(f"acc_{v} += {v}*dt" for v in model.accumulated)
-        if acc:
-            objs.append(G.run_regularly(acc, clock=clock, when="end"))
-    net = b2.Network(*objs, *(m for m in (mon, imon) if m is not None))
-    net.run(warmup * b2.second, namespace={})
     if not model.spiking:
-        net.run(duration * b2.second, namespace={})
+        net = b2.Network(*objs)
+        net.run((warmup + duration) * b2.second, namespace={})
         out = {v: np.array(getattr(G, v + "_")[:]) for v in model.observables}
         out["expected"] = out["rate"] = out["r"]
         if inh is not None:
             out["inh_rate"] = np.array(inh.r_[:])
         return out
-    c0 = np.array(mon.count[:], float)
-    a0 = {v: np.array(getattr(G, f"acc_{v}_")[:]) for v in model.observables}
-    i0 = np.array(imon.count[:], float) if imon is not None else None
-    net.run(duration * b2.second, namespace={})
-    out = {v: (np.array(getattr(G, f"acc_{v}_")[:]) - a0[v]) / duration for v in model.observables}
-    out["expected"] = out["r"]
-    out["count"] = np.array(mon.count[:], float) - c0
-    out["rate"] = out["count"] / duration
-    if imon is not None:
-        out["inh_rate"] = (np.array(imon.count[:], float) - i0) / duration
-    return out
+    acc = "\n".join(f"acc_{v} += {v}*dt" for v in model.accumulated)
+    if acc:
+        objs.append(G.run_regularly(acc, clock=clock, when="end"))
+    probes = {"cells": Probe(b2.SpikeMonitor(G, record=False), lambda v: np.array(getattr(G, v + "_")[:]),
+                             tuple(model.observables))}
+    if inh is not None:
+        probes["interneurons"] = Probe(b2.SpikeMonitor(inh, record=False), None)
+    net = b2.Network(*objs, *(p.monitor for p in probes.values()))
 
+    def run(d, report):
+        net.run(d * b2.second, namespace={}, report=report)
+        return 0.0
+
+    window = measure(net, probes, clock, run, warmup, duration)["snapshots"][-1][1]
+    out = dict(window["cells"])
+    out["expected"] = out["r"]
+    if inh is not None:
+        out["inh_rate"] = window["interneurons"]["rate"]
+    return out
 
 def spike_count_nrmse_floor(rates: np.ndarray, duration: float, fano: float = 1.0) -> float:
     """NRMSE of rates estimated from spike counts, from counting noise alone.

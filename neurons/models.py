@@ -23,11 +23,14 @@ sampled one interval at a time, with one random number per spike (see :data:`ESC
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from .laws import law_expression
 
-__all__ = ["CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
+__all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
            "add_step_code", "PHI_VARIANCE", "PHI_CORRECTED", "corrected_phi_expression", "CorrectedCellModel",
            "PHI_DERIVATIVE", "PHI_COVARIANCE"]
@@ -184,6 +187,9 @@ class CellModel:
         return "\n".join(lines)
 
 
+FIDELITY_LEVELS = ("rate", "escape", "lif")
+"""Fidelity levels of the cells, from exact rates to integrate-and-fire spiking cells."""
+
 MODELS: dict[tuple[str, str], CellModel] = {}
 
 
@@ -215,10 +221,6 @@ def initial_draws(model: CellModel, n: int, seed, stream: str) -> dict:
     independent of Brian2's random numbers and of the device, so every device starts from the
     same state. ``seed=None`` draws fresh entropy.
     """
-    import hashlib
-
-    import numpy as np
-
     out = {v: np.full(n, float(x)) for v, x in model.init.items()}
     if model.uniform_init:
         tag = int.from_bytes(hashlib.sha256(stream.encode()).digest()[:4], "little")

@@ -25,9 +25,12 @@ of encoded product, so products of 1–4 span the sub- to supra-threshold range.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, fields, replace
 
-__all__ = ["CellParams", "DEFAULT_PARAMS", "with_units", "k_syn"]
+import numpy as np
+
+__all__ = ["CellParams", "DEFAULT_PARAMS", "with_units", "k_syn", "seconds"]
 
 
 @dataclass(frozen=True)
@@ -109,3 +112,26 @@ def with_units(params: CellParams, dt: float | None = None) -> dict:
     if dt is not None:
         ns["k_syn"] = k_syn(params, dt) * brian2.Hz
     return ns
+
+
+def seconds(name: str, value, *, allow_none: bool = False, allow_zero: bool = False) -> float | None:
+    """``value`` as a finite time in seconds: a Brian2 quantity of time (``500*ms``) or a real
+    number of seconds; ``ValueError``/``TypeError`` naming ``name`` otherwise."""
+    if value is None and allow_none:
+        return None
+    expected = "a non-negative finite time" if allow_zero else "a positive finite time"
+    if hasattr(value, "dim"):     # a Brian2 quantity (Brian2 is imported only if one is given)
+        import brian2 as b2
+
+        if not b2.have_same_dimensions(value, b2.second):
+            raise ValueError(f"{name}: expected {expected}, got {value} (not a time)")
+        if np.size(value) != 1:
+            raise ValueError(f"{name}: expected one time, got {np.size(value)} values")
+        value = float(np.asarray(value / b2.second).reshape(()))
+    elif isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}: expected a number of seconds or a Brian2 time (e.g. 500*ms), "
+                        f"got {type(value).__name__}")
+    value = float(value)
+    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{name}: expected {expected} in seconds, got {value!r}")
+    return value

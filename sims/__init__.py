@@ -1,12 +1,19 @@
-"""Experiments on the cortico-thalamic attention circuit: the simulator API, configurations,
-results on disk, benchmarks and the command line.
+"""Experiments on the cortico-thalamic attention circuit: the simulator API, its options and
+runners, configurations, results on disk and the command line (benchmarks in
+:mod:`sims.benchmarks`).
 
->>> from sims import simulate_mhsa
+>>> from sims import simulate_mhsa, build_mhsa
 >>> res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="rate")   # doctest: +SKIP
+>>> sim = build_mhsa(X, WQ, WK, WV, WO, neuron="escape")    # doctest: +SKIP
+>>> sim.network.add(brian2.StateMonitor(sim.groups["l5pt"], "r", record=True))  # doctest: +SKIP
+>>> res = sim.run(2 * brian2.second)                        # doctest: +SKIP
 """
 
+from .build import Simulation, build_mhsa  # noqa: F401
+from .io import load  # noqa: F401
+from .options import CircuitOptions, RunOptions  # noqa: F401
 from .result import SimulationResult, stage_metrics  # noqa: F401
 from .simulate import simulate_mhsa  # noqa: F401
-from .io import load  # noqa: F401
 
-__all__ = ["simulate_mhsa", "SimulationResult", "stage_metrics", "load"]
+__all__ = ["simulate_mhsa", "build_mhsa", "Simulation", "CircuitOptions", "RunOptions", "SimulationResult",
+           "stage_metrics", "load"]

@@ -1,8 +1,9 @@
 """Run configurations (TOML): schema, defaults, validation and the inputs they describe.
 
-A configuration has three tables::
+A configuration has four tables; ``[circuit]`` and ``[run]`` are the fields of
+:class:`sims.options.CircuitOptions` and :class:`sims.options.RunOptions` (defaults there)::
 
-    [problem]      # what to compute: sizes and where tokens/weights come from
+    [problem]      # what to compute: sizes, where tokens/weights come from, the attention variant
     n = 4          # query tokens (macrocolumns per area)
     m = 4          # key/value tokens (cross-attention when it differs or cross = true)
     H = 2          # heads (cortical areas)
@@ -16,18 +17,20 @@ A configuration has three tables::
     input_seed = 0       # seed of the random tokens and weights
     weight_scale = 1.0   # query/key/value weights ~ N(0, weight_scale² / de)
 
-    [simulation]   # how to simulate it (arguments of sims.simulate_mhsa)
+    [circuit]      # what is built (sims.options.CircuitOptions)
     neuron = "rate"
     phi = "elu1"
-    duration = 1.0       # s of biological time (spiking levels: the measurement window)
-    dt = 0.001           # s (optional; level default)
-    warmup = 0.5         # s discarded before the window (optional; spiking levels)
     P = 1                # neurons per dimension, or per population: P = {l5pt = 10, nucleus2 = 10}
     n_inh = 10           # divisive interneurons per macrocolumn
     signed = "onoff"     # code of the signed read-outs: "onoff" (default) or "offset"
     circuit = "quadratic"  # Algorithm 1, or "linear": the key-value-memory circuit
     law = "product"      # L5 IT soma: Algorithm 1's product, or "co4", "tm1".."tm4" (neurons.laws)
     fold = true          # simulate identical deterministic compartments once (exact; circuits.fold)
+
+    [run]          # how it runs (sims.options.RunOptions)
+    duration = 1.0       # s of biological time (spiking levels: the measurement window)
+    dt = 0.001           # s (optional; level default)
+    warmup = 0.5         # s discarded before the window (optional; spiking levels)
     seed = 0
     codegen = "auto"
     device = "runtime"   # or "cpp_standalone" (compiled once per network shape, cached)
@@ -35,6 +38,10 @@ A configuration has three tables::
 
     [output]
     dir = "results/default"
+
+A ``[simulation]`` table (the single table of earlier versions) is still read: each of its keys
+goes to ``[circuit]`` or ``[run]``, where it belongs. The options are validated when the file is
+read, with the messages of :mod:`sims.options`.
 
 Unknown keys are errors (a typo must not silently fall back to a default).
 """
@@ -44,27 +51,39 @@ from __future__ import annotations
 import copy
 import os
 import sys
+from dataclasses import fields
 from importlib import resources
 
 import numpy as np
+
+from .options import CircuitOptions, RunOptions
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["DEFAULTS", "load_config", "resolve_config", "make_inputs", "problem_inputs", "dumps_toml",
+__all__ = ["DEFAULTS", "options", "load_config", "resolve_config", "make_inputs", "problem_inputs", "tables_of", "dumps_toml",
            "default_config_path"]
+
+# fields with no TOML form (objects) or set in [problem]
+_NOT_IN_TOML = {"params", "gains", "causal", "normalize", "report", "scheduler"}
+
+
+def _option_defaults(cls) -> dict:
+    return {f.name: list(f.default) if isinstance(f.default, tuple) else f.default   # TOML arrays
+            for f in fields(cls) if f.name not in _NOT_IN_TOML}
+
 
 DEFAULTS = {
     "problem": dict(n=4, m=None, H=2, dk=4, dv=4, de=6, cross=False, causal=False, normalize=True,
                     inputs="random", input_seed=0, weight_scale=1.0),
-    "simulation": dict(neuron="rate", phi="elu1", duration=1.0, dt=None, warmup=None, seed=0,
-                       codegen="auto", P=1, n_inh=10, signed="onoff", circuit="quadratic", law="product",
-                       fold=True, device="runtime",
-                       threads=None),
+    "circuit": _option_defaults(CircuitOptions),
+    "run": _option_defaults(RunOptions),
     "output": dict(dir="results/default"),
 }
+LEGACY_TABLES = {"simulation": ("circuit", "run")}
+"""Tables of earlier versions, read by spreading their keys over today's tables."""
 
 
 def default_config_path() -> str:
@@ -91,14 +110,17 @@ def resolve_config(raw: dict) -> dict:
     """Merge ``raw`` into the defaults, rejecting unknown tables and keys."""
     cfg = copy.deepcopy(DEFAULTS)
     for table, values in raw.items():
-        if table not in DEFAULTS:
+        if table not in DEFAULTS and table not in LEGACY_TABLES:
             raise ValueError(f"config: unknown table [{table}]; expected {sorted(DEFAULTS)}")
         if not isinstance(values, dict):
             raise ValueError(f"config: [{table}] must be a table")
+        homes = LEGACY_TABLES.get(table, (table,))
         for key, val in values.items():
-            if key not in DEFAULTS[table]:
-                raise ValueError(f"config: unknown key {table}.{key}; expected one of {sorted(DEFAULTS[table])}")
-            cfg[table][key] = val
+            home = next((t for t in homes if key in DEFAULTS[t]), None)
+            if home is None:
+                expected = sorted(k for t in homes for k in DEFAULTS[t])
+                raise ValueError(f"config: unknown key {table}.{key}; expected one of {expected}")
+            cfg[home][key] = val
     p = cfg["problem"]
     for key in ("n", "H", "dk", "dv", "de", "input_seed"):
         if isinstance(p[key], bool) or not isinstance(p[key], int) or p[key] < (0 if key == "input_seed" else 1):
@@ -109,7 +131,28 @@ def resolve_config(raw: dict) -> dict:
         p["cross"] = True
     if not isinstance(p["weight_scale"], (int, float)) or not p["weight_scale"] > 0:
         raise ValueError(f"config: problem.weight_scale must be > 0, got {p['weight_scale']!r}")
+    options(cfg)   # validates [circuit] and [run]
     return cfg
+
+
+def options(cfg: dict) -> tuple[CircuitOptions, RunOptions]:
+    """The option objects a resolved configuration describes (``[problem]`` gives ``causal``
+    and ``normalize``)."""
+    p = cfg["problem"]
+    return (CircuitOptions(**cfg["circuit"], causal=p["causal"], normalize=p["normalize"]),
+            RunOptions(**cfg["run"]))
+
+
+def tables_of(flat: dict) -> dict:
+    """A result's flat configuration (``SimulationResult.config``) as the tables of a
+    configuration file; keys no table has (``skip``, the ``params``/``gains`` dicts) stay in
+    the provenance only."""
+    out = {t: {} for t in ("problem", "circuit", "run")}
+    for k, v in flat.items():
+        home = next((t for t in out if k in DEFAULTS[t]), None)
+        if home is not None and not (isinstance(v, dict) and k != "P"):
+            out[home][k] = v
+    return out
 
 
 def problem_inputs(**problem) -> dict:

@@ -1,4 +1,4 @@
-"""Heads on separate processes or machines (dask.distributed), and sweeps.
+"""Heads on separate processes or machines (dask.distributed).
 
 A multihead pathway splits exactly at its two thalamic nuclei. Areas share nothing but their
 input, nucleus 1, and meet only in nucleus 2, which sums their L5 PT output. The split run
@@ -27,13 +27,12 @@ import numpy as np
 
 from circuits.builders import build
 from circuits.graph import Circuit
-from circuits.instantiate import CircuitValues, instantiate
+from circuits.instantiate import instantiate
+from circuits.values import CircuitValues
 from mapping.dendrites import add_phi_variances
 from mapping.encode import encode
 
-from .window import measure
-
-__all__ = ["client_for", "run_split", "run_stage", "sweep"]
+__all__ = ["client_for", "run_split", "run_stage", "stage_seeds"]
 
 
 def stage_seeds(seed: int, n: int) -> list[int]:
@@ -87,7 +86,7 @@ def run_stage(circuit: Circuit, level: str, values: CircuitValues, phi, params, 
     built = instantiate(circuit, level, values, phi=phi, params=params, dt=dt, codegen=codegen,
                         seed=seed, record_spikes=tuple(record), replay=replay, law=law, fold=fold)
     t_compile = built.prepare()
-    m = measure(built, warmup, T, n_chunks)
+    m = built.measure(warmup, T, n_chunks)
     return dict(obs=m["snapshots"][-1][1], chunks=m["chunks"],
                 spikes={p: built.spike_trains(p) for p in record if p in built.monitors},
                 compile=t_compile, run=m["run"])
@@ -160,57 +159,3 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
         merged["spikes"] = {p: v for p, v in merged["spikes"].items() if p in keep}
     return merged
 
-
-def _simulate_item(kwargs: dict):
-    from .simulate import simulate_mhsa
-
-    return simulate_mhsa(**kwargs)
-
-
-def sweep(items, scheduler="local", out_dir: str | None = None):
-    """Run :func:`sims.simulate_mhsa` for every keyword dict of ``items`` on dask.
-
-    Parameters
-    ----------
-    items : sequence of dict
-        Keyword arguments of ``simulate_mhsa`` (inputs, seeds, levels, ...).
-    scheduler : "local", "serial", an address or a ``distributed.Client``
-        Where to run (``"serial"``: in this process, in order).
-    out_dir : str, optional
-        If given, item k is written to ``out_dir/item_<k>`` (atomically); items whose results
-        directory is already complete are loaded instead of recomputed, so a killed sweep
-        resumes where it stopped.
-
-    Returns
-    -------
-    list of SimulationResult (or of results-directory paths when ``out_dir`` is given)
-    """
-    items = list(items)
-    for k, it in enumerate(items):
-        if not isinstance(it, dict):
-            raise TypeError(f"items[{k}]: expected a dict of simulate_mhsa arguments, got {type(it).__name__}")
-    if out_dir is None:
-        with client_for(scheduler) as client:
-            if client is None:
-                return [_simulate_item(it) for it in items]
-            return client.gather(client.map(_simulate_item, items, pure=False))
-    from .io import is_complete
-
-    paths = [os.path.join(out_dir, f"item_{k}") for k in range(len(items))]
-    todo = [k for k, p in enumerate(paths) if not is_complete(p)]
-    if todo:
-        with client_for(scheduler) as client:
-            if client is None:
-                for k in todo:
-                    _write_item(items[k], paths[k])
-            else:
-                client.gather(client.map(_write_item, [items[k] for k in todo], [paths[k] for k in todo],
-                                         pure=False))
-    return paths
-
-
-def _write_item(kwargs: dict, path: str) -> str:
-    from .io import write_result
-
-    write_result(_simulate_item(kwargs), path)
-    return path

@@ -26,10 +26,11 @@ from importlib import metadata
 
 import numpy as np
 
-from .config import dumps_toml
+from .config import dumps_toml, tables_of
 from .result import SimulationResult
 
-__all__ = ["write_result", "atomic_write_text", "atomic_write_json", "versions", "is_complete", "load"]
+__all__ = ["write_result", "atomic_write_text", "atomic_write_json", "atomic_savez", "versions", "is_complete",
+           "load"]
 
 
 def versions() -> dict:
@@ -70,6 +71,22 @@ def atomic_write_json(path: str, obj) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, default=_json_default, allow_nan=True) + "\n")
 
 
+def atomic_savez(path: str, **arrays) -> None:
+    """``np.savez_compressed(path, **arrays)`` through a temporary file and ``os.replace``: a file
+    at ``path`` is always complete."""
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".npz")
+    os.close(fd)
+    try:
+        np.savez_compressed(tmp, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def is_complete(path: str) -> bool:
     """Whether ``path`` is a complete results directory (it is renamed into place only after
     every file is written, so existence means completeness)."""
@@ -90,8 +107,7 @@ def write_result(result: SimulationResult, path: str, config: dict | None = None
             shutil.rmtree(os.path.join(parent, stale), ignore_errors=True)
     tmp = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(path)}.tmp-")
     try:
-        cfg = config if config is not None else {"simulation": {
-            k: v for k, v in result.config.items() if not isinstance(v, dict)}}
+        cfg = config if config is not None else tables_of(result.config)
         cfg = {k: v for k, v in cfg.items() if not k.startswith("_")}
         with open(os.path.join(tmp, "config.toml"), "w") as fh:
             fh.write(dumps_toml(cfg))

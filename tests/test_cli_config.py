@@ -13,7 +13,7 @@ from sims.config import dumps_toml, load_config, make_inputs, resolve_config
 @pytest.mark.codegen_independent
 def test_default_config_resolves():
     cfg = load_config()
-    assert cfg["problem"]["m"] == cfg["problem"]["n"] and cfg["simulation"]["neuron"] == "rate"
+    assert cfg["problem"]["m"] == cfg["problem"]["n"] and cfg["circuit"]["neuron"] == "rate"
 
 
 @pytest.mark.codegen_independent
@@ -82,7 +82,7 @@ def test_cli_run_writes_a_complete_results_directory(tmp_path, capsys):
     assert capsys.readouterr().out == ""
     assert [p for p in os.listdir(tmp_path) if p.startswith(".")] == []
     import tomllib
-    assert tomllib.loads((out / "config.toml").read_text())["simulation"]["duration"] == 0.5
+    assert tomllib.loads((out / "config.toml").read_text())["run"]["duration"] == 0.5
 
 
 @pytest.mark.codegen_independent
@@ -107,13 +107,13 @@ def test_cli_circuit(capsys):
 def test_cli_run_spiking_level(tmp_path, capsys):
     cfg = tmp_path / "esc.toml"
     cfg.write_text("[problem]\nn = 2\nH = 1\ndk = 2\ndv = 2\nde = 2\n"
-                   "[simulation]\nneuron = 'escape'\nduration = 0.3\nwarmup = 0.1\n")
+                   "[circuit]\nneuron = 'escape'\n[run]\nduration = 0.3\nwarmup = 0.1\n")
     assert main(["run", str(cfg), "--out", str(tmp_path / "o"), "--quiet"]) == 0
     met = json.loads((tmp_path / "o" / "metrics.json").read_text())
     assert met["x_tilde"]["noise_floor"] > 0
     import tomllib
-    sim = tomllib.loads((tmp_path / "o" / "config.toml").read_text())["simulation"]
-    assert sim["neuron"] == "escape" and sim["warmup"] == 0.1
+    written = tomllib.loads((tmp_path / "o" / "config.toml").read_text())
+    assert written["circuit"]["neuron"] == "escape" and written["run"]["warmup"] == 0.1
 
 
 @pytest.mark.brian2
@@ -130,3 +130,96 @@ def test_cli_run_fold_switch(tmp_path, capsys):
     assert "simulated after folding" in outs["true"] and "simulated after folding" not in outs["false"]
     met = {f: json.loads((tmp_path / f / "metrics.json").read_text()) for f in outs}
     assert met["true"]["x_tilde"]["nrmse"] == met["false"]["x_tilde"]["nrmse"]   # same spikes
+
+
+BENCHMARK_NAMES = ("rate", "cells", "accuracy", "speed", "heads", "circuits", "robustness")
+
+
+@pytest.mark.codegen_independent
+def test_bench_help_lists_every_benchmark(capsys):
+    from sims.benchmarks import BENCHMARKS
+
+    assert tuple(BENCHMARKS) == BENCHMARK_NAMES
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for name in BENCHMARK_NAMES:
+        assert f"\n    {name}" in out, name
+    with pytest.raises(SystemExit) as exc:       # a benchmark must be named
+        main(["bench"])
+    assert exc.value.code == 2
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("argv, flag", [
+    (["bench", "robustness", "--sizes", "8"], "--sizes"),          # circuits/speed flag
+    (["bench", "speed", "--instances", "3"], "--instances"),       # robustness flag
+    (["bench", "rate", "--cases", "cross"], "--cases"),            # accuracy flag
+    (["bench", "cells", "--repeats", "2"], "--repeats"),           # rate/speed flag
+    (["bench", "heads", "--levels", "escape"], "--levels"),        # accuracy/cells flag
+])
+def test_bench_rejects_another_benchmarks_flag(argv, flag, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert f"unrecognized arguments: {flag}" in capsys.readouterr().err
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("argv, expect", [   # the invocations the README documents
+    (["bench", "rate", "--n", "33", "--d", "33", "--H", "1", "--repeats", "3"],
+     dict(n=33, d=33, H=1, repeats=3, duration=1.0, codegen="auto", out="bench_results/rate.json")),
+    (["bench", "speed", "--sizes", "8", "16", "33", "--devices", "runtime", "cpp_standalone",
+      "--threads", "4", "--fold", "on", "off"],
+     dict(sizes=[8, 16, 33], devices=["runtime", "cpp_standalone"], threads=4, fold=["on", "off"],
+          d=33, H=1, repeats=3, out="bench_results/speed.json")),
+    (["bench", "heads", "--H", "8", "--scheduler", "local"],
+     dict(H=8, n=33, d=33, scheduler="local", duration=1.0, out="bench_results/heads.json")),
+    (["bench", "circuits", "--sizes", "8", "16", "33", "--d", "33", "--duration", "1"],
+     dict(sizes=[8, 16, 33], d=33, duration=1.0, codegen="auto", out="bench_results/circuits.json")),
+    (["bench", "accuracy", "--cases", "cross", "skip", "--levels", "escape", "--P", "1", "4", "10",
+      "--copies", "all", "--times", "1", "2"],
+     dict(cases=["cross", "skip"], levels=["escape"], P=[1, 4, 10], copies="all", times=[1.0, 2.0],
+          allow_slow=False, out="bench_results/accuracy.json")),
+    (["bench", "robustness", "--instances", "500", "--seed", "0", "--wide"],
+     dict(instances=500, seed=0, wide=True, duration=1.0, out="bench_results/robustness.json")),
+    (["bench", "cells", "--levels", "escape", "lif", "--out-dir", "somewhere"],
+     dict(levels=["escape", "lif"], out_dir="somewhere", skip_fig2=False)),
+])
+def test_bench_subcommands_parse_their_flags(argv, expect):
+    from sims.benchmarks import benchmark
+    from sims.cli import build_parser
+
+    args = build_parser().parse_args(argv)
+    assert args.func is benchmark(argv[1]).main
+    assert {k: getattr(args, k) for k in expect} == expect
+
+
+@pytest.mark.brian2
+def test_cli_bench_robustness_runs(tmp_path, capsys):
+    out = tmp_path / "rob.json"
+    assert main(["bench", "robustness", "--instances", "2", "--seed", "1", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["instances"] == 2 and doc["seed"] == 1 and doc["wide"] is False
+    assert doc["counts"].get("failure", 0) == 0 and len(doc["rows"]) == 2
+    assert "random instances" in capsys.readouterr().out
+
+
+@pytest.mark.codegen_independent
+def test_config_tables_follow_the_option_objects():
+    from sims.options import CircuitOptions, RunOptions
+    from sims.config import DEFAULTS, options
+
+    assert DEFAULTS["circuit"]["n_inh"] == CircuitOptions().n_inh          # defaults written once
+    assert DEFAULTS["run"]["duration"] == RunOptions().duration
+    # an earlier [simulation] table is spread over [circuit] and [run]
+    cfg = resolve_config({"simulation": {"neuron": "escape", "duration": 0.3, "fold": False}})
+    assert cfg["circuit"]["neuron"] == "escape" and cfg["circuit"]["fold"] is False
+    assert cfg["run"]["duration"] == 0.3
+    co, ro = options(cfg)
+    assert (co.neuron, co.fold, ro.duration) == ("escape", False, 0.3)
+    with pytest.raises(ValueError, match="unknown key run.phi"):
+        resolve_config({"run": {"phi": "elu1"}})
+    with pytest.raises(ValueError, match="duration: expected a positive finite time"):
+        resolve_config({"run": {"duration": -1.0}})

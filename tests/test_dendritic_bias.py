@@ -77,7 +77,7 @@ def _relay_driven_dendrites(n_cells=300, n_in=8, T=6.0, seed=0):
     half of them correct phi, half do not. Returns simulated V_b/u, U/u, predicted variance."""
     import brian2 as b2
 
-    from circuits.instantiate import configure_brian2
+    from neurons.backend import configure_brian2
     from neurons.models import add_step_code, initial_draws, synapse_model
     from neurons.params import with_units
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from sims import simulate_mhsa
-from sims.distributed import stage_seeds, sweep
+from sims.distributed import stage_seeds
+from sims.sweep import sweep
 from conftest import random_problem
 
 pytestmark = pytest.mark.distributed
@@ -94,7 +95,7 @@ def test_killed_sweep_resumes_without_recomputing(tmp_path):
         "import sys\n"
         f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
         "from conftest import random_problem\n"
-        "from sims.distributed import sweep\n"
+        "from sims.sweep import sweep\n"
         "X, _, WQ, WK, WV, WO = random_problem(seed=3, n=3, H=1, dk=3, dv=3, de=3)\n"
         "items = [dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, neuron='escape', duration=0.8, warmup=0.1, seed=s)\n"
         "         for s in range(4)]\n"

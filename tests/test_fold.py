@@ -5,7 +5,7 @@ import pytest
 
 from circuits.builders import build, pathway
 from circuits.fold import class_values, fold_classes, split_equations
-from circuits.instantiate import fold_plan, simulated_pairs
+from circuits.fold import fold_plan, simulated_pairs
 from sims import simulate_mhsa
 from conftest import random_problem
 

@@ -20,7 +20,7 @@ from mapping.operating import (CircuitRangeError, OperatingRangeError, Operating
                                division_bounds, operating_point)
 from mapping.reference import linear_mhsa
 from sims import simulate_mhsa
-from sims.bench_robustness import drive_ratio
+from sims.benchmarks.robustness import drive_ratio
 
 WIDE = CodeGains(r_inh_max=1e15)
 """Interneurons without an upper rate bound: the wiring itself, outside physiology."""
@@ -131,7 +131,7 @@ def test_unsettled_run_raises():
 def test_refused_before_building(monkeypatch):
     def no_build(*a, **k):
         raise AssertionError("a network was built")
-    monkeypatch.setattr("sims.simulate.instantiate", no_build)
+    monkeypatch.setattr("sims.runners.instantiate", no_build)
     rng = np.random.default_rng(3)
     X = rng.normal(size=(6, 3))
     W = [rng.normal(scale=3.0, size=s) for s in ((1, 1, 3), (1, 1, 3), (1, 1, 3), (1, 3, 1))]
@@ -212,7 +212,7 @@ def test_rate_level_wiring_exact_without_rate_bound(kw):
 def test_offset_code_refused_without_normalisation(monkeypatch):
     """The offset v0 passes through the attention only because sum_j kappa_ij = 1: unnormalised,
     the offset code would be silently wrong (found by the property test), so it is refused."""
-    monkeypatch.setattr("sims.simulate.instantiate", lambda *a, **k: pytest.fail("built"))
+    monkeypatch.setattr("sims.runners.instantiate", lambda *a, **k: pytest.fail("built"))
     rng = np.random.default_rng(0)
     X = rng.normal(size=(3, 2))
     W = [rng.normal(size=s) for s in ((1, 2, 2), (1, 2, 2), (1, 2, 2), (1, 2, 2))]

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-import circuits.instantiate as inst
+import circuits.memory as inst
 from sims import simulate_mhsa
 from conftest import random_problem
 
@@ -21,7 +21,7 @@ def no_build(monkeypatch):
     """Any attempt to build a network during these tests is a failure."""
     def boom(*a, **k):
         raise AssertionError("a network was built before validation failed")
-    monkeypatch.setattr("sims.simulate.instantiate", boom)
+    monkeypatch.setattr("sims.runners.instantiate", boom)
 
 
 @pytest.mark.parametrize("change, exc, match", [

@@ -81,7 +81,7 @@ def test_population_coding_lowers_the_readout_noise_floor(problem3):
 
 
 def test_checkpoints_and_accuracy_benchmark_runner():
-    from sims.bench_accuracy import run_case
+    from sims.benchmarks.accuracy import run_case
 
     run = run_case("cross", "escape", 2, (0.2, 0.4))
     assert [cp["T"] for cp in run["checkpoints"]] == [0.2, 0.4]

@@ -8,35 +8,44 @@ of every dask worker (``ru_maxrss``), and x̃'s error against its noise floor.
 from __future__ import annotations
 
 import os
-import resource
 import time
 
-__all__ = ["main"]
+from sims import simulate_mhsa
+from sims.distributed import client_for
+from sims.io import atomic_write_json, versions
+
+from .common import add_out_argument, peak_rss_mb, square_problem
+
+__all__ = ["HELP", "add_arguments", "main"]
+
+HELP = "H barrel-size heads split across dask workers: wall time per head, peak memory, x̃ error"
 
 
-def _peak_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def add_arguments(parser) -> None:
+    parser.add_argument("--n", type=int, default=33, help="tokens = macrocolumns (default 33)")
+    parser.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
+    parser.add_argument("--H", type=int, default=1, help="heads (default 1)")
+    parser.add_argument("--duration", type=float, default=1.0,
+                        help="measurement window after a 0.2 s warm-up, s (default 1)")
+    parser.add_argument("--scheduler", default="local",
+                        help="'local' (LocalCluster), 'serial' or a dask scheduler address (default local)")
+    add_out_argument(parser, "bench_results/heads.json")
 
 
 def main(args) -> int:
-    from .config import problem_inputs
-    from .distributed import client_for
-    from .io import atomic_write_json, versions
-    from .simulate import simulate_mhsa
-
-    x = problem_inputs(n=args.n, H=args.H, dk=args.d, dv=args.d, de=args.d)
+    x = square_problem(args.n, args.d, args.H)
     sched = args.scheduler
     t0 = time.perf_counter()
     with client_for(sched) as client:
         res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape",
                             duration=args.duration, warmup=0.2, seed=0,
                             scheduler=client if client is not None else "serial")
-        workers = client.run(_peak_mb) if client is not None else {}
+        workers = client.run(peak_rss_mb) if client is not None else {}
     wall = time.perf_counter() - t0
     met = res.metrics()["x_tilde"]
     out = dict(benchmark="heads", n=args.n, d=args.d, H=args.H, duration=args.duration,
                scheduler=sched, neurons=res.counts["neurons"], synapses=res.counts["synapses"],
-               wall_s=wall, wall_per_head_s=wall / args.H, peak_rss_mb_main=_peak_mb(),
+               wall_s=wall, wall_per_head_s=wall / args.H, peak_rss_mb_main=peak_rss_mb(),
                peak_rss_mb_workers=list(workers.values()), x_tilde=met,
                versions=versions(), cpus=os.cpu_count())
     print(f"{args.H} heads, n={args.n}, d={args.d}, escape, 0.2+{args.duration} s, scheduler={sched}")

@@ -18,10 +18,16 @@ import time
 
 import numpy as np
 
-from .config import problem_inputs
-from .simulate import simulate_mhsa
+from circuits.builders import pathway
+from sims import simulate_mhsa
+from sims.config import problem_inputs
+from sims.io import atomic_write_json, versions
 
-__all__ = ["CASES", "run_case", "main"]
+from .common import add_out_argument
+
+__all__ = ["HELP", "CASES", "add_arguments", "copies", "run_case", "main"]
+
+HELP = "spiking attention vs the reference over time and read-out copies, with noise floors"
 
 CASES = {
     "barrel": dict(n=33, H=1, dk=33, dv=33, de=33),
@@ -36,6 +42,24 @@ CASES = {
 }
 
 
+def add_arguments(parser) -> None:
+    parser.add_argument("--cases", nargs="+", default=["multihead", "causal", "cross", "barrel"],
+                        help=f"cases (default multihead causal cross barrel): {', '.join(CASES)}")
+    parser.add_argument("--levels", nargs="+", default=["escape", "lif"], choices=["escape", "lif"],
+                        help="fidelity levels (default escape lif)")
+    parser.add_argument("--times", nargs="+", type=float, default=[1.0, 2.0, 5.0, 10.0],
+                        help="measurement windows (s), from one run each (default 1 2 5 10)")
+    parser.add_argument("--P", nargs="+", type=int, default=[1, 4, 10],
+                        help="copies of L5 PT and nucleus 2 per dimension (default 1 4 10)")
+    parser.add_argument("--copies", default="readout", choices=["readout", "all"],
+                        help="P copies of the read-out (L5 PT, nucleus 2) or of every population but "
+                             "the interneurons")
+    parser.add_argument("--codegen", default="auto", choices=["auto", "numpy", "cython"],
+                        help="Brian2 target (auto: Cython from 200k synapses)")
+    parser.add_argument("--allow-slow", action="store_true", help="also barrel at the lif level")
+    add_out_argument(parser, "bench_results/accuracy.json")
+
+
 def copies(case: str, P: int, which: str = "readout") -> dict:
     """Population coding of a case: ``"readout"``: P copies of L5 PT and nucleus 2;
     ``"all"``: of every population that represents a dimension (all but the interneurons,
@@ -44,8 +68,6 @@ def copies(case: str, P: int, which: str = "readout") -> dict:
         return {"l5pt": P, "nucleus2": P}
     if which != "all":
         raise ValueError(f"--copies: expected 'readout' or 'all', got {which!r}")
-    from circuits.builders import pathway
-
     prob = dict(CASES[case])
     prob.pop("skip", None)
     c = pathway(prob.pop("n"), prob.pop("dk"), prob.pop("dv"), prob.pop("de"), **prob)
@@ -89,8 +111,6 @@ def _table(run: dict) -> str:
 
 
 def main(args) -> int:
-    from .io import atomic_write_json, versions
-
     unknown = sorted(set(args.cases) - set(CASES))
     if unknown:
         raise ValueError(f"--cases: unknown case(s) {unknown}; expected some of {sorted(CASES)}")

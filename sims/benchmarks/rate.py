@@ -1,30 +1,42 @@
-"""Benchmarks: print a table and write JSON. Each repetition runs in a fresh process so that
-peak memory (``ru_maxrss``) belongs to that run alone; medians are reported.
-
-``ctmhsa bench rate``: builds and runs one head (default barrel size n = 33, dk = dv = de = 33)
+"""``ctmhsa bench rate``: builds and runs one head (default barrel size n = 33, dk = dv = de = 33)
 at the rate level and reports build, compile and run times, neuron and synapse counts, peak
 memory and the per-stage error against :mod:`mapping.reference`.
+
+Each repetition runs in a fresh process so that peak memory (``ru_maxrss``) belongs to that run
+alone; medians are reported. Prints a table and writes JSON.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import resource
-import subprocess
-import sys
 
 import numpy as np
 
-__all__ = ["run_rate_once", "main"]
+from sims import simulate_mhsa
+from sims.io import atomic_write_json, versions
+
+from .common import add_out_argument, fresh_process, one_shot_main, peak_rss_mb, square_problem
+
+__all__ = ["HELP", "add_arguments", "run_rate_once", "main"]
+
+MODULE = "sims.benchmarks.rate"     # run as ``python -m MODULE --one JSON`` per repetition
+HELP = "a head (barrel size by default) at the rate level: times, counts, peak memory, per-stage error"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--n", type=int, default=33, help="tokens = macrocolumns (default 33)")
+    parser.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
+    parser.add_argument("--H", type=int, default=1, help="heads (default 1)")
+    parser.add_argument("--duration", type=float, default=1.0, help="simulated time, s (default 1)")
+    parser.add_argument("--repeats", type=int, default=3, help="repetitions, each in a fresh process (default 3)")
+    parser.add_argument("--codegen", default="auto", choices=["auto", "numpy", "cython"],
+                        help="Brian2 target (auto: Cython from 200k synapses)")
+    add_out_argument(parser, "bench_results/rate.json")
 
 
 def run_rate_once(n: int, d: int, H: int, duration: float, codegen: str, seed: int = 0) -> dict:
     """One benchmark repetition in this process; returns the measured figures."""
-    from .config import problem_inputs
-    from .simulate import simulate_mhsa
-
-    x = problem_inputs(n=n, H=H, dk=d, dv=d, de=d, input_seed=seed)
+    x = square_problem(n, d, H, seed=seed)
     res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="rate",
                         duration=duration, codegen=codegen)
     met = res.metrics()
@@ -33,7 +45,7 @@ def run_rate_once(n: int, d: int, H: int, duration: float, codegen: str, seed: i
         neurons=res.counts["neurons"], synapses=res.counts["synapses"],
         build_s=res.timings["build"], compile_s=res.timings["compile"], run_s=res.timings["run"],
         total_s=res.timings["total"],
-        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        peak_rss_mb=peak_rss_mb(),
         memory_estimate_mb=res.diagnostics["memory_estimate_bytes"] / 2**20,
         convergence=res.diagnostics["convergence"],
         errors={k: dict(max_rel_error=v["max_rel_error"], nrmse=v["nrmse"], r=v["r"])
@@ -41,32 +53,13 @@ def run_rate_once(n: int, d: int, H: int, duration: float, codegen: str, seed: i
     )
 
 
-def fresh_process(module: str, spec: dict, env_extra: dict | None = None) -> dict:
-    """Run ``python -m module --one JSON(spec)`` in a fresh process (so that its peak memory
-    is its own) and return the JSON object it prints last."""
-    cmd = [sys.executable, "-m", module, "--one", json.dumps(spec)]
-    env = dict(os.environ, **(env_extra or {}))
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        raise RuntimeError(f"benchmark repetition failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def _one_in_subprocess(args, seed) -> dict:
-    return fresh_process("sims.bench", dict(n=args.n, d=args.d, H=args.H, duration=args.duration,
-                                            codegen=args.codegen, seed=seed))
-
-
 def main(args) -> int:
-    from .io import atomic_write_json, versions
-
     if args.repeats < 1:
         raise ValueError(f"--repeats: expected >= 1, got {args.repeats}")
     reps = []
     for r in range(args.repeats):
-        rep = _one_in_subprocess(args, seed=0)
+        rep = fresh_process(MODULE, dict(n=args.n, d=args.d, H=args.H, duration=args.duration,
+                                         codegen=args.codegen, seed=0))
         reps.append(rep)
         print(f"  repetition {r + 1}/{args.repeats}: build {rep['build_s']:.2f} s, "
               f"compile {rep['compile_s']:.2f} s, run {rep['run_s']:.2f} s, "
@@ -96,8 +89,4 @@ def main(args) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    if len(sys.argv) == 3 and sys.argv[1] == "--one":
-        kw = json.loads(sys.argv[2])
-        print(json.dumps(run_rate_once(**kw)))
-    else:
-        sys.exit("usage: python -m sims.bench --one JSON (internal); use `ctmhsa bench`")
+    one_shot_main(MODULE, run_rate_once)

@@ -18,31 +18,50 @@ compartments, phi, shunting, window integrals) plus the cost of our construction
 
 from __future__ import annotations
 
-import json
 import os
 import resource
-import sys
 import tempfile
+import threading
 import time
 
+import brian2 as b2
 import numpy as np
 
-__all__ = ["run_once", "main"]
+from circuits.builders import pathway
+from circuits.fold import fold_plan, simulated_out_degree
+from circuits.standalone import project_dir, standalone_device
+from neurons.backend import configure_brian2
+from sims import simulate_mhsa
+from sims.io import atomic_write_json, versions
 
+from .common import add_out_argument, fresh_process, one_shot_main, peak_rss_mb, square_problem
+
+__all__ = ["HELP", "add_arguments", "run_once", "main"]
+
+MODULE = "sims.benchmarks.speed"     # run as ``python -m MODULE --one JSON`` per repetition
+HELP = ("escape level per size, device and folding: build, compile, s per biological s, synaptic "
+        "events/s, peak memory, and the overhead against a hand-written Brian2 network")
 WARMUP = 0.1
 
 
-def _problem(n, d, H, seed=0):
-    from .config import problem_inputs
-
-    return problem_inputs(n=n, H=H, dk=d, dv=d, de=d, input_seed=seed)
+def add_arguments(parser) -> None:
+    parser.add_argument("--sizes", nargs="+", type=int, default=[8, 16, 33], help="values of n (default 8 16 33)")
+    parser.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
+    parser.add_argument("--H", type=int, default=1, help="heads (default 1)")
+    parser.add_argument("--duration", type=float, default=1.0, help="simulated time after the warm-up, s (default 1)")
+    parser.add_argument("--repeats", type=int, default=3, help="repetitions, each in a fresh process (default 3)")
+    parser.add_argument("--devices", nargs="+", default=["runtime", "cpp_standalone"],
+                        choices=["runtime", "cpp_standalone"], help="Brian2 devices (default both)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="OpenMP threads of the standalone device (default: all cores)")
+    parser.add_argument("--fold", nargs="+", choices=["on", "off"], default=None,
+                        help="run with folded compartments (on, default), without, or both")
+    add_out_argument(parser, "bench_results/speed.json")
 
 
 def _out_degree(circuit, plan=None) -> dict:
     """Out-degree of every cell: in the description, or (``plan``, see
-    :func:`circuits.instantiate.fold_plan`) in the network Brian2 simulates."""
-    from circuits.instantiate import simulated_out_degree
-
+    :func:`circuits.fold.fold_plan`) in the network Brian2 simulates."""
     deg = {p: np.zeros(pop.N) for p, pop in circuit.populations.items()}
     for proj in circuit.projections.values():
         deg[proj.source] += simulated_out_degree(circuit, proj, plan or {})
@@ -55,8 +74,6 @@ class _TreeMemory:
     ``interval`` s from ``/proc`` (Linux; elsewhere ``peak_mb`` stays NaN)."""
 
     def __init__(self, interval: float = 0.02):
-        import threading
-
         self.interval, self.peak_mb = interval, float("nan")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -100,15 +117,11 @@ class _TreeMemory:
 
 
 def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int, kind: str,
-             fold: bool = True) -> dict:
+             fold: bool = True, dt: float | None = None) -> dict:
     """One repetition in this process (``kind``: ``"ctmhsa"`` or ``"handwritten"``; ``fold``:
-    ctmhsa with folded compartments, see :mod:`circuits.fold`)."""
-    from circuits.builders import pathway
-    from circuits.instantiate import fold_plan
-
-    from .simulate import simulate_mhsa
-
-    x = _problem(n, d, H)
+    ctmhsa with folded compartments, see :mod:`circuits.fold`; ``dt``: the hand-written
+    network's step, s — the one the ctmhsa run reported)."""
+    x = square_problem(n, d, H)
     circuit = pathway(n, d, d, d, H=H)
     deg = _out_degree(circuit)
     plan = fold_plan(circuit, "escape") if kind == "ctmhsa" and fold else {}
@@ -120,13 +133,16 @@ def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int,
                                 codegen="cython", fold=fold)
             rates = {p: np.nan_to_num(np.asarray(res.rates[p], float)).ravel() for p in circuit.populations}
             t = dict(build=res.timings["build"], compile=res.timings["compile"], run=res.timings["run"])
+            dt = res.config["dt"]
         else:
+            if dt is None:
+                raise ValueError("dt: the hand-written network needs the step of the ctmhsa run")
             with np.load(os.environ["CTMHSA_BENCH_RATES"]) as f:
                 rates = {p: np.asarray(f[p], float) for p in f.files}
-            t = _handwritten(circuit, rates, duration + WARMUP, device, threads)
+            t = _handwritten(circuit, rates, duration + WARMUP, device, threads, dt)
     events_per_bio_s = float(sum(np.dot(rates[p], deg[p]) for p in circuit.populations))
     processed_per_bio_s = float(sum(np.dot(rates[p], sim_deg[p]) for p in circuit.populations))
-    out = dict(n=n, d=d, H=H, device=device, threads=threads, kind=kind, duration=duration,
+    out = dict(n=n, d=d, H=H, device=device, threads=threads, kind=kind, duration=duration, dt=dt,
                fold=bool(fold) if kind == "ctmhsa" else False,
                neurons=circuit.n_neurons(), synapses=circuit.n_synapses(),
                simulated_synapses=int(sum(d.sum() for d in sim_deg.values())),
@@ -134,7 +150,7 @@ def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int,
                build_s=t["build"], compile_s=t["compile"], run_s=t["run"],
                run_per_bio_s=t["run"] / (duration + WARMUP),
                events_per_s=events_per_bio_s * (duration + WARMUP) / t["run"],
-               peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+               peak_rss_mb=peak_rss_mb(),
                # the standalone binary (and any compiler) run as child processes
                peak_child_rss_mb=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
                # this process and the binary at the same time (sampled every 20 ms)
@@ -147,18 +163,10 @@ def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int,
     return out
 
 
-def _handwritten(circuit, rates, total, device, threads) -> dict:
-    import brian2 as b2
-
-    from neurons.backend import configure_brian2
-
-    from circuits.standalone import project_dir, standalone_device
-
-    from .simulate import DEFAULT_DT
-
+def _handwritten(circuit, rates, total, device, threads, dt) -> dict:
     def build():
         t0 = time.perf_counter()
-        clock = b2.Clock(dt=DEFAULT_DT["escape"] * b2.second, name="hw_clock")   # as in the circuit run
+        clock = b2.Clock(dt=dt * b2.second, name="hw_clock")   # as in the circuit run
         groups = {}
         for p, pop in circuit.populations.items():
             targets = [q for q, pr in circuit.projections.items() if pr.target == p]
@@ -189,7 +197,7 @@ def _handwritten(circuit, rates, total, device, threads) -> dict:
         t0 = time.perf_counter()
         net.run(total * b2.second)
         return dict(build=t_build, compile=t_compile, run=time.perf_counter() - t0)
-    where = project_dir(f"handwritten_{circuit.n_neurons()}_{threads}_{total}")
+    where = project_dir(f"handwritten_{circuit.n_neurons()}_{threads}_{total}_{dt}")
     with standalone_device(where, threads) as dev:
         groups, syn, t_build = build()
         args = {g.r: rates[p] * b2.Hz for p, g in groups.items()}
@@ -205,12 +213,6 @@ def _handwritten(circuit, rates, total, device, threads) -> dict:
     return dict(build=t_build, compile=t_compile, run=t_run)
 
 
-def _subprocess(spec: dict, env_extra=None) -> dict:
-    from .bench import fresh_process
-
-    return fresh_process("sims.bench_speed", spec, env_extra)
-
-
 KEYS = ("build_s", "compile_s", "run_s", "run_per_bio_s", "events_per_s", "processed_events_per_s",
         "peak_rss_mb", "peak_child_rss_mb", "peak_tree_mb")
 
@@ -218,7 +220,7 @@ KEYS = ("build_s", "compile_s", "run_s", "run_per_bio_s", "events_per_s", "proce
 def _repeat(spec: dict, repeats: int, env_extra: dict, label: str) -> dict:
     reps = []
     for r in range(repeats):
-        rep = _subprocess(spec, env_extra)
+        rep = fresh_process(MODULE, spec, env_extra)
         reps.append(rep)
         print(f"  {label} {r + 1}/{repeats}: run {rep['run_s']:.2f} s, compile {rep['compile_s']:.1f} s",
               flush=True)
@@ -228,11 +230,9 @@ def _repeat(spec: dict, repeats: int, env_extra: dict, label: str) -> dict:
 
 
 def main(args) -> int:
-    from .io import atomic_write_json, versions
-
     if args.repeats < 1:
         raise ValueError(f"--repeats: expected >= 1, got {args.repeats}")
-    folds = [f == "on" for f in getattr(args, "fold", None) or ["on"]]
+    folds = [f == "on" for f in args.fold or ["on"]]
     threads = os.cpu_count() if args.threads is None else args.threads
     tmp = tempfile.mkdtemp(prefix="ctmhsa-bench-")
     rows = []
@@ -244,8 +244,9 @@ def main(args) -> int:
             for fold in folds:
                 ours[fold] = _repeat(dict(spec, kind="ctmhsa", fold=fold), args.repeats,
                                      {"CTMHSA_BENCH_TMP": tmp}, f"n={n} {device} ctmhsa fold={fold}")
-            rates_file = ours[folds[0]]["repetitions"][0]["rates_file"]   # the same spikes either way
-            hand = _repeat(dict(spec, kind="handwritten"), args.repeats, {"CTMHSA_BENCH_RATES": rates_file},
+            first = ours[folds[0]]["repetitions"][0]   # the same spikes either way
+            hand = _repeat(dict(spec, kind="handwritten", dt=first["dt"]), args.repeats,
+                           {"CTMHSA_BENCH_RATES": first["rates_file"]},
                            f"n={n} {device} hand-written")
             for fold in folds:
                 r0 = ours[fold]["repetitions"][0]
@@ -275,7 +276,4 @@ def main(args) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    if len(sys.argv) == 3 and sys.argv[1] == "--one":
-        print(json.dumps(run_once(**json.loads(sys.argv[2]))))
-    else:
-        sys.exit("usage: python -m sims.bench_speed --one JSON (internal); use `ctmhsa bench speed`")
+    one_shot_main(MODULE, run_once)

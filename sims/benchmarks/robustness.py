@@ -20,15 +20,32 @@ rate bound (``r_inh_max = 1e15``) to test the wiring alone: nothing may then be 
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter, defaultdict
 
 import numpy as np
 
-__all__ = ["draw_instance", "drive_ratio", "classify", "main"]
+from mapping.codes import CodeGains
+from mapping.operating import OperatingRangeError, division_bounds
+from mapping.reference import linear_mhsa
+from sims import simulate_mhsa
+from sims.io import atomic_write_json
 
+from .common import add_out_argument
+
+__all__ = ["HELP", "PHIS", "add_arguments", "draw_instance", "drive_ratio", "classify", "main"]
+
+HELP = "the rate level on random untuned instances: exact, refused, invalid, failures (target 0)"
 PHIS = ("elu1", "softplus", "exp", "relu")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--instances", type=int, default=500, help="random instances (default 500)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the instance generator (default 0)")
+    parser.add_argument("--wide", action="store_true",
+                        help="lift the interneurons' rate bound (tests the wiring alone)")
+    parser.add_argument("--duration", type=float, default=1.0, help="simulated time per instance, s (default 1)")
+    add_out_argument(parser, "bench_results/robustness.json")
 
 
 def draw_instance(rng: np.random.Generator) -> dict:
@@ -70,11 +87,6 @@ def drive_ratio(ref: dict, causal: bool, linear: bool, gains) -> float:
 
 def classify(kw: dict, gains, duration: float = 0.5, tol: float = 1e-3) -> dict:
     """Run one instance at the rate level; return ``{"outcome", "error", "message"}``."""
-    from mapping.operating import OperatingRangeError, division_bounds
-    from mapping.reference import linear_mhsa
-
-    from .simulate import simulate_mhsa
-
     try:
         ref = linear_mhsa(kw["X"], kw["WQ"], kw["WK"], kw["WV"], kw["WO"], phi=kw["phi"], Y=kw["Y"],
                           causal=kw["causal"], normalize=kw["normalize"], WS=kw["WS"])
@@ -103,8 +115,6 @@ def classify(kw: dict, gains, duration: float = 0.5, tol: float = 1e-3) -> dict:
 
 
 def main(args) -> int:
-    from mapping.codes import CodeGains
-
     gains = CodeGains(r_inh_max=1e15) if args.wide else CodeGains()
     rng = np.random.default_rng(args.seed)
     rows, t0 = [], time.perf_counter()
@@ -147,8 +157,6 @@ def main(args) -> int:
     out = dict(instances=len(rows), seed=args.seed, wide=bool(args.wide), wall_s=wall, counts=dict(counts),
                worst_error=worst["error"] if worst else None, rows=rows)
     if args.out:
-        from .io import atomic_write_json
-
         atomic_write_json(args.out, out)
         print(f"wrote {args.out}")
     return 1 if counts.get("failure") else 0

@@ -17,7 +17,6 @@ Prints and writes (JSON + npz, atomically):
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 
 import numpy as np
@@ -25,21 +24,24 @@ import numpy as np
 from mapping.codes import DEFAULT_GAINS as G
 from neurons.calibration import Protocol, calibrate
 from neurons.cellsim import Drive, Interneurons, simulate_cells, spike_count_nrmse_floor
+from sims.io import atomic_savez, atomic_write_json, versions
 
-__all__ = ["product_table", "normalisation_table", "fig2_data", "main"]
+__all__ = ["HELP", "add_arguments", "product_table", "normalisation_table", "fig2_data", "main"]
+
+HELP = ("spiking cells: product and normalisation error tables with noise floors, and the in-silico "
+        "fig. 2 data (npz)")
 
 U = 1e-3
 W = U / (100 * 10.0)          # 10 Hz on 100 synapses = 1 encoded unit
 DT = {"escape": 1e-3, "lif": 1e-4}
 
 
-def _atomic_savez(path, **arrays):
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, suffix=".npz")
-    os.close(fd)
-    np.savez_compressed(tmp, **arrays)
-    os.replace(tmp, path)
+def add_arguments(parser) -> None:
+    parser.add_argument("--levels", nargs="+", default=["escape", "lif"], choices=["escape", "lif"],
+                        help="fidelity levels (default escape lif)")
+    parser.add_argument("--skip-fig2", action="store_true", help="skip the fig. 2 data")
+    parser.add_argument("--out-dir", default="bench_results",
+                        help="output directory of cells.json and fig2_<level>.npz (default bench_results)")
 
 
 def product_table(level: str, T: float = 20.0, seed: int = 1) -> dict:
@@ -142,8 +144,6 @@ def fig2_data(level: str, T: float = 5.0) -> dict:
 
 
 def main(args) -> int:
-    from .io import atomic_write_json, versions
-
     outdir = args.out_dir
     levels = args.levels
     summary = dict(benchmark="cells", versions=versions(), product={}, normalisation={}, fig2={})
@@ -154,7 +154,7 @@ def main(args) -> int:
         summary["normalisation"][level] = normalisation_table(level)
         if not args.skip_fig2:
             d = fig2_data(level)
-            _atomic_savez(os.path.join(outdir, f"fig2_{level}.npz"), **d)
+            atomic_savez(os.path.join(outdir, f"fig2_{level}.npz"), **d)
             summary["fig2"][level] = dict(a_gain=d["a_gain"].tolist(), b_gain=d["b_gain"].tolist(),
                                           file=os.path.join(outdir, f"fig2_{level}.npz"))
     summary["wall_s"] = time.perf_counter() - t0

@@ -13,13 +13,26 @@ import os
 import time
 
 from circuits.builders import CIRCUITS, pathway
+from sims import simulate_mhsa
+from sims.io import atomic_write_json, versions
 
-from .config import problem_inputs
-from .simulate import simulate_mhsa
+from .common import add_out_argument, square_problem
 
-__all__ = ["counts", "run_one", "main"]
+__all__ = ["HELP", "COUNT_SIZES", "add_arguments", "counts", "run_one", "main"]
 
+HELP = ("quadratic vs linear key-value-memory circuit per n: counts, build, compile, run time and "
+        "per-stage error")
 COUNT_SIZES = (4, 8, 16, 33, 64, 128, 256)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--sizes", nargs="+", type=int, default=[8, 16, 33], help="values of n (default 8 16 33)")
+    parser.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
+    parser.add_argument("--duration", type=float, default=1.0,
+                        help="measurement window after the warm-up, s (default 1)")
+    parser.add_argument("--codegen", default="auto", choices=["auto", "numpy", "cython"],
+                        help="Brian2 target (auto: Cython from 200k synapses)")
+    add_out_argument(parser, "bench_results/circuits.json")
 
 
 def counts(d: int, sizes=COUNT_SIZES) -> list[dict]:
@@ -34,7 +47,7 @@ def counts(d: int, sizes=COUNT_SIZES) -> list[dict]:
 
 def run_one(kind: str, n: int, d: int, duration: float, seed: int = 0, codegen: str = "auto") -> dict:
     """One escape-level run of one circuit; timings, counts and per-stage metrics."""
-    x = problem_inputs(n=n, H=1, dk=d, dv=d, de=d, input_seed=seed)
+    x = square_problem(n, d, 1, seed=seed)
     t0 = time.perf_counter()
     res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape", circuit=kind,
                         duration=duration, seed=seed, codegen=codegen)
@@ -46,8 +59,6 @@ def run_one(kind: str, n: int, d: int, duration: float, seed: int = 0, codegen: 
 
 
 def main(args) -> int:
-    from .io import atomic_write_json, versions
-
     table = counts(args.d)
     print(f"one head, dk = dv = de = {args.d}: neurons / synapses from the descriptions")
     print(f"  {'n':>5} {'quadratic neurons':>18} {'linear neurons':>15} {'quadratic syn':>15} {'linear syn':>13}")

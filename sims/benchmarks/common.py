@@ -1,0 +1,55 @@
+"""Helpers shared by the benchmarks: the square test problem, peak memory, fresh processes and
+the ``--out`` flag."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+
+from sims.config import problem_inputs
+
+__all__ = ["square_problem", "peak_rss_mb", "fresh_process", "one_shot_main", "add_out_argument"]
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def square_problem(n: int, d: int, H: int = 1, seed: int = 0) -> dict:
+    """Tokens and weights of an ``n``-token problem with ``dk = dv = de = d`` and ``H`` heads
+    (random, from input seed ``seed``; see :func:`sims.config.problem_inputs`)."""
+    return problem_inputs(n=n, H=H, dk=d, dv=d, de=d, input_seed=seed)
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (``ru_maxrss``), MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def fresh_process(module: str, spec: dict, env_extra: dict | None = None) -> dict:
+    """Run ``python -m module --one JSON(spec)`` in a fresh process (so that its peak memory
+    is its own) and return the JSON object it prints last (see :func:`one_shot_main`)."""
+    cmd = [sys.executable, "-m", module, "--one", json.dumps(spec)]
+    env = dict(os.environ, **(env_extra or {}))
+    env["PYTHONPATH"] = _ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"benchmark repetition failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def one_shot_main(module: str, run_once, argv=None) -> None:
+    """``python -m module --one JSON``: call ``run_once(**JSON)`` and print its result as JSON
+    (the other end of :func:`fresh_process`)."""
+    argv = sys.argv[1:] if argv is None else argv
+    name = module.rsplit(".", 1)[-1]
+    if len(argv) == 2 and argv[0] == "--one":
+        print(json.dumps(run_once(**json.loads(argv[1]))))
+    else:
+        sys.exit(f"usage: python -m {module} --one JSON (internal); use `ctmhsa bench {name}`")
+
+
+def add_out_argument(parser, default: str) -> None:
+    """The ``--out`` flag: the JSON file a benchmark writes (atomically)."""
+    parser.add_argument("--out", default=default, help=f"JSON output file (default {default})")

@@ -1,0 +1,77 @@
+"""From what a run measured to a :class:`sims.result.SimulationResult`.
+
+Decodes every stage from the observations (at every checkpoint), estimates each stage's
+spike-count noise variance, checks the operating range per macrocolumn (raising at the rate
+level, warning at the spiking levels) and gathers the configuration, counts, timings and
+diagnostics. The reference enters only here, for comparison.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mapping.decode import decode, range_report
+from mapping.noise import spike_generation_fano, stage_noise_variance
+from mapping.operating import check_operating, enforce
+from neurons.window import fano_factors
+
+from .result import SimulationResult
+
+__all__ = ["read_out", "QUADRATIC_STAGES", "LINEAR_STAGES"]
+
+QUADRATIC_STAGES = ("q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde")
+LINEAR_STAGES = ("q", "k", "v", "S", "z", "Z", "v_tilde", "x_tilde")
+
+
+def read_out(sim, obs, run_options) -> SimulationResult:
+    """The result of ``sim`` (a :class:`sims.build.Simulation`) from its observations ``obs``
+    (:class:`sims.runners.Observations`) of a run under ``run_options``."""
+    circuit, enc, o, ro, x = sim.circuit, sim.encoding, sim.options, run_options, sim.inputs
+    ref = sim.reference
+    compared = LINEAR_STAGES if o.circuit == "linear" else QUADRATIC_STAGES
+    ref_stages = {k: ref[k] for k in compared if o.normalize or k not in ("Z", "z")}  # no division without interneurons
+    final = obs.final
+    stages = decode(circuit, enc, final)
+    change, fano, noise_var, checkpoints = float("nan"), {}, {}, []
+    if not o.spiking:
+        if obs.early is not None:   # how much x̃ still moved over the last 10 % of the run
+            early = decode(circuit, enc, obs.early)["x_tilde"]
+            change = float(np.max(np.abs(stages["x_tilde"] - early)) / (np.max(np.abs(stages["x_tilde"])) or 1.0))
+    else:
+        fano = fano_factors(obs.chunks)
+        own_fano = spike_generation_fano(circuit, o.neuron, fano)
+        for mark, snap in obs.snapshots:
+            st = stages if snap is final else decode(circuit, enc, snap)
+            nv = stage_noise_variance(circuit, enc, snap, own_fano, mark, st, x["WQ"], x["WK"], x["WV"], x["WO"],
+                                      o.phi, x["WS"])
+            checkpoints.append(dict(T=mark, metrics=SimulationResult(
+                x_tilde=st["x_tilde"], reference=ref["x_tilde"], stages=st, reference_stages=ref_stages,
+                rates={}, spikes={}, level=o.neuron, config={}, noise_variance=nv).metrics()))
+        noise_var = nv
+    max_rate = 1.0 / ro.dt if o.neuron == "escape" else None
+    # did the circuit work where it claims to (per macrocolumn)? raises at the rate level,
+    # warns and flags at the spiking levels
+    operating = check_operating(circuit, enc, final, o.neuron, o.gains, early=obs.early, T=ro.duration,
+                                max_rate=max_rate)
+    enforce(operating, o.neuron)
+    if enc.consts["operating"] is not None:
+        operating["operating_point"] = enc.consts["operating"].summary()
+    diagnostics = dict(range=range_report(circuit, final, max_rate), convergence=change, fano=fano,
+                       operating=operating, in_range=not operating["violations"],
+                       memory_estimate_bytes=sim.memory_estimate, checkpoints=checkpoints,
+                       encoding=dict(v0=enc.consts["v0"].tolist(), x0=enc.consts["x0"], xb=enc.consts["xb"]))
+    n = sim.sizes
+    config = dict(**{k: n[k] for k in ("n", "m", "H", "dk", "dv", "de")}, **o.to_dict(), **ro.to_dict(),
+                  cross=x["Y"] is not None, skip=x["WS"] is not None)
+    config.update(sim.runner.config())
+    for k in ("report", "max_memory", "checkpoints", "record_spikes"):
+        config.pop(k)
+    counts = dict(neurons=circuit.n_neurons(), synapses=circuit.n_synapses(), simulated_synapses=sim.simulated_synapses,
+                  populations={k: p.N for k, p in circuit.populations.items()},
+                  projections=circuit.n_synapses(by_projection=True))
+    timings = dict(build=obs.build, compile=obs.compile, run=obs.run)
+    rates = {name: pop.to_dense(final[name]["r"], fill=np.nan) for name, pop in circuit.populations.items()}
+    return SimulationResult(
+        x_tilde=stages["x_tilde"], reference=ref["x_tilde"], stages=stages, reference_stages=ref_stages,
+        rates=rates, spikes=obs.spikes, level=o.neuron, config=config, diagnostics=diagnostics,
+        timings=timings, counts=counts, noise_variance=noise_var)

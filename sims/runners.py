@@ -1,0 +1,205 @@
+"""Runners: one object per way of running a described, encoded circuit.
+
+=====================  ==========================================================================
+:class:`RuntimeRunner`     Brian2's runtime device in this process (numpy or Cython code). Builds
+                           the network at once, so a user can reach it (``.network``) and add
+                           monitors before running; the only runner that reads the network during
+                           a run (checkpoints, the rate level's settling check).
+:class:`StandaloneRunner`  ``cpp_standalone``: compiles the network shape once into a cached C++
+                           project (the run schedule is part of the shape, so it builds when the
+                           duration is known) and passes tokens, weights and seed as run arguments.
+:class:`SplitRunner`       The pathway split at its nuclei, every head a task on dask
+                           (:mod:`sims.distributed`); one network per stage, on the workers.
+=====================  ==========================================================================
+
+Every runner returns the same typed :class:`Observations`; :func:`runner_for` is the one place
+that looks at the device and scheduler options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from filelock import FileLock
+
+from circuits.graph import Circuit
+from circuits.instantiate import instantiate
+from circuits.standalone import project_dir, project_key, run_standalone, standalone_device
+from mapping.encode import Encoding
+from neurons.window import counts_as_rates
+
+from .distributed import run_split
+from .options import N_CHUNKS, CircuitOptions, RunOptions
+
+__all__ = ["Observations", "Runner", "RuntimeRunner", "StandaloneRunner", "SplitRunner", "runner_for"]
+
+
+@dataclass
+class Observations:
+    """What one run measured, whichever runner ran it.
+
+    Attributes
+    ----------
+    snapshots : list of (float, dict)
+        ``(T, {population: observables})``: at the spiking levels the window observables
+        (``r`` the measured spike rate, ``expected_r`` the window-mean intensity, ``count``,
+        ``T``; see :func:`neurons.window.window_observables`) at every checkpoint and at the end
+        of the window (last); at the rate level one entry, the final state.
+    chunks : dict
+        Spiking population -> spike counts per chunk and cell, ``(n_chunks, N)``.
+    spikes : dict
+        Population -> ``(cell_index, time_s)`` of the recorded populations.
+    early : dict, optional
+        Rate level on the runtime device: the observables at 90 % of the run (settling check).
+    build, compile, run : float
+        Wall-clock seconds creating Brian2 objects, generating/compiling code, simulating.
+    """
+
+    snapshots: list
+    chunks: dict = field(default_factory=dict)
+    spikes: dict = field(default_factory=dict)
+    early: dict | None = None
+    build: float = float("nan")
+    compile: float = float("nan")
+    run: float = float("nan")
+
+    @property
+    def final(self) -> dict:
+        """Observables at the end of the run (the last snapshot)."""
+        return self.snapshots[-1][1]
+
+
+class Runner:
+    """A way of running ``circuit`` with the encoded ``encoding`` under ``options``.
+
+    Subclasses implement :meth:`run`; those that hold a network before running expose it.
+    """
+
+    def __init__(self, circuit: Circuit, encoding: Encoding, inputs: dict, options: CircuitOptions,
+                 run_options: RunOptions):
+        self.circuit, self.encoding, self.inputs = circuit, encoding, inputs
+        self.options, self.run_options = options, run_options
+
+    @classmethod
+    def check(cls, options: CircuitOptions, run_options: RunOptions) -> None:
+        """Raise ``ValueError`` if this runner cannot run ``run_options`` (before any build)."""
+        if run_options.checkpoints:
+            raise ValueError("checkpoints: only the runtime device reads the network during a run; "
+                             "use device='runtime' (scheduler=None) or separate runs")
+
+    def config(self) -> dict:
+        """Entries of the result's configuration that only this runner knows."""
+        return dict(threads=None)
+
+    @property
+    def network(self):
+        """The ``brian2.Network`` (only a runner that builds before running has one)."""
+        return self.built.network
+
+    @property
+    def built(self):
+        """The :class:`circuits.instantiate.BuiltCircuit` (runtime runner only)."""
+        raise RuntimeError(
+            f"network: the {type(self).__name__} builds its network(s) when it runs (the standalone "
+            "device compiles the run schedule into the project; a split run has one network per "
+            "stage on the workers); use device='runtime' and scheduler=None to reach the Brian2 network")
+
+    def run(self, run_options: RunOptions) -> Observations:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def _instantiate(self, run_options: RunOptions, **kw):
+        o = self.options
+        return instantiate(self.circuit, o.neuron, self.encoding.values, phi=o.phi, params=o.params,
+                           dt=run_options.dt, seed=run_options.seed, record_spikes=run_options.record_spikes,
+                           law=o.law, fold=o.fold, **kw)
+
+
+def _recorded(built, record_spikes) -> dict:
+    if not record_spikes:
+        return {}
+    return {p: built.spike_trains(p) for p in built.monitors
+            if record_spikes is True or p in record_spikes}
+
+
+class RuntimeRunner(Runner):
+    """Brian2's runtime device, in this process; the network exists from construction on."""
+
+    @classmethod
+    def check(cls, options, run_options):   # reads the network during the run: checkpoints work
+        pass
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._built = self._instantiate(self.run_options, codegen=self.run_options.codegen)
+
+    @property
+    def built(self):
+        return self._built
+
+    def run(self, run_options: RunOptions) -> Observations:
+        built, ro = self.built, run_options
+        t_compile = built.prepare()
+        if not built.spiking:
+            # run 90 % of the time, look, run the rest: the change of every observable over the
+            # last 10 % says how settled the rate dynamics are, without looking at the reference
+            t_run = built.run(0.9 * ro.duration, report=ro.report)
+            early = {p: built.read(p) for p in self.circuit.populations}
+            t_run += built.run(ro.duration - 0.9 * ro.duration, report=ro.report)
+            final = {p: built.read(p) for p in self.circuit.populations}
+            return Observations([(ro.duration, final)], early=early, build=built.build_time,
+                                compile=t_compile, run=t_run)
+        m = built.measure(ro.warmup, ro.duration, N_CHUNKS, ro.checkpoints, ro.report)
+        return Observations([(t, counts_as_rates(o)) for t, o in m["snapshots"]], m["chunks"],
+                            _recorded(built, ro.record_spikes), build=built.build_time,
+                            compile=t_compile, run=m["run"])
+
+
+class StandaloneRunner(Runner):
+    """``cpp_standalone``: one compiled project per network shape and schedule, cached."""
+
+    def config(self) -> dict:
+        return dict(threads=self.run_options.threads)   # compiled into the project
+
+    def run(self, run_options: RunOptions) -> Observations:
+        o, ro = self.options, run_options
+        key = project_key(self.circuit, o.neuron, o.phi, o.params, ro.dt, (ro.warmup, ro.duration, N_CHUNKS),
+                          ro.threads, law=o.law, fold=o.fold)
+        where = project_dir(key)
+        with FileLock(where + ".lock"), standalone_device(where, ro.threads):
+            built = self._instantiate(ro, run_args={})
+            sa = run_standalone(built, ro.warmup, ro.duration, where, ro.threads, N_CHUNKS, ro.report)
+        spikes = {p: v for p, v in sa["spikes"].items() if ro.record_spikes is True or
+                  (ro.record_spikes and p in ro.record_spikes)}
+        return Observations([(ro.duration, counts_as_rates(sa["obs"]))], sa["chunks"], spikes,
+                            build=built.build_time, compile=sa["compile"], run=sa["run"])
+
+
+class SplitRunner(Runner):
+    """The pathway split at its nuclei; every head a task (see :mod:`sims.distributed`)."""
+
+    @classmethod
+    def check(cls, options, run_options):
+        if not options.spiking:
+            raise ValueError("scheduler: heads are split at the spiking levels; the rate level is "
+                             "deterministic and runs as one network (scheduler=None)")
+        if run_options.device != "runtime" or run_options.checkpoints:
+            raise ValueError("scheduler: a split run uses the runtime device without checkpoints")
+
+    def run(self, run_options: RunOptions) -> Observations:
+        o, ro, x = self.options, run_options, self.inputs
+        sa = run_split(self.circuit, self.encoding, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], x["Y"],
+                       o.gains, o.phi, o.params, o.neuron, ro.dt, ro.codegen, ro.seed, ro.warmup,
+                       ro.duration, N_CHUNKS, ro.scheduler, ro.record_spikes, WS=x["WS"], law=o.law,
+                       fold=o.fold)
+        return Observations([(ro.duration, counts_as_rates(sa["obs"]))], sa["chunks"], sa["spikes"],
+                            compile=sa["compile"], run=sa["run"])
+
+
+RUNNERS = {"runtime": RuntimeRunner, "cpp_standalone": StandaloneRunner, "split": SplitRunner}
+"""Runner per way of running; :func:`runner_for` picks one from the run options."""
+
+
+def runner_for(run_options: RunOptions) -> type[Runner]:
+    """The runner class of ``run_options``: split when a scheduler is given, else the device's."""
+    return RUNNERS["split" if run_options.scheduler is not None else run_options.device]
+

@@ -1,0 +1,82 @@
+"""The layers of DESIGN.md: one direction of dependency, no import cycle."""
+
+import ast
+import pathlib
+
+import networkx as nx
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGES = ("mapping", "neurons", "circuits", "sims", "figures")
+# a package may import the packages below it (mapping.reference: nothing of the project)
+ALLOWED = {
+    "neurons": set(),
+    "circuits": {"neurons"},
+    "mapping": {"neurons", "circuits"},
+    "sims": {"neurons", "circuits", "mapping"},
+    "figures": {"neurons", "circuits", "mapping", "sims"},
+}
+
+
+def _module(path: pathlib.Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> nx.DiGraph:
+    """Module -> project modules it imports (anywhere in the file, lazily or not)."""
+    g = nx.DiGraph()
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            mod = _module(path)
+            g.add_node(mod)
+            base = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom):
+                    if node.level:
+                        up = base.split(".")[: len(base.split(".")) - node.level + 1]
+                        target = ".".join(up + ([node.module] if node.module else []))
+                    else:
+                        target = node.module
+                    names = [target] + [f"{target}.{a.name}" for a in node.names]
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                else:
+                    continue
+                for t in names:
+                    if t and t.split(".")[0] in PACKAGES and t != mod:
+                        g.add_edge(mod, t)
+    # keep edges to modules (a name imported from a module is not a module)
+    mods = {n for n in g if (ROOT / (n.replace(".", "/") + ".py")).exists()
+            or (ROOT / n.replace(".", "/") / "__init__.py").exists()}
+    return g.subgraph(mods).copy()
+
+
+# the command line composes every layer: ``ctmhsa figures`` draws after sims produced the data
+ENTRY_POINTS = {"sims.cli"}
+
+
+@pytest.mark.codegen_independent
+def test_layers_point_down():
+    bad = [(a, b) for a, b in import_graph().edges if a not in ENTRY_POINTS
+           and a.split(".")[0] != b.split(".")[0] and b.split(".")[0] not in ALLOWED[a.split(".")[0]]]
+    assert not bad, f"imports against DESIGN.md's layers: {bad}"
+
+
+@pytest.mark.codegen_independent
+def test_no_import_cycle():
+    g = import_graph()
+    # a package's __init__ re-exports its modules; cycles through it are not real
+    g.remove_nodes_from([n for n in list(g) if n in PACKAGES])
+    assert list(nx.simple_cycles(g)) == []
+
+
+@pytest.mark.codegen_independent
+def test_mapping_never_imports_the_brian2_builder_and_figures_only_read():
+    g = import_graph()
+    assert not [e for e in g.edges if e[0].startswith("mapping.") and e[1] in ("circuits.instantiate",
+                                                                             "circuits.standalone")]
+    assert not list(g.successors("mapping.reference"))
+    simulating = ("sims.simulate", "sims.build", "sims.runners", "sims.distributed", "sims.sweep")
+    assert not [e for e in g.edges if e[0].startswith("figures") and
+                (e[1] in simulating or e[1].startswith("sims.benchmarks"))]
