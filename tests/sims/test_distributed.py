@@ -93,7 +93,7 @@ def test_killed_sweep_resumes_without_recomputing(tmp_path):
     script = tmp_path / "run_sweep.py"
     script.write_text(
         "import sys\n"
-        f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+        f"sys.path.insert(0, {os.path.dirname(os.path.dirname(__file__))!r})\n"
         "from conftest import random_problem\n"
         "from sims.sweep import sweep\n"
         "X, _, WQ, WK, WV, WO = random_problem(seed=3, n=3, H=1, dk=3, dv=3, de=3)\n"
