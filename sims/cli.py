@@ -7,12 +7,14 @@ import argparse
 import json
 import os
 import sys
+import time
 
 from circuits.builders import pathway
 
 from .benchmarks import BENCHMARKS, benchmark
 from .config import load_config, make_inputs
 from .config import options as config_options
+from .figure_data import make_data
 from .io import write_result
 from .simulate import simulate_mhsa
 
@@ -65,11 +67,7 @@ def _cmd_circuit(args) -> int:
 
 
 def _cmd_figures(args) -> int:
-    import time
-
-    from figures.make import make_figures
-
-    from .figure_data import make_data
+    from figures.make import make_figures   # matplotlib: only for this command
 
     t0 = time.perf_counter()
     data = args.data or os.path.join(args.out, "data")

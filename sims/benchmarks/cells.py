@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from circuits.builders import DEFAULT_N_INH
 from mapping.codes import DEFAULT_GAINS as G
 from neurons.calibration import Protocol, calibrate
 from neurons.cellsim import Drive, Interneurons, simulate_cells, spike_count_nrmse_floor
@@ -74,7 +75,7 @@ def product_table(level: str, T: float = 20.0, seed: int = 1) -> dict:
                 b=B, a=A, rate=r)
 
 
-def normalisation_table(level: str, T: float = 10.0, n_inh: int = 10) -> dict:
+def normalisation_table(level: str, T: float = 10.0, n_inh: int = DEFAULT_N_INH) -> dict:
     rng = np.random.default_rng(0)
     N = 32
     b0, a0 = rng.uniform(0.0, 1.0, N), rng.uniform(0.0, 1.0, N)
