@@ -20,6 +20,7 @@ Connectivity rule
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterable
@@ -84,7 +85,9 @@ class Population:
 
     @property
     def N(self) -> int:
-        """Number of cells."""
+        """Number of cells (from the sizes when no mask removes any: no index is built)."""
+        if self.mask is None:
+            return math.prod(int(s) for s in self.sizes)
         return int(self.index.shape[0])
 
     def axis(self, name: str) -> np.ndarray:

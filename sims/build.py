@@ -117,10 +117,16 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     circuit = pathway(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,
                       causal=co.causal, P=co.P, n_inh=co.n_inh, signed=co.signed, normalize=co.normalize,
                       skip=WS is not None, circuit=co.circuit)
+    limit = int(0.8 * available_memory()) if ro.max_memory is None else int(ro.max_memory)
+    floor = estimate_memory(circuit, 0)    # the neurons alone: refuses a huge network at once
+    if floor > limit:
+        raise ValueError(
+            f"max_memory: the network needs an estimated {floor / 2**30:.2f} GiB for its "
+            f"{circuit.n_neurons():,} neurons alone, but the limit is {limit / 2**30:.2f} GiB; "
+            "reduce n, m, H, dk, dv or de, or raise max_memory")
     # synapses Brian2 will hold: fewer than the description's when compartments are folded
     n_simulated = simulated_synapse_count(circuit, fold_plan(circuit, co.neuron) if co.fold else {})
     need = estimate_memory(circuit, n_simulated)
-    limit = int(0.8 * available_memory()) if ro.max_memory is None else int(ro.max_memory)
     if need > limit:
         raise ValueError(
             f"max_memory: the network needs an estimated {need / 2**30:.2f} GiB "

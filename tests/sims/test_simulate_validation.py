@@ -110,3 +110,18 @@ def test_skip_weights_are_validated_before_building():
         simulate_mhsa(X, WQ, WK, WV, WO, WS=np.full((1, 2, 3), np.nan))
     with pytest.raises(TypeError, match="WS: expected a real numeric array"):
         simulate_mhsa(X, WQ, WK, WV, WO, WS="identity")
+
+
+def test_memory_refusal_counts_the_synapses_brian2_would_hold(args):
+    # room for the neurons but not for the synapses: refused from the folded synapse count
+    from circuits.builders import pathway
+    from circuits.fold import fold_plan, simulated_synapse_count
+
+    c = pathway(3, 2, 2, 3, H=1)
+    floor = inst.estimate_memory(c, 0)
+    need = inst.estimate_memory(c, simulated_synapse_count(c, fold_plan(c, "escape")))
+    assert need > floor
+    with pytest.raises(ValueError, match=r"max_memory: the network needs an estimated .* synapses\) but"):
+        simulate_mhsa(**dict(args, neuron="escape", max_memory=floor + 1))
+    with pytest.raises(ValueError, match=r"for its [\d,]+ neurons alone"):
+        simulate_mhsa(**dict(args, neuron="escape", max_memory=floor - 1))
