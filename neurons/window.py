@@ -54,7 +54,8 @@ class Window:
 
     def __init__(self, probes: dict, t: float):
         self.probes, self.t = dict(probes), float(t)
-        self._start = {name: ({v: p.read(f"acc_{v}") for v in p.observables}, p.counts())
+        # copies: a reader may return a view of the live state, which the run goes on changing
+        self._start = {name: ({v: np.array(p.read(f"acc_{v}"), dtype=float) for v in p.observables}, p.counts())
                        for name, p in self.probes.items()}
 
     def start_counts(self, name: str) -> np.ndarray:

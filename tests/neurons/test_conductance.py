@@ -1,0 +1,37 @@
+"""The conductance-based adaptive soma (neurons.conductance): a high-conductance state, and
+adaptation that makes the f-I curve closer to affine and the spiking regular (docs/lif.md)."""
+
+import numpy as np
+import pytest
+
+from neurons.conductance import BRETTE_GERSTNER_2005 as S, affine_fit, fi_curve
+
+
+@pytest.mark.codegen_independent
+def test_affine_fit_recovers_a_line_and_refuses_too_few_points():
+    I = np.linspace(0, 1e-9, 20)
+    f = affine_fit(I, 5 + 3e10 * I, 0, 100)
+    assert f["r0"] == pytest.approx(5) and f["c"] == pytest.approx(3e10) and f["max_residual"] < 1e-9
+    with pytest.raises(ValueError, match="fewer than 3 rates"):
+        affine_fit(I, np.zeros(20), 10, 80)
+
+
+@pytest.mark.brian2
+def test_background_puts_the_soma_in_a_high_conductance_state():
+    assert S.input_conductance() >= 3 * S.g_L           # Destexhe et al. 2001: 3-5x in vivo
+    r = fi_curve(S, np.zeros(8), duration=2.0, warmup=0.5, seed=1)
+    assert np.all(r["rate"] < 1.0)                       # no drive: (almost) silent
+    assert S.E_i < r["v_mean"].mean() < S.V_th           # depolarised from E_L by the balance
+    assert 1e-3 < r["v_std"].mean() < 6e-3               # 1-6 mV fluctuations
+
+
+@pytest.mark.long   # 2 x 40 cells x 8 s at 0.1 ms
+@pytest.mark.brian2
+def test_adaptation_makes_the_fi_curve_closer_to_affine_and_spiking_regular():
+    out = {}
+    for name, soma, imax in (("adapt", S, 4e-9), ("plain", S.without_adaptation(), 3e-9)):
+        r = fi_curve(soma, np.linspace(0, imax, 40), duration=8.0, warmup=1.0, seed=3)
+        mid = (r["rate"] > 30) & (r["rate"] < 50)
+        out[name] = (affine_fit(r["current"], r["rate"], 10, 80), np.nanmedian(r["fano"][mid]))
+    assert out["adapt"][0]["rms_residual"] < out["plain"][0]["rms_residual"]
+    assert out["adapt"][1] < 0.5 < out["plain"][1]
