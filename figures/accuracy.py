@@ -46,16 +46,16 @@ def plot_accuracy(results_dir: str, out: str | None = None):
         m = met.get(key, {})
         ax.set_title(label, fontsize=7.5)
         ax.text(0.03, 0.97, f"NRMSE {m.get('nrmse', np.nan):.1e}\nr = {m.get('r', np.nan):.4f}",
-                transform=ax.transAxes, va="top", fontsize=6.5)
+                transform=ax.transAxes, va="top", fontsize=7)
         ax.set_xlabel("exact (reference)", fontsize=7)
-        ax.tick_params(labelsize=6)
+        ax.tick_params(labelsize=7)
     np.atleast_1d(axes)[0].set_ylabel("decoded from neurons", fontsize=7)
     c = prov["config"]
     fig.suptitle(f"{prov['level']} level: n={c['n']}, H={c['H']}, dk={c['dk']}, dv={c['dv']}, "
                  f"de={c['de']}, {prov['counts']['neurons']:,} neurons — linear attention kernel",
                  fontsize=8)
     if out:
-        fig.savefig(out, dpi=130)
+        fig.savefig(out, dpi=300)
     return fig
 
 

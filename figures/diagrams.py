@@ -106,19 +106,19 @@ def draw_pathway(circuit, ax=None):
             b = nodes[(proj.target, h if ht is not None else None)]
             rad = RAD.get(name, 0.08)
             ax.annotate("", xy=b, xytext=a, arrowprops=dict(arrowstyle="-|>", color=PROJECTION_COLOURS.get(name, "0.4"),
-                                                            lw=1.2, shrinkA=16, shrinkB=16,
+                                                            lw=1.2, shrinkA=21, shrinkB=21,
                                                             connectionstyle=f"arc3,rad={rad}"))
             # label at the arc's midpoint (matplotlib's arc3 control point is offset by rad*|b-a|)
             dx, dy = b[0] - a[0], b[1] - a[1]
             mx, my = (a[0] + b[0]) / 2 + 0.5 * rad * dy, (a[1] + b[1]) / 2 - 0.5 * rad * dx
-            ax.text(mx, my, f"{proj.weight} {count:,}", fontsize=5, color=PROJECTION_COLOURS.get(name, "0.4"),
+            ax.text(mx, my, f"{proj.weight} {count:,}", fontsize=7, color=PROJECTION_COLOURS.get(name, "0.4"),
                     ha="center", va="center", bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
     for (name, h), (x, y) in nodes.items():
         pop = circuit.population(name)
         n_cells = pop.N // (H if "head" in pop.axes else 1)
-        ax.scatter([x], [y], s=1300, color=POP_COLOURS[name], edgecolor="k", zorder=3)
+        ax.scatter([x], [y], s=2300, color=POP_COLOURS[name], edgecolor="k", zorder=3)
         ax.text(x, y, f"{name}\n{'' if h is None else f'h{h}: '}{n_cells:,}", ha="center", va="center",
-                fontsize=5, zorder=4)
+                fontsize=7, zorder=4)
     ax.set_xlim(-1, max(x for x, _ in nodes.values()) + 1)
     ax.set_ylim(-0.8, 5.8)
     ax.axis("off")

@@ -17,11 +17,13 @@ import numpy as np
 
 from circuits.builders import build, macrocolumn, pathway
 from sims.io import load
+from sims.progress import progress
 
 from .accuracy import plot_accuracy
 from .diagrams import draw_head_cells, draw_pathway
 from .panels import circuits_vs_n, counts_vs_n, error_scaling, fig2, laws, raster
-from .style import plt, save
+from .style import plt
+from .style import save as _save
 
 __all__ = ["make_figures", "read_data", "FIGURES", "MANIFEST"]
 
@@ -29,11 +31,15 @@ FIGURES = ("fig1b_head_cells", "fig1c_pathway", "fig4a_cross_attention", "fig2_c
            "accuracy_rate", "accuracy_escape", "accuracy_lif", "raster_escape", "error_scaling",
            "counts_vs_n", "quadratic_vs_linear", "two_point_laws")
 MANIFEST = "manifest.json"   # written by sims.figure_data.make_data
+FROM_SIMULATIONS = ("fig2_cells", "accuracy_rate", "accuracy_escape", "accuracy_lif", "raster_escape",
+                    "error_scaling", "quadratic_vs_linear", "two_point_laws")
+"""Figures drawn from simulated data: marked QUICK when the data are (the diagrams and counts
+are drawn from circuit descriptions, the same either way)."""
 
 
 LIF_NOTE = (" At the lif level the thresholded somata are not divided by shunting and are decoded "
             "with the escape cells' linear gains, so s, y and ṽ are distorted and the ON/OFF nucleus-2 "
-            "relays stay below threshold (x̃ decodes to 0): an open problem, see the README.")
+            "relays stay below threshold (x̃ decodes to 0): an open problem, see docs/results.md.")
 
 
 def read_data(data_dir: str) -> dict:
@@ -51,6 +57,7 @@ def read_data(data_dir: str) -> dict:
         return os.path.join(data_dir, rel)
 
     out = {f"accuracy_{level}": at(p) for level, p in man["accuracy"].items()}
+    out["quick"] = bool(man.get("quick", False))
     out["time_escape"] = at(man["time_escape"])
     out["readout"] = {int(r["P"]): at(r["path"]) for r in man["readout"]}
     out["circuits"] = {(r["circuit"], int(r["n"])): at(r["path"]) for r in man["circuits"]}
@@ -75,7 +82,22 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
     """Draw every figure of :data:`FIGURES` into ``out_dir`` from the data in ``data_dir``
     (default ``out_dir/data``; see :func:`read_data`); return the PNG paths."""
     data = read_data(data_dir or os.path.join(out_dir, "data"))
+    quick = data["quick"]
     made = []
+
+    bar = progress(total=len(FIGURES), desc="figures", unit="fig")
+
+    def save(fig, out_dir, name, caption):
+        bar.set_postfix_str(name)
+        bar.update()
+        return _save(fig, out_dir, name, caption, quick=quick and name in FROM_SIMULATIONS)
+
+    def sizes(path):
+        c = load(path).config
+        d = (f"d = {c['dk']}" if c["dk"] == c["dv"] == c["de"] else
+             f"dk = {c['dk']}, dv = {c['dv']}, de = {c['de']}")
+        heads = "one head" if c["H"] == 1 else f"{c['H']} heads"
+        return c, f"{heads}, n = {c['n']}, {d}"
 
     head = build(3, 2, 2, 2, H=1, name="head")
     fig, ax = plt.subplots(figsize=(10, 5), constrained_layout=True)
@@ -115,28 +137,36 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
                  "value dimension over microcolumns, ON with +, OFF with -.")[:1]
     for level in ("rate", "escape", "lif"):
         fig = plot_accuracy(data[f"accuracy_{level}"])
+        c, size = sizes(data[f"accuracy_{level}"])
+        window = (f"{c['duration']:g} s simulated" if level == "rate"
+                  else f"{c['warmup']:g} s warm-up + {c['duration']:g} s window")
         made += save(fig, out_dir, f"accuracy_{level}",
                      f"Decoded rates vs the exact reference (mapping.reference) for every stage, {level} "
-                     "level, one head n = 8, dk = dv = de = 8 (shipped small size; the barrel-size numbers "
-                     "are in the README's benchmark tables). Identity line grey; NRMSE and Pearson r in "
-                     "each panel." + LIF_NOTE * (level == "lif"))[:1]
+                     f"level, {size}, {window} (the barrel-size numbers are in docs/benchmarks.md). "
+                     "Identity line grey; NRMSE and Pearson r in each panel." + LIF_NOTE * (level == "lif"))[:1]
     res = load(data["accuracy_escape"])
     c = res.config
     circ = pathway(c["n"], c["dk"], c["dv"], c["de"], H=c["H"], P=c["P"], signed=c["signed"])
+    _, size = sizes(data["accuracy_escape"])
     made += save(raster(data["accuracy_escape"], circ), out_dir, "raster_escape",
                  "Spike raster of one macrocolumn (its L2/3 cells, interneurons, L5 IT ON/OFF cells and "
-                 "L5 PT ON/OFF cells) and of the nucleus-2 relays of the same token (ON/OFF), escape level, from the accuracy_escape run.")[:1]
+                 "L5 PT ON/OFF cells) and of the nucleus-2 relays of the same token (ON/OFF), escape level, "
+                 f"{size}, warm-up included (from the accuracy_escape run).")[:1]
+    c, size = sizes(data["time_escape"])
+    cp, _ = sizes(next(iter(data["readout"].values())))
     made += save(error_scaling({"escape": data["time_escape"]}, data["readout"]), out_dir, "error_scaling",
                  "Error of the read-outs ṽ (L5 PT) and x̃ (nucleus 2) and their predicted spike-count "
-                 "noise floors, log-log: left, vs measurement window T from one run (checkpoints); "
-                 "right, vs copies P of L5 PT and nucleus 2 (population coding). Dotted: 1/sqrt(T) and "
-                 "1/sqrt(P) through the first point. Two-head pathway, n = 6, d = 6, escape level. P "
-                 "shrinks only the read-outs' own noise: the noise they inherit from L5 IT and the "
-                 "thalamus stays.")[:1]
+                 "noise floors, log-log: left, vs measurement window T from one run (checkpoints, "
+                 f"{c['duration']:g} s window); right, vs copies P of L5 PT and nucleus 2 (population "
+                 f"coding, {cp['duration']:g} s windows). Dotted: 1/sqrt(T) and 1/sqrt(P) through the first "
+                 f"point. Pathway of {size}, escape level. P shrinks only the read-outs' own noise: the "
+                 "noise they inherit from L5 IT and the thalamus stays.")[:1]
     made += save(counts_vs_n(data["circuit_counts"], [4, 8, 16, 33, 64]), out_dir,
                  "counts_vs_n", "Neurons and synapses of one head of the quadratic circuit (d = 33) vs "
                  "the number of tokens n, counted from circuit descriptions (nothing allocated); both grow "
                  "as n^2 (n^2 microcolumns).")[:1]
+    c, _ = sizes(next(iter(data["circuits"].values())))
+    ns = sorted({n for _, n in data["circuits"]})
     made += save(circuits_vs_n(data["circuits"], data["circuit_counts"]["rows"]), out_dir, "quadratic_vs_linear",
                  "Algorithm 1's quadratic circuit (orange) against the linear-time key-value-memory "
                  "circuit (blue, circuit='linear': outer-product cells write S = Σ_j phi(k_j) v_jᵀ and "
@@ -146,16 +176,19 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
                  "it is larger: 2 n d² outer-product and read-out cells against n² (dk + 2 dv)). (c) build "
                  "time and run time per biological second, (d) NRMSE of ṽ and x̃ against the exact "
                  "reference with their predicted spike-count noise floors (dotted), both measured at the "
-                 "escape level on small heads (d = 6, numpy target; `ctmhsa bench circuits` measures "
-                 "barrel dimensions).")[:1]
+                 f"escape level on one head of d = {c['dk']}, n = {', '.join(map(str, ns))} "
+                 f"({c['duration']:g} s windows, numpy target; `ctmhsa bench circuits` measures barrel "
+                 "dimensions).")[:1]
+    _, size = sizes(data["laws"]["product"])
     made += save(laws(data["laws"]), out_dir, "two_point_laws",
                  "Two-point-neuron interaction laws on the L5 IT soma (Adeel, 'Beyond Attention', "
                  "eqs. 1-5: Co4 'cooperation' ReLU6(R² + 2R + C(1+|R|)) and TM1-TM4) against the product "
                  "R C that Algorithm 1 needs (R: basal value, C: apical attention a κ). (a) the laws at "
-                 "C = 1; (b) NRMSE of ṽ and x̃ against exact linear attention on the same head (n = 8, "
-                 "d = 8, rate level, decoded as if the soma multiplied; the product is exact to "
+                 "C = 1; (b) NRMSE of ṽ and x̃ against exact linear attention on the same head "
+                 f"({size}, rate level, decoded as if the soma multiplied; the product is exact to "
                  "rounding); (c) decoded vs exact x̃. Each law's rate-level output equals the prediction "
                  "of neurons.laws.attention_under_law to rounding (tests).")[:1]
+    bar.close()
     if gallery:
         os.makedirs(gallery, exist_ok=True)
         for p in made:

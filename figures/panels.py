@@ -10,9 +10,9 @@ import numpy as np
 from neurons.laws import law_numpy
 from sims.io import load
 
-from .style import POP_COLOURS, PROJECTION_COLOURS, plt
+from .style import PROJECTION_COLOURS, plt
 
-__all__ = ["fig2", "raster", "error_scaling", "counts_vs_n", "circuits_vs_n", "laws"]
+__all__ = ["fig2", "raster", "draw_raster", "error_scaling", "counts_vs_n", "circuits_vs_n", "laws"]
 
 
 def fig2(npz_path: str, it_pt_matrix: np.ndarray):
@@ -41,19 +41,31 @@ def fig2(npz_path: str, it_pt_matrix: np.ndarray):
         a.title.set_fontsize(8)
         a.tick_params(labelsize=7)
     for a in ax[:3]:
-        a.legend(fontsize=6)
+        a.legend(fontsize=7)
     return fig
 
 
-def raster(results_dir: str, circuit, head: int = 0, macro: int = 0):
-    """Spikes of one macrocolumn (L2/3, interneurons, L5 IT, L5 PT) and of nucleus 2."""
-    res = load(results_dir)
-    fig, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
+RASTER_COLOURS = {"nucleus2": "#238b45", "l5pt": "#08519c", "l5it": "#1f78b4", "readout": "#1f78b4",
+                  "readout_z": "#6baed6", "interneuron": "#6a3d9a", "l23": "#e08214"}
+"""Darker versions of the population colours, for spikes (thin marks)."""
+
+
+def draw_raster(ax, res, circuit, head: int = 0, macro: int = 0, span: tuple | None = None) -> None:
+    """Spikes of one macrocolumn (L2/3, interneurons, L5 IT, L5 PT; or the key-value-memory
+    circuit's read-out cells) and of the nucleus-2 relays of the same token, on ``ax``.
+
+    ``span``: ``(t0, t1)`` in s, the part of the run drawn (default all of it)."""
     offset = 0
     ticks = []
-    for name in ("nucleus2", "l5pt", "l5it", "interneuron", "l23"):
+    names = [p for p in ("nucleus2", "l5pt", "l5it", "readout", "readout_z", "interneuron", "l23")
+             if p in circuit.populations]
+    for name in names:
         pop = circuit.population(name)
         i, t = res.spikes.get(name, (np.array([], int), np.array([])))
+        i, t = np.asarray(i, int), np.asarray(t, float)
+        if span is not None:
+            keep_t = (t >= span[0]) & (t < span[1])
+            i, t = i[keep_t], t[keep_t]
         sel = np.ones(pop.N, bool)
         if "head" in pop.axes:
             sel &= pop.axis("head") == head
@@ -65,16 +77,26 @@ def raster(results_dir: str, circuit, head: int = 0, macro: int = 0):
         row = np.full(pop.N, -1)
         row[cells] = np.arange(cells.size)
         keep = row[i] >= 0
-        ax.scatter(t[keep], offset + row[i[keep]], s=1.0, color=POP_COLOURS[name], marker="|")
-        ticks.append((offset + cells.size / 2, f"{name}\n({cells.size})"))
+        ax.scatter(t[keep], offset + row[i[keep]], s=4, color=RASTER_COLOURS.get(name, "0.2"), marker="|",
+                   linewidths=0.7)
+        ticks.append((offset + cells.size / 2, f"{name} ({cells.size})"))
         offset += cells.size + 3
     ax.set_yticks([p for p, _ in ticks])
-    ax.set_yticklabels([s for _, s in ticks], fontsize=7)
+    ax.set_yticklabels([s for _, s in ticks])
+    ax.set_ylim(-2, offset)
+    if span is not None:
+        ax.set_xlim(*span)
     ax.set_xlabel("time (s)")
+
+
+def raster(results_dir: str, circuit, head: int = 0, macro: int = 0, quick: bool = False):
+    """Spikes of one macrocolumn (L2/3, interneurons, L5 IT, L5 PT) and of nucleus 2."""
+    res = load(results_dir)
+    fig, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
+    draw_raster(ax, res, circuit, head, macro)
     c = res.config
     ax.set_title(f"{res.level} level, macrocolumn {macro} of head {head} (n={c['n']}, dk={c['dk']}, "
-                 f"dv={c['dv']}) and the nucleus-2 relays of token {macro}; warm-up {c['warmup']} s",
-                 fontsize=8)
+                 f"dv={c['dv']}) and the nucleus-2 relays of token {macro}; warm-up {c['warmup']} s")
     return fig
 
 
@@ -108,7 +130,7 @@ def error_scaling(time_dirs: dict, p_dirs: dict):
     ax[1].set_xticks(P, [f"{p:g}" for p in P])
     for a in ax:
         a.xaxis.set_minor_locator(plt.NullLocator())
-        a.legend(fontsize=6)
+        a.legend(fontsize=7)
     return fig
 
 
@@ -129,7 +151,7 @@ def counts_vs_n(circuit_counts: dict, ns):
     ns = np.asarray(ns, float)
     ax.loglog(ns, neurons[-1] * (ns / ns[-1]) ** 2, ":", color="0.5", label="∝ n²")
     ax.axvline(33, color="0.7", lw=0.8)
-    ax.text(33, ax.get_ylim()[0] * 2, " barrel\n n=33", fontsize=6)
+    ax.text(33, ax.get_ylim()[0] * 2, " barrel\n n=33", fontsize=7)
     ax.set_xticks(ns, [f"{int(n)}" for n in ns], minor=False)
     ax.xaxis.set_minor_locator(plt.NullLocator())
     ax.set(xlabel=f"tokens n (d = {d}, H = 1)", title="quadratic circuit: size vs n")
@@ -171,7 +193,7 @@ def circuits_vs_n(runs: dict, count_rows: list[dict]):
     for a in ax:
         a.title.set_fontsize(8)
         a.tick_params(labelsize=7)
-        a.legend(fontsize=6)
+        a.legend(fontsize=7)
     return fig
 
 
@@ -205,5 +227,5 @@ def laws(law_runs: dict):
     for a in ax:
         a.title.set_fontsize(8)
         a.tick_params(labelsize=7)
-        a.legend(fontsize=6)
+        a.legend(fontsize=7)
     return fig

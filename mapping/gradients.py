@@ -1,6 +1,6 @@
 """Formal gradients of the tokenwise loss through one multihead linear self-attention block.
 
-Implements eqs. (2)–(5) of Granier & Senn (2025), section 5, as written there (SPEC §2) — not by
+Implements eqs. (2)–(5) of Granier & Senn (2025), section 5, as written there — not by
 automatic differentiation. With ``e_i = t_i − x̃_i`` and, per head (index omitted),
 ``Δ_ij = WOᵀ e_i x_jᵀ``::
 

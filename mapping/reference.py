@@ -1,6 +1,6 @@
 """Exact multihead linear self-attention: the ground truth of the simulator.
 
-Everything the circuit computes is measured against this module (SPEC §1, §4). It imports numpy
+Everything the circuit computes is measured against this module. It imports numpy
 only and nothing from the project.
 
 Three implementations of the same maths are kept, so that each checks the others:
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 STAGES = ("q", "k", "v", "s", "kappa", "v_tilde", "x_tilde")
-"""Stages every implementation returns (SPEC §4), in circuit order."""
+"""Stages every implementation returns, in circuit order."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -269,7 +269,7 @@ def linear_mhsa(
     method: str = "vectorized",
     WS=None,
 ) -> dict[str, np.ndarray]:
-    """Multihead linear self-attention with every intermediate stage (SPEC §1).
+    """Multihead linear self-attention with every intermediate stage.
 
     Parameters
     ----------

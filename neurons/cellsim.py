@@ -19,8 +19,9 @@ import numpy as np
 
 from .backend import configure_brian2
 from .models import SYNAPSE_WEIGHT_UNITS, add_step_code, get_model, initial_draws, synapse_model
+from .conductance import lif_drive
 from .params import DEFAULT_PARAMS, CellParams, seconds, with_units
-from .window import Probe, measure
+from .window import Probe, fano_factors, measure
 
 __all__ = ["Drive", "Interneurons", "simulate_cells", "spike_count_nrmse_floor"]
 
@@ -94,8 +95,10 @@ def simulate_cells(
     -------
     dict
         ``rate`` measured spike rate (Hz; at the rate level the final rate), ``expected`` the
-        window mean of the intensity ``r`` (Hz), window means of the other observables, and
-        ``inh_rate`` (interneuron rates, Hz) when interneurons are present.
+        window mean of the intensity ``r`` (Hz), window means of the other observables,
+        ``inh_rate`` (interneuron rates, Hz) when interneurons are present; at the spiking
+        levels ``fano`` (pooled Fano factor of the counts in 10 chunks) and ``r_base`` (Hz: a lif
+        soma's baseline, 0 otherwise; the rates include it).
     """
     duration, warmup = seconds("duration", duration), seconds("warmup", warmup, allow_zero=True)
     dt = seconds("dt", dt)
@@ -110,7 +113,9 @@ def simulate_cells(
     eqs = model.render(phi, comps) + "".join(f"\nnu_drive_{c} : Hz" for c in drives)
     G = b2.NeuronGroup(n_cells, eqs, threshold=model.threshold or None, reset=model.reset or None,
                        refractory=model.refractory or False, method=model.method, namespace=ns, clock=clock, name="cells")
-    for k, v in {**initial_draws(model, n_cells, seed, "cells"), **(cell_params or {})}.items():
+    # lif somata: driven on their calibrated affine branch unless the caller says otherwise
+    drive = lif_drive(dt) if "I_rh" in model.parameters else {}
+    for k, v in {**initial_draws(model, n_cells, seed, "cells"), **drive, **(cell_params or {})}.items():
         v = np.asarray(v, float)
         setattr(G, k + "_", float(v) if v.ndim == 0 else v)
     objs = [G]
@@ -135,7 +140,8 @@ def simulate_cells(
         inh = b2.NeuronGroup(n_i * ng, im.render(phi, {"soma": ["pool"]}),
                              threshold=im.threshold or None, reset=im.reset or None,
                              method=im.method, namespace=ns, clock=clock, name="interneurons")
-        inh.I_set_ = interneurons.I_set
+        # a lif cell's baseline reaches the pool too: the set point is raised to hold the excess
+        inh.I_set_ = interneurons.I_set + interneurons.w_pool * cpg * drive.get("r_base", 0.0)
         inh.e_max_ = interneurons.e_max
         for k, v in initial_draws(im, n_i * ng, seed, "interneurons").items():
             setattr(inh, k + "_", v)
@@ -174,9 +180,12 @@ def simulate_cells(
         net.run(d * b2.second, namespace={}, report=report)
         return 0.0
 
-    window = measure(net, probes, clock, run, warmup, duration)["snapshots"][-1][1]
+    m = measure(net, probes, clock, run, warmup, duration, n_chunks=10)
+    window = m["snapshots"][-1][1]
     out = dict(window["cells"])
+    out["fano"] = fano_factors({"cells": m["chunks"]["cells"]})["cells"]   # pooled, from 10 chunks
     out["expected"] = out["r"]
+    out["r_base"] = drive.get("r_base", 0.0)
     if inh is not None:
         out["inh_rate"] = window["interneurons"]["rate"]
     return out

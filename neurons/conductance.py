@@ -24,86 +24,35 @@ range: the residual of that fit is how far the cell is from a linear spike gener
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 import brian2 as b2
 import numpy as np
 
 from .backend import configure_brian2
-from .params import seconds
+from .models import SOMA_BACKGROUND as BACKGROUND
+from .models import SOMA_EQUATIONS as EQUATIONS
+from .models import SOMA_REFRACTORY as REFRACTORY
+from .models import SOMA_RESET as RESET
+from .models import SOMA_THRESHOLD as THRESHOLD
+from .params import DEFAULT_SOMA, SomaParams, seconds
 from .window import Probe, measure
 
-__all__ = ["ConductanceSoma", "BRETTE_GERSTNER_2005", "fi_curve", "affine_fit"]
+__all__ = ["BRETTE_GERSTNER_2005", "EQUATIONS", "BACKGROUND", "fi_curve", "affine_fit", "soma_calibration",
+           "lif_drive"]
 
 
-@dataclass(frozen=True)
-class ConductanceSoma:
-    """Parameters of the conductance-based adaptive soma (SI units: F, S, V, A, s).
-
-    Defaults: the regular-spiking AdEx cell of Brette & Gerstner (2005, *J. Neurophysiol.*
-    94:3637; C_m, g_L, E_L, V_th = V_T, V_r, a, b, τ_w) and the point-conductance background of
-    Destexhe et al. (2001; g_e0, g_i0, σ_e, σ_i, τ_e, τ_i, E_e, E_i).
-    """
-
-    C_m: float = 281e-12
-    g_L: float = 30e-9
-    E_L: float = -70.6e-3
-    V_th: float = -50.4e-3
-    V_r: float = -70.6e-3
-    tau_ref: float = 2e-3
-    a: float = 4e-9
-    b: float = 80.5e-12
-    tau_w: float = 144e-3
-    g_e0: float = 12e-9
-    g_i0: float = 57e-9
-    sigma_e: float = 3e-9
-    sigma_i: float = 6.6e-9
-    tau_e: float = 2.7e-3
-    tau_i: float = 10.5e-3
-    E_e: float = 0.0
-    E_i: float = -75e-3
-    beta: float = 1.0
-    """Balanced-background scale: both conductance means × β, both variances × β."""
-
-    def without_adaptation(self) -> "ConductanceSoma":
-        return ConductanceSoma(**{**asdict(self), "a": 0.0, "b": 0.0})
-
-    def namespace(self) -> dict:
-        u = b2
-        return dict(C_m=self.C_m * u.farad, g_L=self.g_L * u.siemens, E_L=self.E_L * u.volt,
-                    V_th=self.V_th * u.volt, V_r=self.V_r * u.volt, tau_ref=self.tau_ref * u.second,
-                    a=self.a * u.siemens, b=self.b * u.amp, tau_w=self.tau_w * u.second,
-                    g_e0=self.beta * self.g_e0 * u.siemens, g_i0=self.beta * self.g_i0 * u.siemens,
-                    sigma_e=np.sqrt(self.beta) * self.sigma_e * u.siemens,
-                    sigma_i=np.sqrt(self.beta) * self.sigma_i * u.siemens,
-                    tau_e=self.tau_e * u.second, tau_i=self.tau_i * u.second,
-                    E_e=self.E_e * u.volt, E_i=self.E_i * u.volt)
-
-    def input_conductance(self) -> float:
-        """Mean total membrane conductance (S): leak plus background."""
-        return self.g_L + self.beta * (self.g_e0 + self.g_i0)
+DEFAULT_SOMA = SomaParams()
+BRETTE_GERSTNER_2005 = DEFAULT_SOMA
 
 
-BRETTE_GERSTNER_2005 = ConductanceSoma()
-
-EQUATIONS = """
-dv/dt = (g_L*(E_L - v) + g_e*(E_e - v) + g_i*(E_i - v) + I_drive - w)/C_m : volt (unless refractory)
-dw/dt = (a*(v - E_L) - w)/tau_w : amp
-g_e : siemens
-g_i : siemens
-I_drive : amp
-"""
-BACKGROUND = ("g_e = g_e0 + (g_e - g_e0)*exp(-dt/tau_e) + sigma_e*sqrt(1 - exp(-2*dt/tau_e))*randn()\n"
-              "g_i = g_i0 + (g_i - g_i0)*exp(-dt/tau_i) + sigma_i*sqrt(1 - exp(-2*dt/tau_i))*randn()")
 
 
-def fi_curve(soma: ConductanceSoma, currents, duration=10.0, warmup=1.0, dt=1e-4, seed=0,
+def fi_curve(soma: SomaParams, currents, duration=10.0, warmup=1.0, dt=1e-4, seed=0,
              codegen: str = "numpy") -> dict:
     """Rate of ``soma`` against constant drive currents, one cell per current.
 
     Parameters
     ----------
-    soma : ConductanceSoma
+    soma : SomaParams
     currents : array of float
         Drive currents (A).
     duration, warmup, dt : float or brian2 Quantity
@@ -123,13 +72,13 @@ def fi_curve(soma: ConductanceSoma, currents, duration=10.0, warmup=1.0, dt=1e-4
     b2.seed(seed)
     clock = b2.Clock(dt=dt * b2.second)
     ns = soma.namespace()
-    G = b2.NeuronGroup(len(currents), EQUATIONS + "acc_v : volt*second\nacc_v2 : volt**2*second\n",
-                       threshold="v > V_th", reset="v = V_r; w += b", refractory="tau_ref",
+    G = b2.NeuronGroup(len(currents), EQUATIONS + "I_drive : amp\nacc_v : volt*second\nacc_v2 : volt**2*second\n",
+                       threshold=THRESHOLD, reset=RESET, refractory=REFRACTORY,
                        method="exponential_euler", namespace=ns, clock=clock, name="somata")
     G.run_regularly(BACKGROUND, when="before_groups", clock=clock)
     G.run_regularly("acc_v += v*dt\nacc_v2 += v**2*dt", when="end", clock=clock)
     G.v = soma.E_L * b2.volt
-    G.g_e, G.g_i = ns["g_e0"], ns["g_i0"]
+    G.g_e, G.g_i = ns["s_ge0"], ns["s_gi0"]
     G.I_drive = currents * b2.amp
     mon = b2.SpikeMonitor(G, record=False)
     net = b2.Network(G, mon)
@@ -165,3 +114,65 @@ def affine_fit(current, rate, lo: float, hi: float) -> dict:
     return dict(r0=float(coef[0]), c=float(coef[1]), max_residual=float(np.abs(res).max()),
                 rms_residual=float(np.sqrt(np.mean(res ** 2))),
                 relative=float(np.abs(res).max() / np.ptp(rate[sel])), n=int(sel.sum()))
+
+
+def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: float = 20.0,
+                     span: float = 100.0, duration: float = 10.0, n: int = 32, seed: int = 7) -> dict:
+    """The drive that puts ``soma`` on its affine branch: measured once, cached on disk.
+
+    The f–I curve is measured (:func:`fi_curve`, ``n`` currents, ``duration`` s windows); the
+    current ``I_rh`` at which the soma fires ``r_base`` is interpolated, and an affine law is
+    fitted over ``[r_base, r_base + span]`` Hz. A cell driven by ``I_rh + I_gain * x`` with
+    ``I_gain = 1 / slope`` then fires ``r_base + x`` Hz to within the fit's residual.
+
+    Returns
+    -------
+    dict
+        ``I_rh`` (A), ``I_gain`` (A/Hz), ``r_base`` (Hz), the fit (``max_residual``,
+        ``rms_residual`` in Hz, ``relative``) and the measured curve (``current``, ``rate``).
+    """
+    import hashlib
+    import json
+    import os
+
+    from .backend import cache_dir
+
+    key = hashlib.sha256(json.dumps(dict(soma=soma.to_dict(), dt=dt, r_base=r_base, span=span,
+                                         duration=duration, n=n, seed=seed, eq=EQUATIONS, bg=BACKGROUND,
+                                         version=3), sort_keys=True).encode()).hexdigest()[:16]
+    path = os.path.join(cache_dir(), "calibration", f"soma-{key}.json")
+    try:
+        with open(path) as fh:
+            out = json.load(fh)
+        if out.get("key") == key:
+            return out
+    except (OSError, ValueError):
+        pass
+    # the rheobase of the high-conductance soma: (g_L + g_e0 + g_i0)(V_th - V_rest) sets the scale
+    g = soma.input_conductance()
+    v_rest = (soma.g_L * soma.E_L + soma.beta * (soma.g_e0 * soma.E_e + soma.g_i0 * soma.E_i)) / g
+    # the rheobase g (V_th - V_rest), plus ~20 pA per Hz (the adapted slope is ~60 Hz/nA)
+    i_max = g * (soma.V_th - v_rest) + 0.02e-9 * (r_base + span)
+    curve = fi_curve(soma, np.linspace(0.0, i_max, n), duration=duration, warmup=1.0, dt=dt, seed=seed)
+    I, r = curve["current"], np.maximum.accumulate(curve["rate"])   # monotone (counting noise)
+    if r[-1] < r_base + span:
+        raise RuntimeError(f"soma_calibration: the soma reaches only {r[-1]:.0f} Hz "
+                           f"(< r_base + span = {r_base + span} Hz)")
+    fit = affine_fit(I, r, r_base, r_base + span)
+    I_rh = (r_base - fit["r0"]) / fit["c"]
+    out = dict(key=key, I_rh=float(I_rh), I_gain=float(1.0 / fit["c"]), r_base=float(r_base),
+               max_residual=fit["max_residual"], rms_residual=fit["rms_residual"], relative=fit["relative"],
+               current=I.tolist(), rate=curve["rate"].tolist())
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(out, fh)
+    os.replace(tmp, path)
+    return out
+
+
+def lif_drive(dt: float = 1e-4) -> dict:
+    """Per-cell parameters that put a lif soma on its affine branch: ``I_rh`` (A), ``I_gain``
+    (A/Hz) and ``r_base`` (Hz), from :func:`soma_calibration` (cached)."""
+    cal = soma_calibration(dt=dt)
+    return {k: cal[k] for k in ("I_rh", "I_gain", "r_base")}

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .laws import law_expression
+from .params import DEFAULT_SOMA
 
 __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
@@ -550,42 +551,82 @@ MODELS[("escape", "kv_write")] = _covariance_corrected(MODELS[("escape", "kv_wri
 
 
 # ------------------------------------------------------------------------------------------------
-# LIF level: the same dendrites; integrate-and-fire somata driven by the encoded product P
+# LIF level: the same dendrites; conductance-based adaptive integrate-and-fire somata
 # ------------------------------------------------------------------------------------------------
-# The soma integrates v_drive * P (P = basal factor x apical gain, the quantity the escape cell's
-# rate is proportional to) plus an OU background, with threshold, reset and refractoriness. Its
-# rate F(P) is not proportional to P: it is measured and inverted by neurons.calibration.
-# Thalamic input relays stay Poisson and interneurons keep their escape-level integral feedback.
+# The rate-level cell's law r = rho*P (P = basal factor x apical gain, computed in the passive
+# compartments, where the interneurons' shunt divides exactly) becomes the drive current of a
+# conductance-based adaptive integrate-and-fire soma in a high-conductance state
+# (:mod:`neurons.conductance`): I_drive = I_rh + I_gain*rho*P. The mapping layer sets I_rh (the
+# current at which the soma fires its baseline r_base) and I_gain (A per Hz: the inverse slope of
+# the soma's measured f-I curve above the baseline), so the rate is r_base + rho*P on the
+# calibrated affine branch (see docs/lif.md and mapping.baseline). Relays stay Poisson and the
+# interneurons keep their escape-level integral feedback.
+
+SOMA_EQUATIONS = """
+dv/dt = (s_gL*(s_EL - v) + g_e*(s_Ee - v) + g_i*(s_Ei - v) + I_drive - w_ad)/s_C : volt (unless refractory)
+dw_ad/dt = (s_a*(v - s_EL) - w_ad)/s_tw : amp
+g_e : siemens
+g_i : siemens
+"""
+"""The conductance-based adaptive soma (:mod:`neurons.conductance`, constants ``s_*`` from
+:class:`neurons.params.SomaParams`); ``I_drive`` (A) is defined by the model that uses it."""
+SOMA_BACKGROUND = ("g_e = s_ge0 + (g_e - s_ge0)*exp(-dt/s_te) + s_se*sqrt(1 - exp(-2*dt/s_te))*randn()\n"
+              "g_i = s_gi0 + (g_i - s_gi0)*exp(-dt/s_ti) + s_si*sqrt(1 - exp(-2*dt/s_ti))*randn()")
+"""Exact one-step update of the point-conductance background, run after every state update."""
+SOMA_THRESHOLD, SOMA_RESET, SOMA_REFRACTORY = "v > s_Vth", "v = s_Vr; w_ad += s_b", "s_tref"
+
 
 _LIF_SOMA = """
-dv/dt = (v_drive*P + I_bg - v)/tau_m : volt (unless refractory)
-I_bg : volt
-r = rho*P : Hz
+dP_c/dt = (P - P_c)/s_tc : 1
+I_drive = I_rh + I_gain*rho*P_c : amp
+r = r_base + rho*P : Hz
+I_rh : amp (constant)
+I_gain : amp/Hz (shared, constant)
+r_base : Hz (shared, constant)
 """
 
-# The background is an OU process with correlation time tau_syn (synaptically filtered
-# bombardment), advanced by its exact one-step update after every state update. It is scaled so
-# that the free membrane potential has standard deviation sigma_bg. Keeping xi out of the
-# equations lets every variable use exponential Euler: with Euler-Maruyama the strongly shunted
-# soma (time constant tau_m/(1+g) < dt/2 when g > 200) diverged to NaN (measured).
-_LIF_BACKGROUND = ("I_bg = I_bg*exp(-dt/tau_syn) + sigma_bg*sqrt((tau_m + tau_syn)/tau_m)"
-                   "*sqrt(1 - exp(-2*dt/tau_syn))*randn()")
 
-
-def _lif(rate_model: CellModel) -> CellModel:
-    # the rate-level cell's law r = rho*P becomes the drive v_drive*P of an LIF soma
+def _lif(rate_model: CellModel, apical_bias: bool = False) -> CellModel:
     lines = rate_model.equations.strip().splitlines()
     rate = next(line.strip() for line in lines if line.strip().startswith("r = rho*"))
     P = rate[len("r = rho*"):].rsplit(":", 1)[0].strip()
     eqs = "\n".join(line for line in lines if not line.strip().startswith("r ="))
-    regular = "\n".join(x for x in (rate_model.regular, _LIF_BACKGROUND) if x)
-    return replace(rate_model, equations=eqs + f"\nP = {P} : 1" + _LIF_SOMA,
-                   method="exponential_euler", regular=regular,
-                   threshold="v > v_th", reset="v = v_reset", refractory="tau_ref",
+    params = ("I_rh", "I_gain", "r_base")
+    folds = rate_model.folds
+    if apical_bias:   # cancels the baselines of the L2/3 cells feeding the attention dendrite
+        eqs = eqs.replace("dV_a/dt = (I_a - V_a)/tau_d", "dV_a/dt = (b_a + I_a - V_a)/tau_d") + "\nb_a : volt"
+        params += ("b_a",)
+        folds = tuple(replace(f, parameters=f.parameters + ("b_a",)) if "V_a" in f.variables else f for f in folds)
+    regular = "\n".join(x for x in (rate_model.regular, SOMA_BACKGROUND) if x)
+    return replace(rate_model, equations=eqs + f"\nP = {P} : 1" + SOMA_EQUATIONS + _LIF_SOMA,
+                   method="exponential_euler", regular=regular, parameters=rate_model.parameters + params,
+                   threshold=SOMA_THRESHOLD, reset=SOMA_RESET, refractory=SOMA_REFRACTORY, folds=folds,
+                   init={**rate_model.init, "v": DEFAULT_SOMA.E_L, "g_e": DEFAULT_SOMA.g_e0,
+                         "g_i": DEFAULT_SOMA.g_i0},
                    observables=rate_model.observables + ("P",))
 
 
 MODELS[("lif", "relay")] = MODELS[("escape", "relay")]
 MODELS[("lif", "interneuron")] = MODELS[("escape", "interneuron")]
-for _ct in ("l23", "l5it", "l5pt", "relay_out", "memory", "kv_write", "kv_read"):
+for _ct in ("l5pt", "relay_out", "memory"):
     MODELS[("lif", _ct)] = _lif(MODELS[("rate", _ct)])
+@dataclass(frozen=True)
+class _UnrectifiedApical(CellModel):
+    """The lif L5 IT cell: its apical factor enters the coupling unrectified. The attention
+    dendrite's potential fluctuates (L2/3 spikes, the baselines' included) around a mean
+    a_i κ_ij >= 0; rectifying it before the coupling's low-pass added its positive excursions to
+    the gain (measured: L5 IT gain +27 %). Unrectified, ON minus OFF is exactly U V_a."""
+
+    def render(self, phi, projections_by_compartment, law="product"):
+        eqs = CellModel.render(self, phi, projections_by_compartment, law)
+        return "\n".join(line.replace("clip(V_a/u, 0, inf)", "(V_a/u)") if line.startswith("P = ") else line
+                          for line in eqs.splitlines())
+
+
+_it = _lif(MODELS[("rate", "l5it")], apical_bias=True)
+MODELS[("lif", "l5it")] = _UnrectifiedApical(**{k: getattr(_it, k) for k in _it.__dataclass_fields__})
+# the dendrites integrate spikes as at the escape level: phi corrected for their variance alike
+MODELS[("lif", "l23")] = _lif(_corrected(MODELS[("rate", "l23")], ("basal", "apical")))
+# the read-out cells' apical memory entry integrates memory cells, whose baselines b_a cancels
+MODELS[("lif", "kv_read")] = _lif(_corrected(MODELS[("rate", "kv_read")], ("basal",)), apical_bias=True)
+MODELS[("lif", "kv_write")] = _lif(_covariance_corrected(_corrected(MODELS[("rate", "kv_write")], ("apical",))))

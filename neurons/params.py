@@ -15,11 +15,9 @@ Sources for the time constants:
 (q, k, v, ...): 1 mV per unit keeps potentials within a few mV of rest for unit-variance
 projections.
 
-Integrate-and-fire somata (``lif`` level): threshold 20 mV above rest, reset to 10 mV,
-2 ms absolute refractoriness, and an Ornstein–Uhlenbeck background of 4 mV standard deviation
-standing for the balanced synaptic bombardment of cortical neurons in vivo (Destexhe et al.
-2003: 2–6 mV membrane-potential fluctuations). The somatic drive is ``v_drive`` = 10 mV per unit
-of encoded product, so products of 1–4 span the sub- to supra-threshold range.
+Integrate-and-fire somata (``lif`` level): :class:`SomaParams`, a conductance-based adaptive
+integrate-and-fire soma (Brette & Gerstner 2005) in the high-conductance state made by a balanced
+point-conductance background (Destexhe et al. 2001); see :mod:`neurons.conductance`.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
-__all__ = ["CellParams", "DEFAULT_PARAMS", "with_units", "k_syn", "seconds"]
+__all__ = ["CellParams", "DEFAULT_PARAMS", "SomaParams", "DEFAULT_SOMA", "with_units", "k_syn", "seconds"]
 
 
 @dataclass(frozen=True)
@@ -49,14 +47,6 @@ class CellParams:
         Synaptic current time constant at the spiking levels (s).
     u : float
         Dendritic potential per encoded unit (V).
-    v_th, v_reset : float
-        LIF threshold and reset, relative to rest (V).
-    tau_ref : float
-        LIF absolute refractory period (s).
-    sigma_bg : float
-        Standard deviation of the LIF's OU background (V).
-    v_drive : float
-        LIF somatic drive per unit of encoded product (V).
     """
 
     tau_m: float = 10e-3
@@ -64,11 +54,6 @@ class CellParams:
     tau_int: float = 10e-3
     tau_syn: float = 5e-3
     u: float = 1e-3
-    v_th: float = 20e-3
-    v_reset: float = 10e-3
-    tau_ref: float = 2e-3
-    sigma_bg: float = 4e-3
-    v_drive: float = 10e-3
 
     def __post_init__(self):
         for f in fields(self):
@@ -88,8 +73,68 @@ class CellParams:
 
 DEFAULT_PARAMS = CellParams()
 
-_UNITS = {"tau_m": "second", "tau_d": "second", "tau_int": "second", "tau_syn": "second", "u": "volt",
-          "v_th": "volt", "v_reset": "volt", "tau_ref": "second", "sigma_bg": "volt", "v_drive": "volt"}
+
+@dataclass(frozen=True)
+class SomaParams:
+    """Parameters of the conductance-based adaptive soma (SI units: F, S, V, A, s).
+
+    Defaults: the regular-spiking AdEx cell of Brette & Gerstner (2005, *J. Neurophysiol.*
+    94:3637; C_m, g_L, E_L, V_th = V_T, V_r, a, b, τ_w) and the point-conductance background of
+    Destexhe et al. (2001; g_e0, g_i0, σ_e, σ_i, τ_e, τ_i, E_e, E_i).
+    """
+
+    C_m: float = 281e-12
+    g_L: float = 30e-9
+    E_L: float = -70.6e-3
+    V_th: float = -50.4e-3
+    V_r: float = -70.6e-3
+    tau_ref: float = 2e-3
+    a: float = 4e-9
+    b: float = 80.5e-12
+    tau_w: float = 144e-3
+    g_e0: float = 12e-9
+    g_i0: float = 57e-9
+    sigma_e: float = 3e-9
+    sigma_i: float = 6.6e-9
+    tau_e: float = 2.7e-3
+    tau_i: float = 10.5e-3
+    E_e: float = 0.0
+    E_i: float = -75e-3
+    beta: float = 1.0
+    """Balanced-background scale: both conductance means × β, both variances × β."""
+    tau_c: float = 50e-3
+    """Time constant of the dendro-somatic coupling that carries the dendrites' product to the
+    spike generator (s): a dendritic plateau lasts tens of ms (NMDA/Ca²⁺ plateaus, Larkum et al.
+    2009; Major et al. 2013). It low-passes the product, whose fast fluctuations an adapting
+    soma would otherwise rectify into extra rate (measured: +40 % L5 IT gain at 5 ms)."""
+
+    def without_adaptation(self) -> "SomaParams":
+        return SomaParams(**{**asdict(self), "a": 0.0, "b": 0.0})
+
+    def namespace(self) -> dict:
+        """Brian2 quantities, named ``s_<name>`` (the cell models' soma constants)."""
+        import brian2 as u
+
+        return dict(s_C=self.C_m * u.farad, s_gL=self.g_L * u.siemens, s_EL=self.E_L * u.volt,
+                    s_Vth=self.V_th * u.volt, s_Vr=self.V_r * u.volt, s_tref=self.tau_ref * u.second,
+                    s_a=self.a * u.siemens, s_b=self.b * u.amp, s_tw=self.tau_w * u.second,
+                    s_ge0=self.beta * self.g_e0 * u.siemens, s_gi0=self.beta * self.g_i0 * u.siemens,
+                    s_se=math.sqrt(self.beta) * self.sigma_e * u.siemens,
+                    s_si=math.sqrt(self.beta) * self.sigma_i * u.siemens,
+                    s_te=self.tau_e * u.second, s_ti=self.tau_i * u.second,
+                    s_Ee=self.E_e * u.volt, s_Ei=self.E_i * u.volt, s_tc=self.tau_c * u.second)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def input_conductance(self) -> float:
+        """Mean total membrane conductance (S): leak plus background."""
+        return self.g_L + self.beta * (self.g_e0 + self.g_i0)
+
+
+DEFAULT_SOMA = SomaParams()
+
+_UNITS = {"tau_m": "second", "tau_d": "second", "tau_int": "second", "tau_syn": "second", "u": "volt"}
 
 
 def k_syn(params: CellParams, dt: float) -> float:
@@ -109,6 +154,7 @@ def with_units(params: CellParams, dt: float | None = None) -> dict:
     import brian2
 
     ns = {k: getattr(params, k) * getattr(brian2, _UNITS[k]) for k in _UNITS}
+    ns.update(DEFAULT_SOMA.namespace())   # the lif somata's constants (s_...)
     if dt is not None:
         ns["k_syn"] = k_syn(params, dt) * brian2.Hz
     return ns

@@ -19,6 +19,7 @@ import time
 from circuits.builders import pathway
 from circuits.fold import fold_plan, simulated_synapse_count
 from circuits.memory import estimate_memory
+from mapping.baseline import add_lif_drive
 from mapping.dendrites import add_phi_variances
 from mapping.encode import encode
 from mapping.reference import linear_mhsa
@@ -139,10 +140,12 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     # the reference is computed for comparison only; nothing of it enters the circuit
     ref = linear_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], phi=co.phi, Y=x["Y"], causal=co.causal,
                       normalize=co.normalize, WS=x["WS"], method="linear" if co.circuit == "linear" else "vectorized")
-    enc = encode(circuit, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"], gains=co.gains, params=co.params,
+    enc = encode(circuit, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"], gains=co.code_gains, params=co.params,
                  phi=co.phi, WS=x["WS"])
     # escape cells correct phi for their dendrites' spike-noise variance (no-op at other levels)
     add_phi_variances(circuit, enc.values, co.params, ro.dt, co.neuron)
+    # lif somata: drive on their calibrated affine branch, baselines cancelled (no-op otherwise)
+    add_lif_drive(circuit, enc.values, co.neuron, ro.dt)
     runner = runner_for(ro)(circuit, enc, inputs, co, ro)
     sizes = {k: a[k] for k in ("n", "m", "H", "dk", "dv", "de")}
     return Simulation(circuit, enc, ref, inputs, sizes, co, ro, runner, need, n_simulated, t_start)

@@ -1,64 +1,172 @@
 """Command line: ``ctmhsa run``, ``ctmhsa circuit``, ``ctmhsa figures``, ``ctmhsa bench NAME``
-(one subcommand per benchmark of :data:`sims.benchmarks.BENCHMARKS`)."""
+(one subcommand per benchmark of :data:`sims.benchmarks.BENCHMARKS`), ``ctmhsa --version``.
+
+Every subcommand takes ``--quiet`` (no progress bars, nothing printed but errors) and
+``-v``/``--verbose`` (diagnostics of the ``logging`` module: ``-v`` info, ``-vv`` debug).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
+from importlib import metadata
 
 from circuits.builders import pathway
 
 from .benchmarks import BENCHMARKS, benchmark
-from .config import load_config, make_inputs
+from .config import DEFAULTS, SIZE_KEYS, make_inputs, read_config, resolve_config, sizes_of
 from .config import options as config_options
 from .figure_data import make_data
 from .io import write_result
+from .progress import set_quiet
 from .simulate import simulate_mhsa
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser", "stage_table"]
+
+log = logging.getLogger("ctmhsa")
+
+STAGE_CELLS = {"q": "L2/3 basal", "k": "L2/3 apical", "v": "L5 IT basal", "s": "L2/3 soma",
+               "kappa": "L2/3 soma", "S": "memory cells", "z": "memory cells", "Z": "L2/3 division",
+               "y": "L5 IT soma", "v_tilde": "L5 PT", "x_tilde": "nucleus 2"}
+"""Where each decoded stage is read (printed beside its error)."""
+
+
+def _version() -> str:
+    try:
+        return metadata.version("ctmhsa")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown (not installed)"
+
+
+def stage_table(res) -> str:
+    """Each stage's error beside its spike-count noise floor (an error near its floor is noise,
+    one well above it is bias)."""
+    rows = [f"  {'stage':<8} {'read from':<14} {'NRMSE':>8} {'floor':>8} {'ratio':>6} {'r':>7}"]
+    for name, m in res.metrics().items():
+        floor = m["noise_floor"]
+        ratio = f"{m['nrmse'] / floor:6.2f}" if floor > 0 else f"{'-':>6}"
+        rows.append(f"  {name:<8} {STAGE_CELLS.get(name, ''):<14} {m['nrmse']:8.3f} {floor:8.3f} {ratio} "
+                    f"{m['r']:7.4f}")
+    return "\n".join(rows)
+
+
+def _abs(value, base: str | None):
+    if value is None or value == "random" or os.path.isabs(value):
+        return value
+    return os.path.abspath(os.path.join(base or ".", value))
+
+
+def _run_config(args) -> dict:
+    """The configuration of ``ctmhsa run``: the file (or the shipped default) with the command
+    line's overrides, resolved; sizes that the command line's files provide are taken from them."""
+    raw = read_config(args.config)
+    source = os.path.abspath(args.config) if args.config else None
+    base = os.path.dirname(source) if source else os.getcwd()
+    problem, circuit, run = (raw.setdefault(t, {}) for t in ("problem", "circuit", "run"))
+    for k, v in raw.pop("simulation", {}).items():    # an older table: each key where it belongs
+        (circuit if k in DEFAULTS["circuit"] else run).setdefault(k, v)
+    here = os.getcwd()
+    if args.weights is not None:
+        problem["weights"] = os.path.abspath(os.path.join(here, args.weights))
+        for k in ("H", "dk", "dv", "de"):         # the weights decide them
+            problem.pop(k, None)
+        if problem.get("inputs", "random") != "random" and args.tokens is None:
+            problem["inputs"] = "random"
+    if args.tokens is not None:
+        problem["inputs"] = os.path.abspath(os.path.join(here, args.tokens))
+        for k in ("n", "m"):
+            problem.pop(k, None)
+    for key in ("layer", "heads", "n_heads", "layout"):
+        if getattr(args, key) is not None:
+            problem[key] = getattr(args, key)
+    if args.neuron is not None:
+        circuit["neuron"] = args.neuron
+    for key in ("duration", "seed", "codegen", "device", "checkpoints"):
+        if getattr(args, key) is not None:
+            run[key] = getattr(args, key)
+    if args.checkpoints is None and run.get("checkpoints") and (args.duration is not None or args.neuron):
+        # the file's checkpoints were chosen for its own window and level: keep those that fit
+        keep = [] if circuit.get("neuron") == "rate" else [t for t in run["checkpoints"] if t < run.get(
+            "duration", DEFAULTS["run"]["duration"])]
+        if keep != list(run["checkpoints"]):
+            log.info("checkpoints %s -> %s for the window and level of the command line", run["checkpoints"], keep)
+        run["checkpoints"] = keep
+    if args.record_spikes is not None:
+        run["record_spikes"] = True if args.record_spikes == [] else args.record_spikes
+    if args.no_record_spikes:
+        run["record_spikes"] = False
+    cfg = resolve_config(raw)
+    p = cfg["problem"]
+    for key in ("inputs", "weights"):     # saved with the results: absolute paths
+        p[key] = _abs(p[key], base)
+    cfg["_source"] = source or "(shipped default)"
+    cfg["_base"] = base
+    return cfg
 
 
 def _cmd_run(args) -> int:
-    cfg = load_config(args.config)
-    for key in ("neuron",):
-        if getattr(args, key) is not None:
-            cfg["circuit"][key] = getattr(args, key)
-    for key in ("duration", "seed"):
-        if getattr(args, key) is not None:
-            cfg["run"][key] = getattr(args, key)
+    quiet = args.quiet
+    cfg = _run_config(args)
     co, ro = config_options(cfg)    # validated before anything is built
-    inputs = make_inputs(cfg["problem"], base_dir=os.path.dirname(cfg["_source"]))
     p = cfg["problem"]
-    if not args.quiet:
+    inputs = make_inputs(p, base_dir=cfg["_base"])    # sizes checked against the table
+    p.update(sizes_of(inputs))
+    p["cross"] = inputs["Y"] is not None
+    out = os.path.abspath(args.out or cfg["output"]["dir"])
+    cfg["output"]["dir"] = out
+    if not quiet:
         print(f"ctmhsa run: {cfg['_source']}")
-        print(f"  n={p['n']} m={p['m']} H={p['H']} dk={p['dk']} dv={p['dv']} de={p['de']} "
-              f"neuron={co.neuron} phi={co.phi} duration={ro.duration} s")
+        src = p["weights"] or ("random weights" if p["inputs"] == "random" else p["inputs"])
+        print(f"  n={p['n']} m={p['m']} H={p['H']} dk={p['dk']} dv={p['dv']} de={p['de']} ({src}); "
+              f"{co.neuron} level, phi={co.phi}, window {ro.duration:g} s, seed {ro.seed}, codegen {ro.codegen}")
+    t0 = time.perf_counter()
     res = simulate_mhsa(inputs["X"], inputs["WQ"], inputs["WK"], inputs["WV"], inputs["WO"], Y=inputs["Y"],
-                        circuit_options=co, run_options=ro, report=None if args.quiet else "text")
+                        circuit_options=co, run_options=ro.replace(report=None if quiet else "progress"))
     resolved = {k: v for k, v in cfg.items() if not k.startswith("_")}
     resolved["run"] = dict(cfg["run"], **{k: res.config[k] for k in ("dt", "codegen", "warmup")})
-    path = write_result(res, args.out or cfg["output"]["dir"], config=resolved)
-    if not args.quiet:
+
+    def summary(directory):
+        if args.no_summary:
+            return
+        from figures.summary import draw_summary   # matplotlib: only when drawing
+
+        draw_summary(directory, os.path.join(directory, "summary.png"))
+
+    if not quiet:
+        print("  writing results" + ("" if args.no_summary else " and summary.png") + " ...", flush=True)
+    path = write_result(res, out, config=resolved, extra=summary)
+    if not quiet:
         t = res.timings
         sim = res.counts.get("simulated_synapses")
         folded = f" ({sim:,} simulated after folding)" if sim is not None and sim != res.counts["synapses"] else ""
         print(f"  {res.counts['neurons']:,} neurons, {res.counts['synapses']:,} synapses{folded}; "
-              f"build {t['build']:.2f} s, compile {t['compile']:.2f} s, run {t['run']:.2f} s")
-        print(res.metrics_table())
+              f"build {t['build']:.1f} s, compile {t['compile']:.1f} s, run {t['run']:.1f} s, "
+              f"total {time.perf_counter() - t0:.1f} s")
+        print("  decoded stage vs exact attention (NRMSE), beside the error spike-count noise alone "
+              "would give (floor):" if co.spiking else "  decoded stage vs exact attention (NRMSE):")
+        print(stage_table(res))
         rng = {k: v for k, v in res.diagnostics["range"].items()
-               if v.get("rectified") or v.get("silent_interneurons")}
+               if v.get("rectified") or v.get("silent_interneurons") or v.get("saturated")}
         if rng:
             print(f"  WARNING: cells outside their working range: {rng}")
-        print(f"results written to {path}")
+        files = sorted(os.listdir(path))
+        print(f"results in {path}: {', '.join(files)}")
     return 0
 
 
 def _cmd_circuit(args) -> int:
-    cfg = load_config(args.config)
+    raw = read_config(args.config)
+    cfg = resolve_config(raw)
     p, c = cfg["problem"], cfg["circuit"]
+    if any(p[k] is None for k in SIZE_KEYS):   # sizes from files: read them
+        base = os.path.dirname(os.path.abspath(args.config)) if args.config else None
+        inputs = make_inputs(p, base_dir=base)
+        p.update(sizes_of(inputs))
+        p["cross"] = inputs["Y"] is not None
     circ = pathway(p["n"], p["dk"], p["dv"], p["de"], H=p["H"], m=p["m"], cross=p["cross"],
                    causal=p["causal"], normalize=p["normalize"], P=c["P"], n_inh=c["n_inh"],
                    signed=c["signed"], circuit=c["circuit"])
@@ -73,14 +181,24 @@ def _cmd_figures(args) -> int:
     data = args.data or os.path.join(args.out, "data")
     make_data(data, quick=args.quick)
     made = make_figures(args.out, data, gallery=args.gallery)
-    for p in made:
-        print(f"  {p}")
-    print(f"{len(made)} figures (PNG + PDF + caption) in {os.path.abspath(args.out)}, "
-          f"{time.perf_counter() - t0:.0f} s")
+    if not args.quiet:
+        for p in made:
+            print(f"  {p}")
+        print(f"{len(made)} figures (PNG + PDF + caption) in {os.path.abspath(args.out)}, "
+              f"{time.perf_counter() - t0:.0f} s")
     return 0
 
 
-def _add_benchmarks(sub) -> None:
+def _common() -> argparse.ArgumentParser:
+    """Flags every subcommand takes."""
+    c = argparse.ArgumentParser(add_help=False)
+    c.add_argument("--quiet", action="store_true", help="no progress bars; print nothing but errors")
+    c.add_argument("-v", "--verbose", action="count", default=0,
+                   help="diagnostics: -v progress of each step, -vv debug")
+    return c
+
+
+def _add_benchmarks(sub, common) -> None:
     """``ctmhsa bench NAME``: one subcommand per entry of :data:`sims.benchmarks.BENCHMARKS`, each
     with the flags its module adds (``add_arguments``) and its ``main`` as the command."""
     bench = sub.add_parser("bench", help="benchmarks that print a table and write JSON",
@@ -89,52 +207,118 @@ def _add_benchmarks(sub) -> None:
     which = bench.add_subparsers(dest="benchmark", metavar="NAME", required=True, title="benchmarks")
     for name in BENCHMARKS:
         mod = benchmark(name)
-        p = which.add_parser(name, help=mod.HELP, description=mod.__doc__,
+        p = which.add_parser(name, help=mod.HELP, description=mod.__doc__, parents=[common],
                              formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
         p.set_defaults(func=mod.main)
 
 
+def _times(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a time in seconds, got {text!r}") from None
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="ctmhsa",
-        description="Cortico-thalamic circuits computing multihead self-attention (Brian2).")
+        description="Cortico-thalamic circuits computing multihead self-attention (Brian2), after "
+                    "Granier & Senn (2025).")
+    ap.add_argument("--version", action="version", version=f"ctmhsa {_version()}")
+    common = _common()
     sub = ap.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="simulate a configuration and write a results directory")
+    run = sub.add_parser("run", parents=[common],
+                         help="simulate a configuration, write a results directory with summary.png and spikes.nwb",
+                         description="Simulate a configuration (default: a two-head spiking pathway, "
+                                     "n = 8, d = 8) and write a results directory: config.toml, "
+                                     "metrics.json, stages/reference/rates/spikes/noise .npz, "
+                                     "spikes.nwb (spiking levels), summary.png, provenance.json.")
     run.add_argument("config", nargs="?", default=None,
-                     help="TOML configuration (default: the shipped small two-head pathway)")
+                     help="TOML configuration (default: the shipped two-head spiking pathway)")
     run.add_argument("--out", help="results directory (default: [output] dir of the config)")
     run.add_argument("--neuron", choices=["rate", "escape", "lif"], help="override the fidelity level")
-    run.add_argument("--duration", type=float, help="override the simulated time (s)")
+    run.add_argument("--duration", type=_times, help="override the simulated window (s)")
     run.add_argument("--seed", type=int, help="override the simulation seed")
-    run.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    run.add_argument("--codegen", choices=["auto", "numpy", "cython"], help="Brian2 code generation target")
+    run.add_argument("--device", choices=["runtime", "cpp_standalone"], help="Brian2 device")
+    run.add_argument("--record-spikes", nargs="*", metavar="POPULATION",
+                     help="keep spike times: of every population (no names) or of the named ones")
+    run.add_argument("--no-record-spikes", action="store_true", help="keep no spike times")
+    run.add_argument("--checkpoints", nargs="+", type=_times, metavar="T",
+                     help="also decode every stage after these window lengths (s)")
+    w = run.add_argument_group("trained weights (mapping.weights)")
+    w.add_argument("--weights", metavar="FILE",
+                   help="attention projections of a trained model: .safetensors, or .pt/.bin (needs torch)")
+    w.add_argument("--layer", type=lambda s: int(s) if s.lstrip("-").isdigit() else s,
+                   help="attention layer number (or key prefix) in the weights file")
+    w.add_argument("--heads", type=int, nargs="+", metavar="H", help="heads of that layer to simulate (default all)")
+    w.add_argument("--n-heads", dest="n_heads", type=int,
+                   help="heads of the layer (default: config.json beside the weights)")
+    w.add_argument("--layout", choices=["auto", "mha", "bert", "gpt2"], help="key layout of the weights file")
+    w.add_argument("--tokens", metavar="FILE.npz", help="token embeddings: an .npz with X (n, de) (and Y)")
+    run.add_argument("--no-summary", action="store_true", help="do not draw summary.png")
     run.set_defaults(func=_cmd_run)
 
-    circ = sub.add_parser("circuit", help="print the circuit a configuration describes")
+    circ = sub.add_parser("circuit", parents=[common], help="print the circuit a configuration describes")
     circ.add_argument("config", nargs="?", default=None)
     circ.add_argument("--json", action="store_true", help="full declarative description as JSON")
     circ.set_defaults(func=_cmd_circuit)
 
-    figs = sub.add_parser("figures", help="run the shipped small simulations (sims.figure_data), then "
-                                          "draw every figure from their files (figures.make)")
+    figs = sub.add_parser("figures", parents=[common],
+                          help="run the shipped small simulations (sims.figure_data), then "
+                               "draw every figure from their files (figures.make)")
     figs.add_argument("--out", default="figures_out", help="output directory (default figures_out)")
-    figs.add_argument("--data", default=None, help="data directory (default OUT/data; resumable)")
+    figs.add_argument("--data", default=None,
+                      help="data directory (default OUT/data; resumable, one subdirectory per parameter set)")
     figs.add_argument("--gallery", default=None, help="also copy the PNGs here (e.g. figures/gallery)")
-    figs.add_argument("--quick", action="store_true", help="very short windows (smoke test)")
+    figs.add_argument("--quick", action="store_true", help="very short windows (smoke test; figures marked QUICK)")
     figs.set_defaults(func=_cmd_figures)
 
-    _add_benchmarks(sub)
+    _add_benchmarks(sub, common)
     return ap
+
+
+class _Stderr(logging.StreamHandler):
+    """A handler writing to whatever ``sys.stderr`` is when a record comes (not the stream of
+    the first call)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+def _logging(verbose: int, quiet: bool) -> None:
+    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    for name in ("ctmhsa", "sims", "mapping", "circuits", "neurons", "figures"):
+        lg = logging.getLogger(name)
+        lg.setLevel(level)
+        if not any(getattr(h, "_ctmhsa", False) for h in lg.handlers):
+            h = _Stderr()
+            h.setFormatter(logging.Formatter("ctmhsa: %(levelname)s: %(name)s: %(message)s"))
+            h._ctmhsa = True
+            lg.addHandler(h)
+            lg.propagate = False
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    quiet = bool(getattr(args, "quiet", False))
+    _logging(getattr(args, "verbose", 0), quiet)
+    set_quiet(quiet)
     try:
         return args.func(args)
-    except (ValueError, TypeError, NotImplementedError) as exc:
+    except (ValueError, TypeError, NotImplementedError, ImportError) as exc:
         print(f"ctmhsa: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        set_quiet(False)
 
 
 if __name__ == "__main__":  # pragma: no cover

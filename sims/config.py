@@ -13,9 +13,16 @@ A configuration has four tables; ``[circuit]`` and ``[run]`` are the fields of
     cross = false
     causal = false
     normalize = true     # false: the unnormalised variant (no interneurons)
-    inputs = "random"    # or a path to an .npz with X, WQ, WK, WV, WO (and Y)
+    inputs = "random"    # or a path to an .npz with X, WQ, WK, WV, WO (and Y); with
+                         # weights: an .npz with the tokens X (and Y) only
     input_seed = 0       # seed of the random tokens and weights
-    weight_scale = 1.0   # query/key/value weights ~ N(0, weight_scale² / de)
+    weight_scale = 1.0   # random query/key/value weights ~ N(0, weight_scale² / de)
+    weights = "model.safetensors"  # optional: a trained layer's projections (mapping.weights)
+    layer = 0            # which attention layer of the weights file (number or key prefix)
+    heads = [0, 1]       # which of its heads (default all)
+    n_heads = 12         # heads of the layer (default: config.json beside the weights)
+    layout = "auto"      # "mha", "bert" or "gpt2" key layout
+    fold_bias = true     # in-projection biases made exact by a constant token coordinate
 
     [circuit]      # what is built (sims.options.CircuitOptions)
     neuron = "rate"
@@ -44,6 +51,12 @@ goes to ``[circuit]`` or ``[run]``, where it belongs. The options are validated 
 read, with the messages of :mod:`sims.options`.
 
 Unknown keys are errors (a typo must not silently fall back to a default).
+
+Sizes: with random inputs the sizes are the ``[problem]`` values (defaults above). When tokens or
+weights come from files, a size the configuration leaves out is taken from the arrays, and a
+size it states must agree with them: :func:`make_inputs` refuses a disagreement with a
+``ValueError`` naming the key, before anything is built. :func:`sizes_of` gives the real sizes,
+which ``ctmhsa run`` saves in the results directory's ``config.toml``.
 """
 
 from __future__ import annotations
@@ -63,8 +76,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["DEFAULTS", "options", "load_config", "resolve_config", "make_inputs", "problem_inputs", "tables_of", "dumps_toml",
-           "default_config_path"]
+__all__ = ["DEFAULTS", "SIZE_KEYS", "options", "load_config", "read_config", "resolve_config", "make_inputs",
+           "sizes_of", "problem_inputs", "tables_of", "dumps_toml", "default_config_path"]
+
+SIZE_KEYS = ("n", "m", "H", "dk", "dv", "de")
 
 # fields with no TOML form (objects) or set in [problem]
 _NOT_IN_TOML = {"params", "gains", "causal", "normalize", "report", "scheduler"}
@@ -77,7 +92,8 @@ def _option_defaults(cls) -> dict:
 
 DEFAULTS = {
     "problem": dict(n=4, m=None, H=2, dk=4, dv=4, de=6, cross=False, causal=False, normalize=True,
-                    inputs="random", input_seed=0, weight_scale=1.0),
+                    inputs="random", input_seed=0, weight_scale=1.0, weights=None, layer=None, heads=None,
+                    n_heads=None, layout="auto", fold_bias=True),
     "circuit": _option_defaults(CircuitOptions),
     "run": _option_defaults(RunOptions),
     "output": dict(dir="results/default"),
@@ -91,17 +107,22 @@ def default_config_path() -> str:
     return str(resources.files("sims.configs").joinpath("default.toml"))
 
 
-def load_config(path: str | os.PathLike | None = None) -> dict:
-    """Read a TOML configuration and resolve it against :data:`DEFAULTS`."""
+def read_config(path: str | os.PathLike | None = None) -> dict:
+    """The tables of a TOML configuration as written (not resolved); default: the shipped one."""
     path = default_config_path() if path is None else os.fspath(path)
     try:
         with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
+            return tomllib.load(fh)
     except FileNotFoundError:
         raise ValueError(f"config: file {path!r} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"config: {path!r} is not valid TOML ({exc})") from None
-    cfg = resolve_config(raw)
+
+
+def load_config(path: str | os.PathLike | None = None) -> dict:
+    """Read a TOML configuration and resolve it against :data:`DEFAULTS`."""
+    path = default_config_path() if path is None else os.fspath(path)
+    cfg = resolve_config(read_config(path))
     cfg["_source"] = os.path.abspath(path)
     return cfg
 
@@ -122,12 +143,39 @@ def resolve_config(raw: dict) -> dict:
                 raise ValueError(f"config: unknown key {table}.{key}; expected one of {expected}")
             cfg[home][key] = val
     p = cfg["problem"]
-    for key in ("n", "H", "dk", "dv", "de", "input_seed"):
+    given = set(raw.get("problem", {}))
+    for key in ("inputs", "layout"):
+        if not isinstance(p[key], str):
+            raise ValueError(f"config: problem.{key} must be a string, got {p[key]!r}")
+    if p["weights"] is not None and not isinstance(p["weights"], str):
+        raise ValueError(f"config: problem.weights must be a file path, got {p['weights']!r}")
+    if p["layer"] is not None and (isinstance(p["layer"], bool) or not isinstance(p["layer"], (int, str))):
+        raise ValueError(f"config: problem.layer must be a layer number or key prefix, got {p['layer']!r}")
+    if p["heads"] is not None and (not isinstance(p["heads"], list) or not p["heads"] or
+                                   not all(isinstance(h, int) and not isinstance(h, bool) and h >= 0
+                                           for h in p["heads"])):
+        raise ValueError(f"config: problem.heads must be a list of head indices, got {p['heads']!r}")
+    if not isinstance(p["fold_bias"], bool):
+        raise ValueError(f"config: problem.fold_bias must be true or false, got {p['fold_bias']!r}")
+    if p["weights"] is None and any(p[k] is not None for k in ("layer", "heads", "n_heads")):
+        raise ValueError("config: problem.layer, heads and n_heads select from a weights file; "
+                         "set problem.weights")
+    # sizes that files provide are read from them unless the configuration states them
+    from_files = set()
+    if p["inputs"] != "random":
+        from_files |= {"n", "m"} | (set() if p["weights"] is not None else {"H", "dk", "dv", "de"})
+    if p["weights"] is not None:
+        from_files |= {"H", "dk", "dv", "de"}
+    for key in from_files - given:
+        p[key] = None
+    for key in ("n", "H", "dk", "dv", "de", "input_seed", "n_heads"):
+        if p[key] is None and (key in from_files or key == "n_heads"):
+            continue
         if isinstance(p[key], bool) or not isinstance(p[key], int) or p[key] < (0 if key == "input_seed" else 1):
             raise ValueError(f"config: problem.{key} must be a positive integer, got {p[key]!r}")
-    if p["m"] is None:
+    if p["m"] is None and "m" not in from_files:
         p["m"] = p["n"]
-    if p["m"] != p["n"]:
+    if p["m"] is not None and p["n"] is not None and p["m"] != p["n"]:
         p["cross"] = True
     if not isinstance(p["weight_scale"], (int, float)) or not p["weight_scale"] > 0:
         raise ValueError(f"config: problem.weight_scale must be > 0, got {p['weight_scale']!r}")
@@ -161,17 +209,51 @@ def problem_inputs(**problem) -> dict:
     return make_inputs(resolve_config({"problem": problem})["problem"])
 
 
+def _path(src: str, base_dir: str | None) -> str:
+    return src if os.path.isabs(src) or base_dir is None else os.path.join(base_dir, src)
+
+
 def make_inputs(problem: dict, base_dir: str | None = None) -> dict:
-    """Tokens and weights described by a ``[problem]`` table.
+    """Tokens and weights described by a ``[problem]`` table, checked against its sizes.
 
     ``inputs = "random"`` draws ``X ~ N(0, 1)``, ``WQ, WK, WV ~ N(0, weight_scale²/de)``,
     ``WO ~ N(0, 1/dv)`` (and ``Y`` for cross-attention) from ``input_seed``; a path loads an
-    ``.npz`` with those arrays (relative paths are resolved against ``base_dir``).
+    ``.npz`` with those arrays (relative paths are resolved against ``base_dir``). With
+    ``weights``, the projections of one layer of a trained model are read
+    (:func:`mapping.weights.load_attention`; biases folded in with ``fold_bias``) and ``inputs``
+    gives the tokens only (random tokens of the model's width when ``"random"``).
+
+    Raises
+    ------
+    ValueError
+        A missing or incomplete file, or arrays whose sizes disagree with a size the table
+        states (the message names the key, e.g. ``problem.de``).
     """
+    rng = np.random.default_rng(problem["input_seed"])
+    weights = problem.get("weights")
     src = problem["inputs"]
-    if src == "random":
-        rng = np.random.default_rng(problem["input_seed"])
-        n, m, H, dk, dv, de = (problem[k] for k in ("n", "m", "H", "dk", "dv", "de"))
+    if weights is not None:
+        from mapping.weights import load_attention, read_tokens
+
+        w = load_attention(_path(weights, base_dir), layer=problem.get("layer"), heads=problem.get("heads"),
+                           n_heads=problem.get("n_heads"), layout=problem.get("layout", "auto"))
+        if src == "random":
+            n = problem["n"] if problem["n"] is not None else DEFAULTS["problem"]["n"]
+            X = rng.normal(size=(n, w.de))
+            Y = rng.normal(size=(problem["m"], w.de)) if problem["cross"] and problem["m"] else None
+        else:
+            tok = read_tokens(_path(src, base_dir))
+            X, Y = tok["X"], tok["Y"]
+            if X.shape[1] != w.de:
+                raise ValueError(f"config: problem.inputs {src!r} has tokens of width {X.shape[1]} but the "
+                                 f"weights' embedding has de = {w.de}")
+        arrays = dict(X=X, Y=Y, **w.arrays())
+        if problem.get("fold_bias", True) and w.has_bias:
+            arrays.update(w.fold_biases(X))
+            if Y is not None:
+                arrays["Y"] = np.concatenate([Y, np.ones((Y.shape[0], 1))], 1)
+    elif src == "random":
+        n, m, H, dk, dv, de = (problem[k] for k in SIZE_KEYS)
         s = problem["weight_scale"] / np.sqrt(de)
         X = rng.normal(size=(n, de))
         WQ = rng.normal(size=(H, dk, de)) * s
@@ -180,17 +262,43 @@ def make_inputs(problem: dict, base_dir: str | None = None) -> dict:
         WO = rng.normal(size=(H, de, dv)) / np.sqrt(dv)
         Y = rng.normal(size=(m, de)) if problem["cross"] else None
         return dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, Y=Y)
-    path = src if os.path.isabs(src) or base_dir is None else os.path.join(base_dir, src)
+    else:
+        path = _path(src, base_dir)
+        try:
+            with np.load(path) as data:
+                arrays = {k: np.array(data[k]) for k in data.files}
+        except FileNotFoundError:
+            raise ValueError(f"config: problem.inputs file {path!r} does not exist") from None
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"config: problem.inputs {path!r} is not a readable .npz ({exc})") from None
+        missing = {"X", "WQ", "WK", "WV", "WO"} - set(arrays)
+        if missing:
+            raise ValueError(f"config: problem.inputs {path!r} lacks arrays {sorted(missing)}")
+        arrays.setdefault("Y", None)
+    arrays = {k: arrays[k] for k in ("X", "WQ", "WK", "WV", "WO", "Y")}
     try:
-        with np.load(path) as data:
-            arrays = {k: np.array(data[k]) for k in data.files}
-    except FileNotFoundError:
-        raise ValueError(f"config: problem.inputs file {path!r} does not exist") from None
-    missing = {"X", "WQ", "WK", "WV", "WO"} - set(arrays)
-    if missing:
-        raise ValueError(f"config: problem.inputs {path!r} lacks arrays {sorted(missing)}")
-    arrays.setdefault("Y", None)
-    return {k: arrays[k] for k in ("X", "WQ", "WK", "WV", "WO", "Y")}
+        got = sizes_of(arrays)
+    except (ValueError, IndexError, TypeError) as exc:
+        raise ValueError(f"config: problem.inputs: the arrays do not have the shapes of attention inputs "
+                         f"({exc})") from None
+    where = {"n": "X", "m": "Y" if arrays["Y"] is not None else "X", "H": "WQ", "dk": "WQ", "dv": "WV", "de": "X"}
+    for key in SIZE_KEYS:
+        want = problem.get(key)
+        if want is not None and want != got[key]:
+            raise ValueError(f"config: problem.{key} = {want} but the inputs have {key} = {got[key]} "
+                             f"({where[key]} has shape {tuple(np.shape(arrays[where[key]]))}); fix the "
+                             f"configuration or leave problem.{key} out to take it from the inputs")
+    return arrays
+
+
+def sizes_of(inputs: dict) -> dict:
+    """The sizes ``n, m, H, dk, dv, de`` of tokens and weights (``m = n`` without ``Y``)."""
+    X, Y, WQ, WV = (np.asarray(inputs[k]) if inputs[k] is not None else None for k in ("X", "Y", "WQ", "WV"))
+    if X.ndim != 2 or WQ.ndim != 3 or WV.ndim != 3:
+        raise ValueError(f"X (n, de), WQ (H, dk, de), WV (H, dv, de) expected; got X {X.shape}, "
+                         f"WQ {WQ.shape}, WV {WV.shape}")
+    return dict(n=int(X.shape[0]), m=int((X if Y is None else Y).shape[0]), H=int(WQ.shape[0]),
+                dk=int(WQ.shape[1]), dv=int(WV.shape[1]), de=int(X.shape[1]))
 
 
 def _toml_value(v) -> str:

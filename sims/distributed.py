@@ -29,6 +29,7 @@ from circuits.builders import build
 from circuits.graph import Circuit
 from circuits.instantiate import instantiate
 from circuits.values import CircuitValues
+from mapping.baseline import add_lif_drive
 from mapping.dendrites import add_phi_variances
 from mapping.encode import encode
 
@@ -125,6 +126,7 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
         e = encode(head, X, WQ[h:h + 1], WK[h:h + 1], WV[h:h + 1], WO[h:h + 1], Y=Y, gains=gains,
                    params=params, phi=phi, WS=None if WS is None else WS[h:h + 1])
         add_phi_variances(head, e.values, params, dt, level)   # escape phi-bias correction (no-op otherwise)
+        add_lif_drive(head, e.values, level, dt)               # lif drive and baselines (no-op otherwise)
         for p in inputs:
             e.values.params.pop(p, None)
         tasks.append((head, level, e.values, phi, params, dt, codegen, seeds[1 + h], warmup, T, n_chunks,

@@ -5,6 +5,11 @@ Resumable: every item is written atomically (results directories by :func:`sims.
 files by :func:`sims.io.atomic_savez` / :func:`sims.io.atomic_write_json`), so an item that exists
 is complete and is never recomputed.
 
+Every item lives under a name keyed by its parameters (``accuracy_escape-<hash>``: a SHA-256
+of the tokens, weights and options that produced it, see :func:`param_key`), so a data
+directory shared by runs of other sizes or windows (``--quick`` and full) never hands one's
+data to the other; the manifest names the items of the last call.
+
 =======================  ===============================================================
 ``accuracy_<level>``     n = 8, H = 1, d = 8 head; rate 1 s, escape 2 s, lif 1 s windows
 ``time_escape``          n = 6, H = 2, d = 6 pathway, escape, 4 s window, checkpoints
@@ -22,8 +27,13 @@ is complete and is never recomputed.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import os
 import time
+
+import numpy as np
 
 from neurons.laws import LAWS
 
@@ -32,8 +42,11 @@ from sims.benchmarks.cells import fig2_data
 from sims.benchmarks.circuits import counts
 from sims.benchmarks.common import square_problem
 from sims.io import atomic_savez, atomic_write_json, is_complete, write_result
+from sims.progress import progress
 
-__all__ = ["MANIFEST", "COUNTS_D", "make_data"]
+__all__ = ["MANIFEST", "COUNTS_D", "make_data", "param_key"]
+
+log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 COUNTS_D = 33     # dk = dv = de of the circuit counts (barrel dimensions)
@@ -44,51 +57,83 @@ def _problem(n: int, H: int, d: int, seed: int = 0) -> dict:
     return {k: x[k] for k in ("X", "WQ", "WK", "WV", "WO")}
 
 
-def _simulate(data_dir: str, name: str, **kw) -> str:
-    """Run ``simulate_mhsa(**kw)`` into ``data_dir/name`` unless it is complete; return ``name``."""
-    path = os.path.join(data_dir, name)
+def param_key(**params) -> str:
+    """A short SHA-256 key of parameters: arrays by shape, dtype and bytes, everything else by
+    its JSON form (the key changes with any size, value, window or option)."""
+    h = hashlib.sha256()
+    for k in sorted(params):
+        v = params[k]
+        h.update(k.encode())
+        if isinstance(v, np.ndarray):
+            a = np.ascontiguousarray(v)
+            h.update(f"{a.shape}{a.dtype}".encode())
+            h.update(a.tobytes())
+        else:
+            h.update(json.dumps(v, sort_keys=True, default=repr).encode())
+    return h.hexdigest()[:12]
+
+
+def _simulate(data_dir: str, name: str, bar=None, **kw) -> str:
+    """Run ``simulate_mhsa(**kw)`` into ``data_dir/<name>-<key of kw>`` unless it is complete;
+    return that directory's name (relative to ``data_dir``)."""
+    kw = dict(codegen="numpy", **kw)
+    rel = f"{name}-{param_key(**kw)}"
+    path = os.path.join(data_dir, rel)
+    if bar is not None:
+        bar.set_postfix_str(name)
     if not is_complete(path):
         t0 = time.perf_counter()
         # small networks: Brian2's numpy target needs no compiler (a cold Cython cache cost
         # 316 s for the P = 10 run alone on a fresh clone)
-        write_result(simulate_mhsa(codegen="numpy", **kw), path)
-        print(f"  simulated {name} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    return name
+        write_result(simulate_mhsa(**kw), path)
+        log.info("simulated %s (%.0f s)", rel, time.perf_counter() - t0)
+    if bar is not None:
+        bar.update()
+    return rel
 
 
 def make_data(data_dir: str, quick: bool = False) -> dict:
     """Produce (or reuse) every data file the figures read under ``data_dir`` and write its
-    manifest (``data_dir/manifest.json``); return the manifest (paths relative to ``data_dir``)."""
+    manifest (``data_dir/manifest.json``); return the manifest (paths relative to ``data_dir``).
+
+    Items are keyed by their parameters (:func:`param_key`): one computed for other sizes or
+    windows is never reused."""
     s = 0.1 if quick else 1.0
     man = dict(quick=bool(quick), accuracy={})
-    small = _problem(8, 1, 8) if not quick else _problem(3, 1, 3)
-    for level, T in (("rate", 1.0), ("escape", 2.0), ("lif", 1.0)):
-        man["accuracy"][level] = _simulate(
-            data_dir, f"accuracy_{level}", **small, neuron=level,
-            duration=T if level == "rate" else T * s, warmup=None if level == "rate" else 0.5 * s,
-            record_spikes=level == "escape")
-    multi = _problem(6, 2, 6) if not quick else _problem(3, 2, 3)
-    T = 4.0 * s
-    man["time_escape"] = _simulate(data_dir, "time_escape", **multi, neuron="escape", duration=T,
-                                   warmup=0.5 * s, checkpoints=[T / 8, T / 4, T / 2])
-    man["readout"] = [dict(P=P, path=_simulate(data_dir, f"readout_P{P}", **multi, neuron="escape",
-                                               duration=2.0 * s, warmup=0.5 * s, seed=1,
-                                               P={"l5pt": P, "nucleus2": P}))
-                      for P in ((1, 3) if quick else (1, 4, 10))]
-    man["circuits"] = [dict(circuit=kind, n=n,
-                            path=_simulate(data_dir, f"circuit_{kind}_n{n}", **_problem(n, 1, 6 if not quick else 3),
-                                           neuron="escape", circuit=kind, duration=1.0 * s, warmup=0.5 * s))
-                       for kind in ("quadratic", "linear") for n in ((2, 3) if quick else (3, 6, 12))]
-    man["laws"] = {law: man["accuracy"]["rate"] if law == "product" else
-                   _simulate(data_dir, f"law_{law}", **small, neuron="rate", law=law)
-                   for law in LAWS}
-    man["fig2"] = "fig2_escape.npz"
-    f2 = os.path.join(data_dir, man["fig2"])
-    if not os.path.exists(f2):
-        atomic_savez(f2, **fig2_data("escape", T=3.0 * s))
-    man["circuit_counts"] = "circuit_counts.json"
-    cc = os.path.join(data_dir, man["circuit_counts"])
-    if not os.path.exists(cc):
-        atomic_write_json(cc, dict(d=COUNTS_D, rows=counts(COUNTS_D)))
+    n_items = 3 + 1 + (2 if quick else 3) + 2 * (2 if quick else 3) + (len(LAWS) - 1) + 2
+    with progress(total=n_items, desc="figure data", unit="item") as bar:
+        small = _problem(8, 1, 8) if not quick else _problem(3, 1, 3)
+        for level, T in (("rate", 1.0), ("escape", 2.0), ("lif", 1.0)):
+            man["accuracy"][level] = _simulate(
+                data_dir, f"accuracy_{level}", bar, **small, neuron=level,
+                duration=T if level == "rate" else T * s, warmup=None if level == "rate" else 0.5 * s,
+                record_spikes=level == "escape")
+        multi = _problem(6, 2, 6) if not quick else _problem(3, 2, 3)
+        T = 4.0 * s
+        man["time_escape"] = _simulate(data_dir, "time_escape", bar, **multi, neuron="escape", duration=T,
+                                       warmup=0.5 * s, checkpoints=[T / 8, T / 4, T / 2])
+        man["readout"] = [dict(P=P, path=_simulate(data_dir, f"readout_P{P}", bar, **multi, neuron="escape",
+                                                   duration=2.0 * s, warmup=0.5 * s, seed=1,
+                                                   P={"l5pt": P, "nucleus2": P}))
+                          for P in ((1, 3) if quick else (1, 4, 10))]
+        man["circuits"] = [dict(circuit=kind, n=n,
+                                path=_simulate(data_dir, f"circuit_{kind}_n{n}", bar,
+                                               **_problem(n, 1, 6 if not quick else 3),
+                                               neuron="escape", circuit=kind, duration=1.0 * s, warmup=0.5 * s))
+                           for kind in ("quadratic", "linear") for n in ((2, 3) if quick else (3, 6, 12))]
+        man["laws"] = {law: man["accuracy"]["rate"] if law == "product" else
+                       _simulate(data_dir, f"law_{law}", bar, **small, neuron="rate", law=law)
+                       for law in LAWS}
+        T2 = 3.0 * s
+        man["fig2"] = f"fig2_escape-{param_key(level='escape', T=T2)}.npz"
+        f2 = os.path.join(data_dir, man["fig2"])
+        if not os.path.exists(f2):
+            atomic_savez(f2, **fig2_data("escape", T=T2))
+        bar.update()
+        man["circuit_counts"] = f"circuit_counts-{param_key(d=COUNTS_D)}.json"
+        cc = os.path.join(data_dir, man["circuit_counts"])
+        if not os.path.exists(cc):
+            atomic_write_json(cc, dict(d=COUNTS_D, rows=counts(COUNTS_D)))
+        bar.update()
     atomic_write_json(os.path.join(data_dir, MANIFEST), man)
     return man

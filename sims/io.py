@@ -9,17 +9,24 @@ Layout of one run's directory::
     rates.npz          rates (Hz) per population on its index grid (NaN = absent cell)
     spikes.npz         recorded spike trains: ``<population>.i`` (cell), ``<population>.t`` (s)
     noise.npz          per-entry noise-floor variance of every stage (spiking levels)
-    provenance.json    versions, level, seed, device, timings, counts, diagnostics
+    spikes.nwb         spiking levels: every cell labelled by population and index axes, its
+                       rate and its spike train, in Neurodata Without Borders (:mod:`sims.nwb`)
+    provenance.json    versions, git commit, level, seed, device, timings, counts, diagnostics
 
-A directory that exists is complete: it appears only through the final rename.
+A directory that exists is complete: it appears only through the final rename. Directories
+and files get the permissions the umask allows (0755 and 0644 under the usual umask 022), not
+the owner-only ones of temporary files.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 from importlib import metadata
@@ -29,14 +36,48 @@ import numpy as np
 from .config import dumps_toml, tables_of
 from .result import SimulationResult
 
-__all__ = ["write_result", "atomic_write_text", "atomic_write_json", "atomic_savez", "versions", "is_complete",
-           "load"]
+__all__ = ["write_result", "atomic_write_text", "atomic_write_json", "atomic_savez", "versions", "git_commit",
+           "is_complete", "load"]
+
+log = logging.getLogger(__name__)
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _public(path: str, directory: bool = False) -> None:
+    """Give ``path`` the permissions the umask allows (temporary files and directories are
+    created owner-only)."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> dict | None:
+    """The git commit of the source tree this package runs from, and whether it has
+    uncommitted changes; ``None`` when it is not a git checkout (e.g. installed from a wheel)."""
+    if not os.path.exists(os.path.join(_ROOT, ".git")):
+        return None
+    try:
+        rev = subprocess.run(["git", "-C", _ROOT, "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10)
+        if rev.returncode != 0:
+            return None
+        st = subprocess.run(["git", "-C", _ROOT, "status", "--porcelain", "--untracked-files=no"],
+                            capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return dict(commit=rev.stdout.strip(), dirty=bool(st.stdout.strip()) if st.returncode == 0 else None)
 
 
 def versions() -> dict:
     """Versions of Python and of the packages a result depends on."""
     out = {"python": platform.python_version(), "platform": platform.platform()}
-    for pkg in ("ctmhsa", "brian2", "numpy", "networkx", "matplotlib", "cython"):
+    for pkg in ("ctmhsa", "brian2", "numpy", "networkx", "matplotlib", "cython", "pynwb"):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
@@ -60,6 +101,7 @@ def atomic_write_text(path: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        _public(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -80,6 +122,7 @@ def atomic_savez(path: str, **arrays) -> None:
     os.close(fd)
     try:
         np.savez_compressed(tmp, **arrays)
+        _public(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -93,10 +136,22 @@ def is_complete(path: str) -> bool:
     return os.path.isfile(os.path.join(path, "provenance.json"))
 
 
-def write_result(result: SimulationResult, path: str, config: dict | None = None) -> str:
+def write_result(result: SimulationResult, path: str, config: dict | None = None, extra=None,
+                 nwb: bool | None = None) -> str:
     """Write ``result`` into directory ``path`` atomically; return the absolute path.
 
-    An existing directory at ``path`` is replaced only after the new one is complete.
+    Parameters
+    ----------
+    result : SimulationResult
+    path : str
+        The results directory. An existing one is replaced only after the new one is complete.
+    config : dict, optional
+        The configuration tables to save as ``config.toml`` (default: from ``result.config``).
+    extra : callable, optional
+        ``extra(directory)`` writes further files (a summary figure) into the directory before
+        it is renamed into place; it reads the files already written there.
+    nwb : bool, optional
+        Write ``spikes.nwb`` (:mod:`sims.nwb`); default: at the spiking levels.
     """
     path = os.path.abspath(path)
     parent = os.path.dirname(path)
@@ -107,6 +162,7 @@ def write_result(result: SimulationResult, path: str, config: dict | None = None
             shutil.rmtree(os.path.join(parent, stale), ignore_errors=True)
     tmp = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(path)}.tmp-")
     try:
+        _public(tmp, directory=True)
         cfg = config if config is not None else tables_of(result.config)
         cfg = {k: v for k, v in cfg.items() if not k.startswith("_")}
         with open(os.path.join(tmp, "config.toml"), "w") as fh:
@@ -121,11 +177,17 @@ def write_result(result: SimulationResult, path: str, config: dict | None = None
             trains[f"{pop}.i"], trains[f"{pop}.t"] = np.asarray(i, np.int32), np.asarray(t, float)
         np.savez_compressed(os.path.join(tmp, "spikes.npz"), **trains)
         np.savez_compressed(os.path.join(tmp, "noise.npz"), **result.noise_variance)
-        prov = dict(versions=versions(), level=result.level, config=result.config,
+        if nwb if nwb is not None else result.level != "rate":
+            from .nwb import write_nwb
+
+            write_nwb(result, os.path.join(tmp, "spikes.nwb"))
+        prov = dict(versions=versions(), git=git_commit(), level=result.level, config=result.config,
                     timings=result.timings, counts=result.counts, diagnostics=result.diagnostics,
                     argv=sys.argv, device=result.config.get("device", "runtime"))
         with open(os.path.join(tmp, "provenance.json"), "w") as fh:
             json.dump(prov, fh, indent=2, default=_json_default)
+        if extra is not None:
+            extra(tmp)
         if os.path.exists(path):
             old = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(path)}.old-")
             os.rename(path, os.path.join(old, "x"))
@@ -136,6 +198,7 @@ def write_result(result: SimulationResult, path: str, config: dict | None = None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    log.info("results written to %s", path)
     return path
 
 

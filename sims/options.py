@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from circuits.builders import CIRCUITS, DEFAULT_N_INH, SIGNED_CODES
-from mapping.codes import DEFAULT_GAINS, CodeGains
+from mapping.codes import CodeGains, default_gains
 from neurons.laws import check_law
 from neurons.models import FIDELITY_LEVELS, PHI_EXPRESSIONS
 from neurons.params import DEFAULT_PARAMS, CellParams, seconds
@@ -51,6 +51,7 @@ AUTO_CYTHON_SYNAPSES = 200_000
 per code object and cached); smaller ones use Brian2's numpy target, which needs no compiler."""
 
 CODEGEN = ("auto", "numpy", "cython")
+REPORTS = ("progress", "text", "stdout", "stderr")
 DEVICES = ("runtime", "cpp_standalone")
 
 
@@ -112,8 +113,9 @@ class CircuitOptions(_Options):
         Simulate deterministic compartments with identical inputs once (exact).
     params : CellParams
         Physiological constants.
-    gains : CodeGains
-        Gains of the affine codes.
+    gains : CodeGains, optional
+        Gains of the affine codes; ``None``: the level's default
+        (:func:`mapping.codes.default_gains`), see :attr:`code_gains`.
     """
 
     neuron: str = "escape"
@@ -127,7 +129,7 @@ class CircuitOptions(_Options):
     signed: str = "onoff"
     fold: bool = True
     params: CellParams = DEFAULT_PARAMS
-    gains: CodeGains = DEFAULT_GAINS
+    gains: CodeGains | None = None
 
     def __post_init__(self):
         _choice("neuron", self.neuron, FIDELITY_LEVELS)
@@ -159,11 +161,21 @@ class CircuitOptions(_Options):
             raise ValueError(f"P: expected an integer >= 1 or a dict of them per population, got {self.P!r}")
         if not isinstance(self.params, CellParams):
             raise TypeError(f"params: expected neurons.params.CellParams, got {type(self.params).__name__}")
-        if not isinstance(self.gains, CodeGains):
+        if self.gains is not None and not isinstance(self.gains, CodeGains):
             raise TypeError(f"gains: expected mapping.codes.CodeGains, got {type(self.gains).__name__}")
 
     def __hash__(self):   # P may be a dict
         return hash(repr(self.to_dict()))
+
+    @property
+    def code_gains(self) -> CodeGains:
+        """The gains in use: ``gains``, or the level's default when ``gains`` is None."""
+        return default_gains(self.neuron) if self.gains is None else self.gains
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out["gains"] = self.code_gains.to_dict()    # what was used, not "default"
+        return out
 
     @property
     def spiking(self) -> bool:
@@ -200,8 +212,11 @@ class RunOptions(_Options):
     max_memory : int, optional
         Refuse networks whose estimated memory exceeds this many bytes (``None``: 80 % of the
         available memory).
-    report : None, "text" or callable
-        Brian2 progress report.
+    report : None, "progress", "text", "stdout", "stderr" or callable
+        Progress during the run: ``"progress"`` draws a tqdm bar over the biological time
+        (:class:`sims.progress.RunProgress`; on the standalone device read from the binary's
+        report), ``"text"`` prints Brian2's text report, a callable is Brian2's
+        ``report(elapsed, completed, start, duration)``.
     """
 
     duration: float = 1.0
@@ -257,6 +272,9 @@ class RunOptions(_Options):
             _set(self, "record_spikes", tuple(rs))
         else:
             _set(self, "record_spikes", bool(rs))
+        if not (self.report is None or callable(self.report) or self.report in REPORTS):
+            raise ValueError(f"report: expected None, one of {list(REPORTS)} or a callable "
+                             f"report(elapsed, completed, start, duration); got {self.report!r}")
         if self.max_memory is not None and (isinstance(self.max_memory, bool)
                                             or not isinstance(self.max_memory, numbers.Real) or self.max_memory <= 0):
             raise ValueError(f"max_memory: expected a positive number of bytes, got {self.max_memory!r}")

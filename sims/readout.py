@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mapping.baseline import remove_baselines
 from mapping.decode import decode, range_report
 from mapping.noise import spike_generation_fano, stage_noise_variance
 from mapping.operating import check_operating, enforce
@@ -30,6 +31,8 @@ def read_out(sim, obs, run_options) -> SimulationResult:
     ref = sim.reference
     compared = LINEAR_STAGES if o.circuit == "linear" else QUADRATIC_STAGES
     ref_stages = {k: ref[k] for k in compared if o.normalize or k not in ("Z", "z")}  # no division without interneurons
+    for snap in [s for _, s in obs.snapshots] + ([obs.early] if obs.early is not None else []):
+        remove_baselines(circuit, enc.values, snap)    # lif: rates above the somata's baseline
     final = obs.final
     stages = decode(circuit, enc, final)
     change, fano, noise_var, checkpoints = float("nan"), {}, {}, []
@@ -51,7 +54,7 @@ def read_out(sim, obs, run_options) -> SimulationResult:
     max_rate = 1.0 / ro.dt if o.neuron == "escape" else None
     # did the circuit work where it claims to (per macrocolumn)? raises at the rate level,
     # warns and flags at the spiking levels
-    operating = check_operating(circuit, enc, final, o.neuron, o.gains, early=obs.early, T=ro.duration,
+    operating = check_operating(circuit, enc, final, o.neuron, o.code_gains, early=obs.early, T=ro.duration,
                                 max_rate=max_rate)
     enforce(operating, o.neuron)
     if enc.consts["operating"] is not None:

@@ -21,7 +21,7 @@ def stage_metrics(decoded: np.ndarray, reference: np.ndarray) -> dict:
     dict
         ``nrmse`` = RMSE / std(reference) (RMSE / RMS(reference) when the reference is
         constant), ``r`` Pearson correlation (NaN when either side is constant),
-        ``max_abs_error``, ``max_rel_error`` = max |error| / max |reference|, ``n`` compared
+        ``max_abs_error``, ``max_rel_error`` = ``max |error| / max |reference|``, ``n`` compared
         entries. Entries that cannot be decoded (NaN, e.g. keys no query attends) are skipped.
     """
     d = np.asarray(decoded, float).ravel()
@@ -47,7 +47,7 @@ def stage_metrics(decoded: np.ndarray, reference: np.ndarray) -> dict:
 
 @dataclass
 class SimulationResult:
-    """Outcome of one simulation (SPEC §4).
+    """Outcome of one simulation: decoded stages, the exact reference, rates, spikes, provenance.
 
     Attributes
     ----------

@@ -1,6 +1,6 @@
 """Runners: one object per way of running a described, encoded circuit.
 
-=====================  ==========================================================================
+=========================  ======================================================================
 :class:`RuntimeRunner`     Brian2's runtime device in this process (numpy or Cython code). Builds
                            the network at once, so a user can reach it (``.network``) and add
                            monitors before running; the only runner that reads the network during
@@ -10,7 +10,7 @@
                            duration is known) and passes tokens, weights and seed as run arguments.
 :class:`SplitRunner`       The pathway split at its nuclei, every head a task on dask
                            (:mod:`sims.distributed`); one network per stage, on the workers.
-=====================  ==========================================================================
+=========================  ======================================================================
 
 Every runner returns the same typed :class:`Observations`; :func:`runner_for` is the one place
 that looks at the device and scheduler options.
@@ -18,8 +18,11 @@ that looks at the device and scheduler options.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from dataclasses import dataclass, field
 
+import brian2 as b2
 from filelock import FileLock
 
 from circuits.graph import Circuit
@@ -30,6 +33,9 @@ from neurons.window import counts_as_rates
 
 from .distributed import run_split
 from .options import N_CHUNKS, CircuitOptions, RunOptions
+from .progress import RunProgress, binary_progress
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Observations", "Runner", "RuntimeRunner", "StandaloneRunner", "SplitRunner", "runner_for"]
 
@@ -114,6 +120,40 @@ class Runner:
                            law=o.law, fold=o.fold, **kw)
 
 
+def _bar(options: CircuitOptions, run_options: RunOptions) -> RunProgress | None:
+    """The progress bar of ``report="progress"``: biological time of warm-up and window."""
+    if run_options.report != "progress":
+        return None
+    ro = run_options
+    total = ro.duration + (ro.warmup if options.spiking else 0.0)
+    return RunProgress(total, f"{options.neuron} level")
+
+
+@contextlib.contextmanager
+def _ticking(built, bar: RunProgress | None, every: int = 20):
+    """Move ``bar`` to the network time every ``every`` steps (Brian2 calls a report callable
+    only every 10 s of wall time); a network operation, so it draws no random number and
+    changes no spike."""
+    if bar is None:
+        yield
+        return
+    net, step = built.network, [0]
+
+    def tick():
+        step[0] += 1
+        if step[0] % every == 0:
+            bar.update_to(float(net.t_))
+
+    op = b2.NetworkOperation(tick, clock=built.clock, when="end", order=2000, name="progress_tick")
+    net.add(op)
+    try:
+        yield
+    finally:
+        net.remove(op)
+        bar.update_to(float(net.t_))
+        bar.close()
+
+
 def _recorded(built, record_spikes) -> dict:
     if not record_spikes:
         return {}
@@ -138,17 +178,21 @@ class RuntimeRunner(Runner):
 
     def run(self, run_options: RunOptions) -> Observations:
         built, ro = self.built, run_options
+        log.info("generating code (%s target)", ro.codegen)
         t_compile = built.prepare()
-        if not built.spiking:
-            # run 90 % of the time, look, run the rest: the change of every observable over the
-            # last 10 % says how settled the rate dynamics are, without looking at the reference
-            t_run = built.run(0.9 * ro.duration, report=ro.report)
-            early = {p: built.read(p) for p in self.circuit.populations}
-            t_run += built.run(ro.duration - 0.9 * ro.duration, report=ro.report)
-            final = {p: built.read(p) for p in self.circuit.populations}
-            return Observations([(ro.duration, final)], early=early, build=built.build_time,
-                                compile=t_compile, run=t_run)
-        m = built.measure(ro.warmup, ro.duration, N_CHUNKS, ro.checkpoints, ro.report)
+        bar = _bar(self.options, ro)
+        report = bar if bar is not None else ro.report
+        with _ticking(built, bar):
+            if not built.spiking:
+                # run 90 % of the time, look, run the rest: the change of every observable over the
+                # last 10 % says how settled the rate dynamics are, without looking at the reference
+                t_run = built.run(0.9 * ro.duration, report=report)
+                early = {p: built.read(p) for p in self.circuit.populations}
+                t_run += built.run(ro.duration - 0.9 * ro.duration, report=report)
+                final = {p: built.read(p) for p in self.circuit.populations}
+                return Observations([(ro.duration, final)], early=early, build=built.build_time,
+                                    compile=t_compile, run=t_run)
+            m = built.measure(ro.warmup, ro.duration, N_CHUNKS, ro.checkpoints, report)
         return Observations([(t, counts_as_rates(o)) for t, o in m["snapshots"]], m["chunks"],
                             _recorded(built, ro.record_spikes), build=built.build_time,
                             compile=t_compile, run=m["run"])
@@ -165,9 +209,16 @@ class StandaloneRunner(Runner):
         key = project_key(self.circuit, o.neuron, o.phi, o.params, ro.dt, (ro.warmup, ro.duration, N_CHUNKS),
                           ro.threads, law=o.law, fold=o.fold)
         where = project_dir(key)
+        bar = _bar(o, ro)
         with FileLock(where + ".lock"), standalone_device(where, ro.threads):
             built = self._instantiate(ro, run_args={})
-            sa = run_standalone(built, ro.warmup, ro.duration, where, ro.threads, N_CHUNKS, ro.report)
+            # the binary prints Brian2's text report; binary_progress reads it into the bar
+            with binary_progress(bar):
+                sa = run_standalone(built, ro.warmup, ro.duration, where, ro.threads, N_CHUNKS,
+                                    bar if bar is not None else ro.report)
+        if bar is not None:
+            bar.update_to(bar.total)
+            bar.close()
         spikes = {p: v for p, v in sa["spikes"].items() if ro.record_spikes is True or
                   (ro.record_spikes and p in ro.record_spikes)}
         return Observations([(ro.duration, counts_as_rates(sa["obs"]))], sa["chunks"], spikes,
@@ -188,7 +239,7 @@ class SplitRunner(Runner):
     def run(self, run_options: RunOptions) -> Observations:
         o, ro, x = self.options, run_options, self.inputs
         sa = run_split(self.circuit, self.encoding, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], x["Y"],
-                       o.gains, o.phi, o.params, o.neuron, ro.dt, ro.codegen, ro.seed, ro.warmup,
+                       o.code_gains, o.phi, o.params, o.neuron, ro.dt, ro.codegen, ro.seed, ro.warmup,
                        ro.duration, N_CHUNKS, ro.scheduler, ro.record_spikes, WS=x["WS"], law=o.law,
                        fold=o.fold)
         return Observations([(ro.duration, counts_as_rates(sa["obs"]))], sa["chunks"], sa["spikes"],

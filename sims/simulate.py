@@ -32,7 +32,7 @@ def simulate_mhsa(
 ) -> SimulationResult:
     """Simulate multihead linear self-attention in a cortico-thalamic circuit.
 
-    Builds the pathway nucleus 1 → H areas → nucleus 2 (SPEC §3) in Brian2, encodes the tokens
+    Builds the pathway nucleus 1 → H areas → nucleus 2 in Brian2, encodes the tokens
     and weights into rates, synaptic weights and biases, runs it, decodes every stage from the
     neurons and compares it with :func:`mapping.reference.linear_mhsa`.
 
@@ -103,7 +103,7 @@ def simulate_mhsa(
         0 = no OpenMP). Part of the compiled shape.
     normalize : bool
         ``False``: the unnormalised variant — no interneurons, salience s = phi(q) phi(k)
-        (SPEC: ``linear_mhsa(normalize=False)``); the L2/3 -> L5 IT weights then scale the
+        (``linear_mhsa(normalize=False)``); the L2/3 -> L5 IT weights then scale the
         apical input by 1/dk.
     WS : array, shape (H, dv, de), optional
         Skip connection: core thalamic axons onto L5 PT add ``WS x_i`` to ṽ_i (and ``WO WS x_i``

@@ -89,12 +89,15 @@ def normalisation_table(level: str, T: float = 10.0, n_inh: int = DEFAULT_N_INH)
                              cell_params=dict(b_b=0.0, b_a=0.0, rho=G.rho_l23))
         u = (b + 1) * (a + 1)
         target = R_set * u / u.sum()
-        r = out["rate"]
+        r = out["rate"] - out.get("r_base", 0.0)      # lif: the rate above the soma's baseline
         rows.append(dict(sum_u=float(u.sum()), pooled_over_set=float(r.sum() / R_set),
                          slope=float(r @ target / (target @ target)),
                          r_shape=float(np.corrcoef(r, u)[0, 1]),
                          nrmse=float(np.sqrt(np.mean((r - target) ** 2)) / np.std(target)),
-                         noise_floor=spike_count_nrmse_floor(target, T),
+                         # counting noise of every spike (baseline included), measured Fano
+                         noise_floor=spike_count_nrmse_floor(target + out.get("r_base", 0.0), T,
+                                                             out.get("fano", 1.0)),
+                         fano=out.get("fano", 1.0),
                          inh_rate=float(np.mean(out["inh_rate"]))))
     pooled = [row["pooled_over_set"] for row in rows]
     slopes = [row["slope"] for row in rows]

@@ -15,6 +15,7 @@ import time
 from circuits.builders import CIRCUITS, pathway
 from sims import simulate_mhsa
 from sims.io import atomic_write_json, versions
+from sims.progress import progress
 
 from .common import add_out_argument, square_problem
 
@@ -71,8 +72,10 @@ def main(args) -> int:
     print(f"\nescape level, {args.duration:g} s window (+ warm-up), seed 0:")
     print(f"  {'circuit':<10} {'n':>4} {'neurons':>9} {'synapses':>11} {'build s':>8} {'compile s':>9} "
           f"{'s/bio s':>8}   {'ṽ NRMSE/floor':>14} {'x̃ NRMSE/floor':>14}")
+    bar = progress(total=len(args.sizes) * len(CIRCUITS), desc="bench circuits", unit="run")
     for n in args.sizes:
         for kind in CIRCUITS:
+            bar.set_postfix_str(f"{kind} n={n}")
             r = run_one(kind, n, args.d, args.duration, codegen=args.codegen)
             runs.append(r)
             m = r["metrics"]
@@ -80,7 +83,9 @@ def main(args) -> int:
                   f"{r['compile_s']:>9.2f} {r['run_s_per_bio_s']:>8.2f}   "
                   f"{m['v_tilde']['nrmse']:>6.3f}/{m['v_tilde']['noise_floor']:<7.3f} "
                   f"{m['x_tilde']['nrmse']:>6.3f}/{m['x_tilde']['noise_floor']:<7.3f}", flush=True)
+            bar.update()
             atomic_write_json(args.out, doc)
+    bar.close()
     atomic_write_json(args.out, doc)
     print(f"\nwritten {os.path.abspath(args.out)}")
     return 0

@@ -14,6 +14,7 @@ import numpy as np
 
 from sims import simulate_mhsa
 from sims.io import atomic_write_json, versions
+from sims.progress import progress
 
 from .common import add_out_argument, fresh_process, one_shot_main, peak_rss_mb, square_problem
 
@@ -57,7 +58,7 @@ def main(args) -> int:
     if args.repeats < 1:
         raise ValueError(f"--repeats: expected >= 1, got {args.repeats}")
     reps = []
-    for r in range(args.repeats):
+    for r in progress(range(args.repeats), desc="bench rate", unit="rep"):
         rep = fresh_process(MODULE, dict(n=args.n, d=args.d, H=args.H, duration=args.duration,
                                          codegen=args.codegen, seed=0))
         reps.append(rep)

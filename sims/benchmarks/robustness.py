@@ -30,6 +30,7 @@ from mapping.operating import OperatingRangeError, division_bounds
 from mapping.reference import linear_mhsa
 from sims import simulate_mhsa
 from sims.io import atomic_write_json
+from sims.progress import progress
 
 from .common import add_out_argument
 
@@ -118,12 +119,7 @@ def main(args) -> int:
     gains = CodeGains(r_inh_max=1e15) if args.wide else CodeGains()
     rng = np.random.default_rng(args.seed)
     rows, t0 = [], time.perf_counter()
-    try:
-        from tqdm import tqdm
-    except ImportError:   # optional progress bar
-        def tqdm(x, **_):
-            return x
-    for k in tqdm(range(args.instances), desc="robustness", disable=args.instances < 2):
+    for k in progress(range(args.instances), desc="bench robustness", unit="instance"):
         inst = draw_instance(rng)
         out = classify(inst["kwargs"], gains, duration=args.duration)
         rows.append(dict(index=k, **inst["desc"], **out))

@@ -33,6 +33,7 @@ from circuits.standalone import project_dir, standalone_device
 from neurons.backend import configure_brian2
 from sims import simulate_mhsa
 from sims.io import atomic_write_json, versions
+from sims.progress import progress
 
 from .common import add_out_argument, fresh_process, one_shot_main, peak_rss_mb, square_problem
 
@@ -217,11 +218,15 @@ KEYS = ("build_s", "compile_s", "run_s", "run_per_bio_s", "events_per_s", "proce
         "peak_rss_mb", "peak_child_rss_mb", "peak_tree_mb")
 
 
-def _repeat(spec: dict, repeats: int, env_extra: dict, label: str) -> dict:
+def _repeat(spec: dict, repeats: int, env_extra: dict, label: str, bar=None) -> dict:
     reps = []
     for r in range(repeats):
+        if bar is not None:
+            bar.set_postfix_str(label)
         rep = fresh_process(MODULE, spec, env_extra)
         reps.append(rep)
+        if bar is not None:
+            bar.update()
         print(f"  {label} {r + 1}/{repeats}: run {rep['run_s']:.2f} s, compile {rep['compile_s']:.1f} s",
               flush=True)
     med = {k: float(np.median([x[k] for x in reps])) for k in KEYS}
@@ -236,6 +241,8 @@ def main(args) -> int:
     threads = os.cpu_count() if args.threads is None else args.threads
     tmp = tempfile.mkdtemp(prefix="ctmhsa-bench-")
     rows = []
+    bar = progress(total=len(args.sizes) * len(args.devices) * (len(folds) + 1) * args.repeats,
+                   desc="bench speed", unit="rep")
     for n in args.sizes:
         for device in args.devices:
             th = threads if device == "cpp_standalone" else 0
@@ -243,11 +250,11 @@ def main(args) -> int:
             ours = {}
             for fold in folds:
                 ours[fold] = _repeat(dict(spec, kind="ctmhsa", fold=fold), args.repeats,
-                                     {"CTMHSA_BENCH_TMP": tmp}, f"n={n} {device} ctmhsa fold={fold}")
+                                     {"CTMHSA_BENCH_TMP": tmp}, f"n={n} {device} ctmhsa fold={fold}", bar)
             first = ours[folds[0]]["repetitions"][0]   # the same spikes either way
             hand = _repeat(dict(spec, kind="handwritten", dt=first["dt"]), args.repeats,
                            {"CTMHSA_BENCH_RATES": first["rates_file"]},
-                           f"n={n} {device} hand-written")
+                           f"n={n} {device} hand-written", bar)
             for fold in folds:
                 r0 = ours[fold]["repetitions"][0]
                 rows.append(dict(n=n, d=args.d, H=args.H, device=device, threads=th, fold=fold,
@@ -257,6 +264,7 @@ def main(args) -> int:
             atomic_write_json(args.out, dict(benchmark="speed", level="escape", duration=args.duration,
                                              repeats=args.repeats, rows=rows, versions=versions(),
                                              cpus=os.cpu_count()))
+    bar.close()
     print(f"\nescape level, d={args.d}, H={args.H}, {WARMUP}+{args.duration} s simulated, median of "
           f"{args.repeats} fresh processes (hand-written: same populations, connectivity and spikes, "
           f"unfolded); events = spikes x out-degree of the circuit, processed = of the simulated network")

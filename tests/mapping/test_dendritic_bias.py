@@ -65,8 +65,11 @@ def test_rate_level_unchanged_escape_folds_carry_the_variance():
             assert var in esc.parameters
             # the variance moves with the fold of its compartment
             assert any(var in f.parameters for f in esc.folds if comp in f.compartments)
-        # the lif level builds on the rate level: no correction
-        assert "sig2" not in get_model("lif", ct).render("elu1", {})
+        # the lif level's dendrites integrate spikes too: corrected alike, folded alike
+        lif = get_model("lif", ct)
+        assert lif.corrected == esc.corrected
+        for comp in lif.corrected:
+            assert any(PHI_VARIANCE[comp] in f.parameters for f in lif.folds if comp in f.compartments)
     assert get_model("escape", "l23").corrected == ("basal", "apical")
     assert get_model("escape", "kv_write").corrected == ("apical",)
     assert get_model("escape", "kv_read").corrected == ("basal",)

@@ -35,3 +35,17 @@ def test_adaptation_makes_the_fi_curve_closer_to_affine_and_spiking_regular():
         out[name] = (affine_fit(r["current"], r["rate"], 10, 80), np.nanmedian(r["fano"][mid]))
     assert out["adapt"][0]["rms_residual"] < out["plain"][0]["rms_residual"]
     assert out["adapt"][1] < 0.5 < out["plain"][1]
+
+
+@pytest.mark.brian2
+def test_soma_calibration_finds_an_affine_branch_above_the_baseline():
+    from neurons.conductance import soma_calibration
+
+    cal = soma_calibration()                 # cached on disk after the first measurement
+    assert cal["r_base"] == 20.0 and 1e-9 < cal["I_rh"] < 3e-9
+    assert cal["relative"] <= 0.02 and cal["rms_residual"] <= 1.0    # 20-120 Hz within 2 % of a line
+    # driven at I_rh + I_gain x, fresh cells fire r_base + x (independent seed, 10 s)
+    x = np.array([0.0, 30.0, 60.0, 90.0])
+    r = fi_curve(S, np.repeat(cal["I_rh"] + cal["I_gain"] * x, 4), duration=10.0, warmup=1.0, seed=11)
+    got = r["rate"].reshape(4, 4).mean(axis=1) - cal["r_base"]
+    np.testing.assert_allclose(got, x, atol=2.5)

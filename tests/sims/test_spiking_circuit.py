@@ -69,6 +69,27 @@ def test_lif_circuit_runs(problem3):
     assert np.all(np.isfinite(res.stages["x_tilde"]))
 
 
+def test_lif_stages_follow_the_reference():
+    """The lif level (conductance-based adaptive somata, docs/lif.md) decodes every stage: small
+    problem, short window, so each stage within 1.5x its floor plus 0.05."""
+    X, _, WQ, WK, WV, WO = random_problem(seed=2, n=3, H=1, dk=3, dv=3, de=3)
+    res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="lif", duration=1.0, warmup=0.3, seed=1)
+    for st, m in res.metrics().items():
+        assert m["nrmse"] <= 1.5 * m["noise_floor"] + 0.05, (st, m)
+    assert res.config["gains"]["r_l23"] == 15.0      # the lif level's default gains
+
+
+@pytest.mark.long   # about 2 min: n = d = 8, H = 2, 5 s at 0.1 ms
+def test_lif_every_stage_within_1_5_of_its_floor():
+    from sims.benchmarks.common import square_problem
+
+    x = square_problem(8, 8, 2, seed=0)
+    res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="lif", duration=5.0, seed=1)
+    for st, m in res.metrics().items():
+        assert m["nrmse"] <= 1.5 * m["noise_floor"], (st, m)
+    assert res.metrics()["x_tilde"]["r"] >= 0.95
+
+
 def test_population_coding_lowers_the_readout_noise_floor(problem3):
     base = simulate_mhsa(*problem3, neuron="escape", duration=1.0, warmup=0.3, seed=2).metrics()
     pop = simulate_mhsa(*problem3, neuron="escape", duration=1.0, warmup=0.3, seed=2,

@@ -1,0 +1,144 @@
+"""Spike trains and rates of a run as a Neurodata Without Borders file (``spikes.nwb``, pynwb).
+
+One NWB file per spiking run, written by :func:`sims.io.write_result`:
+
+- ``units``: one row per cell of the circuit, in population order and, within a population, in
+  the order of its flat index (the cell index of ``spikes.npz``). Columns: ``population``,
+  ``cell_type``, ``area``, ``cell`` (flat index within the population), one column per index
+  axis of any population (``head``, ``i``, ``j``, ``c``, ``k``, ``sign``, ``token``, ``e``,
+  ``f``, ``p``; -1 where the population has no such axis), ``rate`` (Hz, measured over the
+  window) and ``spike_times`` (s from the start of the network, warm-up included; empty for
+  populations whose spikes were not recorded — the ``recorded`` column says which).
+- ``epochs``: the warm-up and the measurement window.
+
+Read it back with pynwb::
+
+    from pynwb import NWBHDF5IO
+    with NWBHDF5IO("results/default/spikes.nwb", "r") as io:
+        units = io.read().units.to_dataframe()
+    units[(units.population == "l5pt") & (units.head == 0)]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from datetime import datetime, timezone
+
+import numpy as np
+
+from circuits.builders import pathway
+
+__all__ = ["write_nwb", "circuit_of", "AXIS_DESCRIPTIONS"]
+
+log = logging.getLogger(__name__)
+
+AXIS_DESCRIPTIONS = {
+    "head": "attention head (cortical area)",
+    "i": "query token (macrocolumn)",
+    "j": "key token (microcolumn within the macrocolumn)",
+    "c": "dimension of the represented key/query (L2/3) or value (L5 IT, L5 PT) vector",
+    "k": "interneuron of the macrocolumn's pool",
+    "f": "key feature (key-value-memory circuit)",
+    "sign": "0: ON cell, 1: OFF cell of a signed pair",
+    "token": "token (thalamic relay group)",
+    "e": "embedding dimension",
+    "p": "copy (population coding)",
+}
+"""Meaning of every index axis of the circuit's populations (NWB column descriptions)."""
+
+
+def circuit_of(config: dict):
+    """The circuit description (:func:`circuits.builders.pathway`) of a result's flat
+    configuration (``SimulationResult.config``): what was built, for its populations' axes."""
+    c = config
+    return pathway(c["n"], c["dk"], c["dv"], c["de"], H=c["H"], m=c.get("m", c["n"]), cross=c.get("cross", False),
+                   causal=c.get("causal", False), normalize=c.get("normalize", True), n_inh=c["n_inh"],
+                   P=c.get("P", 1), signed=c.get("signed", "onoff"), skip=c.get("skip", False),
+                   circuit=c.get("circuit", "quadratic"))
+
+
+def write_nwb(result, path: str, circuit=None) -> str:
+    """Write the spike trains and rates of ``result`` (a spiking :class:`sims.SimulationResult`)
+    to the NWB file ``path``; return ``path``.
+
+    Parameters
+    ----------
+    result : SimulationResult
+        A spiking run (its ``rates`` and ``spikes``).
+    path : str
+        File to write (overwritten).
+    circuit : circuits.graph.Circuit, optional
+        The description the result was built from (default: rebuilt from ``result.config``).
+    """
+    from hdmf.common import VectorData, VectorIndex
+    from pynwb import NWBHDF5IO, NWBFile
+    from pynwb.misc import Units
+
+    if result.level == "rate":
+        raise ValueError("result: the rate level has no spikes to write to NWB")
+    circuit = circuit_of(result.config) if circuit is None else circuit
+    axes = [a for a in AXIS_DESCRIPTIONS if any(a in p.axes for p in circuit.populations.values())]
+    cols = {k: [] for k in ("population", "cell_type", "area", "cell", "rate", "recorded", *axes)}
+    trains, ends = [], []
+    n_spikes = 0
+    for name, pop in circuit.populations.items():
+        N = pop.N
+        idx = pop.index
+        cols["population"] += [name] * N
+        cols["cell_type"] += [pop.cell_type] * N
+        cols["area"] += [pop.area] * N
+        cols["cell"].append(np.arange(N))
+        for a in axes:
+            cols[a].append(idx[:, pop.axes.index(a)] if a in pop.axes else np.full(N, -1))
+        dense = result.rates.get(name)
+        cols["rate"].append(np.full(N, np.nan) if dense is None else np.asarray(dense, float)[tuple(idx.T)])
+        recorded = name in result.spikes
+        cols["recorded"].append(np.full(N, recorded))
+        if recorded:
+            i, t = (np.asarray(x) for x in result.spikes[name])
+            order = np.lexsort((t, i))           # by cell, then time
+            i, t = i[order], t[order]
+            counts = np.bincount(i, minlength=N)
+        else:
+            t, counts = np.zeros(0), np.zeros(N, int)
+        trains.append(t)
+        ends.append(n_spikes + np.cumsum(counts))
+        n_spikes += int(counts.sum())
+    n_units = sum(p.N for p in circuit.populations.values())
+    conf = result.config
+    desc = {"population": "circuit population (circuits.builders)", "cell_type": "neuron model of the population",
+            "area": "thalamus or cortex", "cell": "flat index of the cell within its population",
+            "rate": "spike rate over the measurement window (Hz)",
+            "recorded": "whether this population's spike times were recorded (record_spikes)"}
+    columns = [VectorData(name=k, description=desc[k], data=list(v) if k in ("population", "cell_type", "area")
+                          else np.concatenate(v))
+               for k, v in cols.items() if k in desc]
+    columns += [VectorData(name=a, description=f"index axis {a!r}: {AXIS_DESCRIPTIONS[a]}; -1 where the "
+                                              "population has no such axis", data=np.concatenate(cols[a]))
+                for a in axes]
+    st = VectorData(name="spike_times", description="spike times (s from the start of the run)",
+                    data=np.concatenate(trains) if trains else np.zeros(0))
+    sti = VectorIndex(name="spike_times_index", data=np.concatenate(ends).astype(np.int64) if ends
+                      else np.zeros(0, np.int64), target=st)
+    units = Units(name="units", id=np.arange(n_units), columns=[st, sti, *columns],
+                  description=f"every cell of the circuit ({len(circuit.populations)} populations)")
+    now = datetime.now(timezone.utc).astimezone()
+    nwb = NWBFile(
+        session_description=(f"ctmhsa: {result.level} level cortico-thalamic multihead attention, n={conf['n']}, "
+                             f"H={conf['H']}, dk={conf['dk']}, dv={conf['dv']}, de={conf['de']}, seed={conf.get('seed')}"),
+        identifier=str(uuid.uuid4()), session_start_time=now,
+        experiment_description="Simulated spiking circuit after Granier & Senn (2025), 'Multihead "
+                               "self-attention in cortico-thalamic circuits'",
+        notes=json.dumps({k: v for k, v in conf.items() if not isinstance(v, dict) or k == "P"}, default=str),
+        source_script="ctmhsa (sims.simulate_mhsa)", source_script_file_name="sims/simulate.py")
+    nwb.units = units
+    warm, dur = float(conf.get("warmup") or 0.0), float(conf["duration"])
+    if warm > 0:
+        nwb.add_epoch(start_time=0.0, stop_time=warm, tags=["warmup"])
+    nwb.add_epoch(start_time=warm, stop_time=warm + dur, tags=["window"])
+    with NWBHDF5IO(path, "w") as io:
+        io.write(nwb)
+    log.info("wrote %s: %d units, %d spikes", path, n_units, n_spikes)
+    return path
