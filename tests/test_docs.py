@@ -68,6 +68,7 @@ def test_citation_license_changelog():
     assert f"## {version}" in (ROOT / "CHANGELOG.md").read_text()
 
 
+@pytest.mark.long   # 12 s: Sphinx
 def test_api_reference_builds_without_warnings(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("numpydoc")

@@ -37,6 +37,7 @@ def test_adaptation_makes_the_fi_curve_closer_to_affine_and_spiking_regular():
     assert out["adapt"][1] < 0.5 < out["plain"][1]
 
 
+@pytest.mark.long   # 28 s with a cold cache: the calibration and 16 fresh cells for 10 s
 @pytest.mark.brian2
 def test_soma_calibration_finds_an_affine_branch_above_the_baseline():
     from neurons.conductance import soma_calibration

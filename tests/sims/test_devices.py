@@ -28,6 +28,7 @@ def test_rate_level_agrees_across_devices(problem2):
         np.testing.assert_allclose(b.stages[st], a.stages[st], rtol=0, atol=1e-9, err_msg=st)
 
 
+@pytest.mark.long   # 59 s with a cold cache: a C++ project compiled (the rate-level case stays default)
 def test_escape_same_seed_same_spikes_on_either_device(problem2):
     # escape cells draw one random number per spike, in the same order on every target
     # (neurons.models.ESCAPE): numpy, which compiles nothing, stands for the runtime device
