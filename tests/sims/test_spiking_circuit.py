@@ -61,6 +61,7 @@ def test_same_seed_same_spikes(problem3):
                for p in a.spikes)
 
 
+@pytest.mark.long   # ~30 s with a cold cache (the soma calibration, then 1.3 s at 0.1 ms)
 def test_lif_circuit_runs_and_follows_the_reference():
     """The lif level (conductance-based adaptive somata, docs/lif.md) runs and decodes every
     stage: small problem, short window, so each stage within 1.5x its floor plus 0.05 (this test
