@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["AttentionWeights", "LAYOUTS", "load_attention", "read_state_dict", "attention_layers",
-           "split_heads", "read_tokens"]
+           "split_heads", "read_tokens", "read_npz"]
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +169,19 @@ class AttentionWeights:
 # ------------------------------------------------------------------------------------------
 # reading files
 # ------------------------------------------------------------------------------------------
+
+def read_npz(path, what: str) -> dict:
+    """Every array of the ``.npz`` at ``path``; ``ValueError`` naming ``what`` (the argument or
+    key it came from) when the file is missing or unreadable."""
+    path = os.fspath(path)
+    try:
+        with np.load(path) as data:
+            return {k: np.array(data[k]) for k in data.files}
+    except FileNotFoundError:
+        raise ValueError(f"{what}: file {path!r} does not exist") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{what}: {path!r} is not a readable .npz ({exc})") from None
+
 
 def _to_numpy(t) -> np.ndarray:
     if isinstance(t, np.ndarray):
@@ -450,13 +463,7 @@ def read_tokens(path) -> dict:
         Missing file, no ``X``, or arrays that are not matrices of finite numbers.
     """
     path = os.fspath(path)
-    try:
-        with np.load(path) as data:
-            arrays = {k: np.array(data[k]) for k in data.files}
-    except FileNotFoundError:
-        raise ValueError(f"tokens: file {path!r} does not exist") from None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"tokens: {path!r} is not a readable .npz ({exc})") from None
+    arrays = read_npz(path, "tokens")
     if "X" not in arrays:
         raise ValueError(f"tokens: {path!r} has no array 'X' (token embeddings, shape (n, de)); "
                          f"it has {sorted(arrays)}")

@@ -69,6 +69,8 @@ from importlib import resources
 
 import numpy as np
 
+from mapping.weights import load_attention, read_npz, read_tokens
+
 from .options import CircuitOptions, RunOptions
 
 if sys.version_info >= (3, 11):
@@ -233,8 +235,6 @@ def make_inputs(problem: dict, base_dir: str | None = None) -> dict:
     weights = problem.get("weights")
     src = problem["inputs"]
     if weights is not None:
-        from mapping.weights import load_attention, read_tokens
-
         w = load_attention(_path(weights, base_dir), layer=problem.get("layer"), heads=problem.get("heads"),
                            n_heads=problem.get("n_heads"), layout=problem.get("layout", "auto"))
         if src == "random":
@@ -264,13 +264,7 @@ def make_inputs(problem: dict, base_dir: str | None = None) -> dict:
         return dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, Y=Y)
     else:
         path = _path(src, base_dir)
-        try:
-            with np.load(path) as data:
-                arrays = {k: np.array(data[k]) for k in data.files}
-        except FileNotFoundError:
-            raise ValueError(f"config: problem.inputs file {path!r} does not exist") from None
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"config: problem.inputs {path!r} is not a readable .npz ({exc})") from None
+        arrays = read_npz(path, "config: problem.inputs")
         missing = {"X", "WQ", "WK", "WV", "WO"} - set(arrays)
         if missing:
             raise ValueError(f"config: problem.inputs {path!r} lacks arrays {sorted(missing)}")

@@ -20,6 +20,7 @@ the owner-only ones of temporary files.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -93,20 +94,28 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def atomic_write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
+@contextlib.contextmanager
+def _atomic(path: str, suffix: str):
+    """A temporary path beside ``path`` to write; renamed onto ``path`` (world-readable) only when
+    the block completes, removed otherwise: a file at ``path`` is always complete."""
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.basename(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=suffix)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        yield tmp
         _public(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
+    with _atomic(path, os.path.basename(path)) as tmp, open(tmp, "w") as fh:
+        fh.write(text)
 
 
 def atomic_write_json(path: str, obj) -> None:
@@ -116,18 +125,8 @@ def atomic_write_json(path: str, obj) -> None:
 def atomic_savez(path: str, **arrays) -> None:
     """``np.savez_compressed(path, **arrays)`` through a temporary file and ``os.replace``: a file
     at ``path`` is always complete."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".npz")
-    os.close(fd)
-    try:
+    with _atomic(path, ".npz") as tmp:
         np.savez_compressed(tmp, **arrays)
-        _public(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def is_complete(path: str) -> bool:

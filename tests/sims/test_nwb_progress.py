@@ -89,6 +89,13 @@ def test_progress_bar_changes_no_spike(tiny_run):
         np.testing.assert_array_equal(again.spikes[name][1], t)
 
 
+def _spy(bar) -> list:
+    """The times a progress bar is moved to, recorded as it moves."""
+    seen, orig = [], bar.update_to
+    bar.update_to = lambda t: (seen.append(t), orig(t))
+    return seen
+
+
 @pytest.mark.brian2
 def test_run_progress_is_a_brian2_report_over_biological_time():
     import brian2 as b2
@@ -96,9 +103,7 @@ def test_run_progress_is_a_brian2_report_over_biological_time():
     from sims.progress import RunProgress
 
     bar = RunProgress(0.05, "test")
-    seen = []
-    orig = bar.update_to
-    bar.update_to = lambda t: (seen.append(t), orig(t))
+    seen = _spy(bar)
     g = b2.NeuronGroup(1, "dv/dt = -v/(10*ms) : 1")
     net = b2.Network(g)
     net.run(20 * b2.ms, report=bar, namespace={})       # warm-up, then the window: one bar
@@ -117,9 +122,7 @@ def test_binary_progress_reads_brian2s_text_report():
     from sims.progress import RunProgress, binary_progress
 
     bar = RunProgress(1.5, "binary")
-    seen = []
-    orig = bar.update_to
-    bar.update_to = lambda t: (seen.append(t), orig(t))
+    seen = _spy(bar)
     script = ("echo 'g++ -c objects.cpp'; echo 'Starting simulation at t=0.5 s for duration 1 s'; "
               "echo '0.25 s (25%) simulated in 1s, estimated 3s remaining.'; echo '1 s (100%) simulated in 4s'")
     with binary_progress(bar):
