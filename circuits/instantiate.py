@@ -23,7 +23,7 @@ import numpy as np
 from neurons.backend import configure_brian2
 from neurons.models import add_step_code, get_model, initial_draws, synapse_model
 from neurons.params import DEFAULT_PARAMS, CellParams, with_units
-from neurons.window import Probe, Window, measure
+from neurons.window import Probe, measure
 
 from .fold import class_values, fold_plan, simulated_pairs, split_equations
 from .graph import Circuit
@@ -89,7 +89,6 @@ class BuiltCircuit:
     seed: int | None = None
     run_args: dict | None = None
     folds: dict = field(default_factory=dict)
-    _window: Window | None = None
     _seeded: bool = False
 
     @property
@@ -148,18 +147,6 @@ class BuiltCircuit:
         return measure(self.network, self.probes(), self.clock, self.run, warmup, T, n_chunks,
                        checkpoints, report)
 
-    def start_window(self) -> None:
-        """Open a measurement window now (spiking levels): remember counts and integrals."""
-        self._window = Window(self.probes(), float(self.network.t_))
-
-    def read_window(self, pop: str, T: float | None = None) -> dict[str, np.ndarray]:
-        """Window observables since :meth:`start_window` (see
-        :func:`neurons.window.window_observables`); ``T``: the window length (s) when read during
-        a run (default: network time since the window opened)."""
-        if self._window is None:
-            raise RuntimeError("read_window: call start_window() first")
-        return self._window.read(pop, float(self.network.t_) - self._window.t if T is None else T)
-
     def spike_trains(self, pop: str) -> tuple[np.ndarray, np.ndarray]:
         """``(cell_index, time_s)`` of every recorded spike of ``pop``."""
         mon = self.monitors[pop]
@@ -170,12 +157,6 @@ class BuiltCircuit:
         model = get_model(self.level, self.circuit.population(pop).cell_type)
         return {var: self.values(pop, var) for var in model.observables}
 
-    def n_synapses(self) -> int:
-        return int(sum(len(s) for s in self.synapses.values()))
-
-    def n_neurons(self) -> int:
-        """Cells of the circuit (folded groups hold shared compartments, not cells)."""
-        return int(sum(len(g) for g in self.groups.values()))
 
 
 def _set(group, var: str, value, N: int, what: str, run_args: dict | None = None):

@@ -9,27 +9,19 @@ Usage::
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 import numpy as np
 
-from sims.io import load
+from sims.io import atomic_path, load
 from sims.nwb import circuit_of
+from sims.result import STAGE_LABELS, STAGE_ORDER
 
 from .panels import draw_raster
 from .style import DPI, POP_COLOURS, check_fonts, plt
 
-__all__ = ["draw_summary", "STAGE_LABELS"]
-
-STAGE_LABELS = {
-    "q": ("q", "query, L2/3 basal"), "k": ("k", "key, L2/3 apical"), "v": ("v", "value, L5 IT basal"),
-    "s": ("s", "salience, L2/3 soma"), "kappa": ("κ", "attention, L2/3"), "Z": ("Z", "normaliser"),
-    "S": ("S", "memory"), "z": ("z", "key sum"), "y": ("y", "weighted value, L5 IT"),
-    "v_tilde": ("ṽ", "context value, L5 PT"), "x_tilde": ("x̃", "output, nucleus 2"),
-}
-"""Symbol and cells of every stage, as the panels name them."""
+__all__ = ["draw_summary"]
 
 _STAGE_COLOUR = {"q": "#33a02c", "k": "#e31a1c", "v": "#e31a1c", "s": "#e08214", "kappa": "#e08214",
                  "S": "#b15928", "z": "#b15928", "Z": "#6a3d9a", "y": "#1f78b4", "v_tilde": "#08519c",
@@ -76,10 +68,9 @@ def draw_summary(results_dir: str, out: str | None = None, head: int = 0, macro:
     matplotlib.figure.Figure
     """
     res = load(results_dir)
-    with open(os.path.join(results_dir, "metrics.json")) as fh:
-        met = json.load(fh)
+    met = res.metrics()
     c = res.config
-    stages = [k for k in ("q", "k", "v", "s", "kappa", "S", "z", "Z", "y", "v_tilde", "x_tilde") if k in met]
+    stages = [k for k in STAGE_ORDER if k in met]
     fig = plt.figure(figsize=(10, 7.6), layout="constrained")
     gs = fig.add_gridspec(3, 5, height_ratios=[1, 1, 1.35])
     for n, key in enumerate(stages[:9]):
@@ -146,10 +137,8 @@ def draw_summary(results_dir: str, out: str | None = None, head: int = 0, macro:
                  f"window {c['duration']:g} s, seed {c.get('seed')}", fontsize=9)
     check_fonts(fig)
     if out:
-        d = os.path.dirname(os.path.abspath(out))
-        tmp = os.path.join(d, f".tmp-{os.path.basename(out)}")
-        fig.savefig(tmp, dpi=DPI, format="png")
-        os.replace(tmp, out)
+        with atomic_path(out, ".png") as tmp:
+            fig.savefig(tmp, dpi=DPI, format="png")
         plt.close(fig)
     return fig
 

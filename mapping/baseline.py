@@ -46,9 +46,8 @@ def add_lif_drive(circuit, values, level: str, dt: float) -> None:
         p = values.params.setdefault(name, {})
         if name in somata:
             p.update(cal)
-        for bias in ("b_a",):   # a bias only this level has: none until a baseline arrives
-            if bias in params:
-                p.setdefault(bias, 0.0)
+        if "b_a" in params:   # an apical bias only this level has: 0 until a baseline arrives
+            p.setdefault("b_a", 0.0)
     for pname, proj in circuit.projections.items():
         if proj.source not in somata:
             continue

@@ -250,8 +250,7 @@ def read_state_dict(path: str | os.PathLike) -> dict:
                              "(save model.state_dict())")
         return {k: _to_numpy(v) for k, v in sd.items() if hasattr(v, "shape")}
     if ext == ".npz":
-        with np.load(path) as data:
-            return {k: np.array(data[k]) for k in data.files}
+        return read_npz(path, "weights")
     raise ValueError(f"weights: unknown file type {ext!r} of {path!r}; expected .safetensors, "
                      ".pt, .pth, .bin, .ckpt or .npz")
 

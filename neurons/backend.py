@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 
-__all__ = ["cache_dir", "configure_brian2"]
+__all__ = ["cache_dir", "configure_brian2", "cached_json"]
 
 
 def cache_dir() -> str:
@@ -23,3 +24,26 @@ def configure_brian2(target: str) -> None:
     prefs.codegen.target = target
     prefs.codegen.runtime.cython.cache_dir = os.path.join(cache_dir(), "cython")
     prefs.codegen.runtime.cython.multiprocess_safe = True
+
+
+def cached_json(name: str, key: str, compute) -> dict:
+    """``compute()`` (a JSON-able dict), cached in ``cache_dir()/calibration/<name>-<key>.json``.
+
+    A cached file is used only if it loads and stores the same ``key`` (anything else is
+    recomputed, never trusted); a new file is written atomically.
+    """
+    path = os.path.join(cache_dir(), "calibration", f"{name}-{key}.json")
+    try:
+        with open(path) as fh:
+            out = json.load(fh)
+        if out.get("key") == key:
+            return out
+    except (OSError, ValueError):
+        pass
+    out = dict(compute(), key=key)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(out, fh)
+    os.replace(tmp, path)
+    return out

@@ -1,6 +1,6 @@
 """Conductance-based adaptive integrate-and-fire somata in a high-conductance state.
 
-The candidate spike generator for a ``lif`` level that computes attention (see docs/lif.md):
+The spike generator of the ``lif`` level (see docs/lif.md):
 
 - membrane: C_m dv/dt = g_L (E_L − v) + g_e (E_e − v) + g_i (E_i − v) + I − w, threshold V_th,
   reset V_r, absolute refractoriness τ_ref;
@@ -24,10 +24,13 @@ range: the residual of that fit is how far the cell is from a linear spike gener
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import brian2 as b2
 import numpy as np
 
-from .backend import configure_brian2
+from .backend import cached_json, configure_brian2
 from .models import SOMA_BACKGROUND as BACKGROUND
 from .models import SOMA_EQUATIONS as EQUATIONS
 from .models import SOMA_REFRACTORY as REFRACTORY
@@ -40,10 +43,8 @@ __all__ = ["BRETTE_GERSTNER_2005", "EQUATIONS", "BACKGROUND", "fi_curve", "affin
            "lif_drive"]
 
 
-DEFAULT_SOMA = SomaParams()
 BRETTE_GERSTNER_2005 = DEFAULT_SOMA
-
-
+"""The default soma: Brette & Gerstner's (2005) regular-spiking cell in Destexhe's background."""
 
 
 def fi_curve(soma: SomaParams, currents, duration=10.0, warmup=1.0, dt=1e-4, seed=0,
@@ -131,44 +132,25 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
         ``I_rh`` (A), ``I_gain`` (A/Hz), ``r_base`` (Hz), the fit (``max_residual``,
         ``rms_residual`` in Hz, ``relative``) and the measured curve (``current``, ``rate``).
     """
-    import hashlib
-    import json
-    import os
-
-    from .backend import cache_dir
-
     key = hashlib.sha256(json.dumps(dict(soma=soma.to_dict(), dt=dt, r_base=r_base, span=span,
                                          duration=duration, n=n, seed=seed, eq=EQUATIONS, bg=BACKGROUND,
                                          version=3), sort_keys=True).encode()).hexdigest()[:16]
-    path = os.path.join(cache_dir(), "calibration", f"soma-{key}.json")
-    try:
-        with open(path) as fh:
-            out = json.load(fh)
-        if out.get("key") == key:
-            return out
-    except (OSError, ValueError):
-        pass
-    # the rheobase of the high-conductance soma: (g_L + g_e0 + g_i0)(V_th - V_rest) sets the scale
-    g = soma.input_conductance()
-    v_rest = (soma.g_L * soma.E_L + soma.beta * (soma.g_e0 * soma.E_e + soma.g_i0 * soma.E_i)) / g
-    # the rheobase g (V_th - V_rest), plus ~20 pA per Hz (the adapted slope is ~60 Hz/nA)
-    i_max = g * (soma.V_th - v_rest) + 0.02e-9 * (r_base + span)
-    curve = fi_curve(soma, np.linspace(0.0, i_max, n), duration=duration, warmup=1.0, dt=dt, seed=seed)
-    I, r = curve["current"], np.maximum.accumulate(curve["rate"])   # monotone (counting noise)
-    if r[-1] < r_base + span:
-        raise RuntimeError(f"soma_calibration: the soma reaches only {r[-1]:.0f} Hz "
-                           f"(< r_base + span = {r_base + span} Hz)")
-    fit = affine_fit(I, r, r_base, r_base + span)
-    I_rh = (r_base - fit["r0"]) / fit["c"]
-    out = dict(key=key, I_rh=float(I_rh), I_gain=float(1.0 / fit["c"]), r_base=float(r_base),
-               max_residual=fit["max_residual"], rms_residual=fit["rms_residual"], relative=fit["relative"],
-               current=I.tolist(), rate=curve["rate"].tolist())
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as fh:
-        json.dump(out, fh)
-    os.replace(tmp, path)
-    return out
+
+    def measure_curve() -> dict:
+        # up to the rheobase g (V_th - V_rest), plus ~20 pA per Hz (the adapted slope is ~60 Hz/nA)
+        i_max = soma.input_conductance() * (soma.V_th - soma.v_rest()) + 0.02e-9 * (r_base + span)
+        curve = fi_curve(soma, np.linspace(0.0, i_max, n), duration=duration, warmup=1.0, dt=dt, seed=seed)
+        I, r = curve["current"], np.maximum.accumulate(curve["rate"])   # monotone (counting noise)
+        if r[-1] < r_base + span:
+            raise RuntimeError(f"soma_calibration: the soma reaches only {r[-1]:.0f} Hz "
+                               f"(< r_base + span = {r_base + span} Hz)")
+        fit = affine_fit(I, r, r_base, r_base + span)
+        return dict(I_rh=float((r_base - fit["r0"]) / fit["c"]), I_gain=float(1.0 / fit["c"]),
+                    r_base=float(r_base), max_residual=fit["max_residual"],
+                    rms_residual=fit["rms_residual"], relative=fit["relative"],
+                    current=I.tolist(), rate=curve["rate"].tolist())
+
+    return cached_json("soma", key, measure_curve)
 
 
 def lif_drive(dt: float = 1e-4) -> dict:

@@ -131,6 +131,10 @@ class SomaParams:
         """Mean total membrane conductance (S): leak plus background."""
         return self.g_L + self.beta * (self.g_e0 + self.g_i0)
 
+    def v_rest(self) -> float:
+        """Resting potential in the background (V): the conductance-weighted reversal potentials."""
+        return (self.g_L * self.E_L + self.beta * (self.g_e0 * self.E_e + self.g_i0 * self.E_i)) / self.input_conductance()
+
 
 DEFAULT_SOMA = SomaParams()
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 
-from circuits.builders import pathway
 from circuits.fold import fold_plan, simulated_synapse_count
 from circuits.memory import estimate_memory
 from mapping.baseline import add_lif_drive
@@ -115,9 +114,8 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     a = check_inputs(X, WQ, WK, WV, WO, Y=Y, WS=WS, causal=co.causal, normalize=co.normalize, phi=co.phi)
     ro = ro.resolved(co.neuron)
     runner_for(ro).check(co, ro)
-    circuit = pathway(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,
-                      causal=co.causal, P=co.P, n_inh=co.n_inh, signed=co.signed, normalize=co.normalize,
-                      skip=WS is not None, circuit=co.circuit)
+    circuit = co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,
+                          skip=WS is not None)
     limit = int(0.8 * available_memory()) if ro.max_memory is None else int(ro.max_memory)
     floor = estimate_memory(circuit, 0)    # the neurons alone: refuses a huge network at once
     if floor > limit:

@@ -15,7 +15,6 @@ import sys
 import time
 from importlib import metadata
 
-from circuits.builders import pathway
 
 from .benchmarks import BENCHMARKS, benchmark
 from .config import DEFAULTS, SIZE_KEYS, make_inputs, read_config, resolve_config, sizes_of
@@ -23,17 +22,12 @@ from .config import options as config_options
 from .figure_data import make_data
 from .io import write_result
 from .progress import set_quiet
+from .result import STAGE_LABELS
 from .simulate import simulate_mhsa
 
 __all__ = ["main", "build_parser", "stage_table"]
 
 log = logging.getLogger("ctmhsa")
-
-STAGE_CELLS = {"q": "L2/3 basal", "k": "L2/3 apical", "v": "L5 IT basal", "s": "L2/3 soma",
-               "kappa": "L2/3 soma", "S": "memory cells", "z": "memory cells", "Z": "L2/3 division",
-               "y": "L5 IT soma", "v_tilde": "L5 PT", "x_tilde": "nucleus 2"}
-"""Where each decoded stage is read (printed beside its error)."""
-
 
 def _version() -> str:
     try:
@@ -49,7 +43,7 @@ def stage_table(res) -> str:
     for name, m in res.metrics().items():
         floor = m["noise_floor"]
         ratio = f"{m['nrmse'] / floor:6.2f}" if floor > 0 else f"{'-':>6}"
-        rows.append(f"  {name:<8} {STAGE_CELLS.get(name, ''):<14} {m['nrmse']:8.3f} {floor:8.3f} {ratio} "
+        rows.append(f"  {name:<8} {STAGE_LABELS.get(name, ('', ''))[1]:<28} {m['nrmse']:8.3f} {floor:8.3f} {ratio} "
                     f"{m['r']:7.4f}")
     return "\n".join(rows)
 
@@ -67,8 +61,6 @@ def _run_config(args) -> dict:
     source = os.path.abspath(args.config) if args.config else None
     base = os.path.dirname(source) if source else os.getcwd()
     problem, circuit, run = (raw.setdefault(t, {}) for t in ("problem", "circuit", "run"))
-    for k, v in raw.pop("simulation", {}).items():    # an older table: each key where it belongs
-        (circuit if k in DEFAULTS["circuit"] else run).setdefault(k, v)
     here = os.getcwd()
     if args.weights is not None:
         problem["weights"] = os.path.abspath(os.path.join(here, args.weights))
@@ -161,15 +153,14 @@ def _cmd_run(args) -> int:
 def _cmd_circuit(args) -> int:
     raw = read_config(args.config)
     cfg = resolve_config(raw)
-    p, c = cfg["problem"], cfg["circuit"]
+    p = cfg["problem"]
     if any(p[k] is None for k in SIZE_KEYS):   # sizes from files: read them
         base = os.path.dirname(os.path.abspath(args.config)) if args.config else None
         inputs = make_inputs(p, base_dir=base)
         p.update(sizes_of(inputs))
         p["cross"] = inputs["Y"] is not None
-    circ = pathway(p["n"], p["dk"], p["dv"], p["de"], H=p["H"], m=p["m"], cross=p["cross"],
-                   causal=p["causal"], normalize=p["normalize"], P=c["P"], n_inh=c["n_inh"],
-                   signed=c["signed"], circuit=c["circuit"])
+    circ = config_options(cfg)[0].describe(p["n"], p["dk"], p["dv"], p["de"], H=p["H"], m=p["m"],
+                                           cross=p["cross"])
     print(json.dumps(circ.to_dict(), indent=2) if args.json else circ.summary())
     return 0
 

@@ -132,7 +132,8 @@ def load_config(path: str | os.PathLike | None = None) -> dict:
 def resolve_config(raw: dict) -> dict:
     """Merge ``raw`` into the defaults, rejecting unknown tables and keys."""
     cfg = copy.deepcopy(DEFAULTS)
-    for table, values in raw.items():
+    # an older [simulation] table first: the explicit [circuit] and [run] keys win over it
+    for table, values in sorted(raw.items(), key=lambda tv: tv[0] not in LEGACY_TABLES):
         if table not in DEFAULTS and table not in LEGACY_TABLES:
             raise ValueError(f"config: unknown table [{table}]; expected {sorted(DEFAULTS)}")
         if not isinstance(values, dict):

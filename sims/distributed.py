@@ -103,7 +103,7 @@ def _sub(full: Circuit, name: str, pops, projs) -> Circuit:
 
 
 def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, level, dt, codegen,
-              seed, warmup, T, n_chunks, scheduler, record_spikes, WS=None, law="product",
+              seed, warmup, T, n_chunks, scheduler, WS=None, law="product",
               fold=True) -> dict:
     """Run ``full`` split at its nuclei (see the module docstring); merge every population's
     observables back into the full circuit's cell order."""
@@ -156,8 +156,5 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
     stages = [first, *heads, last]
     merged["compile"] = sum(s["compile"] for s in stages)
     merged["run"] = sum(s["run"] for s in stages)
-    if record_spikes is not True:
-        keep = set(record_spikes or ())
-        merged["spikes"] = {p: v for p, v in merged["spikes"].items() if p in keep}
     return merged
 

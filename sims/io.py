@@ -37,7 +37,7 @@ import numpy as np
 from .config import dumps_toml, tables_of
 from .result import SimulationResult
 
-__all__ = ["write_result", "atomic_write_text", "atomic_write_json", "atomic_savez", "versions", "git_commit",
+__all__ = ["write_result", "atomic_path", "atomic_write_text", "atomic_write_json", "atomic_savez", "versions", "git_commit",
            "is_complete", "load"]
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def _json_default(o):
 
 
 @contextlib.contextmanager
-def _atomic(path: str, suffix: str):
+def atomic_path(path: str, suffix: str):
     """A temporary path beside ``path`` to write; renamed onto ``path`` (world-readable) only when
     the block completes, removed otherwise: a file at ``path`` is always complete."""
     d = os.path.dirname(os.path.abspath(path))
@@ -114,7 +114,7 @@ def _atomic(path: str, suffix: str):
 
 def atomic_write_text(path: str, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
-    with _atomic(path, os.path.basename(path)) as tmp, open(tmp, "w") as fh:
+    with atomic_path(path, os.path.basename(path)) as tmp, open(tmp, "w") as fh:
         fh.write(text)
 
 
@@ -125,7 +125,7 @@ def atomic_write_json(path: str, obj) -> None:
 def atomic_savez(path: str, **arrays) -> None:
     """``np.savez_compressed(path, **arrays)`` through a temporary file and ``os.replace``: a file
     at ``path`` is always complete."""
-    with _atomic(path, ".npz") as tmp:
+    with atomic_path(path, ".npz") as tmp:
         np.savez_compressed(tmp, **arrays)
 
 

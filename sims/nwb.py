@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from circuits.builders import pathway
+from .options import CircuitOptions
 
 __all__ = ["write_nwb", "circuit_of", "AXIS_DESCRIPTIONS"]
 
@@ -53,10 +53,8 @@ def circuit_of(config: dict):
     """The circuit description (:func:`circuits.builders.pathway`) of a result's flat
     configuration (``SimulationResult.config``): what was built, for its populations' axes."""
     c = config
-    return pathway(c["n"], c["dk"], c["dv"], c["de"], H=c["H"], m=c.get("m", c["n"]), cross=c.get("cross", False),
-                   causal=c.get("causal", False), normalize=c.get("normalize", True), n_inh=c["n_inh"],
-                   P=c.get("P", 1), signed=c.get("signed", "onoff"), skip=c.get("skip", False),
-                   circuit=c.get("circuit", "quadratic"))
+    return CircuitOptions.from_config(c).describe(c["n"], c["dk"], c["dv"], c["de"], H=c["H"], m=c.get("m"),
+                                                  cross=c.get("cross", False), skip=c.get("skip", False))
 
 
 def write_nwb(result, path: str, circuit=None) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from circuits.builders import CIRCUITS, DEFAULT_N_INH, SIGNED_CODES
+from circuits.builders import CIRCUITS, DEFAULT_N_INH, SIGNED_CODES, pathway
 from mapping.codes import CodeGains, default_gains
 from neurons.laws import check_law
 from neurons.models import FIDELITY_LEVELS, PHI_EXPRESSIONS
@@ -167,6 +167,18 @@ class CircuitOptions(_Options):
     def __hash__(self):   # P may be a dict
         return hash(repr(self.to_dict()))
 
+    def describe(self, n: int, dk: int, dv: int, de: int, H: int = 1, m: int | None = None,
+                 cross: bool = False, skip: bool = False):
+        """The pathway these options build for the given sizes (:func:`circuits.builders.pathway`;
+        ``cross``: a second input nucleus, ``skip``: the core -> L5 PT skip connection)."""
+        return pathway(n, dk, dv, de, H=H, m=m, cross=cross, causal=self.causal, normalize=self.normalize,
+                       P=self.P, n_inh=self.n_inh, signed=self.signed, skip=skip, circuit=self.circuit)
+
+    @classmethod
+    def from_config(cls, config: dict) -> "CircuitOptions":
+        """The options recorded in a result's flat configuration (``SimulationResult.config``)."""
+        return cls(**{k: config[k] for k in CIRCUIT_FIELDS if k in config and k not in ("params", "gains")})
+
     @property
     def code_gains(self) -> CodeGains:
         """The gains in use: ``gains``, or the level's default when ``gains`` is None."""
@@ -279,6 +291,10 @@ class RunOptions(_Options):
                                             or not isinstance(self.max_memory, numbers.Real) or self.max_memory <= 0):
             raise ValueError(f"max_memory: expected a positive number of bytes, got {self.max_memory!r}")
 
+    def records(self, population: str) -> bool:
+        """Whether the spike times of ``population`` are kept (``record_spikes``)."""
+        return self.record_spikes is True or (bool(self.record_spikes) and population in self.record_spikes)
+
     def resolved(self, level: str) -> "RunOptions":
         """A copy with the level's defaults filled in: ``dt``, ``warmup`` (0 at the rate level,
         which has no window) and ``threads``."""
@@ -322,6 +338,6 @@ def split_options(circuit_options: CircuitOptions | None = None, run_options: Ru
     for k in ("params", "gains"):
         if k in c and c[k] is None:
             del c[k]
-    co = (circuit_options or CircuitOptions()).replace(**c) if c or circuit_options is None else circuit_options
-    ro = (run_options or RunOptions()).replace(**r) if r or run_options is None else run_options
+    co = (circuit_options or CircuitOptions()).replace(**c)
+    ro = (run_options or RunOptions()).replace(**r)
     return co, ro

@@ -6,9 +6,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["SimulationResult", "stage_metrics", "STAGE_ORDER"]
+__all__ = ["SimulationResult", "stage_metrics", "STAGE_ORDER", "STAGE_LABELS"]
 
 STAGE_ORDER = ("q", "k", "v", "s", "kappa", "S", "z", "Z", "y", "v_tilde", "x_tilde")
+
+STAGE_LABELS = {
+    "q": ("q", "query, L2/3 basal"), "k": ("k", "key, L2/3 apical"), "v": ("v", "value, L5 IT basal"),
+    "s": ("s", "salience, L2/3 soma"), "kappa": ("κ", "attention, L2/3"), "Z": ("Z", "normaliser, L2/3 division"),
+    "S": ("S", "memory cells"), "z": ("z", "key sum, memory cells"), "y": ("y", "weighted value, L5 IT"),
+    "v_tilde": ("ṽ", "context value, L5 PT"), "x_tilde": ("x̃", "output, nucleus 2"),
+}
+"""Symbol of every stage and what it is, where it is read (tables and figures name them so)."""
 """Stages in circuit order (thalamus → L2/3 → interneurons → L5 IT → L5 PT → thalamus; the
 linear circuit's memory S, z in place of s, κ, y)."""
 

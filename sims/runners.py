@@ -154,11 +154,8 @@ def _ticking(built, bar: RunProgress | None, every: int = 20):
         bar.close()
 
 
-def _recorded(built, record_spikes) -> dict:
-    if not record_spikes:
-        return {}
-    return {p: built.spike_trains(p) for p in built.monitors
-            if record_spikes is True or p in record_spikes}
+def _recorded(built, ro: RunOptions) -> dict:
+    return {p: built.spike_trains(p) for p in built.monitors if ro.records(p)}
 
 
 class RuntimeRunner(Runner):
@@ -194,7 +191,7 @@ class RuntimeRunner(Runner):
                                     compile=t_compile, run=t_run)
             m = built.measure(ro.warmup, ro.duration, N_CHUNKS, ro.checkpoints, report)
         return Observations([(t, counts_as_rates(o)) for t, o in m["snapshots"]], m["chunks"],
-                            _recorded(built, ro.record_spikes), build=built.build_time,
+                            _recorded(built, ro), build=built.build_time,
                             compile=t_compile, run=m["run"])
 
 
@@ -219,8 +216,7 @@ class StandaloneRunner(Runner):
         if bar is not None:
             bar.update_to(bar.total)
             bar.close()
-        spikes = {p: v for p, v in sa["spikes"].items() if ro.record_spikes is True or
-                  (ro.record_spikes and p in ro.record_spikes)}
+        spikes = {p: v for p, v in sa["spikes"].items() if ro.records(p)}
         return Observations([(ro.duration, counts_as_rates(sa["obs"]))], sa["chunks"], spikes,
                             build=built.build_time, compile=sa["compile"], run=sa["run"])
 
@@ -240,9 +236,9 @@ class SplitRunner(Runner):
         o, ro, x = self.options, run_options, self.inputs
         sa = run_split(self.circuit, self.encoding, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], x["Y"],
                        o.code_gains, o.phi, o.params, o.neuron, ro.dt, ro.codegen, ro.seed, ro.warmup,
-                       ro.duration, N_CHUNKS, ro.scheduler, ro.record_spikes, WS=x["WS"], law=o.law,
-                       fold=o.fold)
-        return Observations([(ro.duration, counts_as_rates(sa["obs"]))], sa["chunks"], sa["spikes"],
+                       ro.duration, N_CHUNKS, ro.scheduler, WS=x["WS"], law=o.law, fold=o.fold)
+        spikes = {p: v for p, v in sa["spikes"].items() if ro.records(p)}
+        return Observations([(ro.duration, counts_as_rates(sa["obs"]))], sa["chunks"], spikes,
                             compile=sa["compile"], run=sa["run"])
 
 

@@ -67,12 +67,12 @@ def simulate_mhsa(
     params : CellParams, optional
         Physiological constants (default :data:`neurons.params.DEFAULT_PARAMS`).
     gains : CodeGains, optional
-        Gains of the affine codes (default :data:`mapping.codes.DEFAULT_GAINS`).
+        Gains of the affine codes (default: the level's, :func:`mapping.codes.default_gains`).
     max_memory : int, optional
         Refuse networks whose estimated memory exceeds this many bytes (default: 80 % of the
         available memory).
-    report : None, "text" or callable
-        Brian2 progress report during the run.
+    report : None, "text", "progress" or callable
+        Progress report during the run (``"progress"``: a tqdm bar over biological time).
     warmup : float or brian2 Quantity, optional
         Discarded time before the measurement window (s); default
         :data:`sims.options.DEFAULT_WARMUP`.

@@ -27,7 +27,7 @@ def sweep(items, scheduler="local", out_dir: str | None = None):
         Where to run (``"serial"``: in this process, in order).
     out_dir : str, optional
         If given, item k is written to ``out_dir/item_<k>`` (atomically); items whose results
-        directory is already complete are loaded instead of recomputed, so a killed sweep
+        directory is already complete are skipped (their paths returned), so a killed sweep
         resumes where it stopped.
 
     Returns

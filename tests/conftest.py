@@ -21,3 +21,10 @@ def random_problem(seed=0, n=4, m=None, H=2, dk=3, dv=4, de=5, scale=1.0, batch=
 @pytest.fixture
 def problem():
     return random_problem
+
+
+@pytest.fixture(scope="module")
+def problem2():
+    """A two-head problem (n = 3, dk = dv = 3, de = 4) shared by the device and dask tests."""
+    X, _, WQ, WK, WV, WO = random_problem(seed=3, n=3, H=2, dk=3, dv=3, de=4)
+    return X, WQ, WK, WV, WO

@@ -141,7 +141,7 @@ def main(args) -> int:
     for r in rows:
         if r["outcome"] in ("exact", "refused"):
             table[(r["phi"], int(np.floor(np.log10(r["scale"]))))][r["outcome"]] += 1
-    print(f"  refused / (exact + refused) by phi and weight scale:")
+    print("  refused / (exact + refused) by phi and weight scale:")
     print("    phi       " + "".join(f"{f'1e{d}-1e{d + 1}':>14}" for d in (-2, -1, 0)))
     for phi in PHIS:
         cells = []

@@ -7,7 +7,6 @@ rate level every example is either exact to 1e-3 or refused before building with
 drive ratio, which the test recomputes independently from the reference.
 """
 
-import warnings
 
 import numpy as np
 import pytest

@@ -14,12 +14,6 @@ pytestmark = pytest.mark.standalone
 STAGES = ("q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde")
 
 
-@pytest.fixture(scope="module")
-def problem2():
-    X, _, WQ, WK, WV, WO = random_problem(seed=3, n=3, H=2, dk=3, dv=3, de=4)
-    return X, WQ, WK, WV, WO
-
-
 def test_rate_level_agrees_across_devices(problem2):
     a = simulate_mhsa(*problem2, neuron="rate", duration=0.5)
     b = simulate_mhsa(*problem2, neuron="rate", duration=0.5, device="cpp_standalone", threads=0)

@@ -8,15 +8,8 @@ import pytest
 from sims import simulate_mhsa
 from sims.distributed import stage_seeds
 from sims.sweep import sweep
-from conftest import random_problem
 
 pytestmark = pytest.mark.distributed
-
-
-@pytest.fixture(scope="module")
-def problem2():
-    X, _, WQ, WK, WV, WO = random_problem(seed=3, n=3, H=2, dk=3, dv=3, de=4)
-    return X, WQ, WK, WV, WO
 
 
 KW = dict(neuron="escape", duration=0.5, warmup=0.2, seed=4, record_spikes=True)
