@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 from circuits.fold import fold_plan, simulated_synapse_count
-from circuits.memory import estimate_memory
+from circuits.memory import BASE_BYTES, estimate_memory
 from mapping.baseline import add_lif_drive
 from mapping.dendrites import add_phi_variances
 from mapping.encode import encode
@@ -56,6 +56,7 @@ class Simulation:
         self.options, self.run_options, self.runner = options, run_options, runner
         self.memory_estimate, self.simulated_synapses = memory_estimate, simulated_synapses
         self._t_start, self._ran = t_start, False
+        self.observations = None   # what the runner measured (sims.runners.Observations), after run()
 
     @property
     def network(self):
@@ -78,7 +79,8 @@ class Simulation:
             raise RuntimeError("run: this simulation has already run; build a new one (sims.build_mhsa)")
         ro = self.run_options if duration is None else self.run_options.replace(duration=duration)
         self._ran = True
-        res = read_out(self, self.runner.run(ro), ro)
+        self.observations = self.runner.run(ro)
+        res = read_out(self, self.observations, ro)
         res.timings["total"] = time.perf_counter() - self._t_start
         return res
 
@@ -86,6 +88,12 @@ class Simulation:
         o = self.options
         return (f"<Simulation {o.neuron} {o.circuit} {self.circuit.n_neurons():,} neurons "
                 f"{self.circuit.n_synapses():,} synapses on {type(self.runner).__name__}>")
+
+
+def _per_task(estimate: int, heads: int) -> int:
+    """The share of one of ``heads`` tasks in a network's memory ``estimate`` (bytes): the
+    fixed base once, the rest split evenly (the heads are equal; the nuclei are small)."""
+    return BASE_BYTES + (estimate - BASE_BYTES) // max(int(heads), 1)
 
 
 def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOptions | None = None,
@@ -117,18 +125,29 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     circuit = co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,
                           skip=WS is not None)
     limit = int(0.8 * available_memory()) if ro.max_memory is None else int(ro.max_memory)
-    floor = estimate_memory(circuit, 0)    # the neurons alone: refuses a huge network at once
+    # a split run holds one head per task (on a worker): the limit applies to one head
+    per = a["H"] if ro.scheduler is not None else 1
+    floor = _per_task(estimate_memory(circuit, 0), per)    # the neurons alone: refuses a huge network at once
     if floor > limit:
         raise ValueError(
             f"max_memory: the network needs an estimated {floor / 2**30:.2f} GiB for its "
             f"{circuit.n_neurons():,} neurons alone, but the limit is {limit / 2**30:.2f} GiB; "
             "reduce n, m, H, dk, dv or de, or raise max_memory")
     # synapses Brian2 will hold: fewer than the description's when compartments are folded
-    n_simulated = simulated_synapse_count(circuit, fold_plan(circuit, co.neuron) if co.fold else {})
-    need = estimate_memory(circuit, n_simulated)
+    if per > 1:
+        # the heads are identical and fold alike: H times one head's count, without the fold plan
+        # of the whole pathway (at 100 barrel heads that plan alone took minutes on the client;
+        # every worker makes its head's own plan)
+        one = co.describe(a["n"], a["dk"], a["dv"], a["de"], H=1, m=a["m"], cross=Y is not None,
+                          skip=WS is not None)
+        n_simulated = per * simulated_synapse_count(one, fold_plan(one, co.neuron) if co.fold else {})
+    else:
+        n_simulated = simulated_synapse_count(circuit, fold_plan(circuit, co.neuron) if co.fold else {})
+    need = _per_task(estimate_memory(circuit, n_simulated), per)
     if need > limit:
         raise ValueError(
-            f"max_memory: the network needs an estimated {need / 2**30:.2f} GiB "
+            f"max_memory: the network{' (one head of the split run)' if per > 1 else ''} needs an estimated "
+            f"{need / 2**30:.2f} GiB "
             f"({circuit.n_neurons():,} neurons, {circuit.n_synapses():,} synapses) but the limit is "
             f"{limit / 2**30:.2f} GiB; reduce n, m, H, dk, dv or de, or raise max_memory")
     if ro.codegen == "auto":

@@ -16,24 +16,46 @@ does not depend on where or in which order the heads run: the same seed gives th
 serially (``scheduler="serial"``), on a ``LocalCluster`` (``"local"``) or on a cluster at an
 address. The one-network run (``scheduler=None``) draws every cell from one random stream and
 is statistically, not spike-for-spike, equal to the split run.
+
+Devices. The two thalamic stages are small (one nucleus each) and always run on the runtime
+device. The heads run on ``device``: ``"runtime"``, or a standalone device (``"cpp_standalone"``,
+``"cuda_standalone"``), where every head of the run uses one compiled project
+(:mod:`circuits.standalone`): its key is the head's shape, schedule and threads plus the
+nucleus-1 spikes it replays (their sizes are compiled into the ``SpikeGeneratorGroup``; they are
+the same for every head), and each head's tokens, weights, biases and seed are run arguments.
+The first head to take the project's lock compiles it; every other worker process runs in its
+own copy of the compiled project (:func:`circuits.standalone.worker_copy`), so heads run in
+parallel and nothing compiles twice.
+
+Memory. Each head is encoded and run on its worker and reduced there before it is gathered:
+the per-cell window observables, the sums behind its populations' Fano factors (instead of
+per-chunk counts), its L5 PT spikes (all that nucleus 2 needs) and only the other spike trains
+that were asked for (``record``). The client holds the tokens, the weights and the merged
+observables, never every population's spikes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 
 import numpy as np
 
+import resource
+
+from filelock import FileLock
+
 from circuits.builders import build
 from circuits.graph import Circuit
 from circuits.instantiate import instantiate
+from circuits.standalone import project_dir, project_key, run_standalone, standalone_device, worker_copy
 from circuits.values import CircuitValues
 from mapping.baseline import add_lif_drive
 from mapping.dendrites import add_phi_variances
 from mapping.encode import encode
 
-__all__ = ["client_for", "run_split", "run_stage", "stage_seeds"]
+__all__ = ["client_for", "run_split", "run_stage", "run_head", "stage_seeds", "fano_sums", "fano_from_sums"]
 
 
 def stage_seeds(seed: int, n: int) -> list[int]:
@@ -69,8 +91,7 @@ def client_for(scheduler):
 
 
 def _import_brian2():
-    import brian2  # noqa: F401
-
+    importlib.import_module("brian2")   # installs its SIGINT handler on this thread
     return True
 
 
@@ -80,17 +101,97 @@ def _prepare(client):
     client.run(_import_brian2)
 
 
+def fano_sums(chunks: dict) -> dict:
+    """Per population ``(sum over cells of the chunk-count variance (ddof 1), sum over cells of
+    the mean chunk count)``: additive over cells, so over heads; see :func:`fano_from_sums`."""
+    return {p: (float(c.var(axis=0, ddof=1).sum()), float(c.mean(axis=0).sum())) for p, c in chunks.items()}
+
+
+def fano_from_sums(sums: dict) -> dict:
+    """Pooled Fano factor per population from :func:`fano_sums` (as
+    :func:`neurons.window.fano_factors` of the concatenated chunk counts)."""
+    return {p: (v / m if m > 0 else 1.0) for p, (v, m) in sums.items()}
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def run_stage(circuit: Circuit, level: str, values: CircuitValues, phi, params, dt, codegen, seed,
               warmup: float, T: float, n_chunks: int, replay=None, record=(), law="product",
               fold=True) -> dict:
-    """Run one stage network; return window observables, per-chunk counts and recorded spikes."""
+    """Run one stage network on the runtime device.
+
+    Returns
+    -------
+    dict
+        ``obs`` (window observables per population), ``fano`` (:func:`fano_sums`), ``spikes``
+        (``(cell, time_s)`` of the populations in ``record``), ``compile``/``run`` wall times (s)
+        and ``peak_rss_mb`` of the process so far.
+    """
     built = instantiate(circuit, level, values, phi=phi, params=params, dt=dt, codegen=codegen,
                         seed=seed, record_spikes=tuple(record), replay=replay, law=law, fold=fold)
     t_compile = built.prepare()
     m = built.measure(warmup, T, n_chunks)
-    return dict(obs=m["snapshots"][-1][1], chunks=m["chunks"],
+    return dict(obs=m["snapshots"][-1][1], fano=fano_sums(m["chunks"]),
                 spikes={p: built.spike_trains(p) for p in record if p in built.monitors},
-                compile=t_compile, run=m["run"])
+                compile=t_compile, run=m["run"], peak_rss_mb=_peak_rss_mb())
+
+
+def _run_standalone_stage(circuit, level, values, phi, params, dt, seed, warmup, T, n_chunks, replay,
+                          record, law, fold, device, threads) -> dict:
+    """:func:`run_stage` on a standalone ``device``: one project per shape and replayed spikes,
+    compiled by the first caller, run by every other process in its own copy."""
+    key = project_key(circuit, level, phi, params, dt, (warmup, T, n_chunks), threads, law=law, fold=fold,
+                      replay=replay, device=device, seed=seed if device != "cpp_standalone" else None)
+    canon = project_dir(key)
+
+    def once(where):
+        with standalone_device(where, threads, device):
+            built = instantiate(circuit, level, values, phi=phi, params=params, dt=dt, seed=seed,
+                                run_args={}, replay=replay, law=law, fold=fold)
+            return built, run_standalone(built, warmup, T, where, threads, n_chunks)
+
+    with FileLock(canon + ".lock"):
+        if not os.path.isfile(os.path.join(canon, ".compiled")):
+            built, sa = once(canon)       # compiles, under the lock: nobody compiles it twice
+            open(os.path.join(canon, ".compiled"), "w").close()
+            where = None
+        else:
+            where = worker_copy(canon)
+    if where is not None:
+        with FileLock(os.path.join(where, ".run.lock")):   # inside the copy: removed with it
+            built, sa = once(where)
+    del built
+    return dict(obs=sa["obs"], fano=fano_sums(sa["chunks"]),
+                spikes={p: sa["spikes"][p] for p in record if p in sa["spikes"]},
+                compile=sa["compile"], run=sa["run"], peak_rss_mb=_peak_rss_mb())
+
+
+def run_head(spec: dict) -> dict:
+    """Encode and run head ``spec["h"]`` (a task: runs on a worker) and reduce it.
+
+    ``spec`` holds the head's description (``head``), the tokens and the full weight arrays
+    (``X, WQ, WK, WV, WO, Y, WS``), the code ``gains``, ``phi``, ``params``, ``level``, ``dt``,
+    ``codegen``, ``seed``, ``warmup``/``T`` (s), ``n_chunks``, the nucleus-1 spikes
+    (``replay``), the populations whose spikes are returned (``record``), ``law``, ``fold``,
+    ``device`` and ``threads``. Returns what :func:`run_stage` returns, for this head only.
+    """
+    s = spec
+    head, h, level, dt = s["head"], s["h"], s["level"], s["dt"]
+    sl = slice(h, h + 1)
+    e = encode(head, s["X"], s["WQ"][sl], s["WK"][sl], s["WV"][sl], s["WO"][sl], Y=s["Y"], gains=s["gains"],
+               params=s["params"], phi=s["phi"], WS=None if s["WS"] is None else s["WS"][sl])
+    add_phi_variances(head, e.values, s["params"], dt, level)   # escape phi-bias correction (no-op otherwise)
+    add_lif_drive(head, e.values, level, dt)                    # lif drive and baselines (no-op otherwise)
+    for p in s["replay"]:
+        e.values.params.pop(p, None)
+    if s["device"] == "runtime":
+        return run_stage(head, level, e.values, s["phi"], s["params"], dt, s["codegen"], s["seed"], s["warmup"],
+                         s["T"], s["n_chunks"], s["replay"], s["record"], s["law"], s["fold"])
+    return _run_standalone_stage(head, level, e.values, s["phi"], s["params"], dt, s["seed"], s["warmup"],
+                                 s["T"], s["n_chunks"], s["replay"], s["record"], s["law"], s["fold"],
+                                 s["device"], s["threads"])
 
 
 def _sub(full: Circuit, name: str, pops, projs) -> Circuit:
@@ -103,13 +204,32 @@ def _sub(full: Circuit, name: str, pops, projs) -> Circuit:
 
 
 def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, level, dt, codegen,
-              seed, warmup, T, n_chunks, scheduler, WS=None, law="product",
-              fold=True) -> dict:
+              seed, warmup, T, n_chunks, scheduler, WS=None, law="product", fold=True,
+              device: str = "runtime", threads: int = 1, record=None) -> dict:
     """Run ``full`` split at its nuclei (see the module docstring); merge every population's
-    observables back into the full circuit's cell order."""
+    observables back into the full circuit's cell order.
+
+    Parameters
+    ----------
+    device : {"runtime", "cpp_standalone", "cuda_standalone"}
+        Device of the heads (the thalamic stages run on the runtime device).
+    threads : int
+        OpenMP threads of each head's standalone binary (compiled in).
+    record : None or iterable of str
+        Populations whose spike trains are returned (``None``: every population). L5 PT
+        spikes always travel to nucleus 2, but are returned only when recorded.
+
+    Returns
+    -------
+    dict
+        ``obs`` (per population, full cell order), ``fano`` (pooled Fano factor per
+        population), ``spikes`` (the recorded populations), ``compile``/``run`` (s, summed over
+        stages), ``peak_rss_mb_tasks`` (largest peak memory a task's process reached, MB).
+    """
     m = full.meta
     H = m["H"]
     seeds = stage_seeds(seed, H + 2)
+    wanted = (lambda p: True) if record is None else (lambda p, r=frozenset(record): p in r)
     inputs = [p for p in ("nucleus1", "nucleus1_kv") if p in full.populations]
     src = _sub(full, "thalamus_in", inputs, [])
     vin = CircuitValues(params={p: enc.values.params[p] for p in inputs})
@@ -121,40 +241,51 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
                  with_nucleus2=False, name="head", n_inh=m["n_inh"], P=P or 1, signed=m["signed"],
                  normalize=m["normalize"], skip=m.get("skip", False), circuit=m.get("circuit", "quadratic"))
     rec_head = [p for p in head.populations if p not in inputs]
-    tasks = []
-    for h in range(H):
-        e = encode(head, X, WQ[h:h + 1], WK[h:h + 1], WV[h:h + 1], WO[h:h + 1], Y=Y, gains=gains,
-                   params=params, phi=phi, WS=None if WS is None else WS[h:h + 1])
-        add_phi_variances(head, e.values, params, dt, level)   # escape phi-bias correction (no-op otherwise)
-        add_lif_drive(head, e.values, level, dt)               # lif drive and baselines (no-op otherwise)
-        for p in inputs:
-            e.values.params.pop(p, None)
-        tasks.append((head, level, e.values, phi, params, dt, codegen, seeds[1 + h], warmup, T, n_chunks,
-                      first["spikes"], rec_head, law, fold))
+    keep = tuple(p for p in rec_head if p == "l5pt" or wanted(p))
+    common = dict(head=head, X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, Y=Y, WS=WS, gains=gains, phi=phi, params=params,
+                  level=level, dt=dt, codegen=codegen, warmup=warmup, T=T, n_chunks=n_chunks,
+                  replay=first["spikes"], record=keep, law=law, fold=fold, device=device, threads=threads)
     with client_for(scheduler) as client:
         if client is None:
-            heads = [run_stage(*t) for t in tasks]
+            heads = [run_head(dict(common, h=h, seed=seeds[1 + h])) for h in range(H)]
         else:
-            heads = client.gather(client.map(lambda t: run_stage(*t), tasks, pure=False))
+            # what every head shares travels to each worker once
+            [shared] = client.scatter([common], broadcast=True)
+            futures = [client.submit(_head_task, shared, h, seeds[1 + h], pure=False) for h in range(H)]
+            heads = client.gather(futures)
     # merge the heads in head order (head is the leading axis of every cortical population)
-    merged = dict(obs=dict(first["obs"]), chunks=dict(first["chunks"]), spikes={})
+    merged = dict(obs=dict(first["obs"]), fano=dict(first["fano"]), spikes={})
     for p in rec_head:
         n_h = head.populations[p].N
-        merged["obs"][p] = {k: (np.concatenate([hd["obs"][p][k] for hd in heads]) if k != "T"
-                                else heads[0]["obs"][p][k]) for k in heads[0]["obs"][p]}
-        merged["chunks"][p] = np.concatenate([hd["chunks"][p] for hd in heads], axis=1)
-        merged["spikes"][p] = (np.concatenate([hd["spikes"][p][0] + h * n_h for h, hd in enumerate(heads)]),
-                               np.concatenate([hd["spikes"][p][1] for hd in heads]))
+        # each head's arrays are dropped as soon as they are merged (peak: one population twice)
+        per_head = [hd["obs"].pop(p) for hd in heads]
+        merged["obs"][p] = {k: (np.concatenate([o.pop(k) for o in per_head]) if k != "T"
+                                else per_head[0][k]) for k in list(per_head[0])}
+        merged["fano"][p] = tuple(sum(hd["fano"][p][k] for hd in heads) for k in (0, 1))
+        if p in keep:
+            sp = [hd["spikes"].pop(p) for hd in heads]
+            merged["spikes"][p] = (np.concatenate([s[0] + h * n_h for h, s in enumerate(sp)]),
+                                   np.concatenate([s[1] for s in sp]))
+            del sp
     out = _sub(full, "thalamus_out", ["l5pt", "nucleus2"], ["pt_out"])
     vout = CircuitValues(weights={"pt_out": enc.values.weights["pt_out"]},
                          params={"nucleus2": enc.values.params["nucleus2"]})
     last = run_stage(out, level, vout, phi, params, dt, codegen, seeds[-1], warmup, T, n_chunks,
                      replay={"l5pt": merged["spikes"]["l5pt"]}, record=("nucleus2",))
+    if not wanted("l5pt"):
+        del merged["spikes"]["l5pt"]
     merged["obs"]["nucleus2"] = last["obs"]["nucleus2"]
-    merged["chunks"]["nucleus2"] = last["chunks"]["nucleus2"]
-    merged["spikes"].update(first["spikes"], nucleus2=last["spikes"]["nucleus2"])
+    merged["fano"]["nucleus2"] = last["fano"]["nucleus2"]
+    merged["fano"] = fano_from_sums(merged["fano"])
+    merged["spikes"].update({p: v for p, v in first["spikes"].items() if wanted(p)})
+    if wanted("nucleus2"):
+        merged["spikes"]["nucleus2"] = last["spikes"]["nucleus2"]
     stages = [first, *heads, last]
     merged["compile"] = sum(s["compile"] for s in stages)
     merged["run"] = sum(s["run"] for s in stages)
+    merged["peak_rss_mb_tasks"] = max(s["peak_rss_mb"] for s in heads)
     return merged
 
+
+def _head_task(common: dict, h: int, seed: int) -> dict:
+    return run_head(dict(common, h=h, seed=seed))

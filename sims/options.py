@@ -52,7 +52,7 @@ per code object and cached); smaller ones use Brian2's numpy target, which needs
 
 CODEGEN = ("auto", "numpy", "cython")
 REPORTS = ("progress", "text", "stdout", "stderr")
-DEVICES = ("runtime", "cpp_standalone")
+DEVICES = ("runtime", "cpp_standalone", "cuda_standalone")
 
 
 def _choice(name, value, allowed):
@@ -213,10 +213,12 @@ class RunOptions(_Options):
         Window lengths (s, < ``duration``) at which every stage is also decoded (runtime device).
     codegen : {"auto", "numpy", "cython"}
         Brian2 code-generation target of the runtime device.
-    device : {"runtime", "cpp_standalone"}
-        Brian2 device (see :mod:`sims.runners`).
+    device : {"runtime", "cpp_standalone", "cuda_standalone"}
+        Brian2 device (see :mod:`sims.runners`); ``"cuda_standalone"`` needs brian2cuda and a
+        GPU (checked here: a ``ValueError`` naming ``device`` otherwise).
     threads : int, optional
-        OpenMP threads of the standalone device (``None``: all cores; 0: no OpenMP).
+        OpenMP threads of the standalone device (``None``: all cores, or 1 per task in a split
+        run on dask workers; 0: no OpenMP).
     scheduler : None, "serial", "local", address or ``distributed.Client``
         Split the pathway at its nuclei and run every head as its own task.
     record_spikes : bool or tuple of str
@@ -268,7 +270,12 @@ class RunOptions(_Options):
         _set(self, "checkpoints", cps)
         _choice("codegen", self.codegen, CODEGEN)
         if self.device not in DEVICES:
-            raise ValueError(f"device: expected 'runtime' or 'cpp_standalone', got {self.device!r}")
+            raise ValueError(f"device: expected 'runtime', 'cpp_standalone' or 'cuda_standalone', "
+                             f"got {self.device!r}")
+        if self.device == "cuda_standalone":
+            from circuits.standalone import check_device
+
+            check_device(self.device)
         if self.threads is not None and (isinstance(self.threads, bool)
                                          or not isinstance(self.threads, (int, np.integer)) or self.threads < 0):
             raise ValueError(f"threads: expected an integer >= 0 (0 = no OpenMP), got {self.threads!r}")
@@ -297,12 +304,17 @@ class RunOptions(_Options):
 
     def resolved(self, level: str) -> "RunOptions":
         """A copy with the level's defaults filled in: ``dt``, ``warmup`` (0 at the rate level,
-        which has no window) and ``threads``."""
+        which has no window) and ``threads`` (all cores; 1 per task on dask workers)."""
         if self.checkpoints and level == "rate":
             raise ValueError("checkpoints: the rate level has no counting window; use a spiking level")
         warm = 0.0 if level == "rate" else (DEFAULT_WARMUP[level] if self.warmup is None else self.warmup)
-        return self.replace(dt=self.dt or DEFAULT_DT[level], warmup=warm,
-                            threads=(os.cpu_count() or 1) if self.threads is None else int(self.threads))
+        if self.threads is not None:
+            threads = int(self.threads)
+        elif self.scheduler is None or self.scheduler == "serial":
+            threads = os.cpu_count() or 1
+        else:   # heads as dask tasks: one task per worker thread, one thread per task
+            threads = 1
+        return self.replace(dt=self.dt or DEFAULT_DT[level], warmup=warm, threads=threads)
 
     def to_dict(self) -> dict:
         out = super().to_dict()

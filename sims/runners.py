@@ -7,9 +7,11 @@
                            a run (checkpoints, the rate level's settling check).
 :class:`StandaloneRunner`  ``cpp_standalone``: compiles the network shape once into a cached C++
                            project (the run schedule is part of the shape, so it builds when the
-                           duration is known) and passes tokens, weights and seed as run arguments.
+                           duration is known) and passes tokens, weights and seed as run arguments
+                           (also ``cuda_standalone`` through brian2cuda, where installed).
 :class:`SplitRunner`       The pathway split at its nuclei, every head a task on dask
-                           (:mod:`sims.distributed`); one network per stage, on the workers.
+                           (:mod:`sims.distributed`); one network per stage, on the workers; heads
+                           on the runtime or a standalone device (one project per head shape).
 =========================  ======================================================================
 
 Every runner returns the same typed :class:`Observations`; :func:`runner_for` is the one place
@@ -55,6 +57,9 @@ class Observations:
         Spiking population -> spike counts per chunk and cell, ``(n_chunks, N)``.
     spikes : dict
         Population -> ``(cell_index, time_s)`` of the recorded populations.
+    fano : dict, optional
+        Population -> pooled Fano factor, where the runner reduced ``chunks`` itself (split
+        runs reduce every head on its worker); ``None``: computed from ``chunks``.
     early : dict, optional
         Rate level on the runtime device: the observables at 90 % of the run (settling check).
     build, compile, run : float
@@ -64,6 +69,7 @@ class Observations:
     snapshots: list
     chunks: dict = field(default_factory=dict)
     spikes: dict = field(default_factory=dict)
+    fano: dict | None = None
     early: dict | None = None
     build: float = float("nan")
     compile: float = float("nan")
@@ -204,10 +210,11 @@ class StandaloneRunner(Runner):
     def run(self, run_options: RunOptions) -> Observations:
         o, ro = self.options, run_options
         key = project_key(self.circuit, o.neuron, o.phi, o.params, ro.dt, (ro.warmup, ro.duration, N_CHUNKS),
-                          ro.threads, law=o.law, fold=o.fold)
+                          ro.threads, law=o.law, fold=o.fold, device=ro.device,
+                          seed=ro.seed if ro.device != "cpp_standalone" else None)
         where = project_dir(key)
         bar = _bar(o, ro)
-        with FileLock(where + ".lock"), standalone_device(where, ro.threads):
+        with FileLock(where + ".lock"), standalone_device(where, ro.threads, ro.device):
             built = self._instantiate(ro, run_args={})
             # the binary prints Brian2's text report; binary_progress reads it into the bar
             with binary_progress(bar):
@@ -222,27 +229,39 @@ class StandaloneRunner(Runner):
 
 
 class SplitRunner(Runner):
-    """The pathway split at its nuclei; every head a task (see :mod:`sims.distributed`)."""
+    """The pathway split at its nuclei; every head a task (see :mod:`sims.distributed`).
+
+    Heads run on ``run_options.device``: the runtime device, or a standalone device with one
+    compiled project per head shape (and nucleus-1 spike train) that every head on every worker
+    reuses through run arguments. The thalamic stages run on the runtime device.
+    """
 
     @classmethod
     def check(cls, options, run_options):
         if not options.spiking:
             raise ValueError("scheduler: heads are split at the spiking levels; the rate level is "
                              "deterministic and runs as one network (scheduler=None)")
-        if run_options.device != "runtime" or run_options.checkpoints:
-            raise ValueError("scheduler: a split run uses the runtime device without checkpoints")
+        if run_options.checkpoints:
+            raise ValueError("scheduler: a split run has no checkpoints (only the runtime device "
+                             "reads one network during a run); use scheduler=None")
+
+    def config(self) -> dict:
+        ro = self.run_options
+        return dict(threads=ro.threads if ro.device != "runtime" else None)
 
     def run(self, run_options: RunOptions) -> Observations:
         o, ro, x = self.options, run_options, self.inputs
+        record = None if ro.record_spikes is True else tuple(ro.record_spikes or ())
         sa = run_split(self.circuit, self.encoding, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], x["Y"],
                        o.code_gains, o.phi, o.params, o.neuron, ro.dt, ro.codegen, ro.seed, ro.warmup,
-                       ro.duration, N_CHUNKS, ro.scheduler, WS=x["WS"], law=o.law, fold=o.fold)
-        spikes = {p: v for p, v in sa["spikes"].items() if ro.records(p)}
-        return Observations([(ro.duration, counts_as_rates(sa["obs"]))], sa["chunks"], spikes,
+                       ro.duration, N_CHUNKS, ro.scheduler, WS=x["WS"], law=o.law, fold=o.fold,
+                       device=ro.device, threads=ro.threads, record=record)
+        return Observations([(ro.duration, counts_as_rates(sa["obs"]))], {}, sa["spikes"], fano=sa["fano"],
                             compile=sa["compile"], run=sa["run"])
 
 
-RUNNERS = {"runtime": RuntimeRunner, "cpp_standalone": StandaloneRunner, "split": SplitRunner}
+RUNNERS = {"runtime": RuntimeRunner, "cpp_standalone": StandaloneRunner, "cuda_standalone": StandaloneRunner,
+           "split": SplitRunner}
 """Runner per way of running; :func:`runner_for` picks one from the run options."""
 
 

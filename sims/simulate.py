@@ -91,16 +91,18 @@ def simulate_mhsa(
         from the window so far; ``res.checkpoints`` lists ``{"T", "metrics"}`` (error vs
         simulated time from one run). The final window is always the last entry. Runtime
         device only.
-    device : {"runtime", "cpp_standalone"}
+    device : {"runtime", "cpp_standalone", "cuda_standalone"}
         Brian2 device. ``"runtime"`` runs in this process (Cython or numpy, see ``codegen``);
         ``"cpp_standalone"`` compiles the network shape once into a cached C++ project (see
         :mod:`circuits.standalone`) and passes tokens, weights and the seed as run arguments, so
-        further calls on the same shape do not compile. The two devices use different random
+        further calls on the same shape do not compile. ``"cuda_standalone"``: the same on an
+        NVIDIA GPU through brian2cuda (a ``ValueError`` naming ``device`` where it is not
+        installed; untested here, see docs/cortex.md). The two devices use different random
         number generators: the same seed gives the same spikes on the same device, not across
         devices (the rate level agrees to ~1e-12).
     threads : int, optional
-        OpenMP threads of the standalone device (default: all cores, ``os.cpu_count()``;
-        0 = no OpenMP). Part of the compiled shape.
+        OpenMP threads of the standalone device (default: all cores, ``os.cpu_count()``, or 1
+        per head in a split run on dask workers; 0 = no OpenMP). Part of the compiled shape.
     normalize : bool
         ``False``: the unnormalised variant — no interneurons, salience s = phi(q) phi(k)
         (``linear_mhsa(normalize=False)``); the L2/3 -> L5 IT weights then scale the
@@ -130,9 +132,12 @@ def simulate_mhsa(
         description's synapses. Every cell keeps its own spike generation.
     scheduler : None, "serial", "local", address or ``distributed.Client``
         ``None``: one network. Otherwise the pathway is split at its nuclei and every head
-        runs as its own task (spiking levels, runtime device): ``"serial"`` in this process,
-        ``"local"`` on a dask ``LocalCluster``, an address on that dask scheduler. The split
-        run gives the same spikes wherever it runs (see :mod:`sims.distributed`).
+        runs as its own task (spiking levels): ``"serial"`` in this process, ``"local"`` on a
+        dask ``LocalCluster``, an address on that dask scheduler. The split run gives the same
+        spikes wherever it runs (see :mod:`sims.distributed`). Heads run on ``device``; on a
+        standalone device every head of the run reuses one compiled project through run
+        arguments, each head reduced on its worker (observables, L5 PT spikes, the recorded
+        spike trains) before it is gathered.
 
     circuit_options, run_options : sims.options.CircuitOptions, sims.options.RunOptions, optional
         The options as objects (keywords override their fields); see :mod:`sims.options`.

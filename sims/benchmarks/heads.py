@@ -1,7 +1,7 @@
 """``ctmhsa bench heads``: H barrel-size heads split across dask workers (or serially).
 
-Runs ``simulate_mhsa(..., scheduler=...)`` on an H-head pathway (n = d = 33 by default) at the
-escape level and reports the wall time, the time per head, the peak memory of this process and
+Runs ``simulate_mhsa(..., scheduler=..., device=...)`` on an H-head pathway (n = d = 33 by
+default) at the escape level and reports the wall time, the time per head, the peak memory of this process and
 of every dask worker (``ru_maxrss``), and x̃'s error against its noise floor.
 """
 
@@ -29,6 +29,9 @@ def add_arguments(parser) -> None:
                         help="measurement window after a 0.2 s warm-up, s (default 1)")
     parser.add_argument("--scheduler", default="local",
                         help="'local' (LocalCluster), 'serial' or a dask scheduler address (default local)")
+    parser.add_argument("--device", default="runtime", choices=("runtime", "cpp_standalone", "cuda_standalone"),
+                        help="device of the heads (default runtime; cpp_standalone: one compiled project "
+                             "per head shape, see ctmhsa bench cortex)")
     add_out_argument(parser, "bench_results/heads.json")
 
 
@@ -38,17 +41,18 @@ def main(args) -> int:
     t0 = time.perf_counter()
     with client_for(sched) as client:
         res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape",
-                            duration=args.duration, warmup=0.2, seed=0,
+                            duration=args.duration, warmup=0.2, seed=0, device=args.device,
                             scheduler=client if client is not None else "serial")
         workers = client.run(peak_rss_mb) if client is not None else {}
     wall = time.perf_counter() - t0
     met = res.metrics()["x_tilde"]
     out = dict(benchmark="heads", n=args.n, d=args.d, H=args.H, duration=args.duration,
-               scheduler=sched, neurons=res.counts["neurons"], synapses=res.counts["synapses"],
+               scheduler=sched, device=args.device, neurons=res.counts["neurons"], synapses=res.counts["synapses"],
                wall_s=wall, wall_per_head_s=wall / args.H, peak_rss_mb_main=peak_rss_mb(),
                peak_rss_mb_workers=list(workers.values()), x_tilde=met,
                versions=versions(), cpus=os.cpu_count())
-    print(f"{args.H} heads, n={args.n}, d={args.d}, escape, 0.2+{args.duration} s, scheduler={sched}")
+    print(f"{args.H} heads, n={args.n}, d={args.d}, escape, 0.2+{args.duration} s, scheduler={sched}, "
+          f"device={args.device}")
     print(f"  {res.counts['neurons']:,} neurons, {res.counts['synapses']:,} synapses")
     print(f"  wall {wall:.0f} s ({wall / args.H:.1f} s per head); peak memory: main "
           f"{out['peak_rss_mb_main']:.0f} MB, workers {[round(v) for v in workers.values()]} MB")

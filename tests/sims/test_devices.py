@@ -73,9 +73,24 @@ def test_new_inputs_on_a_cached_shape_do_not_compile(problem2, tmp_path, monkeyp
 
 
 def test_standalone_argument_errors(problem2):
-    with pytest.raises(ValueError, match="device: expected 'runtime' or 'cpp_standalone'"):
+    with pytest.raises(ValueError, match="device: expected 'runtime', 'cpp_standalone' or 'cuda_standalone'"):
         simulate_mhsa(*problem2, device="gpu")
     with pytest.raises(ValueError, match="checkpoints: only the runtime device"):
         simulate_mhsa(*problem2, neuron="escape", duration=1.0, checkpoints=(0.5,), device="cpp_standalone")
     with pytest.raises(ValueError, match="threads: expected an integer >= 0"):
         simulate_mhsa(*problem2, device="cpp_standalone", threads=-1)
+
+
+def test_cuda_standalone_without_brian2cuda_is_a_clear_error(problem2, monkeypatch):
+    """No GPU in CI: ``device="cuda_standalone"`` names ``device`` when the run options are
+    made, before anything is described or built."""
+    import sys
+
+    from sims.options import RunOptions
+
+    monkeypatch.setitem(sys.modules, "brian2cuda", None)     # as if not installed
+    with pytest.raises(ValueError, match="device: 'cuda_standalone' needs the brian2cuda package"):
+        RunOptions(device="cuda_standalone")
+    for sched in (None, "serial"):
+        with pytest.raises(ValueError, match="device: 'cuda_standalone' needs"):
+            simulate_mhsa(*problem2, neuron="escape", device="cuda_standalone", scheduler=sched)

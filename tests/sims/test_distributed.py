@@ -34,6 +34,60 @@ def test_split_run_on_a_local_cluster_equals_the_single_process_run(problem2, se
         np.testing.assert_array_equal(dist.stages[st], serial.stages[st], err_msg=st)
 
 
+# 10 s (load 5 on 2 cores; 47 s at load 11-40): a one-worker cluster on loopback, two heads
+def test_split_run_at_a_scheduler_address_keeps_only_the_recorded_spikes(problem2, serial):
+    """A cluster reached by its address (a LocalCluster on loopback standing for a remote one):
+    the same spikes as the serial run; only the recorded populations' spike trains come back."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        address = cluster.scheduler_address
+        assert isinstance(address, str) and address.startswith("tcp://127.0.0.1:")
+        dist = simulate_mhsa(*problem2, scheduler=address, **dict(KW, record_spikes=("l23", "nucleus2")))
+    assert set(dist.spikes) == {"l23", "nucleus2"}     # l5pt went to nucleus 2, not back
+    for pop in dist.spikes:
+        for k in (0, 1):
+            np.testing.assert_array_equal(dist.spikes[pop][k], serial.spikes[pop][k], err_msg=pop)
+    np.testing.assert_array_equal(dist.x_tilde, serial.x_tilde)
+    assert dist.diagnostics["fano"] == pytest.approx(serial.diagnostics["fano"], rel=1e-12)
+
+
+@pytest.mark.codegen_independent
+def test_fano_sums_pool_like_the_concatenated_chunks():
+    from neurons.window import fano_factors
+    from sims.distributed import fano_from_sums, fano_sums
+
+    rng = np.random.default_rng(0)
+    a, b = rng.poisson(3.0, (10, 7)).astype(float), rng.poisson(5.0, (10, 4)).astype(float)
+    sa, sb = fano_sums({"p": a}), fano_sums({"p": b})
+    pooled = fano_from_sums({"p": tuple(sa["p"][k] + sb["p"][k] for k in (0, 1))})
+    assert pooled["p"] == pytest.approx(fano_factors({"p": np.concatenate([a, b], axis=1)})["p"], rel=1e-12)
+    assert fano_from_sums({"q": (0.0, 0.0)}) == {"q": 1.0}
+
+
+@pytest.mark.long   # 15 s with the head project cached; a cold cache compiles it (about a minute)
+@pytest.mark.standalone
+def test_split_run_on_the_standalone_device_compiles_once_and_matches_everywhere(problem2, serial):
+    """Heads on cpp_standalone: serial and on a LocalCluster the same spikes; the cluster run
+    reuses the project the serial run compiled (no new project); escape cells draw the same
+    random numbers on either device, so the runtime split run's spikes too."""
+    pytest.importorskip("distributed")
+    from neurons.backend import cache_dir
+
+    root = os.path.join(cache_dir(), "standalone")
+    kw = dict(KW, device="cpp_standalone", threads=0)
+    sa = simulate_mhsa(*problem2, scheduler="serial", **kw)
+    compiled = {d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, ".compiled"))}
+    dist = simulate_mhsa(*problem2, scheduler="local", **kw)
+    assert {d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, ".compiled"))} == compiled
+    assert sa.config["device"] == dist.config["device"] == "cpp_standalone"
+    for pop in serial.spikes:
+        for k in (0, 1):
+            np.testing.assert_array_equal(dist.spikes[pop][k], sa.spikes[pop][k], err_msg=pop)
+            np.testing.assert_array_equal(sa.spikes[pop][k], serial.spikes[pop][k], err_msg=pop)
+    np.testing.assert_array_equal(dist.x_tilde, sa.x_tilde)
+
+
 def test_split_run_decodes_like_the_one_network_run(problem2, serial):
     """Same circuit, other random streams: both near their noise floors."""
     whole = simulate_mhsa(*problem2, **KW)
@@ -52,8 +106,9 @@ def test_stage_seeds_are_distinct_and_reproducible():
 def test_scheduler_argument_errors(problem2):
     with pytest.raises(ValueError, match="scheduler: heads are split at the spiking levels"):
         simulate_mhsa(*problem2, neuron="rate", scheduler="serial")
-    with pytest.raises(ValueError, match="scheduler: a split run uses the runtime device"):
-        simulate_mhsa(*problem2, neuron="escape", scheduler="serial", device="cpp_standalone")
+    with pytest.raises(ValueError, match="scheduler: a split run has no checkpoints"):
+        simulate_mhsa(*problem2, neuron="escape", scheduler="serial", device="cpp_standalone",
+                      duration=1.0, checkpoints=(0.5,))
     with pytest.raises(ValueError, match="scheduler: expected None"):
         simulate_mhsa(*problem2, neuron="escape", scheduler=3)
 
@@ -108,3 +163,19 @@ def test_killed_sweep_resumes_without_recomputing(tmp_path):
     assert first.stat().st_mtime == stamp                          # not recomputed
     assert all((out / f"item_{k}" / "provenance.json").exists() for k in range(4))
     assert not [p for p in os.listdir(out) if p.startswith(".")]   # no temporary left behind
+
+
+@pytest.mark.codegen_independent
+def test_bench_cortex_rejects_bad_flags_before_running():
+    import argparse
+
+    from sims.benchmarks import benchmark
+
+    cortex = benchmark("cortex")
+    parser = argparse.ArgumentParser()
+    cortex.add_arguments(parser)
+    assert cortex._check(parser.parse_args(["--parts", "cortex,single"])) == ["cortex", "single"]
+    for argv, name in ((["--parts", "brain"], "parts"), (["--H", "0"], "H"), (["--threads", "-1"], "threads"),
+                       (["--duration", "0"], "duration")):
+        with pytest.raises(ValueError, match=f"^{name}: "):
+            cortex._check(parser.parse_args(argv))
