@@ -11,7 +11,9 @@ automatic differentiation. With ``e_i = t_i − x̃_i`` and, per head (index omi
 
 ``v_jᵀ Δ_ij' = (v_j · WOᵀ e_i) x_j'ᵀ`` factorises into a scalar ``c_ij = v_jᵀ WOᵀ e_i`` times a
 token, so the Γ tensors are contracted on the fly instead of being stored (they have
-n·m·m·dk·de entries). Cross-attention uses the key/value tokens ``Y`` for ``x_j`` in Δ_ij;
+n·m·m·dk·de entries); summed over j' they regroup per microcolumn into the local form of
+:func:`gradients_from_stages`, which takes the stages from anywhere (the reference here, a
+simulated circuit in :mod:`sims.train`). Cross-attention uses the key/value tokens ``Y`` for ``x_j`` in Δ_ij;
 causal masking restricts every sum over keys to j <= i.
 """
 
@@ -21,7 +23,7 @@ import numpy as np
 
 from .reference import _as_real_array, _mask, check_attention_inputs, linear_mhsa, resolve_phi
 
-__all__ = ["formal_gradients", "mhsa_loss"]
+__all__ = ["formal_gradients", "gradients_from_stages", "mhsa_loss"]
 
 
 def _targets(T, a) -> np.ndarray:
@@ -66,38 +68,105 @@ def formal_gradients(X, T, WQ, WK, WV, WO, phi="elu1", Y=None, causal=False, nor
     tuple of ndarray
         Arrays shaped like ``WQ, WK, WV, WO``; summed over a batch axis if present.
     """
-    _, f, df = resolve_phi(phi)
     a = check_attention_inputs(X, WQ, WK, WV, WO, Y=Y, causal=causal, normalize=normalize)
     st = linear_mhsa(a["X"], a["WQ"], a["WK"], a["WV"], a["WO"], phi=phi,
                      Y=a["Y"], causal=causal, normalize=normalize)
     T = _targets(T, a)
-    M = _mask(a["n"], a["m"], causal)
-    gQ, gK, gV, gO = (np.zeros_like(a[w]) for w in ("WQ", "WK", "WV", "WO"))
+    out = [np.zeros_like(a[w]) for w in ("WQ", "WK", "WV", "WO")]
     for b in range(a["B"]):
-        x, y = a["X"][b], a["Y"][b]
+        stages = {k: st[k][b] for k in ("q", "k", "v", "kappa", "Z", "v_tilde") if k in st}
         e = T[b] - st["x_tilde"][b]                                   # e_i = t_i − x̃_i
-        for h in range(a["H"]):
-            q, k, v = st["q"][b, h], st["k"][b, h], st["v"][b, h]
-            kappa, v_tilde = st["kappa"][b, h], st["v_tilde"][b, h]
-            Z = st["Z"][b, h] if normalize else np.ones(a["n"])
-            WO = a["WO"][h]
-            eps = e @ WO                                              # WOᵀ e_i  (n, dv)
-            c = np.einsum("md,nd->nm", v, eps) * M                    # c_ij = v_jᵀ WOᵀ e_i
-            # (2) and (3): Δ_ij = WOᵀ e_i x_jᵀ
-            gO[h] += np.einsum("ne,nd->ed", e, v_tilde)
-            gV[h] += np.einsum("nm,nd,me->de", kappa, eps, y)
-            fq, dfq, fk, dfk = f(q), df(q), f(k), df(k)
-            # (4): Γq_ijj' = [phi'(q_i) ⊙ phi(k_j')] c_ij x_iᵀ
-            Gq_diag = np.einsum("nc,mc,nm->nmc", dfq, fk, c)          # Γq_ijj, token factor x_i
-            Gq_sum = np.einsum("nc,nc,nm->nmc", dfq, M @ fk, c)      # sum over j' of Γq_ijj'
-            brk = Gq_diag - (kappa[..., None] * Gq_sum if normalize else 0.0)
-            gQ[h] += np.einsum("nmc,n,ne->ce", brk, 1.0 / Z, x)
-            # (5): Γk_ijj' = [phi(q_i) ⊙ phi'(k_j')] c_ij x_j'ᵀ
-            first = np.einsum("nm,n,nc,mc,me->ce", c, 1.0 / Z, fq, dfk, y)
-            if normalize:
-                w = np.einsum("nm,nm->n", c, kappa) / Z               # Σ_j c_ij κ_ij / Z_i
-                second = np.einsum("n,nm,nc,mc,me->ce", w, M, fq, dfk, y)
-            else:
-                second = 0.0
-            gK[h] += first - second
-    return gQ, gK, gV, gO
+        g = gradients_from_stages(a["X"][b], a["Y"][b], stages, e, a["WO"], phi=phi, causal=causal,
+                                  normalize=normalize)
+        for acc, gi in zip(out, g):
+            acc += gi
+    return tuple(out)
+
+
+def _per_copy(a, n: int, name: str, what: str) -> np.ndarray:
+    """``a`` as seen by every query/macrocolumn: shape (H, n, m, d) from (H, m, d) (shared) or
+    (H, n, m, d) (one copy per macrocolumn)."""
+    a = np.asarray(a, float)
+    if a.ndim == 3:
+        return np.broadcast_to(a[:, None], (a.shape[0], n) + a.shape[1:])
+    if a.ndim == 4 and a.shape[1] == n:
+        return a
+    raise ValueError(f"stages[{name!r}]: expected {what} (H, m, d) or one copy per macrocolumn (H, n, m, d); "
+                     f"got shape {a.shape}")
+
+
+def gradients_from_stages(x, y, stages: dict, e, WO, phi="elu1", causal: bool = False,
+                          normalize: bool = True, per_query: bool = False):
+    """Eqs. (2)–(5) from the stages of one sequence, however they were obtained.
+
+    The core of :func:`formal_gradients` (which passes the exact stages of
+    :func:`mapping.reference.linear_mhsa`) and of :func:`sims.train.train_mhsa` (which passes the
+    stages decoded from a simulated circuit). Written per microcolumn (i, j), in the form a
+    synapse can use: with the error fed back to macrocolumn i, ``ε_i = WOᵀ e_i``, the value
+    term ``c_ij = v_j · ε_i`` and its attention-weighted mean ``c̄_i = Σ_j κ_ij c_ij = ṽ_i · ε_i``
+    (``normalize=False``: ``c̄_i = 0``, ``Z_i = 1``), every L2/3 cell c of microcolumn (i, j)
+    changes ::
+
+        ΔWQ[c] ∝ Z_i⁻¹ phi'(q_ic) phi(k_jc) (c_ij − c̄_i) x_iᵀ     (4), regrouped
+        ΔWK[c] ∝ Z_i⁻¹ phi(q_ic) phi'(k_jc) (c_ij − c̄_i) y_jᵀ     (5), regrouped
+        ΔWV    ∝ κ_ij ε_i y_jᵀ                                    (3)
+        ΔWO    ∝ e_i ṽ_iᵀ                                         (2)
+
+    summed over i and j (identical to the Γ form of the paper, term by term after summing j').
+
+    Parameters
+    ----------
+    x : array (n, de)
+        Query tokens (presynaptic rates of nucleus 1, decoded; units of the tokens).
+    y : array (m, de)
+        Key/value tokens (``x`` for self-attention).
+    stages : dict
+        ``q (H, n, dk)``, ``kappa (H, n, m)``, ``v_tilde (H, n, dv)``, ``Z (H, n)`` (unused when
+        ``normalize=False``), and ``k``, ``v``: shared ``(H, m, dk)``, ``(H, m, dv)`` or as seen by
+        every macrocolumn ``(H, n, m, dk)``, ``(H, n, m, dv)`` (the copies of a circuit).
+    e : array (n, de)
+        Output error ``t_i − x̃_i``.
+    WO : array (H, de, dv) or (n, H, de, dv)
+        Output weights of the feedback ``WOᵀ e_i`` (one copy per macrocolumn allowed).
+    phi : str or (callable, callable)
+        Feature map and its derivative (:func:`mapping.reference.resolve_phi`).
+    causal, normalize : bool
+        As in :func:`mapping.reference.linear_mhsa`.
+    per_query : bool
+        Return every macrocolumn's term separately (a leading axis of length n) instead of
+        their sum: the gradient of each macrocolumn's own copy of the weights.
+
+    Returns
+    -------
+    tuple of ndarray
+        ``(−∂E/∂WQ, −∂E/∂WK, −∂E/∂WV, −∂E/∂WO)`` shaped like ``WQ, WK, WV, WO`` (with a leading
+        n axis when ``per_query``); units of ``e`` times the units of the presynaptic factor.
+    """
+    _, f, df = resolve_phi(phi)
+    x, y, e = (np.asarray(a, float) for a in (x, y, e))
+    n, m = x.shape[0], y.shape[0]
+    q = np.asarray(stages["q"], float)
+    H = q.shape[0]
+    kappa = np.asarray(stages["kappa"], float)
+    v_tilde = np.asarray(stages["v_tilde"], float)
+    if q.shape[:2] != (H, n) or kappa.shape != (H, n, m) or v_tilde.shape[:2] != (H, n) or e.shape != (n, x.shape[1]):
+        raise ValueError(f"stages: q {q.shape}, kappa {kappa.shape}, v_tilde {v_tilde.shape}, e {e.shape} do not "
+                         f"match n={n}, m={m}, H={H}")
+    M = _mask(n, m, causal)
+    # the copies of k_j, v_j seen by macrocolumn i; absent microcolumns (causal) contribute 0
+    k = np.where(M[None, :, :, None], _per_copy(stages["k"], n, "k", "keys"), 0.0)
+    v = np.where(M[None, :, :, None], _per_copy(stages["v"], n, "v", "values"), 0.0)
+    Z = np.asarray(stages["Z"], float) if normalize else np.ones((H, n))
+    WO = np.asarray(WO, float)
+    WOi = np.broadcast_to(WO, (n,) + WO.shape) if WO.ndim == 3 else WO     # (n, H, de, dv)
+    eps = np.einsum("ne,nhed->hnd", e, WOi)                       # ε_i = WOᵀ e_i, fed back to L5
+    c = np.einsum("hnmd,hnd->hnm", v, eps) * M                    # c_ij = v_j · ε_i
+    cbar = np.einsum("hnm,hnm->hn", kappa, c) if normalize else np.zeros((H, n))
+    delta = (c - cbar[..., None]) * M / Z[..., None]              # (c_ij − c̄_i) / Z_i
+    fq, dfq, fk, dfk = f(q), df(q), f(k), df(k)
+    gQ = np.einsum("hnc,hnmc,hnm,ne->nhce", dfq, fk, delta, x)
+    gK = np.einsum("hnc,hnmc,hnm,me->nhce", fq, dfk, delta, y)
+    gV = np.einsum("hnm,hnd,me->nhde", kappa * M, eps, y)
+    gO = np.einsum("ne,hnd->nhed", e, v_tilde)
+    out = (gQ, gK, gV, gO)
+    return out if per_query else tuple(g.sum(axis=0) for g in out)

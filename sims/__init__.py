@@ -7,6 +7,7 @@ runners, configurations, results on disk and the command line (benchmarks in
 >>> sim = build_mhsa(X, WQ, WK, WV, WO, neuron="escape")    # doctest: +SKIP
 >>> sim.network.add(brian2.StateMonitor(sim.groups["l5pt"], "r", record=True))  # doctest: +SKIP
 >>> res = sim.run(2 * brian2.second)                        # doctest: +SKIP
+>>> tr = train_mhsa(X, T, WQ, WK, WV, WO, neuron="rate", steps=100)  # doctest: +SKIP
 """
 
 from .build import Simulation, build_mhsa  # noqa: F401
@@ -14,6 +15,7 @@ from .io import load  # noqa: F401
 from .options import CircuitOptions, RunOptions  # noqa: F401
 from .result import SimulationResult, stage_metrics  # noqa: F401
 from .simulate import simulate_mhsa  # noqa: F401
+from .train import TrainingResult, train_mhsa  # noqa: F401
 
 __all__ = ["simulate_mhsa", "build_mhsa", "Simulation", "CircuitOptions", "RunOptions", "SimulationResult",
-           "stage_metrics", "load"]
+           "stage_metrics", "load", "train_mhsa", "TrainingResult"]

@@ -1,4 +1,5 @@
-"""Command line: ``ctmhsa run``, ``ctmhsa circuit``, ``ctmhsa figures``, ``ctmhsa bench NAME``
+"""Command line: ``ctmhsa run``, ``ctmhsa circuit``, ``ctmhsa figures``, ``ctmhsa train``,
+``ctmhsa bench NAME``
 (one subcommand per benchmark of :data:`sims.benchmarks.BENCHMARKS`), ``ctmhsa --version``.
 
 Every subcommand takes ``--quiet`` (no progress bars, nothing printed but errors) and
@@ -180,6 +181,53 @@ def _cmd_figures(args) -> int:
     return 0
 
 
+def _cmd_train(args) -> int:
+    from .train import default_train_config_path, resolve_train_config, run_training
+
+    path = args.config or default_train_config_path()
+    raw = read_config(path)
+    train = dict(raw.get("train", {}))
+    if args.levels is not None:
+        train["levels"] = args.levels
+    if args.steps is not None:
+        train["steps"] = args.steps
+    cfg = resolve_train_config(dict(raw, train=train))      # validated before anything is simulated
+    base = os.path.dirname(os.path.abspath(args.config)) if args.config else os.getcwd()
+    out = os.path.abspath(args.out) if args.out else _abs(cfg["output"]["dir"], base)
+    cfg["output"]["dir"] = out
+    p, t = cfg["problem"], cfg["train"]
+    if not args.quiet:
+        print(f"ctmhsa train: {os.path.abspath(path) if args.config else '(shipped default)'}")
+        print(f"  teacher-student n={p['n']} H={p['H']} dk={p['dk']} dv={p['dv']} de={p['de']} batch={p['batch']}; "
+              f"steps {t['steps']}, {'tied' if t['tied'] else 'untied'} copies")
+
+    def progress(level, s, d):
+        if not args.quiet and (s + 1) % 10 == 0:
+            print(f"  {level} step {s + 1}: loss {d['loss']:.4g} (exact {d['exact_loss']:.4g}), "
+                  f"cos {min(d['cosines']):.3f}..{max(d['cosines']):.3f}, {d['step_time']:.2f} s", flush=True)
+
+    def draw(directory):
+        if args.no_figure:
+            return
+        from figures.training import draw_training   # matplotlib: only when drawing
+
+        draw_training(directory, os.path.join(directory, "training.png"))
+
+    t0 = time.perf_counter()
+    path = run_training(cfg, out, draw=draw, progress=progress)
+    if not args.quiet:
+        with open(os.path.join(path, "summary.json")) as fh:
+            summ = json.load(fh)
+        for name, lv in [("exact GD", summ["exact_gd"])] + list(summ["levels"].items()):
+            cos = lv.get("cos_median")
+            print(f"  {name:<9} exact loss {lv['exact_loss_0']:.4g} -> x{lv['exact_ratio_end']:.3f} after "
+                  f"{lv['steps']} steps" + (f"; median cosine to the exact gradient "
+                                            f"{min(cos.values()):.4f} (worst matrix); "
+                                            f"{lv['wall_per_step_s']:.2f} s/step" if cos else ""))
+        print(f"results in {path} ({time.perf_counter() - t0:.0f} s): {', '.join(sorted(os.listdir(path)))}")
+    return 0
+
+
 def _common() -> argparse.ArgumentParser:
     """Flags every subcommand takes."""
     c = argparse.ArgumentParser(add_help=False)
@@ -267,6 +315,20 @@ def build_parser() -> argparse.ArgumentParser:
     figs.add_argument("--gallery", default=None, help="also copy the PNGs here (e.g. figures/gallery)")
     figs.add_argument("--quick", action="store_true", help="very short windows (smoke test; figures marked QUICK)")
     figs.set_defaults(func=_cmd_figures)
+
+    tr = sub.add_parser("train", parents=[common],
+                        help="the circuit learns a teacher-student problem with the paper's gradients (eqs. 2-5)",
+                        description="Train a student circuit towards a random teacher with eqs. (2)-(5), the "
+                                    "updates formed from the circuit's own decoded activity, at every level of "
+                                    "[train] levels, beside exact gradient descent; write config.toml, "
+                                    "training.npz, summary.json and training.png (loss vs step).")
+    tr.add_argument("config", nargs="?", default=None,
+                    help="TOML training configuration (default: the shipped sims/configs/train.toml)")
+    tr.add_argument("--out", help="results directory (default: [output] dir of the config)")
+    tr.add_argument("--steps", type=int, help="steps at every level (overrides [train] steps)")
+    tr.add_argument("--levels", nargs="+", choices=["rate", "escape", "lif"], help="levels to train")
+    tr.add_argument("--no-figure", action="store_true", help="do not draw training.png")
+    tr.set_defaults(func=_cmd_train)
 
     _add_benchmarks(sub, common)
     return ap

@@ -19,8 +19,10 @@ BENCHMARKS = {
     "accuracy": "sims.benchmarks.accuracy",
     "speed": "sims.benchmarks.speed",
     "heads": "sims.benchmarks.heads",
+    "cortex": "sims.benchmarks.cortex",
     "circuits": "sims.benchmarks.circuits",
     "robustness": "sims.benchmarks.robustness",
+    "train": "sims.benchmarks.train",
 }
 
 

@@ -230,7 +230,7 @@ def test_cli_run_fold_switch(tmp_path, capsys):
     assert met["true"]["x_tilde"]["nrmse"] == met["false"]["x_tilde"]["nrmse"]   # same spikes
 
 
-BENCHMARK_NAMES = ("rate", "cells", "accuracy", "speed", "heads", "circuits", "robustness")
+BENCHMARK_NAMES = ("rate", "cells", "accuracy", "speed", "heads", "cortex", "circuits", "robustness", "train")
 
 
 @pytest.mark.codegen_independent

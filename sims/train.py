@@ -1,0 +1,538 @@
+"""``train_mhsa``: the circuit learns with the paper's §5 gradients, formed from its own activity.
+
+Every step simulates the circuit once per sequence of the batch, decodes what its cells
+measured — presynaptic token rates at nucleus 1, the dendritic potentials that carry q (L2/3
+basal), k (L2/3 apical) and v (L5 IT basal) in every macrocolumn, the L2/3 somatic rates that
+carry κ, the division Z of the interneurons, the L5 PT rates (ṽ) and the nucleus-2 rates (x̃) —
+forms the updates of eqs. (2)–(5) from those measurements
+(:func:`mapping.gradients.gradients_from_stages`) and applies them. The error ``e_i = t_i − x̃_i``
+is formed at nucleus 2 from the decoded output and fed back to the L5 cells of macrocolumn i
+through ``WOᵀ`` (see ``docs/learning.md`` for which factor of every update is local to its
+synapse and which needs that feedback). The exact reference (:func:`mapping.reference.linear_mhsa`,
+:func:`mapping.gradients.formal_gradients`) is computed only to REPORT the exact loss and the
+cosine between the circuit's gradient and the exact one; nothing of it enters an update.
+
+Weights are duplicated across macrocolumns (macrocolumn i holds its own synapses of WQ, WK, WV
+onto its microcolumns and of WO onto nucleus 2). ``tied=True`` (default): every copy receives the
+sum of all copies' updates (weight sharing; the sum is the formal gradient). ``tied=False``: every
+copy learns from its own activity only (its term of the sum, the exact gradient of an untied
+circuit); the copies are installed into their macrocolumns' synapses before every run and their
+divergence is reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mapping.decode import per_dimension, signed_rate
+from mapping.encode import SIGNS
+from mapping.gradients import formal_gradients, gradients_from_stages, mhsa_loss
+from mapping.operating import copies as p_copies
+from mapping.reference import _as_real_array, check_attention_inputs, linear_mhsa
+from neurons.models import FIDELITY_LEVELS
+
+from .build import build_mhsa
+from .options import split_options
+
+__all__ = ["train_mhsa", "TrainingResult", "default_lr", "WEIGHT_NAMES", "measured_stages", "teacher_student",
+           "exact_descent"]
+
+log = logging.getLogger(__name__)
+
+WEIGHT_NAMES = ("WQ", "WK", "WV", "WO")
+
+DEFAULT_LR0 = 0.1
+"""``lr=None`` takes ``DEFAULT_LR0 / (B n)``: the loss is a sum over the B n tokens of a batch, so
+this is a step of 0.1 per token (measured on teacher–student problems with n = 4–8, H = 2: exact
+gradient descent reaches ≤ 0.2× its loss in 60 steps; 0.5 diverges on some)."""
+
+#: projection -> (weight, side that names the macrocolumn of a synapse, gain key of its code)
+_COPY_PROJECTIONS = (("core_q", 0, "post", "rho_in"), ("matrix_k", 1, "post", "rho_in"),
+                     ("matrix_v", 2, "post", "rho_in"), ("pt_out", 3, "pre", "rho_pt"))
+
+
+def default_lr(B: int, n: int) -> float:
+    """The learning rate of ``lr=None``: ``0.1 / (B n)`` (per squared unit of the tokens)."""
+    return DEFAULT_LR0 / (B * n)
+
+
+@dataclass
+class TrainingResult:
+    """Outcome of :func:`train_mhsa`.
+
+    Attributes
+    ----------
+    loss : ndarray (steps,)
+        Loss ``Σ_b Σ_i ½‖t_i − x̃_i‖²`` from the circuit's decoded output at every step, before
+        that step's update (units of the tokens, squared).
+    exact_loss : ndarray (steps + 1,)
+        The same loss of the exact reference at the weights before every step and after the
+        last (a report; never an input).
+    weights : tuple of ndarray
+        ``(WQ, WK, WV, WO)`` after training (``tied=False``: the mean over the copies).
+    gradients : list of tuple
+        Per step, ``(−∂E/∂WQ, −∂E/∂WK, −∂E/∂WV, −∂E/∂WO)`` formed from the circuit's activity,
+        summed over the batch (``tied=False``: one per copy, a leading axis of length n).
+    cosines : ndarray (steps, 4)
+        Cosine between each circuit gradient and the exact gradient at the same weights
+        (:func:`mapping.gradients.formal_gradients`; ``tied=False``: of every copy's own term,
+        all copies flattened together).
+    spread : ndarray (steps + 1, 4)
+        Divergence of the copies: ``sqrt(mean_i ‖W_i − W̄‖²) / ‖W̄‖`` per matrix (0 when tied).
+    copies : tuple of ndarray or None
+        ``tied=False``: the copies ``(n, *W.shape)`` after training.
+    lr : float
+        Learning rate used.
+    level : str
+    tied : bool
+    step_time : ndarray (steps,)
+        Wall-clock seconds of every step (simulations, read-out and update).
+    config : dict
+        The arguments, as resolved.
+    """
+
+    loss: np.ndarray
+    exact_loss: np.ndarray
+    weights: tuple
+    gradients: list
+    cosines: np.ndarray
+    spread: np.ndarray
+    copies: tuple | None
+    lr: float
+    level: str
+    tied: bool
+    step_time: np.ndarray
+    config: dict = field(default_factory=dict)
+
+    def ratio(self, step: int = -1, exact: bool = True) -> float:
+        """Loss after ``step`` steps over the initial loss (exact loss by default; the circuit's
+        decoded loss, which is measured before every update, with ``exact=False``)."""
+        arr = self.exact_loss if exact else self.loss
+        return float(arr[step] / arr[0])
+
+    def __repr__(self) -> str:
+        return (f"<TrainingResult {self.level} tied={self.tied} steps={len(self.loss)} "
+                f"exact loss {self.exact_loss[0]:.3g} -> {self.exact_loss[-1]:.3g}>")
+
+
+def _batched(name: str, a) -> np.ndarray:
+    a = _as_real_array(name, a)
+    if a.ndim == 2:
+        return a[None]
+    if a.ndim != 3:
+        raise ValueError(f"{name}: expected shape (batch, n, de) or (n, de); got {a.shape}")
+    return a
+
+
+def _check(X, T, W, neuron, steps, lr, seed, tied, Y, options):
+    if isinstance(neuron, bool) or not isinstance(neuron, str) or neuron not in FIDELITY_LEVELS:
+        raise ValueError(f"neuron: expected one of {sorted(FIDELITY_LEVELS)}; got {neuron!r}")
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
+        raise ValueError(f"steps: expected an integer >= 1; got {steps!r}")
+    if lr is not None and (isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not np.isfinite(lr)
+                           or lr <= 0):
+        raise ValueError(f"lr: expected None or a finite number > 0; got {lr!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed: expected a non-negative integer; got {seed!r}")
+    if not isinstance(tied, bool):
+        raise TypeError(f"tied: expected True or False; got {tied!r}")
+    if "WS" in options:
+        raise TypeError("WS: not supported by train_mhsa (eqs. 2-5 have no skip connection)")
+    X, T = _batched("X", X), _batched("T", T)
+    if T.shape != X.shape:
+        raise ValueError(f"T: expected the shape of X {X.shape} (targets of the block output); got {T.shape}")
+    Yb = None if Y is None else _batched("Y", Y)
+    if Yb is not None and Yb.shape[0] != X.shape[0]:
+        raise ValueError(f"Y: expected {X.shape[0]} sequences like X; got {Yb.shape[0]}")
+    co, ro = split_options(None, None, neuron=neuron, seed=int(seed), **options)
+    if co.circuit != "quadratic":
+        raise ValueError(f"circuit: train_mhsa needs Algorithm 1's circuit ('quadratic', which measures κ); "
+                         f"got {co.circuit!r}")
+    if co.law != "product":
+        raise ValueError(f"law: eqs. 2-5 are the gradients of the product law; got {co.law!r}")
+    a = check_attention_inputs(X, *W, Y=Yb, causal=co.causal, normalize=co.normalize)
+    if not tied:
+        if co.signed != "onoff":
+            raise ValueError("signed: tied=False installs every copy's weights into its synapses, which "
+                             "needs the ON/OFF code (signed='onoff'; the offset code's biases depend on the weights)")
+        if ro.device != "runtime" or ro.scheduler is not None:
+            raise ValueError("device: tied=False sets the synapses of the built network; it needs the runtime "
+                             "device and no scheduler")
+        if options.get("fold"):
+            raise ValueError("fold: tied=False gives every macrocolumn its own key and value synapses, which "
+                             "cannot be folded; leave fold unset")
+    return X, T, Yb, co, ro, a
+
+
+def measured_stages(sim, res) -> tuple[np.ndarray, np.ndarray, dict]:
+    """What the circuit of ``sim`` (a :class:`sims.build.Simulation` that has run, giving ``res``)
+    measured, decoded per macrocolumn: ``(x, y, stages)``.
+
+    ``x (n, de)``, ``y (m, de)``: the tokens decoded from the relay rates of nucleus 1 (the
+    presynaptic rates of every core and matrix synapse). ``stages``: ``q (H, n, dk)`` (L2/3
+    basal dendrites of macrocolumn i), ``k (H, n, m, dk)`` and ``v (H, n, m, dv)`` (L2/3 apical
+    and L5 IT basal dendrites of microcolumn j *in macrocolumn i*: every macrocolumn's own copy),
+    ``kappa (H, n, m)`` (L2/3 somatic rates), ``Z (H, n)`` (the interneurons' division),
+    ``v_tilde (H, n, dv)`` (L5 PT), ``x_tilde (n, de)`` (nucleus 2).
+    """
+    circuit, enc, obs = sim.circuit, sim.encoding, sim.observations.final
+    pops, codes = circuit.populations, enc.codes
+    n = circuit.meta["n"]
+    l23, it = pops["l23"], pops["l5it"]
+    with np.errstate(invalid="ignore"):
+        va = per_dimension(l23, obs["l23"]["V_a"])                  # (H, n, m, dk), NaN: absent
+        vb = per_dimension(it, obs["l5it"]["V_b"])
+        if "sign" in it.axes:                                       # ON sees +u v, OFF -u v
+            vb = 0.5 * (vb[..., 0] - vb[..., 1])
+        k = np.stack([codes["k"].decode(va[:, i]) for i in range(n)], axis=1)
+        v = np.stack([codes["v"].decode(vb[:, i]) for i in range(n)], axis=1)
+        x = codes["tokens"].decode(signed_rate(pops["nucleus1"], obs["nucleus1"]["r"]))
+        y = x if "nucleus1_kv" not in pops else codes["tokens"].decode(
+            signed_rate(pops["nucleus1_kv"], obs["nucleus1_kv"]["r"]))
+    stages = dict(q=res.stages["q"], k=k, v=v, kappa=res.stages["kappa"], v_tilde=res.stages["v_tilde"],
+                  x_tilde=res.stages["x_tilde"])
+    if "Z" in res.stages:
+        stages["Z"] = res.stages["Z"]
+    return x, y, stages
+
+
+def _install_copies(sim, copies) -> None:
+    """Give the synapses of every macrocolumn i its own copy ``copies[w][i]`` of WQ, WK, WV
+    (onto its microcolumns) and WO (its L5 PT onto nucleus 2): the encoding of
+    :func:`mapping.encode.encode` (``u W / rho``, sign-flipped for OFF cells, divided by the
+    source's population-coding copies), per macrocolumn."""
+    circuit, enc = sim.circuit, sim.encoding
+    u, gains = enc.consts["u"], enc.consts["gains"]
+    synapses = sim.runner.built.synapses
+    for pname, wi, side, gain in _COPY_PROJECTIONS:
+        proj = circuit.projections[pname]
+        i, j = circuit.pairs(proj)
+        pop = circuit.population(proj.source if side == "pre" else proj.target)
+        mac = pop.axis("i")[i if side == "pre" else j]
+        w = np.empty(len(i))
+        for c in range(copies[wi].shape[0]):
+            arr = u * copies[wi][c] / gains[gain]
+            for _ in (s for s in proj.weight_index if s.endswith(".sign")):
+                arr = arr[..., None] * SIGNS
+            arr = arr / p_copies(circuit.population(proj.source))
+            sel = mac == c
+            w[sel] = circuit.synapse_weights(proj, arr, i[sel], j[sel])
+        synapses[pname].w_[:] = w
+
+
+def _exact_untied(X, Y, T, copies, phi, causal, normalize):
+    """Exact loss and per-copy gradients of the untied block (row i of the output depends on
+    macrocolumn i's copies only)."""
+    n = X.shape[0]
+    loss, grads = 0.0, [np.zeros_like(c) for c in copies]
+    for i in range(n):
+        W = [c[i] for c in copies]
+        st = linear_mhsa(X, *W, phi=phi, Y=Y, causal=causal, normalize=normalize)
+        e = T - st["x_tilde"]
+        loss += 0.5 * float(np.sum(e[i] ** 2))
+        stages = {k: st[k] for k in ("q", "k", "v", "kappa", "Z", "v_tilde") if k in st}
+        g = gradients_from_stages(X, X if Y is None else Y, stages, e, W[3], phi=phi, causal=causal,
+                                  normalize=normalize, per_query=True)
+        for acc, gi in zip(grads, g):
+            acc[i] += gi[i]
+    return loss, grads
+
+
+def _cos(a, b) -> float:
+    a, b = np.ravel(a), np.ravel(b)
+    d = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b / d) if d > 0 else float("nan")
+
+
+def _spread(copies) -> np.ndarray:
+    out = []
+    for c in copies:
+        mean = c.mean(axis=0)
+        out.append(float(np.sqrt(np.mean(np.sum((c - mean) ** 2, axis=tuple(range(1, c.ndim)))))
+                         / (np.linalg.norm(mean) or 1.0)))
+    return np.array(out)
+
+
+def train_mhsa(X, T, WQ, WK, WV, WO, neuron: str = "rate", steps: int = 100, lr: float | None = None,
+               seed: int = 0, tied: bool = True, Y=None, progress=None, **options) -> TrainingResult:
+    """Train the weights of the attention circuit with eqs. (2)–(5), measured from its activity.
+
+    Parameters
+    ----------
+    X : array, shape (batch, n, de) or (n, de)
+        Tokens (rates of thalamic nucleus 1 encode them), one sequence per batch item.
+    T : array, shape like ``X``
+        Targets of the block output x̃ (nucleus 2), same units as the tokens.
+    WQ, WK : array, shape (H, dk, de)
+    WV : array, shape (H, dv, de)
+    WO : array, shape (H, de, dv)
+        Initial weights (dimensionless; not modified).
+    neuron : {"rate", "escape", "lif"}
+        Fidelity level of the simulated circuit (default ``"rate"``). At the spiking levels every
+        factor is decoded from spike counts and window means.
+    steps : int
+        Gradient steps (>= 1); each simulates every batch item once.
+    lr : float, optional
+        Learning rate (units: 1 / token units squared). Default :func:`default_lr`:
+        ``0.1 / (B n)``, a step of 0.1 per token of the batch.
+    seed : int
+        Seed of the spiking levels: run b of step s gets a seed drawn from
+        ``SeedSequence([seed, s, b])`` (same seed, same result).
+    tied : bool
+        ``True``: all macrocolumn copies of a weight receive the sum of their updates (the
+        formal gradient). ``False``: every copy learns from its own activity; their divergence
+        is reported in ``spread`` (runtime device, ``signed="onoff"``, no folding).
+    Y : array, shape (batch, m, de) or (m, de), optional
+        Key/value tokens (cross-attention).
+    progress : callable, optional
+        ``progress(step, result_so_far_dict)`` after every step (e.g. to print).
+    **options
+        Options of :func:`sims.simulate_mhsa` (``phi``, ``duration``, ``dt``, ``warmup``, ``P``,
+        ``causal``, ``normalize``, ``device``, ``codegen``, ...). ``WS``, ``circuit="linear"``
+        and laws other than the product are refused.
+
+    Returns
+    -------
+    TrainingResult
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad arguments (naming the argument), before any network is built; or a circuit that
+        left its working range during training (the step is named).
+    """
+    W0 = (WQ, WK, WV, WO)
+    X, T, Yb, co, ro, a = _check(X, T, W0, neuron, steps, lr, seed, tied, Y, options)
+    B, n = X.shape[0], X.shape[1]
+    lr = default_lr(B, n) if lr is None else float(lr)
+    W = [np.array(a[k], float) for k in WEIGHT_NAMES]
+    copies = None if tied else [np.repeat(w[None], n, axis=0) for w in W]
+    phi, causal, normalize = co.phi, co.causal, co.normalize
+    run_opts = {k: v for k, v in options.items() if k not in ("seed", "neuron")}
+    if not tied:
+        run_opts["fold"] = False
+    losses, exact, grads, cosines, spread, times = [], [], [], [], [], []
+
+    def exact_now():
+        if tied:
+            Lx = mhsa_loss(X, T, *W, phi=phi, Y=Yb, causal=causal, normalize=normalize)
+            return Lx, formal_gradients(X, T, *W, phi=phi, Y=Yb, causal=causal, normalize=normalize)
+        Lx, gx = 0.0, [np.zeros_like(c) for c in copies]
+        for b in range(B):
+            lb, gb = _exact_untied(X[b], None if Yb is None else Yb[b], T[b], copies, phi, causal, normalize)
+            Lx += lb
+            for acc, g in zip(gx, gb):
+                acc += g
+        return Lx, gx
+
+    spread.append(np.zeros(4) if tied else _spread(copies))
+    for s in range(steps):
+        t0 = time.perf_counter()
+        g_sum = [np.zeros_like(w) for w in (W if tied else copies)]
+        L = 0.0
+        for b in range(B):
+            run_seed = int(np.random.SeedSequence([int(seed), s, b]).generate_state(1)[0] % (2**31 - 1))
+            try:
+                sim = build_mhsa(X[b], *W, Y=None if Yb is None else Yb[b], neuron=neuron, seed=run_seed,
+                                 **run_opts)
+                if not tied:
+                    _install_copies(sim, copies)
+                res = sim.run()
+            except ValueError as exc:
+                raise ValueError(f"step {s}, batch item {b}: {exc}") from exc
+            x, y, st = measured_stages(sim, res)
+            e = T[b] - st["x_tilde"]                         # the error at nucleus 2
+            L += 0.5 * float(np.sum(e ** 2))
+            WOf = W[3] if tied else copies[3]                # the feedback pathway WOᵀ e_i
+            g = gradients_from_stages(x, y, st, e, WOf, phi=phi, causal=causal, normalize=normalize,
+                                      per_query=not tied)
+            for acc, gi in zip(g_sum, g):
+                acc += gi
+        # the exact loss and gradient at the same weights: a report, computed after the update
+        # was formed and never used in it
+        Lx, gx = exact_now()
+        losses.append(L)
+        exact.append(Lx)
+        grads.append(tuple(g_sum))
+        cosines.append([_cos(gc, ge) for gc, ge in zip(g_sum, gx)])
+        if tied:
+            W = [w + lr * g for w, g in zip(W, g_sum)]
+            spread.append(np.zeros(4))
+        else:
+            copies = [c + lr * g for c, g in zip(copies, g_sum)]
+            W = [c.mean(axis=0) for c in copies]
+            spread.append(_spread(copies))
+        times.append(time.perf_counter() - t0)
+        log.info("step %d: loss %.4g (exact %.4g), cosines %s, %.2f s", s, L, Lx,
+                 np.round(cosines[-1], 4).tolist(), times[-1])
+        if progress is not None:
+            progress(s, dict(loss=L, exact_loss=Lx, cosines=cosines[-1], step_time=times[-1]))
+    exact.append(exact_now()[0])
+    config = dict(neuron=neuron, steps=int(steps), lr=lr, seed=int(seed), tied=tied, B=B,
+                  **{k: a[k] for k in ("n", "m", "H", "dk", "dv", "de")}, phi=phi, causal=causal,
+                  normalize=normalize, cross=Yb is not None, options={k: v for k, v in run_opts.items()})
+    return TrainingResult(
+        loss=np.array(losses), exact_loss=np.array(exact), weights=tuple(W), gradients=grads,
+        cosines=np.array(cosines), spread=np.array(spread),
+        copies=None if tied else tuple(copies), lr=lr, level=neuron, tied=tied, step_time=np.array(times),
+        config=config)
+
+
+def teacher_student(n: int = 4, H: int = 2, dk: int = 3, dv: int = 3, de: int = 4, batch: int = 1,
+                    seed: int = 0) -> dict:
+    """A teacher–student problem: tokens ``X (batch, n, de)`` ~ N(0, 1), a random teacher of the
+    given shape (projections scaled by 1/sqrt(de), WO by 1/sqrt(dv)), targets ``T`` = the
+    teacher's exact output, and a student drawn alike with another seed (``W0``)."""
+    for name, val in dict(n=n, H=H, dk=dk, dv=dv, de=de, batch=batch).items():
+        if isinstance(val, bool) or not isinstance(val, numbers.Integral) or val < 1:
+            raise ValueError(f"{name}: expected an integer >= 1; got {val!r}")
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 1]))
+
+    def weights(r):
+        s = 1.0 / np.sqrt(de)
+        return (r.normal(size=(H, dk, de)) * s, r.normal(size=(H, dk, de)) * s,
+                r.normal(size=(H, dv, de)) * s, r.normal(size=(H, de, dv)) / np.sqrt(dv))
+
+    X = rng.normal(size=(batch, n, de))
+    teacher = weights(rng)
+    student = weights(np.random.default_rng(np.random.SeedSequence([int(seed), 2])))
+    T = linear_mhsa(X, *teacher)["x_tilde"]
+    return dict(X=X, T=T, W0=student, teacher=teacher)
+
+
+def exact_descent(X, T, WQ, WK, WV, WO, steps: int, lr: float | None = None, phi: str = "elu1", Y=None,
+                  causal: bool = False, normalize: bool = True) -> np.ndarray:
+    """Exact gradient descent on the reference (:func:`mapping.gradients.formal_gradients`):
+    the loss before every step and after the last, ``(steps + 1,)`` (the comparison curve of
+    the circuit's learning; ``lr=None``: :func:`default_lr`)."""
+    X, T = _batched("X", X), _batched("T", T)
+    lr = default_lr(X.shape[0], X.shape[1]) if lr is None else float(lr)
+    W = [np.array(w, float) for w in (WQ, WK, WV, WO)]
+    out = [mhsa_loss(X, T, *W, phi=phi, Y=Y, causal=causal, normalize=normalize)]
+    for _ in range(int(steps)):
+        g = formal_gradients(X, T, *W, phi=phi, Y=Y, causal=causal, normalize=normalize)
+        W = [w + lr * gi for w, gi in zip(W, g)]
+        out.append(mhsa_loss(X, T, *W, phi=phi, Y=Y, causal=causal, normalize=normalize))
+    return np.array(out)
+
+
+# --- ``ctmhsa train CONFIG``: configuration and results directory ---------------------------
+
+TRAIN_DEFAULTS = {
+    "problem": dict(n=4, H=2, dk=3, dv=3, de=4, batch=1, seed=0),
+    "train": dict(levels=["rate", "escape"], steps=100, lr=None, tied=True),
+    "circuit": {},
+    "run": {},
+    "output": dict(dir="results/train"),
+}
+"""Tables of a training configuration: ``[problem]`` the teacher–student sizes, ``[train]``
+(``steps``: an integer or a table per level; ``lr`` omitted = :func:`default_lr`),
+``[circuit]``/``[run]`` options of the circuit runs (:class:`sims.options.CircuitOptions` /
+:class:`sims.options.RunOptions` fields; ``neuron`` and ``seed`` come from ``[train]`` and
+``[problem]``), ``[output]``."""
+
+
+def default_train_config_path() -> str:
+    """Path of the shipped training configuration (``sims/configs/train.toml``)."""
+    from importlib import resources
+
+    return str(resources.files("sims.configs").joinpath("train.toml"))
+
+
+def resolve_train_config(raw: dict) -> dict:
+    """Merge a training configuration's tables into :data:`TRAIN_DEFAULTS`, validating every
+    key (a bad one is a ``ValueError`` naming it) before anything is simulated."""
+    import copy
+
+    cfg = copy.deepcopy(TRAIN_DEFAULTS)
+    for table, values in raw.items():
+        if table not in cfg:
+            raise ValueError(f"config: unknown table [{table}]; expected {sorted(cfg)}")
+        if not isinstance(values, dict):
+            raise ValueError(f"config: [{table}] must be a table")
+        for key, val in values.items():
+            if table in ("problem", "train", "output") and key not in cfg[table]:
+                raise ValueError(f"config: unknown key {table}.{key}; expected one of {sorted(cfg[table])}")
+            if table in ("circuit", "run") and key in ("neuron", "seed"):
+                raise ValueError(f"config: {table}.{key} is set by [train] levels / [problem] seed")
+            cfg[table][key] = val
+    p, t = cfg["problem"], cfg["train"]
+    for key, val in p.items():
+        if isinstance(val, bool) or not isinstance(val, int) or val < (0 if key == "seed" else 1):
+            raise ValueError(f"config: problem.{key} must be a positive integer, got {val!r}")
+    levels = t["levels"]
+    if not isinstance(levels, list) or not levels or any(lv not in FIDELITY_LEVELS for lv in levels):
+        raise ValueError(f"config: train.levels must be a list of {sorted(FIDELITY_LEVELS)}, got {levels!r}")
+    steps = t["steps"] if isinstance(t["steps"], dict) else {lv: t["steps"] for lv in levels}
+    for lv in levels:
+        s = steps.get(lv)
+        if isinstance(s, bool) or not isinstance(s, int) or s < 1:
+            raise ValueError(f"config: train.steps of {lv!r} must be an integer >= 1, got {s!r}")
+    t["steps"] = {lv: steps[lv] for lv in levels}
+    if t["lr"] is not None and (isinstance(t["lr"], bool) or not isinstance(t["lr"], (int, float)) or t["lr"] <= 0):
+        raise ValueError(f"config: train.lr must be a number > 0 (or omitted), got {t['lr']!r}")
+    if not isinstance(t["tied"], bool):
+        raise ValueError(f"config: train.tied must be true or false, got {t['tied']!r}")
+    for lv in levels:    # the options of every level, validated now
+        split_options(None, None, neuron=lv, seed=p["seed"], **cfg["circuit"], **cfg["run"])
+    return cfg
+
+
+def run_training(cfg: dict, out: str, draw=None, progress=None) -> str:
+    """Train the teacher–student problem of a resolved configuration at every level of
+    ``[train] levels`` beside exact gradient descent, and write the results directory ``out``
+    (every file atomically, :mod:`sims.io`): ``config.toml``, ``training.npz`` (per level
+    ``<level>.loss``, ``.exact_loss``, ``.cosines``, ``.spread``, ``.step_time``, ``.WQ`` ...;
+    ``exact_gd.loss``; the teacher ``teacher.W*`` and initial student ``initial.W*``),
+    ``summary.json`` and, with ``draw(directory)``, a figure. ``progress(level, step, info)``
+    after every step. Returns the absolute path."""
+    from .config import dumps_toml
+    from .io import atomic_savez, atomic_write_json, atomic_write_text, git_commit, versions
+
+    p, t = cfg["problem"], cfg["train"]
+    prob = teacher_student(n=p["n"], H=p["H"], dk=p["dk"], dv=p["dv"], de=p["de"], batch=p["batch"], seed=p["seed"])
+    X, T, W0 = prob["X"], prob["T"], prob["W0"]
+    lr = default_lr(p["batch"], p["n"]) if t["lr"] is None else float(t["lr"])
+    opts = dict(cfg["circuit"], **cfg["run"])
+    co = split_options(None, None, **opts)[0]
+    ref = exact_descent(X, T, *W0, steps=max(t["steps"].values()), lr=lr, phi=co.phi, causal=co.causal,
+                        normalize=co.normalize)
+    out = os.path.abspath(out)
+    os.makedirs(out, exist_ok=True)
+    arrays = {"exact_gd.loss": ref, **{f"teacher.{k}": w for k, w in zip(WEIGHT_NAMES, prob["teacher"])},
+              **{f"initial.{k}": w for k, w in zip(WEIGHT_NAMES, W0)}, "X": X, "T": T}
+    summary = dict(lr=lr, levels={}, exact_gd=_curve_summary(ref))
+    for lv in t["levels"]:
+        tr = train_mhsa(X, T, *W0, neuron=lv, steps=t["steps"][lv], lr=lr, seed=p["seed"], tied=t["tied"],
+                        progress=None if progress is None else (lambda s, d, lv=lv: progress(lv, s, d)), **opts)
+        arrays.update({f"{lv}.loss": tr.loss, f"{lv}.exact_loss": tr.exact_loss, f"{lv}.cosines": tr.cosines,
+                       f"{lv}.spread": tr.spread, f"{lv}.step_time": tr.step_time,
+                       **{f"{lv}.{k}": w for k, w in zip(WEIGHT_NAMES, tr.weights)}})
+        summary["levels"][lv] = dict(_curve_summary(tr.exact_loss), circuit_loss=[float(tr.loss[0]), float(tr.loss[-1])],
+                                     cos_first=dict(zip(WEIGHT_NAMES, tr.cosines[0].tolist())),
+                                     cos_median=dict(zip(WEIGHT_NAMES, np.median(tr.cosines, axis=0).tolist())),
+                                     wall_per_step_s=float(np.mean(tr.step_time)),
+                                     spread_end=dict(zip(WEIGHT_NAMES, tr.spread[-1].tolist())))
+    summary.update(versions=versions(), git=git_commit())
+    atomic_write_text(os.path.join(out, "config.toml"), dumps_toml(
+        {k: ({kk: vv for kk, vv in v.items() if vv is not None} if isinstance(v, dict) else v)
+         for k, v in cfg.items() if not k.startswith("_") and v}))
+    atomic_savez(os.path.join(out, "training.npz"), **arrays)
+    atomic_write_json(os.path.join(out, "summary.json"), summary)
+    if draw is not None:
+        draw(out)
+    return out
+
+
+def _curve_summary(exact) -> dict:
+    exact = np.asarray(exact, float)
+    steps = len(exact) - 1
+    return dict(steps=steps, exact_loss_0=float(exact[0]), exact_ratio_end=float(exact[-1] / exact[0]),
+                exact_ratio_60=float(exact[60] / exact[0]) if steps >= 60 else None,
+                exact_ratio_300=float(exact[300] / exact[0]) if steps >= 300 else None)
