@@ -37,9 +37,9 @@ FROM_SIMULATIONS = ("fig2_cells", "accuracy_rate", "accuracy_escape", "accuracy_
 are drawn from circuit descriptions, the same either way)."""
 
 
-LIF_NOTE = (" At the lif level the thresholded somata are not divided by shunting and are decoded "
-            "with the escape cells' linear gains, so s, y and ṽ are distorted and the ON/OFF nucleus-2 "
-            "relays stay below threshold (x̃ decodes to 0): an open problem, see docs/results.md.")
+LIF_NOTE = (" At the lif level every pyramidal soma is a conductance-based adaptive integrate-and-fire "
+            "cell in a high-conductance state firing a 20 Hz baseline; stages are decoded from the rate "
+            "above it (docs/lif.md).")
 
 
 def read_data(data_dir: str) -> dict:
@@ -62,7 +62,8 @@ def read_data(data_dir: str) -> dict:
     out["readout"] = {int(r["P"]): at(r["path"]) for r in man["readout"]}
     out["circuits"] = {(r["circuit"], int(r["n"])): at(r["path"]) for r in man["circuits"]}
     out["laws"] = {law: at(p) for law, p in man["laws"].items()}
-    out["fig2"] = at(man["fig2"])
+    fig2 = man["fig2"]
+    out["fig2"] = {level: at(p) for level, p in (fig2.items() if isinstance(fig2, dict) else [("escape", fig2)])}
     with open(at(man["circuit_counts"])) as fh:
         out["circuit_counts"] = json.load(fh)
     return out
@@ -128,11 +129,15 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
         made += save(fig, out_dir, name, cap)[:1]
 
     made += save(fig2(data["fig2"], _it_pt_matrix()), out_dir, "fig2_cells",
-                 "Fig. 2 as in-silico experiments on the escape-level model cells: (a) apical input "
-                 "multiplies the somatic f-I gain of an L5 IT cell; (b) silencing 70 % of the L2/3 input "
-                 "to the apical tuft lowers that gain; (c) a target L2/3 cell's rate vs its own basal "
-                 "drive for three drives of its 15 neighbours, with (solid) and without (dashed) "
-                 "interneurons: the interneurons divide by the pooled drive; (d) the IT -> PT connection "
+                 "Fig. 2 as in-silico experiments on the model cells, escape level (top row) and lif level "
+                 "(bottom row: conductance-based adaptive integrate-and-fire somata, 20 Hz baseline dotted): "
+                 "(a) apical input multiplies the somatic f-I gain of an L5 IT cell; (b) silencing 70 % of "
+                 "the L2/3 input to the apical tuft lowers that gain; (c) the mean rate of 4 target L2/3 cells "
+                 "vs their own basal drive for three drives of the other 12 cells of their macrocolumn: "
+                 "with interneurons (solid, left "
+                 "axis) it follows R_set u_own / Σu above the baseline (black), i.e. the interneurons divide "
+                 "by the pooled drive; without them (dashed, right axis) it grows with its own drive alone; "
+                 "(d) the IT -> PT connection "
                  "matrix of a built macrocolumn (3 microcolumns, dv = 3, ON/OFF): each PT cell pools its "
                  "value dimension over microcolumns, ON with +, OFF with -.")[:1]
     for level in ("rate", "escape", "lif"):

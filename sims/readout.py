@@ -14,6 +14,7 @@ from mapping.baseline import remove_baselines
 from mapping.decode import decode, range_report
 from mapping.noise import spike_generation_fano, stage_noise_variance
 from mapping.operating import check_operating, enforce
+from neurons.conductance import affine_range, soma_calibration
 from neurons.window import fano_factors
 
 from .result import SimulationResult
@@ -41,7 +42,7 @@ def read_out(sim, obs, run_options) -> SimulationResult:
             early = decode(circuit, enc, obs.early)["x_tilde"]
             change = float(np.max(np.abs(stages["x_tilde"] - early)) / (np.max(np.abs(stages["x_tilde"])) or 1.0))
     else:
-        fano = fano_factors(obs.chunks)
+        fano = fano_factors(obs.chunks) if obs.fano is None else dict(obs.fano)
         own_fano = spike_generation_fano(circuit, o.neuron, fano)
         for mark, snap in obs.snapshots:
             st = stages if snap is final else decode(circuit, enc, snap)
@@ -54,8 +55,10 @@ def read_out(sim, obs, run_options) -> SimulationResult:
     max_rate = 1.0 / ro.dt if o.neuron == "escape" else None
     # did the circuit work where it claims to (per macrocolumn)? raises at the rate level,
     # warns and flags at the spiking levels
+    # lif: where the somata's f-I curve is affine (the calibration is cached)
+    rate_range = affine_range(soma_calibration(dt=ro.dt)) if o.neuron == "lif" else None
     operating = check_operating(circuit, enc, final, o.neuron, o.code_gains, early=obs.early, T=ro.duration,
-                                max_rate=max_rate)
+                                max_rate=max_rate, rate_range=rate_range)
     enforce(operating, o.neuron)
     if enc.consts["operating"] is not None:
         operating["operating_point"] = enc.consts["operating"].summary()

@@ -25,12 +25,13 @@ def test_readme_is_a_short_guide_whose_two_commands_ci_runs():
     assert len(README.splitlines()) <= 250
     bash = _blocks(README, "bash")
     assert bash[0].strip() == "pip install . && ctmhsa run"
-    assert bash[1].strip() == 'pip install ".[test]" && python -m pytest'
+    test_command = "python -m pytest -n auto --dist loadscope"     # pytest-xdist: one worker per core
+    assert bash[1].strip() == f'pip install ".[test]" && {test_command}'
     ci = (ROOT / ".ci" / "run").read_text()
     # .ci/run installs the test extra and runs exactly the README's test command
     assert 'python -m pip install -q ".[test]"' in ci
     assert [ln for ln in ci.splitlines() if "pytest" in ln and not ln.lstrip().startswith(("#", "echo"))] == \
-        ["python -m pytest"]
+        [test_command]
     for section in ("## Two commands", "tutorial", "## API in ten lines", "## Command line", "## How to cite"):
         assert section in README, section
 

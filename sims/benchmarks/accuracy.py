@@ -13,6 +13,7 @@ NRMSE, Pearson r and the spike-count noise floor. Prints tables, writes JSON ato
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 
@@ -39,6 +40,9 @@ CASES = {
     "linear": dict(n=6, H=2, dk=6, dv=6, de=6, circuit="linear"),
     "linear_cross": dict(n=6, m=4, H=2, dk=6, dv=6, de=6, cross=True, circuit="linear"),
     "linear_barrel": dict(n=33, H=1, dk=33, dv=33, de=33, circuit="linear"),
+    # held-out shapes (never used while tuning a level): the tuned target, odd sizes, three heads
+    "square8": dict(n=8, H=2, dk=8, dv=8, de=8),
+    "odd": dict(n=7, H=3, dk=3, dv=5, de=6),
 }
 
 
@@ -56,6 +60,17 @@ def add_arguments(parser) -> None:
                              "the interneurons")
     parser.add_argument("--codegen", default="auto", choices=["auto", "numpy", "cython"],
                         help="Brian2 target (auto: Cython from 200k synapses)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0],
+                        help="input and simulation seeds, one run each (default 0); seeds other than 0 "
+                             "are held out from the tuning of every level")
+    parser.add_argument("--phi", default="elu1", choices=["elu1", "relu", "softplus", "exp"],
+                        help="feature map (default elu1)")
+    parser.add_argument("--weight-scale", type=float, default=1.0,
+                        help="WQ, WK, WV ~ N(0, scale^2/de) (default 1)")
+    parser.add_argument("--device", default="runtime", choices=["runtime", "cpp_standalone"],
+                        help="Brian2 device (default runtime); cpp_standalone takes one window (--times T)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="OpenMP threads of the cpp_standalone device (default 0: none)")
     parser.add_argument("--allow-slow", action="store_true", help="also barrel at the lif level")
     add_out_argument(parser, "bench_results/accuracy.json")
 
@@ -75,7 +90,8 @@ def copies(case: str, P: int, which: str = "readout") -> dict:
 
 
 def run_case(case: str, level: str, P: int, times, seed: int = 0, codegen: str = "auto",
-             which: str = "readout") -> dict:
+             which: str = "readout", phi: str = "elu1", weight_scale: float = 1.0,
+             device: str = "runtime", threads: int = 0) -> dict:
     """One run: every stage's metrics at each window length in ``times`` (``which``: the
     populations with P copies, see :func:`copies`)."""
     Pd = copies(case, P, which)
@@ -83,15 +99,16 @@ def run_case(case: str, level: str, P: int, times, seed: int = 0, codegen: str =
     opts = {k: prob.pop(k) for k in ("causal", "normalize", "circuit") if k in prob}
     skip = prob.pop("skip", False)
     x = problem_inputs(**prob, input_seed=seed, causal=opts.get("causal", False),
-                       normalize=opts.get("normalize", True))
+                       normalize=opts.get("normalize", True), weight_scale=weight_scale)
     WS = (np.random.default_rng(seed).normal(size=(prob["H"], prob["dv"], prob["de"])) / np.sqrt(prob["de"])
           if skip else None)
     times = sorted(times)
     t0 = time.perf_counter()
     res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"], WS=WS, **opts,
                         neuron=level, duration=times[-1], checkpoints=times[:-1], seed=seed,
-                        P=Pd, codegen=codegen)
-    return dict(case=case, level=level, P=P, copies=which, neurons=res.counts["neurons"],
+                        P=Pd, codegen=codegen, phi=phi, device=device,
+                        **(dict(threads=threads) if device == "cpp_standalone" else {}))
+    return dict(case=case, level=level, P=P, copies=which, seed=seed, device=device, phi=phi, weight_scale=weight_scale, neurons=res.counts["neurons"],
                 synapses=res.counts["synapses"], wall_s=time.perf_counter() - t0,
                 timings=res.timings, fano=res.diagnostics["fano"],
                 checkpoints=res.diagnostics["checkpoints"])
@@ -114,17 +131,22 @@ def main(args) -> int:
     unknown = sorted(set(args.cases) - set(CASES))
     if unknown:
         raise ValueError(f"--cases: unknown case(s) {unknown}; expected some of {sorted(CASES)}")
+    if args.device == "cpp_standalone" and len(args.times) != 1:
+        raise ValueError("--times: the cpp_standalone device reads one window; give one value")
     runs, which = [], args.copies
     for case in args.cases:
         for level in args.levels:
             if case == "barrel" and level == "lif" and not args.allow_slow:
                 print("skipping barrel/lif (dt = 0.1 ms: ~10x the escape cost); --allow-slow runs it")
                 continue
-            for P in args.P:
-                run = run_case(case, level, P, args.times, codegen=args.codegen, which=which)
+            for P, seed in itertools.product(args.P, args.seeds):
+                run = run_case(case, level, P, args.times, seed=seed, codegen=args.codegen, which=which,
+                               phi=args.phi, weight_scale=args.weight_scale, device=args.device,
+                               threads=args.threads)
                 runs.append(run)
                 print(f"\n{case} / {level} / {'read-out' if which == 'readout' else 'all'} copies "
-                      f"P = {P}: {run['neurons']:,} neurons, "
+                      f"P = {P}, seed {seed}, phi {args.phi}, weight scale {args.weight_scale:g}: "
+                      f"{run['neurons']:,} neurons, "
                       f"{run['synapses']:,} synapses, {run['wall_s']:.0f} s wall "
                       f"(compile {run['timings']['compile']:.0f} s, run {run['timings']['run']:.0f} s)")
                 print(_table(run), flush=True)

@@ -91,8 +91,11 @@ def normalisation_table(level: str, T: float = 10.0, n_inh: int = DEFAULT_N_INH)
 
 
 def fig2_data(level: str, T: float = 5.0) -> dict:
+    """Fig. 2 protocols on the ``level`` cells (``T`` s per point): rates in Hz, drives in encoded
+    units; ``r_base`` (Hz) is the soma's baseline (lif: 20 Hz, escape: 0), ``c_prediction`` the
+    normalised rate above it, ``R_set u_own / Σu`` with ``u = phi(basal) phi(apical)``."""
     basal = np.linspace(0.0, 3.0, 13)
-    data = {"basal": basal}
+    data = {"basal": basal, "level": np.array(level)}
     # (a) apical input multiplies the f–I gain of an L5 (IT) cell
     apical = np.array([0.5, 1.0, 2.0])
     Bg, Ag = (x.ravel() for x in np.meshgrid(basal, apical, indexing="ij"))
@@ -107,13 +110,15 @@ def fig2_data(level: str, T: float = 5.0) -> dict:
                          duration=T, warmup=0.3, dt=DT[level], seed=22, cell_params=dict(b_b=0.0, rho=20.0))
     data["b_l23_active_fraction"] = fractions
     data["b_rate"] = out["rate"].reshape(basal.size, fractions.size)
-    # (c) divisive normalisation: in each of many independent macrocolumns of N L2/3 cells, a
-    # target cell (index 0) gets its own basal drive while the other N-1 get a common drive
+    # (c) divisive normalisation: in each of many independent macrocolumns of N L2/3 cells, K
+    # target cells (indices 0..K-1, averaged: a single cell's count is too noisy to show the
+    # division) get their own basal drive while the other N-K get a common drive
     others = np.array([0.3, 1.0, 2.0])
-    N = 16
+    N, K = 16, 4
     own, oth = (x.ravel() for x in np.meshgrid(basal, others, indexing="ij"))
-    b = np.repeat(oth, N)
-    b[::N] = own
+    b = np.repeat(oth, N).reshape(own.size, N)
+    b[:, :K] = own[:, None]
+    b = b.ravel()
     curves = {}
     for with_inh in (True, False):
         inh = (Interneurons(I_set=1 / G.g_sh, w_pool=1 / (G.g_sh * G.r_l23 * N), w_shunt=G.g_sh,
@@ -121,7 +126,11 @@ def fig2_data(level: str, T: float = 5.0) -> dict:
         res = simulate_cells(level, "l23", b.size, {"basal": Drive(10 * b, W), "apical": Drive(10 * np.ones(b.size), W)},
                              duration=T, warmup=0.5, dt=DT[level], seed=30 + with_inh,
                              interneurons=inh, cell_params=dict(b_b=0.0, b_a=0.0, rho=G.rho_l23))
-        curves[with_inh] = res["rate"][::N].reshape(basal.size, others.size)
+        curves[with_inh] = res["rate"].reshape(own.size, N)[:, :K].mean(axis=1).reshape(basal.size, others.size)
+    # elu1 of non-negative drives is 1 + drive; the apical drive is 1 unit for every cell
+    u_own, u_oth = 2.0 * (1.0 + own), 2.0 * (1.0 + oth)
+    data["c_prediction"] = (G.r_l23 * N * u_own / (K * u_own + (N - K) * u_oth)).reshape(basal.size, others.size)
+    data["r_base"] = np.array(float(res["r_base"]))
     data["c_others"] = others
     data["c_rate_with_interneurons"] = curves[True]
     data["c_rate_without_interneurons"] = curves[False]

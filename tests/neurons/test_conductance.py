@@ -50,3 +50,31 @@ def test_soma_calibration_finds_an_affine_branch_above_the_baseline():
     r = fi_curve(S, np.repeat(cal["I_rh"] + cal["I_gain"] * x, 4), duration=10.0, warmup=1.0, seed=11)
     got = r["rate"].reshape(4, 4).mean(axis=1) - cal["r_base"]
     np.testing.assert_allclose(got, x, atol=2.5)
+
+
+@pytest.mark.codegen_independent
+def test_affine_range_is_where_the_curve_follows_its_law():
+    from neurons.conductance import affine_range
+    I = np.linspace(0.0, 4e-9, 41)
+    law = 20.0 + (I - 1.5e-9) / 2e-11                        # 20 Hz at 1.5 nA, 50 Hz per nA
+    r = np.clip(law, 0.0, None)
+    r = np.where(law > 100.0, 100.0 + 0.5 * (law - 100.0), r)   # compressed above 100 Hz
+    lo, hi = affine_range(dict(current=I, rate=r, r_base=20.0, I_rh=1.5e-9, I_gain=2e-11), tol=3.0)
+    assert lo == 0.0                   # the law falls below 0 before the curve leaves it
+    assert 100.0 < hi <= 106.0 + 1e-9  # off by 3 Hz at 106 Hz of the law
+
+
+@pytest.mark.codegen_independent
+def test_lif_cells_outside_the_affine_range_are_reported():
+    from types import SimpleNamespace
+
+    from mapping.operating import check_operating
+    pop = SimpleNamespace(cell_type="relay_out", axes={"sign": None}, N=4)
+    circuit = SimpleNamespace(populations={"nucleus2": pop}, meta={})
+    enc = SimpleNamespace(consts={}, values=SimpleNamespace(params={"nucleus2": {"r_base": 20.0}}))
+    obs = {"nucleus2": {"rate": np.array([20.0, 60.0, 130.0, 180.0]), "r": np.zeros(4)}}
+    rep = check_operating(circuit, enc, obs, "lif", None, T=5.0, rate_range=(7.0, 136.0))
+    assert rep["saturated"] == {"nucleus2": 1}
+    assert "nucleus2: 1 cell(s) fire outside the somata's affine range 7–136 Hz" in rep["violations"][0]
+    obs["nucleus2"]["rate"][3] = 140.0                   # within 3 Poisson SD of 136 Hz over 5 s
+    assert check_operating(circuit, enc, obs, "lif", None, T=5.0, rate_range=(7.0, 136.0))["violations"] == []
