@@ -11,7 +11,8 @@ import sys
 
 from sims.config import problem_inputs
 
-__all__ = ["square_problem", "peak_rss_mb", "fresh_process", "one_shot_main", "add_out_argument"]
+__all__ = ["square_problem", "peak_rss_mb", "fresh_process", "one_shot_main", "add_out_argument",
+           "add_size_arguments"]
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -53,3 +54,10 @@ def one_shot_main(module: str, run_once, argv=None) -> None:
 def add_out_argument(parser, default: str) -> None:
     """The ``--out`` flag: the JSON file a benchmark writes (atomically)."""
     parser.add_argument("--out", default=default, help=f"JSON output file (default {default})")
+
+
+def add_size_arguments(parser, H: int = 1, H_help: str = "heads") -> None:
+    """The ``--n``, ``--d`` and ``--H`` flags of a :func:`square_problem` (barrel size by default)."""
+    parser.add_argument("--n", type=int, default=33, help="tokens = macrocolumns (default 33)")
+    parser.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
+    parser.add_argument("--H", type=int, default=H, help=f"{H_help} (default {H})")

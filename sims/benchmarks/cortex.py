@@ -31,7 +31,7 @@ from sims import simulate_mhsa
 from sims.distributed import client_for
 from sims.io import atomic_write_json, versions
 
-from .common import add_out_argument, peak_rss_mb, square_problem
+from .common import add_out_argument, add_size_arguments, peak_rss_mb, square_problem
 
 __all__ = ["HELP", "add_arguments", "main", "PARTS", "memory_mb"]
 
@@ -45,9 +45,7 @@ WARMUP = 0.2
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--H", type=int, default=100, help="heads of the cortex run (default 100)")
-    parser.add_argument("--n", type=int, default=33, help="tokens = macrocolumns (default 33)")
-    parser.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
+    add_size_arguments(parser, H=100, H_help="heads of the cortex run")
     parser.add_argument("--duration", type=float, default=1.0,
                         help=f"measurement window after a {WARMUP} s warm-up, s (default 1)")
     parser.add_argument("--workers", type=int, default=2, help="local dask workers (default 2)")

@@ -14,7 +14,7 @@ from sims import simulate_mhsa
 from sims.distributed import client_for
 from sims.io import atomic_write_json, versions
 
-from .common import add_out_argument, peak_rss_mb, square_problem
+from .common import add_out_argument, add_size_arguments, peak_rss_mb, square_problem
 
 __all__ = ["HELP", "add_arguments", "main"]
 
@@ -22,9 +22,7 @@ HELP = "H barrel-size heads split across dask workers: wall time per head, peak 
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--n", type=int, default=33, help="tokens = macrocolumns (default 33)")
-    parser.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
-    parser.add_argument("--H", type=int, default=1, help="heads (default 1)")
+    add_size_arguments(parser)
     parser.add_argument("--duration", type=float, default=1.0,
                         help="measurement window after a 0.2 s warm-up, s (default 1)")
     parser.add_argument("--scheduler", default="local",

@@ -16,7 +16,8 @@ from sims import simulate_mhsa
 from sims.io import atomic_write_json, versions
 from sims.progress import progress
 
-from .common import add_out_argument, fresh_process, one_shot_main, peak_rss_mb, square_problem
+from .common import (add_out_argument, add_size_arguments, fresh_process, one_shot_main, peak_rss_mb,
+                     square_problem)
 
 __all__ = ["HELP", "add_arguments", "run_rate_once", "main"]
 
@@ -25,9 +26,7 @@ HELP = "a head (barrel size by default) at the rate level: times, counts, peak m
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--n", type=int, default=33, help="tokens = macrocolumns (default 33)")
-    parser.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
-    parser.add_argument("--H", type=int, default=1, help="heads (default 1)")
+    add_size_arguments(parser)
     parser.add_argument("--duration", type=float, default=1.0, help="simulated time, s (default 1)")
     parser.add_argument("--repeats", type=int, default=3, help="repetitions, each in a fresh process (default 3)")
     parser.add_argument("--codegen", default="auto", choices=["auto", "numpy", "cython"],
