@@ -62,8 +62,7 @@ def read_data(data_dir: str) -> dict:
     out["readout"] = {int(r["P"]): at(r["path"]) for r in man["readout"]}
     out["circuits"] = {(r["circuit"], int(r["n"])): at(r["path"]) for r in man["circuits"]}
     out["laws"] = {law: at(p) for law, p in man["laws"].items()}
-    fig2 = man["fig2"]
-    out["fig2"] = {level: at(p) for level, p in (fig2.items() if isinstance(fig2, dict) else [("escape", fig2)])}
+    out["fig2"] = {level: at(p) for level, p in man["fig2"].items()}
     with open(at(man["circuit_counts"])) as fh:
         out["circuit_counts"] = json.load(fh)
     return out

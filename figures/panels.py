@@ -27,7 +27,7 @@ def fig2(npz_paths: dict, it_pt_matrix: np.ndarray):
     for row, level in enumerate(levels):
         with np.load(npz_paths[level]) as d:
             d = {k: np.array(d[k]) for k in d.files}
-        base = float(d["r_base"]) if "r_base" in d else 0.0
+        base = float(d["r_base"])
         ax = [fig.add_subplot(grid[row, k]) for k in range(3)]
         b = d["basal"]
         for k, a in enumerate(d["a_apical"]):
@@ -40,14 +40,13 @@ def fig2(npz_paths: dict, it_pt_matrix: np.ndarray):
         right = ax[2].twinx()
         for k, o in enumerate(d["c_others"]):
             line, = ax[2].plot(b, d["c_rate_with_interneurons"][:, k], "o-", ms=3, label=f"others {o:g}")
-            if "c_prediction" in d:
-                ax[2].plot(b, base + d["c_prediction"][:, k], "-", color="k", lw=0.6)
+            ax[2].plot(b, base + d["c_prediction"][:, k], "-", color="k", lw=0.6)
             right.plot(b, d["c_rate_without_interneurons"][:, k], "--", color=line.get_color(), lw=0.8)
         right.set_ylabel("without interneurons (Hz, dashed)", fontsize=7)
         right.tick_params(labelsize=7)
         ax[2].set(title=f"(c) {level}: normalisation (black: R_set u/Σu)", xlabel="own basal drive (units)",
                   ylabel="L2/3 rate with interneurons (Hz)")
-        for a in ax[:2] + [ax[2]]:
+        for a in ax:
             if base > 0:
                 a.axhline(base, color="0.6", lw=0.6, ls=":")
         for a in ax:
@@ -107,7 +106,7 @@ def draw_raster(ax, res, circuit, head: int = 0, macro: int = 0, span: tuple | N
     ax.set_xlabel("time (s)")
 
 
-def raster(results_dir: str, circuit, head: int = 0, macro: int = 0, quick: bool = False):
+def raster(results_dir: str, circuit, head: int = 0, macro: int = 0):
     """Spikes of one macrocolumn (L2/3, interneurons, L5 IT, L5 PT) and of nucleus 2."""
     res = load(results_dir)
     fig, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)

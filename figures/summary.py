@@ -48,14 +48,13 @@ def _scatter(ax, key, decoded, exact, m):
     ax.locator_params(nbins=4)
 
 
-def draw_summary(results_dir: str, out: str | None = None, head: int = 0, macro: int = 0, span: float = 1.0):
-    """Draw the summary of the run in ``results_dir`` (a complete results directory, or one
-    being written: it reads ``provenance.json``, ``metrics.json``, the stage and reference
-    ``.npz`` and the spikes).
+def draw_summary(results_dir, out: str | None = None, head: int = 0, macro: int = 0, span: float = 1.0):
+    """Draw the summary of a run: a :class:`sims.result.SimulationResult`, or the path of a
+    results directory (read with :func:`sims.io.load`).
 
     Parameters
     ----------
-    results_dir : str
+    results_dir : SimulationResult or str
     out : str, optional
         PNG to write (at :data:`figures.style.DPI`); the figure is returned either way.
     head, macro : int
@@ -67,7 +66,7 @@ def draw_summary(results_dir: str, out: str | None = None, head: int = 0, macro:
     -------
     matplotlib.figure.Figure
     """
-    res = load(results_dir)
+    res = load(results_dir) if isinstance(results_dir, (str, os.PathLike)) else results_dir
     met = res.metrics()
     c = res.config
     stages = [k for k in STAGE_ORDER if k in met]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from circuits.fold import fold_classes
 from neurons.conductance import lif_drive
 from neurons.models import get_model
 
@@ -51,11 +52,15 @@ def add_lif_drive(circuit, values, level: str, dt: float) -> None:
     for pname, proj in circuit.projections.items():
         if proj.source not in somata:
             continue
-        i, j = circuit.pairs(proj)
+        # cells with identical synapses on the compartment get identical baseline input: sum it
+        # for one cell per class (circuits.fold), on the representatives' synapses only
+        cls, reps = fold_classes(circuit, proj.target, (proj.compartment,), [pname])
+        i, j = circuit.pairs(proj, post_cells=reps)
         w = circuit.synapse_weights(proj, values.weights[pname], i, j)
         target = circuit.population(proj.target)
-        extra = cal["r_base"] * np.bincount(j, weights=w, minlength=target.N)
-        if not np.any(extra):          # ON/OFF sources: the baselines cancel
+        extra = cal["r_base"] * np.bincount(np.searchsorted(reps, j), weights=w, minlength=len(reps))[cls]
+        # ON/OFF sources: the baselines cancel (to rounding)
+        if np.allclose(extra, 0.0, atol=1e-12 * cal["r_base"] * (np.abs(w).sum() + 1.0)):
             continue
         model = get_model(level, target.cell_type)
         bias = next((b for b in BIAS_OF.get(proj.compartment, ()) if b in model.parameters), None)

@@ -18,7 +18,7 @@ import brian2 as b2
 import numpy as np
 
 __all__ = ["Probe", "Window", "measure", "window_observables", "counts_from_spikes", "fano_factors",
-           "counts_as_rates", "chunk_ends"]
+           "fano_sums", "fano_from_sums", "counts_as_rates", "chunk_ends"]
 
 
 @dataclass(frozen=True)
@@ -92,13 +92,20 @@ def counts_from_spikes(i: np.ndarray, t: np.ndarray, N: int, t0: float, T: float
     return chunks.sum(axis=0), chunks
 
 
+def fano_sums(chunks: dict) -> dict:
+    """Per population ``(sum over cells of the chunk-count variance (ddof 1), sum over cells of
+    the mean chunk count)``: additive over cells, so over heads run apart; see :func:`fano_from_sums`."""
+    return {p: (float(c.var(axis=0, ddof=1).sum()), float(c.mean(axis=0).sum())) for p, c in chunks.items()}
+
+
+def fano_from_sums(sums: dict) -> dict:
+    """Pooled Fano factor per population from :func:`fano_sums` (of one run or added over runs)."""
+    return {p: (v / m if m > 0 else 1.0) for p, (v, m) in sums.items()}
+
+
 def fano_factors(chunks: dict) -> dict:
     """Pooled Fano factor per population from spike counts per chunk (``(n_chunks, N)``)."""
-    out = {}
-    for p, cnt in chunks.items():
-        tot = cnt.mean(axis=0).sum()
-        out[p] = float(cnt.var(axis=0, ddof=1).sum() / tot) if tot > 0 else 1.0
-    return out
+    return fano_from_sums(fano_sums(chunks))
 
 
 def counts_as_rates(obs: dict) -> dict:

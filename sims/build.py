@@ -159,8 +159,10 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
                       normalize=co.normalize, WS=x["WS"], method="linear" if co.circuit == "linear" else "vectorized")
     enc = encode(circuit, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"], gains=co.code_gains, params=co.params,
                  phi=co.phi, WS=x["WS"])
-    # escape cells correct phi for their dendrites' spike-noise variance (no-op at other levels)
-    add_phi_variances(circuit, enc.values, co.params, ro.dt, co.neuron)
+    # escape cells correct phi for their dendrites' spike-noise variance (no-op at other levels);
+    # a split run computes them per head on its worker (the client runs only the nuclei)
+    if ro.scheduler is None:
+        add_phi_variances(circuit, enc.values, co.params, ro.dt, co.neuron)
     # lif somata: drive on their calibrated affine branch, baselines cancelled (no-op otherwise)
     add_lif_drive(circuit, enc.values, co.neuron, ro.dt)
     runner = runner_for(ro)(circuit, enc, inputs, co, ro)

@@ -17,11 +17,14 @@ import time
 from importlib import metadata
 
 
+from mapping.weights import LAYOUTS
+
 from .benchmarks import BENCHMARKS, benchmark
 from .config import DEFAULTS, SIZE_KEYS, make_inputs, read_config, resolve_config, sizes_of
 from .config import options as config_options
 from .figure_data import make_data
 from .io import write_result
+from .options import CODEGEN
 from .progress import set_quiet
 from .result import STAGE_LABELS
 from .simulate import simulate_mhsa
@@ -40,7 +43,7 @@ def _version() -> str:
 def stage_table(res) -> str:
     """Each stage's error beside its spike-count noise floor (an error near its floor is noise,
     one well above it is bias)."""
-    rows = [f"  {'stage':<8} {'read from':<14} {'NRMSE':>8} {'floor':>8} {'ratio':>6} {'r':>7}"]
+    rows = [f"  {'stage':<8} {'read from':<28} {'NRMSE':>8} {'floor':>8} {'ratio':>6} {'r':>7}"]
     for name, m in res.metrics().items():
         floor = m["noise_floor"]
         ratio = f"{m['nrmse'] / floor:6.2f}" if floor > 0 else f"{'-':>6}"
@@ -127,7 +130,7 @@ def _cmd_run(args) -> int:
             return
         from figures.summary import draw_summary   # matplotlib: only when drawing
 
-        draw_summary(directory, os.path.join(directory, "summary.png"))
+        draw_summary(res, os.path.join(directory, "summary.png"))   # the result in memory
 
     if not quiet:
         print("  writing results" + ("" if args.no_summary else " and summary.png") + " ...", flush=True)
@@ -281,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--neuron", choices=["rate", "escape", "lif"], help="override the fidelity level")
     run.add_argument("--duration", type=_times, help="override the simulated window (s)")
     run.add_argument("--seed", type=int, help="override the simulation seed")
-    run.add_argument("--codegen", choices=["auto", "numpy", "cython"], help="Brian2 code generation target")
+    run.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target")
     run.add_argument("--device", choices=["runtime", "cpp_standalone"], help="Brian2 device")
     run.add_argument("--record-spikes", nargs="*", metavar="POPULATION",
                      help="keep spike times: of every population (no names) or of the named ones")
@@ -296,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--heads", type=int, nargs="+", metavar="H", help="heads of that layer to simulate (default all)")
     w.add_argument("--n-heads", dest="n_heads", type=int,
                    help="heads of the layer (default: config.json beside the weights)")
-    w.add_argument("--layout", choices=["auto", "mha", "bert", "gpt2"], help="key layout of the weights file")
+    w.add_argument("--layout", choices=("auto", *LAYOUTS), help="key layout of the weights file")
     w.add_argument("--tokens", metavar="FILE.npz", help="token embeddings: an .npz with X (n, de) (and Y)")
     run.add_argument("--no-summary", action="store_true", help="do not draw summary.png")
     run.set_defaults(func=_cmd_run)

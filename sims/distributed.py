@@ -42,7 +42,6 @@ import os
 
 import numpy as np
 
-import resource
 
 from filelock import FileLock
 
@@ -54,8 +53,9 @@ from circuits.values import CircuitValues
 from mapping.baseline import add_lif_drive
 from mapping.dendrites import add_phi_variances
 from mapping.encode import encode
+from neurons.window import fano_from_sums, fano_sums
 
-__all__ = ["client_for", "run_split", "run_stage", "run_head", "stage_seeds", "fano_sums", "fano_from_sums"]
+__all__ = ["client_for", "run_split", "run_stage", "run_head", "stage_seeds"]
 
 
 def stage_seeds(seed: int, n: int) -> list[int]:
@@ -101,22 +101,6 @@ def _prepare(client):
     client.run(_import_brian2)
 
 
-def fano_sums(chunks: dict) -> dict:
-    """Per population ``(sum over cells of the chunk-count variance (ddof 1), sum over cells of
-    the mean chunk count)``: additive over cells, so over heads; see :func:`fano_from_sums`."""
-    return {p: (float(c.var(axis=0, ddof=1).sum()), float(c.mean(axis=0).sum())) for p, c in chunks.items()}
-
-
-def fano_from_sums(sums: dict) -> dict:
-    """Pooled Fano factor per population from :func:`fano_sums` (as
-    :func:`neurons.window.fano_factors` of the concatenated chunk counts)."""
-    return {p: (v / m if m > 0 else 1.0) for p, (v, m) in sums.items()}
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def run_stage(circuit: Circuit, level: str, values: CircuitValues, phi, params, dt, codegen, seed,
               warmup: float, T: float, n_chunks: int, replay=None, record=(), law="product",
               fold=True) -> dict:
@@ -125,9 +109,8 @@ def run_stage(circuit: Circuit, level: str, values: CircuitValues, phi, params, 
     Returns
     -------
     dict
-        ``obs`` (window observables per population), ``fano`` (:func:`fano_sums`), ``spikes``
-        (``(cell, time_s)`` of the populations in ``record``), ``compile``/``run`` wall times (s)
-        and ``peak_rss_mb`` of the process so far.
+        ``obs`` (window observables per population), ``fano`` (:func:`neurons.window.fano_sums`), ``spikes``
+        (``(cell, time_s)`` of the populations in ``record``) and ``compile``/``run`` wall times (s).
     """
     built = instantiate(circuit, level, values, phi=phi, params=params, dt=dt, codegen=codegen,
                         seed=seed, record_spikes=tuple(record), replay=replay, law=law, fold=fold)
@@ -135,7 +118,7 @@ def run_stage(circuit: Circuit, level: str, values: CircuitValues, phi, params, 
     m = built.measure(warmup, T, n_chunks)
     return dict(obs=m["snapshots"][-1][1], fano=fano_sums(m["chunks"]),
                 spikes={p: built.spike_trains(p) for p in record if p in built.monitors},
-                compile=t_compile, run=m["run"], peak_rss_mb=_peak_rss_mb())
+                compile=t_compile, run=m["run"])
 
 
 def _run_standalone_stage(circuit, level, values, phi, params, dt, seed, warmup, T, n_chunks, replay,
@@ -165,7 +148,7 @@ def _run_standalone_stage(circuit, level, values, phi, params, dt, seed, warmup,
     del built
     return dict(obs=sa["obs"], fano=fano_sums(sa["chunks"]),
                 spikes={p: sa["spikes"][p] for p in record if p in sa["spikes"]},
-                compile=sa["compile"], run=sa["run"], peak_rss_mb=_peak_rss_mb())
+                compile=sa["compile"], run=sa["run"])
 
 
 def run_head(spec: dict) -> dict:
@@ -224,7 +207,7 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
     dict
         ``obs`` (per population, full cell order), ``fano`` (pooled Fano factor per
         population), ``spikes`` (the recorded populations), ``compile``/``run`` (s, summed over
-        stages), ``peak_rss_mb_tasks`` (largest peak memory a task's process reached, MB).
+        stages).
     """
     m = full.meta
     H = m["H"]
@@ -283,7 +266,6 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
     stages = [first, *heads, last]
     merged["compile"] = sum(s["compile"] for s in stages)
     merged["run"] = sum(s["run"] for s in stages)
-    merged["peak_rss_mb_tasks"] = max(s["peak_rss_mb"] for s in heads)
     return merged
 
 

@@ -100,10 +100,12 @@ def make_data(data_dir: str, quick: bool = False) -> dict:
     windows is never reused."""
     s = 0.1 if quick else 1.0
     man = dict(quick=bool(quick), accuracy={})
-    n_items = 3 + 1 + (2 if quick else 3) + 2 * (2 if quick else 3) + (len(LAWS) - 1) + 3
+    Ps, ns = ((1, 3), (2, 3)) if quick else ((1, 4, 10), (3, 6, 12))
+    windows, fig2_levels = {"rate": 1.0, "escape": 2.0, "lif": 2.0}, ("escape", "lif")
+    n_items = len(windows) + 1 + len(Ps) + 2 * len(ns) + (len(LAWS) - 1) + len(fig2_levels) + 1
     with progress(total=n_items, desc="figure data", unit="item") as bar:
         small = _problem(8, 1, 8) if not quick else _problem(3, 1, 3)
-        for level, T in (("rate", 1.0), ("escape", 2.0), ("lif", 2.0)):
+        for level, T in windows.items():
             man["accuracy"][level] = _simulate(
                 data_dir, f"accuracy_{level}", bar, **small, neuron=level,
                 duration=T if level == "rate" else T * s, warmup=None if level == "rate" else 0.5 * s,
@@ -115,18 +117,18 @@ def make_data(data_dir: str, quick: bool = False) -> dict:
         man["readout"] = [dict(P=P, path=_simulate(data_dir, f"readout_P{P}", bar, **multi, neuron="escape",
                                                    duration=2.0 * s, warmup=0.5 * s, seed=1,
                                                    P={"l5pt": P, "nucleus2": P}))
-                          for P in ((1, 3) if quick else (1, 4, 10))]
+                          for P in Ps]
         man["circuits"] = [dict(circuit=kind, n=n,
                                 path=_simulate(data_dir, f"circuit_{kind}_n{n}", bar,
                                                **_problem(n, 1, 6 if not quick else 3),
                                                neuron="escape", circuit=kind, duration=1.0 * s, warmup=0.5 * s))
-                           for kind in ("quadratic", "linear") for n in ((2, 3) if quick else (3, 6, 12))]
+                           for kind in ("quadratic", "linear") for n in ns]
         man["laws"] = {law: man["accuracy"]["rate"] if law == "product" else
                        _simulate(data_dir, f"law_{law}", bar, **small, neuron="rate", law=law)
                        for law in LAWS}
         T2 = 3.0 * s
         man["fig2"] = {}
-        for level in ("escape", "lif"):
+        for level in fig2_levels:
             man["fig2"][level] = f"fig2_{level}-{param_key(level=level, T=T2, version=2)}.npz"
             f2 = os.path.join(data_dir, man["fig2"][level])
             if not os.path.exists(f2):

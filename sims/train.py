@@ -41,7 +41,7 @@ from .build import build_mhsa
 from .options import split_options
 
 __all__ = ["train_mhsa", "TrainingResult", "default_lr", "WEIGHT_NAMES", "measured_stages", "teacher_student",
-           "exact_descent"]
+           "curve_summary", "exact_descent"]
 
 log = logging.getLogger(__name__)
 
@@ -314,7 +314,7 @@ def train_mhsa(X, T, WQ, WK, WV, WO, neuron: str = "rate", steps: int = 100, lr:
     W = [np.array(a[k], float) for k in WEIGHT_NAMES]
     copies = None if tied else [np.repeat(w[None], n, axis=0) for w in W]
     phi, causal, normalize = co.phi, co.causal, co.normalize
-    run_opts = {k: v for k, v in options.items() if k not in ("seed", "neuron")}
+    run_opts = dict(options)
     if not tied:
         run_opts["fold"] = False
     losses, exact, grads, cosines, spread, times = [], [], [], [], [], []
@@ -376,7 +376,7 @@ def train_mhsa(X, T, WQ, WK, WV, WO, neuron: str = "rate", steps: int = 100, lr:
     exact.append(exact_now()[0])
     config = dict(neuron=neuron, steps=int(steps), lr=lr, seed=int(seed), tied=tied, B=B,
                   **{k: a[k] for k in ("n", "m", "H", "dk", "dv", "de")}, phi=phi, causal=causal,
-                  normalize=normalize, cross=Yb is not None, options={k: v for k, v in run_opts.items()})
+                  normalize=normalize, cross=Yb is not None, options=dict(run_opts))
     return TrainingResult(
         loss=np.array(losses), exact_loss=np.array(exact), weights=tuple(W), gradients=grads,
         cosines=np.array(cosines), spread=np.array(spread),
@@ -507,17 +507,14 @@ def run_training(cfg: dict, out: str, draw=None, progress=None) -> str:
     os.makedirs(out, exist_ok=True)
     arrays = {"exact_gd.loss": ref, **{f"teacher.{k}": w for k, w in zip(WEIGHT_NAMES, prob["teacher"])},
               **{f"initial.{k}": w for k, w in zip(WEIGHT_NAMES, W0)}, "X": X, "T": T}
-    summary = dict(lr=lr, levels={}, exact_gd=_curve_summary(ref))
+    summary = dict(lr=lr, levels={}, exact_gd=curve_summary([], ref, [], []))
     for lv in t["levels"]:
         tr = train_mhsa(X, T, *W0, neuron=lv, steps=t["steps"][lv], lr=lr, seed=p["seed"], tied=t["tied"],
                         progress=None if progress is None else (lambda s, d, lv=lv: progress(lv, s, d)), **opts)
         arrays.update({f"{lv}.loss": tr.loss, f"{lv}.exact_loss": tr.exact_loss, f"{lv}.cosines": tr.cosines,
                        f"{lv}.spread": tr.spread, f"{lv}.step_time": tr.step_time,
                        **{f"{lv}.{k}": w for k, w in zip(WEIGHT_NAMES, tr.weights)}})
-        summary["levels"][lv] = dict(_curve_summary(tr.exact_loss), circuit_loss=[float(tr.loss[0]), float(tr.loss[-1])],
-                                     cos_first=dict(zip(WEIGHT_NAMES, tr.cosines[0].tolist())),
-                                     cos_median=dict(zip(WEIGHT_NAMES, np.median(tr.cosines, axis=0).tolist())),
-                                     wall_per_step_s=float(np.mean(tr.step_time)),
+        summary["levels"][lv] = dict(curve_summary(tr.loss, tr.exact_loss, tr.cosines, tr.step_time),
                                      spread_end=dict(zip(WEIGHT_NAMES, tr.spread[-1].tolist())))
     summary.update(versions=versions(), git=git_commit())
     atomic_write_text(os.path.join(out, "config.toml"), dumps_toml(
@@ -530,9 +527,19 @@ def run_training(cfg: dict, out: str, draw=None, progress=None) -> str:
     return out
 
 
-def _curve_summary(exact) -> dict:
-    exact = np.asarray(exact, float)
+def curve_summary(loss, exact, cosines, times) -> dict:
+    """Ratios, cosines and timings of one training curve (plain numbers for JSON)."""
+    exact, cosines = np.asarray(exact, float), np.asarray(cosines, float).reshape(-1, 4)
     steps = len(exact) - 1
-    return dict(steps=steps, exact_loss_0=float(exact[0]), exact_ratio_end=float(exact[-1] / exact[0]),
-                exact_ratio_60=float(exact[60] / exact[0]) if steps >= 60 else None,
-                exact_ratio_300=float(exact[300] / exact[0]) if steps >= 300 else None)
+    out = dict(steps=steps, exact_loss_0=float(exact[0]), exact_ratio_end=float(exact[-1] / exact[0]),
+               exact_ratio_60=float(exact[60] / exact[0]) if steps >= 60 else None,
+               exact_ratio_300=float(exact[300] / exact[0]) if steps >= 300 else None,
+               wall_per_step_s=float(np.mean(times)) if len(times) else None)
+    if len(loss):
+        out["circuit_loss_0"] = float(loss[0])
+        k = max(1, min(10, len(loss) // 5))    # decoded loss is noisy at spiking levels: the mean of the last k
+        out["circuit_ratio_end"] = float(np.mean(loss[-k:]) / loss[0])
+    if len(cosines):
+        out["cos_first"] = dict(zip(WEIGHT_NAMES, cosines[0].tolist()))
+        out["cos_median"] = dict(zip(WEIGHT_NAMES, np.median(cosines, axis=0).tolist()))
+    return out

@@ -15,14 +15,13 @@ from __future__ import annotations
 import os
 import time
 
-import numpy as np
 
 from sims.io import atomic_write_json, versions
-from sims.train import WEIGHT_NAMES, default_lr, exact_descent, teacher_student, train_mhsa
+from sims.train import WEIGHT_NAMES, curve_summary, default_lr, exact_descent, teacher_student, train_mhsa
 
 from .common import add_out_argument
 
-__all__ = ["HELP", "add_arguments", "main", "level_summary"]
+__all__ = ["HELP", "add_arguments", "main"]
 
 HELP = "teacher-student learning from the circuit's activity: loss ratios, gradient cosines, time per step"
 
@@ -44,24 +43,6 @@ def add_arguments(parser) -> None:
     add_out_argument(parser, "bench_results/train.json")
 
 
-def level_summary(loss, exact, cosines, times) -> dict:
-    """Ratios, cosines and timings of one training curve (plain numbers for JSON)."""
-    exact, cosines = np.asarray(exact, float), np.asarray(cosines, float).reshape(-1, 4)
-    steps = len(exact) - 1
-    out = dict(steps=steps, exact_loss_0=float(exact[0]), exact_ratio_end=float(exact[-1] / exact[0]),
-               exact_ratio_60=float(exact[60] / exact[0]) if steps >= 60 else None,
-               exact_ratio_300=float(exact[300] / exact[0]) if steps >= 300 else None,
-               wall_per_step_s=float(np.mean(times)) if len(times) else None)
-    if len(loss):
-        out["circuit_loss_0"] = float(loss[0])
-        k = max(1, min(10, len(loss) // 5))    # decoded loss is noisy at spiking levels: the mean of the last k
-        out["circuit_ratio_end"] = float(np.mean(loss[-k:]) / loss[0])
-    if len(cosines):
-        out["cos_first"] = dict(zip(WEIGHT_NAMES, cosines[0].tolist()))
-        out["cos_median"] = dict(zip(WEIGHT_NAMES, np.median(cosines, axis=0).tolist()))
-    return out
-
-
 def main(args) -> int:
     prob = teacher_student(n=args.n, H=args.H, dk=args.d, dv=args.d, de=args.de, batch=args.batch, seed=args.seed)
     X, T, W0 = prob["X"], prob["T"], prob["W0"]
@@ -69,7 +50,7 @@ def main(args) -> int:
     nmax = max([args.steps] + [args.escape_steps for lv in args.levels if lv != "rate"])
     ref = exact_descent(X, T, *W0, steps=nmax, lr=lr)
     out = dict(benchmark="train", n=args.n, H=args.H, dk=args.d, dv=args.d, de=args.de, batch=args.batch,
-               seed=args.seed, lr=lr, exact_gd=dict(loss=ref.tolist(), **level_summary([], ref, [], [])),
+               seed=args.seed, lr=lr, exact_gd=dict(loss=ref.tolist(), **curve_summary([], ref, [], [])),
                levels={}, versions=versions(), cpus=os.cpu_count())
     print(f"teacher-student n={args.n} H={args.H} dk=dv={args.d} de={args.de} batch={args.batch}, lr={lr:.4g}")
     for level in args.levels:
@@ -82,14 +63,14 @@ def main(args) -> int:
             for k in ("loss", "exact_loss", "cosines", "step_time"):
                 rec[k].append(d[k])
             if (s + 1) % args.save_every == 0:
-                rec["summary"] = level_summary(rec["loss"], rec["exact_loss"], rec["cosines"], rec["step_time"])
+                rec["summary"] = curve_summary(rec["loss"], rec["exact_loss"], rec["cosines"], rec["step_time"])
                 atomic_write_json(args.out, out)
 
         opts = {} if args.duration is None or level == "rate" else dict(duration=args.duration)
         tr = train_mhsa(X, T, *W0, neuron=level, steps=steps, lr=lr, seed=args.seed, progress=progress, **opts)
         rec.update(loss=tr.loss.tolist(), exact_loss=tr.exact_loss.tolist(), cosines=tr.cosines.tolist(),
                    step_time=tr.step_time.tolist(), done=True, wall_s=time.perf_counter() - t0)
-        rec["summary"] = level_summary(tr.loss, tr.exact_loss, tr.cosines, tr.step_time)
+        rec["summary"] = curve_summary(tr.loss, tr.exact_loss, tr.cosines, tr.step_time)
         atomic_write_json(args.out, out)
     rows = [f"{'':<10} {'steps':>5} {'s/step':>7} {'E60/E0':>7} {'E300/E0':>8} {'Eend/E0':>8} {'circ end':>8} "
             f"{'cos1 WQ':>8} {'WK':>7} {'WV':>7} {'WO':>7} {'cos med (min)':>13}"]

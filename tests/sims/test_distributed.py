@@ -55,7 +55,7 @@ def test_split_run_at_a_scheduler_address_keeps_only_the_recorded_spikes(problem
 @pytest.mark.codegen_independent
 def test_fano_sums_pool_like_the_concatenated_chunks():
     from neurons.window import fano_factors
-    from sims.distributed import fano_from_sums, fano_sums
+    from neurons.window import fano_from_sums, fano_sums
 
     rng = np.random.default_rng(0)
     a, b = rng.poisson(3.0, (10, 7)).astype(float), rng.poisson(5.0, (10, 4)).astype(float)
