@@ -40,13 +40,14 @@ from importlib import metadata
 
 import brian2 as b2
 import numpy as np
+from filelock import FileLock
 
 from neurons.backend import cache_dir
 from neurons.models import get_model
 from neurons.params import CellParams
 from neurons.window import counts_from_spikes, window_observables
 
-__all__ = ["standalone_device", "project_dir", "project_key", "run_standalone", "worker_copy",
+__all__ = ["standalone_device", "project_dir", "project_key", "run_standalone", "run_project", "worker_copy",
            "replay_digest", "STANDALONE_DEVICES", "check_device"]
 
 STANDALONE_DEVICES = ("cpp_standalone", "cuda_standalone")
@@ -161,6 +162,36 @@ def standalone_device(directory: str, threads: int, device: str = "cpp_standalon
         pref.openmp_threads, pref.extra_make_args_unix = old_threads, old_make
         b2.device.reinit()
         b2.set_device("runtime")
+
+
+def run_project(key: str, build, warmup: float, duration: float, threads: int, n_chunks: int,
+                device: str = "cpp_standalone", report=None, parallel: bool = False) -> tuple:
+    """Build, compile if needed and run the cached project ``key``; return ``(built, results)``
+    (``results`` as :func:`run_standalone` returns them).
+
+    ``build()`` instantiates the network (with ``run_args={}``) inside the activated device.
+    By default the whole build and run holds the project's lock (one process at a time). With
+    ``parallel`` (heads on dask workers) the first caller compiles and runs in the project under
+    its lock and marks it compiled; every later caller runs in its own copy of the compiled
+    project (:func:`worker_copy`), so processes run in parallel and nothing compiles twice.
+    """
+    canon = project_dir(key)
+
+    def once(where):
+        with standalone_device(where, threads, device):
+            built = build()
+            return built, run_standalone(built, warmup, duration, where, threads, n_chunks, report)
+
+    marker = os.path.join(canon, ".compiled")
+    with FileLock(canon + ".lock"):
+        if not parallel or not os.path.isfile(marker):
+            out = once(canon)
+            if parallel:
+                open(marker, "w").close()
+            return out
+        where = worker_copy(canon)
+    with FileLock(os.path.join(where, ".run.lock")):   # inside the copy: removed with it
+        return once(where)
 
 
 def run_standalone(built, warmup: float, duration: float, directory: str, threads: int,

@@ -43,12 +43,11 @@ import os
 import numpy as np
 
 
-from filelock import FileLock
 
 from circuits.builders import build
 from circuits.graph import Circuit
 from circuits.instantiate import instantiate
-from circuits.standalone import project_dir, project_key, run_standalone, standalone_device, worker_copy
+from circuits.standalone import project_key, run_project
 from circuits.values import CircuitValues
 from mapping.baseline import add_lif_drive
 from mapping.dendrites import add_phi_variances
@@ -124,28 +123,13 @@ def run_stage(circuit: Circuit, level: str, values: CircuitValues, phi, params, 
 def _run_standalone_stage(circuit, level, values, phi, params, dt, seed, warmup, T, n_chunks, replay,
                           record, law, fold, device, threads) -> dict:
     """:func:`run_stage` on a standalone ``device``: one project per shape and replayed spikes,
-    compiled by the first caller, run by every other process in its own copy."""
+    compiled by the first caller, run by every other process in its own copy
+    (:func:`circuits.standalone.run_project`)."""
     key = project_key(circuit, level, phi, params, dt, (warmup, T, n_chunks), threads, law=law, fold=fold,
-                      replay=replay, device=device, seed=seed if device != "cpp_standalone" else None)
-    canon = project_dir(key)
-
-    def once(where):
-        with standalone_device(where, threads, device):
-            built = instantiate(circuit, level, values, phi=phi, params=params, dt=dt, seed=seed,
-                                run_args={}, replay=replay, law=law, fold=fold)
-            return built, run_standalone(built, warmup, T, where, threads, n_chunks)
-
-    with FileLock(canon + ".lock"):
-        if not os.path.isfile(os.path.join(canon, ".compiled")):
-            built, sa = once(canon)       # compiles, under the lock: nobody compiles it twice
-            open(os.path.join(canon, ".compiled"), "w").close()
-            where = None
-        else:
-            where = worker_copy(canon)
-    if where is not None:
-        with FileLock(os.path.join(where, ".run.lock")):   # inside the copy: removed with it
-            built, sa = once(where)
-    del built
+                      replay=replay, device=device, seed=seed)
+    _, sa = run_project(key, lambda: instantiate(circuit, level, values, phi=phi, params=params, dt=dt, seed=seed,
+                                                 run_args={}, replay=replay, law=law, fold=fold),
+                        warmup, T, threads, n_chunks, device, parallel=True)
     return dict(obs=sa["obs"], fano=fano_sums(sa["chunks"]),
                 spikes={p: sa["spikes"][p] for p in record if p in sa["spikes"]},
                 compile=sa["compile"], run=sa["run"])

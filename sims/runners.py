@@ -25,11 +25,10 @@ import logging
 from dataclasses import dataclass, field
 
 import brian2 as b2
-from filelock import FileLock
 
 from circuits.graph import Circuit
 from circuits.instantiate import instantiate
-from circuits.standalone import project_dir, project_key, run_standalone, standalone_device
+from circuits.standalone import project_key, run_project
 from mapping.encode import Encoding
 from neurons.window import counts_as_rates
 
@@ -210,16 +209,12 @@ class StandaloneRunner(Runner):
     def run(self, run_options: RunOptions) -> Observations:
         o, ro = self.options, run_options
         key = project_key(self.circuit, o.neuron, o.phi, o.params, ro.dt, (ro.warmup, ro.duration, N_CHUNKS),
-                          ro.threads, law=o.law, fold=o.fold, device=ro.device,
-                          seed=ro.seed if ro.device != "cpp_standalone" else None)
-        where = project_dir(key)
+                          ro.threads, law=o.law, fold=o.fold, device=ro.device, seed=ro.seed)
         bar = _bar(o, ro)
-        with FileLock(where + ".lock"), standalone_device(where, ro.threads, ro.device):
-            built = self._instantiate(ro, run_args={})
-            # the binary prints Brian2's text report; binary_progress reads it into the bar
-            with binary_progress(bar):
-                sa = run_standalone(built, ro.warmup, ro.duration, where, ro.threads, N_CHUNKS,
-                                    bar if bar is not None else ro.report)
+        # the binary prints Brian2's text report; binary_progress reads it into the bar
+        with binary_progress(bar):
+            built, sa = run_project(key, lambda: self._instantiate(ro, run_args={}), ro.warmup, ro.duration,
+                                    ro.threads, N_CHUNKS, ro.device, bar if bar is not None else ro.report)
         if bar is not None:
             bar.update_to(bar.total)
             bar.close()
