@@ -23,13 +23,13 @@ import numpy as np
 from neurons.backend import configure_brian2
 from neurons.models import add_step_code, get_model, initial_draws, synapse_model
 from neurons.params import DEFAULT_PARAMS, CellParams, with_units
-from neurons.window import Probe, measure
+from neurons.window import COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, Probe, measure
 
 from .fold import class_values, fold_plan, simulated_pairs, split_equations
 from .graph import Circuit
 from .values import CircuitValues
 
-__all__ = ["BuiltCircuit", "instantiate", "FoldedGroup"]
+__all__ = ["BuiltCircuit", "instantiate", "assign", "FoldedGroup"]
 
 
 @dataclass
@@ -63,7 +63,15 @@ class BuiltCircuit:
         Brian2 objects by population / projection name (a folded projection targets the
         folded group and holds one synapse per class).
     monitors : dict
-        Population name -> ``SpikeMonitor`` of every spiking population.
+        Population name -> ``SpikeMonitor``: of every spiking population, or on a compiled
+        device (``run_args``) of those whose spike trains are recorded.
+    counted : tuple of str
+        Spiking populations whose cells count their own spikes (compiled devices, see
+        :data:`neurons.window.COUNTER_EQUATIONS`).
+    pairs : dict
+        Projection name -> ``(i, j)``, the description's cells of each simulated synapse.
+    replayed : frozenset of str
+        Populations replaying recorded spikes.
     folds : dict
         Population name -> list of :class:`FoldedGroup` (state shared by cells with identical
         inputs, see :mod:`circuits.fold`).
@@ -89,11 +97,14 @@ class BuiltCircuit:
     seed: int | None = None
     run_args: dict | None = None
     folds: dict = field(default_factory=dict)
+    counted: tuple = ()
+    pairs: dict = field(default_factory=dict)
+    replayed: frozenset = frozenset()
     _seeded: bool = False
 
     @property
     def spiking(self) -> bool:
-        return bool(self.monitors)
+        return bool(self.monitors or self.counted)
 
     @property
     def clock(self):
@@ -233,8 +244,8 @@ def instantiate(
     run_args : dict, optional
         Given (an empty dict, on a device activated by the caller such as ``cpp_standalone``,
         see :mod:`circuits.standalone`): every value of ``values`` and the seed are recorded in
-        it as run arguments of the compiled binary instead of written into the objects, spikes
-        are always recorded (chunk counts come from spike times) and observables are
+        it as run arguments of the compiled binary instead of written into the objects, the
+        cells count their own spikes (window and chunk counts, no monitor) and observables are
         integrated from ``t_win`` on.
     replay : dict, optional
         Population name -> ``(cell_indices, spike_times_s)``: the population is a
@@ -255,21 +266,76 @@ def instantiate(
     clock = b2.Clock(dt=dt * b2.second, name=f"clock_{circuit.name}")
     replay = dict(replay or {})
     plan = {k: v for k, v in fold_plan(circuit, level).items() if k not in replay} if fold else {}
-    groups, folds = _populations(circuit, level, values, phi, law, ns, clock, seed, plan, replay, run_args)
-    synapses = _projections(circuit, level, values, ns, clock, groups, folds, plan, run_args)
-    # standalone: counts per chunk are only known from spike times
-    recorded = True if run_args is not None else (record_spikes or ())
-    monitors = {name: b2.SpikeMonitor(g, record=recorded is True or name in recorded, name=f"{name}_spikes")
-                for name, g in groups.items()
-                if name not in replay and get_model(level, circuit.population(name).cell_type).spiking}
+    # a compiled run is read only when it ends: its cells count their spikes, and only the
+    # populations whose trains are wanted carry a monitor (whose spike times the binary writes
+    # out and the caller reads back: millions per barrel head and second)
+    counting = run_args is not None
+    _check_values(circuit, level, values, replay)
+    groups, folds = _populations(circuit, level, phi, law, ns, clock, plan, replay, counting)
+    synapses, pairs = _projections(circuit, level, ns, clock, groups, folds, plan)
+    recorded = record_spikes or ()
+    spiking = [name for name in groups
+               if name not in replay and get_model(level, circuit.population(name).cell_type).spiking]
+    monitors = {name: b2.SpikeMonitor(groups[name], record=recorded is True or name in recorded,
+                                      name=f"{name}_spikes")
+                for name in spiking if not counting or recorded is True or name in recorded}
     objects = [*groups.values(), *(fg.group for fgs in folds.values() for fg in fgs),
                *synapses.values(), *monitors.values()]
     if run_args is not None:   # the seed, read by code inserted after the run arguments are applied
-        rng = b2.NeuronGroup(1, "seed_value : 1", name="rng", clock=clock)
-        run_args[rng.seed_value] = float(0 if seed is None else seed)
-        objects.append(rng)
-    return BuiltCircuit(circuit, level, b2.Network(*objects), groups, synapses, time.perf_counter() - t0, dt,
-                        monitors=monitors, seed=seed, run_args=run_args, folds=folds)
+        objects.append(b2.NeuronGroup(1, "seed_value : 1", name="rng", clock=clock))
+    built = BuiltCircuit(circuit, level, b2.Network(*objects), groups, synapses, time.perf_counter() - t0, dt,
+                         monitors=monitors, seed=seed, run_args=run_args, folds=folds,
+                         counted=tuple(spiking) if counting else (), pairs=pairs, replayed=frozenset(replay))
+    assign(built, values, seed, run_args)
+    built.build_time = time.perf_counter() - t0
+    return built
+
+
+def _check_values(circuit: Circuit, level: str, values: CircuitValues, replay) -> None:
+    """``ValueError`` naming the entry of ``values`` that does not fit ``circuit`` (before any
+    Brian2 object exists)."""
+    for name, pop in circuit.populations.items():
+        if name in replay:
+            continue
+        model = get_model(level, pop.cell_type)
+        given = values.params.get(name, {})
+        unknown = set(given) - set(model.parameters)
+        if unknown:
+            raise ValueError(f"values.params[{name!r}]: {sorted(unknown)[0]!r} is not a parameter of {pop.cell_type}")
+        missing = set(model.parameters) - set(given)
+        if missing:
+            raise ValueError(f"values.params[{name!r}]: missing {sorted(missing)}")
+    for pname in circuit.projections:
+        if pname not in values.weights:
+            raise ValueError(f"values.weights: missing weights for projection {pname!r}")
+
+
+def assign(built: BuiltCircuit, values: CircuitValues, seed: int | None, run_args: dict | None = None) -> None:
+    """Write a task's values into ``built``: per-cell parameters, initial values (with the escape
+    cells' seeded first draws, :func:`neurons.models.initial_draws`), synaptic weights and the
+    seed. Given ``run_args`` (a compiled device), they are recorded there as run arguments of the
+    binary instead, so the same compiled project runs any task of its shape (:mod:`circuits.standalone`
+    calls this again for every new task it runs on a network it keeps)."""
+    _check_values(built.circuit, built.level, values, built.replayed)
+    built.seed = seed
+    for name, pop in built.circuit.populations.items():
+        if name in built.replayed:
+            continue
+        model, g, folds = get_model(built.level, pop.cell_type), built.groups[name], built.folds.get(name, [])
+        # the escape cells' first uniform draws: seeded per population, the same on every device
+        init = {**initial_draws(model, pop.N, seed, name), **values.init.get(name, {})}
+        for kind, items in (("params", values.params.get(name, {})), ("init", init)):
+            for var, val in items.items():
+                _set_cells(g, folds, var, val, pop.N, f"values.{kind}[{name!r}][{var!r}]", run_args)
+    for pname, proj in built.circuit.projections.items():
+        S, (i, j) = built.synapses[pname], built.pairs[pname]
+        w = built.circuit.synapse_weights(proj, values.weights[pname], i, j)
+        if run_args is not None:
+            run_args[S.w] = b2.Quantity(np.ascontiguousarray(w, dtype=float), dim=S.w.dim)
+        else:
+            S.w_[:] = w
+    if run_args is not None:
+        run_args[built.network["rng"].seed_value] = float(0 if seed is None else seed)
 
 
 def _incoming(circuit: Circuit) -> dict[str, dict[str, list[str]]]:
@@ -306,10 +372,11 @@ def _folded_groups(name: str, model, eqs, incoming: dict, plans: list, ns, clock
     return out, eqs
 
 
-def _populations(circuit: Circuit, level: str, values: CircuitValues, phi, law, ns, clock, seed,
-                 plan: dict, replay: dict, run_args):
+def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, replay: dict,
+                 counting: bool = False):
     """One NeuronGroup (or replaying SpikeGeneratorGroup) per population, with its folded groups;
-    parameters and initial values written (or recorded as run arguments)."""
+    with ``counting``, the spiking cells count their own spikes
+    (:data:`neurons.window.COUNTER_EQUATIONS`)."""
     incoming = _incoming(circuit)
     groups, folds = {}, {}
     for name, pop in circuit.populations.items():
@@ -322,39 +389,37 @@ def _populations(circuit: Circuit, level: str, values: CircuitValues, phi, law, 
         plans = plan.get(name, [])
         folds[name], eqs = _folded_groups(name, model, model.render(phi, incoming[name], law=law),
                                           incoming[name], plans, ns, clock)
+        reset, extra = model.reset, []
+        if counting and model.spiking:
+            extra.append(COUNTER_EQUATIONS)
+            reset = f"{reset}\n{COUNTER_RESET}"
+        # each cell's fold class, a 32-bit integer (Brian2 keeps an index array as 64 bits):
+        # the spiking cells read it every step
+        extra.extend(f"cls_{fg.fold.name} : integer (constant)" for fg in folds[name])
+        if extra:
+            eqs = (eqs if isinstance(eqs, b2.Equations) else b2.Equations(eqs)) + b2.Equations("\n".join(extra))
         g = b2.NeuronGroup(pop.N, eqs, method=model.method, namespace=ns, clock=clock, name=name,
                            threshold=model.threshold or None,
-                           reset=model.reset or None, refractory=model.refractory or False)
+                           reset=reset or None, refractory=model.refractory or False)
         for fg in folds[name]:
+            setattr(g, f"cls_{fg.fold.name}", fg.cls)   # structure, not input: compiled in on standalone
             for v in (*fg.fold.variables, *fg.fold.cached):
-                setattr(g, v, b2.linked_var(fg.group, v, index=fg.cls.astype(int)))
-        given = values.params.get(name, {})
-        unknown = set(given) - set(model.parameters)
-        if unknown:
-            raise ValueError(f"values.params[{name!r}]: {sorted(unknown)[0]!r} is not a parameter of {pop.cell_type}")
-        missing = set(model.parameters) - set(given)
-        if missing:
-            raise ValueError(f"values.params[{name!r}]: missing {sorted(missing)}")
-        # the escape cells' first uniform draws: seeded per population, the same on every device
-        init = {**initial_draws(model, pop.N, seed, name), **values.init.get(name, {})}
-        for kind, items in (("params", given), ("init", init)):
-            for var, val in items.items():
-                _set_cells(g, folds[name], var, val, pop.N, f"values.{kind}[{name!r}][{var!r}]", run_args)
+                setattr(g, v, b2.linked_var(fg.group, v, index=f"cls_{fg.fold.name}"))
         add_step_code(g, model, clock)
+        if counting and model.spiking:   # the step's chunk, once per step (shared variables only)
+            g.run_regularly(COUNTER_STEP, clock=clock, when="start", name=f"{name}_chunk")
         if model.spiking:
             _accumulate(g, [v for v in model.accumulated if not any(v in f.variables for f, _, _ in plans)], clock)
         groups[name] = g
     return groups, {k: v for k, v in folds.items() if v}
 
 
-def _projections(circuit: Circuit, level: str, values: CircuitValues, ns, clock, groups: dict,
-                 folds: dict, plan: dict, run_args) -> dict:
-    """One Synapses object per projection (onto the folded group where its compartment folds)."""
-    synapses = {}
+def _projections(circuit: Circuit, level: str, ns, clock, groups: dict, folds: dict, plan: dict) -> tuple:
+    """One Synapses object per projection (onto the folded group where its compartment folds),
+    and its synapses' cells in the description ``(i, j)`` (the weights' order)."""
+    synapses, pairs = {}, {}
     pops = circuit.populations
     for pname, proj in circuit.projections.items():
-        if pname not in values.weights:
-            raise ValueError(f"values.weights: missing weights for projection {pname!r}")
         kw = synapse_model(get_model(level, pops[proj.source].cell_type),
                            get_model(level, pops[proj.target].cell_type), proj.compartment, pname)
         i, j, post, f = simulated_pairs(circuit, proj, plan)
@@ -362,10 +427,5 @@ def _projections(circuit: Circuit, level: str, values: CircuitValues, ns, clock,
             next(fg.group for fg in folds[proj.target] if fg.fold is f)
         S = b2.Synapses(groups[proj.source], target, namespace=ns, clock=clock, name=pname, **kw)
         S.connect(i=i.astype(np.int32), j=post.astype(np.int32))
-        w = circuit.synapse_weights(proj, values.weights[pname], i, j)
-        if run_args is not None:
-            run_args[S.w] = b2.Quantity(np.ascontiguousarray(w, dtype=float), dim=S.w.dim)
-        else:
-            S.w_[:] = w
-        synapses[pname] = S
-    return synapses
+        synapses[pname], pairs[pname] = S, (i, j)
+    return synapses, pairs

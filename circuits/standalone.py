@@ -45,10 +45,10 @@ from filelock import FileLock
 from neurons.backend import cache_dir
 from neurons.models import get_model
 from neurons.params import CellParams
-from neurons.window import counts_from_spikes, window_observables
+from neurons.window import counted_observables, counter_run_args, window_observables
 
 __all__ = ["standalone_device", "project_dir", "project_key", "run_standalone", "run_project", "worker_copy",
-           "replay_digest", "STANDALONE_DEVICES", "check_device"]
+           "replay_digest", "release", "STANDALONE_DEVICES", "check_device"]
 
 STANDALONE_DEVICES = ("cpp_standalone", "cuda_standalone")
 """Brian2 devices that compile a project (``cuda_standalone`` needs the brian2cuda package)."""
@@ -82,12 +82,13 @@ def replay_digest(replay: dict | None) -> str | None:
 def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
                 schedule: tuple, threads: int, law: str = "product", fold: bool = True,
                 replay: dict | None = None, device: str = "cpp_standalone",
-                seed: int | None = None) -> str:
+                seed: int | None = None, record=()) -> str:
     """SHA-256 key of everything compiled into a standalone project: the circuit's structure,
     the level's cell models (equations, spike condition, reset, every per-step code), phi, the
     physiological constants, dt, the run schedule (warm-up, window), OpenMP threads, the package
     and Brian2 versions and the Python environment. Tokens, weights, biases, rates and seeds are
-    run arguments and not part of it; spikes are always recorded on this device.
+    run arguments and not part of it. ``record``: the populations whose spike trains are
+    recorded (``True``: all), each a monitor compiled in.
 
     ``replay``: spike trains replayed into the network (:func:`replay_digest` enters the key,
     their sizes being compiled in); ``device``: the standalone device; ``seed``: only on
@@ -97,9 +98,10 @@ def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
     except metadata.PackageNotFoundError:   # running from a source tree
         version = "source"
     models = {p.cell_type: asdict(get_model(level, p.cell_type)) for p in circuit.populations.values()}
-    blob = json.dumps(dict(circuit=circuit.to_dict(), level=level, phi=phi, law=law, fold=bool(fold),
+    record = True if record is True else sorted(record or ())
+    blob = json.dumps(dict(circuit=circuit.to_dict(), level=level, phi=phi, law=law, fold=bool(fold), record=record,
                            params=params.to_dict(),
-                           dt=dt, schedule=list(schedule), threads=threads, models=models,
+                           dt=dt, schedule=list(schedule), threads=max(int(threads), 1), models=models,
                            version=version, brian2=b2.__version__,
                            **({} if replay is None else dict(replay=replay_digest(replay))),
                            **({} if device == "cpp_standalone" else dict(device=device, seed=seed)),
@@ -137,9 +139,29 @@ def worker_copy(directory: str) -> str:
     return copy
 
 
+_KEPT: dict = {}
+"""The network this process keeps for reruns (:func:`run_project` with ``rebind``): project key
+-> ``dict(where=directory, built=..., lock=path, device=the device instance)``; at most one entry."""
+
+
+def release() -> None:
+    """Drop the network kept for reruns and reset the standalone device's state (run by
+    :func:`sims.distributed.run_split` on every worker when its heads are done)."""
+    if _KEPT:
+        _KEPT.clear()
+        from brian2.devices.device import all_devices   # (``b2.devices.device`` is the active-device proxy)
+
+        for name in STANDALONE_DEVICES:
+            if name in all_devices:
+                all_devices[name].reinit()
+        gc.collect()
+
+
 @contextlib.contextmanager
 def standalone_device(directory: str, threads: int, device: str = "cpp_standalone"):
-    """Activate a fresh standalone ``device`` for one build/run; restore runtime after."""
+    """Activate a fresh standalone ``device`` for one build/run; restore runtime after (the
+    device's state is kept when the network built in ``directory`` is kept for reruns)."""
+    release()   # a fresh device forgets every kept network
     # Brian2 suffixes names already taken by live objects (``..._codeobject_1``), so objects
     # left from earlier networks of this process would change the generated code and force a
     # recompilation of an unchanged shape: collect them first.
@@ -152,7 +174,9 @@ def standalone_device(directory: str, threads: int, device: str = "cpp_standalon
     b2.device.activate(build_on_run=False, directory=directory)
     pref = b2.prefs.devices.cpp_standalone
     old_threads, old_make = pref.openmp_threads, pref.extra_make_args_unix
-    pref.openmp_threads = int(threads)
+    # one thread is no OpenMP at all: libgomp's one-thread regions still synchronise (70,000
+    # futex calls in a barrel head's 1.2 s run, measured with strace)
+    pref.openmp_threads = int(threads) if int(threads) > 1 else 0
     # Brian2's default ``make -j`` starts one compiler per source file at once (a load of ~50
     # on a 2-core machine, gigabytes of memory): one job per core compiles as fast
     pref.extra_make_args_unix = [a if a != "-j" else f"-j{os.cpu_count() or 1}" for a in old_make]
@@ -160,12 +184,13 @@ def standalone_device(directory: str, threads: int, device: str = "cpp_standalon
         yield b2.device
     finally:
         pref.openmp_threads, pref.extra_make_args_unix = old_threads, old_make
-        b2.device.reinit()
+        if not any(k["where"] == directory for k in _KEPT.values()):
+            b2.device.reinit()
         b2.set_device("runtime")
 
 
 def run_project(key: str, build, warmup: float, duration: float, threads: int, n_chunks: int,
-                device: str = "cpp_standalone", report=None, parallel: bool = False) -> tuple:
+                device: str = "cpp_standalone", report=None, parallel: bool = False, rebind=None) -> tuple:
     """Build, compile if needed and run the cached project ``key``; return ``(built, results)``
     (``results`` as :func:`run_standalone` returns them).
 
@@ -174,24 +199,47 @@ def run_project(key: str, build, warmup: float, duration: float, threads: int, n
     ``parallel`` (heads on dask workers) the first caller compiles and runs in the project under
     its lock and marks it compiled; every later caller runs in its own copy of the compiled
     project (:func:`worker_copy`), so processes run in parallel and nothing compiles twice.
+
+    ``rebind(built, run_args)``, given, records a new task's values as run arguments of a built
+    network (:func:`circuits.instantiate.assign`). The process then keeps its network and the
+    device's state after the run, and its next call with the same key neither builds nor
+    generates code: it only runs the binary with the new run arguments (a dask worker's heads
+    after its first). :func:`release` drops the kept network.
     """
+    kept = _KEPT.get(key)
+    if rebind is not None and kept is not None:
+        with FileLock(kept["lock"]):
+            built = kept["built"]
+            built.run_args = {}
+            try:
+                rebind(built, built.run_args)
+                out = _execute(kept["device"], built, warmup, duration, kept["where"], n_chunks, report)
+            except BaseException:
+                release()   # never rerun a network whose last run failed
+                raise
+            out.update(compile=0.0)
+            return built, out
     canon = project_dir(key)
 
-    def once(where):
+    def once(where, lock):
         with standalone_device(where, threads, device):
             built = build()
-            return built, run_standalone(built, warmup, duration, where, threads, n_chunks, report)
+            out = run_standalone(built, warmup, duration, where, threads, n_chunks, report)
+            if rebind is not None:
+                _KEPT[key] = dict(where=where, built=built, lock=lock, device=b2.get_device())
+            return built, out
 
     marker = os.path.join(canon, ".compiled")
     with FileLock(canon + ".lock"):
         if not parallel or not os.path.isfile(marker):
-            out = once(canon)
+            out = once(canon, canon + ".lock")
             if parallel:
                 open(marker, "w").close()
             return out
         where = worker_copy(canon)
-    with FileLock(os.path.join(where, ".run.lock")):   # inside the copy: removed with it
-        return once(where)
+    lock = os.path.join(where, ".run.lock")   # inside the copy: removed with it
+    with FileLock(lock):
+        return once(where, lock)
 
 
 def run_standalone(built, warmup: float, duration: float, directory: str, threads: int,
@@ -205,16 +253,12 @@ def run_standalone(built, warmup: float, duration: float, directory: str, thread
     -------
     dict
         ``compile`` and ``run`` wall times (s), ``obs`` (per population: window means of the
-        observables, ``count``, ``rate``, ``T``; rate level: final values), ``chunks`` (per
-        spiking population: spike counts per cell in ``n_chunks`` equal parts of the window)
-        and ``spikes`` (per population ``(cell, time_s)``).
+        observables, ``count``, ``rate``, ``T``; rate level: final values), ``fano`` (per
+        spiking population, :func:`neurons.window.fano_sums` of its counts in ``n_chunks``
+        equal parts of the window) and ``spikes`` (per recorded population ``(cell, time_s)``).
     """
     dev = b2.device
     spiking = built.spiking
-    if spiking:
-        for g in built.all_groups():
-            if "t_win" in g.variables:
-                built.run_args[g.t_win] = warmup * b2.second
     # run arguments are applied here (after connect, before the first step); then reseed
     dev.apply_run_args()
     if type(dev).__name__.startswith("CUDA"):   # brian2cuda (curand): the seed is compiled in
@@ -229,13 +273,30 @@ def run_standalone(built, warmup: float, duration: float, directory: str, thread
     t0 = time.perf_counter()
     dev.build(directory=directory, compile=True, run=False, clean=False, with_output=bool(report))
     t_compile = time.perf_counter() - t0
+    out = _execute(b2.get_device(), built, warmup, duration, directory, n_chunks, report)
+    out.update(compile=t_compile)
+    return out
+
+
+def _execute(dev, built, warmup: float, duration: float, directory: str, n_chunks: int, report=None) -> dict:
+    """Run the compiled binary of ``built`` on the standalone device instance ``dev`` that
+    generated it, with its run arguments (and the window's, set here), and read the results
+    back; the results and run-argument files are removed after."""
+    if built.spiking:
+        for g in built.all_groups():
+            if "t_win" in g.variables:
+                built.run_args[g.t_win] = warmup * b2.second
+        for name in built.counted:
+            g = built.groups[name]
+            for var, value in counter_run_args(duration, n_chunks).items():
+                built.run_args[getattr(g, var)] = b2.Quantity(value, dim=getattr(g, var).dim)
     results = os.path.join("results", uuid.uuid4().hex)
     t0 = time.perf_counter()
     try:
         dev.run(directory=directory, results_directory=results, with_output=bool(report),
                 run_args=built.run_args)
         t_run = time.perf_counter() - t0
-        out = _collect(built, warmup if spiking else 0.0, duration, n_chunks)
+        out = _collect(built, duration, n_chunks)
     finally:
         shutil.rmtree(os.path.join(directory, results), ignore_errors=True)
         # the run arguments' files (weights, biases: megabytes per run at barrel size) would
@@ -245,25 +306,23 @@ def run_standalone(built, warmup: float, duration: float, directory: str, thread
                 os.remove(os.path.join(directory, "static_arrays", name))
             with contextlib.suppress(OSError):
                 os.remove(os.path.join(directory, "static_arrays", name + ".lock"))
-    out.update(compile=t_compile, run=t_run)
+    out.update(run=t_run)
     return out
 
 
-def _collect(built, t0: float, T: float, n_chunks: int) -> dict:
-    """Window observables, chunk counts and spike trains, read back after a standalone run
-    (observables integrated from ``t_win`` = ``t0`` on; counts from the spike times)."""
-    obs, chunks, spikes = {}, {}, {}
-    for name, g in built.groups.items():
+def _collect(built, T: float, n_chunks: int) -> dict:
+    """Window observables, Fano sums and recorded spike trains, read back after a standalone run
+    (observables integrated from ``t_win`` on; counts kept by the cells, see
+    :data:`neurons.window.COUNTER_EQUATIONS`)."""
+    obs, fano = {}, {}
+    for name in built.groups:
         model = get_model(built.level, built.circuit.population(name).cell_type)
-        if model.spiking and name not in built.monitors:   # replayed spikes: nothing measured
-            continue
         if not model.spiking:
             obs[name] = {v: built.values(name, v) for v in model.observables}
-            continue
-        mon = built.monitors[name]
-        i, t = np.array(mon.i[:]), np.array(mon.t_[:])
-        spikes[name] = (i, t)
-        count, chunks[name] = counts_from_spikes(i, t, len(g), t0, T, n_chunks)
-        obs[name] = window_observables({v: built.values(name, f"acc_{v}") / T for v in model.observables},
-                                       count, T)
-    return dict(obs=obs, chunks=chunks, spikes=spikes)
+        elif name in built.counted:
+            count, fano[name] = counted_observables(*(built.values(name, v) for v in ("n_win", "n_chunk", "s2_chunk")),
+                                                    n_chunks)
+            obs[name] = window_observables({v: built.values(name, f"acc_{v}") / T for v in model.observables},
+                                           count, T)
+    spikes = {name: built.spike_trains(name) for name in built.monitors}
+    return dict(obs=obs, fano=fano, spikes=spikes)

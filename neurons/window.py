@@ -7,6 +7,12 @@ count each cell's spikes (in ``n_chunks`` equal chunks, whose spread gives the F
 average each observable. The observables are integrated by the cells themselves
 (``acc_<v> += v dt``, see :func:`neurons.models.add_step_code`), so a window mean is a
 difference of two integrals divided by ``T``, exact whatever the step.
+
+Counts come from a ``SpikeMonitor`` (runtime: read at every chunk end) or, on a compiled device
+that runs the whole window unseen, from counters the cells keep themselves
+(:data:`COUNTER_EQUATIONS`, updated by :data:`COUNTER_RESET` at each spike only): the window
+count and the two per-cell sums behind the Fano factor. No per-cell work between spikes and no
+spike times are stored, so only the populations whose spike trains are wanted carry a monitor there.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from typing import Callable
 import brian2 as b2
 import numpy as np
 
-__all__ = ["Probe", "Window", "measure", "window_observables", "counts_from_spikes", "fano_factors",
-           "fano_sums", "fano_from_sums", "counts_as_rates", "chunk_ends"]
+__all__ = ["Probe", "Window", "measure", "window_observables", "fano_factors",
+           "fano_sums", "fano_from_sums", "counts_as_rates", "chunk_ends", "COUNTER_EQUATIONS",
+           "COUNTER_STEP", "COUNTER_RESET", "counter_run_args", "counted_observables"]
 
 
 @dataclass(frozen=True)
@@ -76,20 +83,52 @@ def chunk_ends(T: float, n_chunks: int) -> list[float]:
     return [T * (k + 1) / n_chunks for k in range(n_chunks)]
 
 
-def counts_from_spikes(i: np.ndarray, t: np.ndarray, N: int, t0: float, T: float,
-                       n_chunks: int) -> tuple[np.ndarray, np.ndarray]:
-    """Spike counts per cell over the window [t0, t0 + T) and per chunk, from spike times.
+COUNTER_EQUATIONS = """
+n_win : 1
+n_chunk : 1
+k_chunk : 1
+s2_chunk : 1
+k_now : 1 (shared)
+t_chunk : second (shared)
+k_last : 1 (shared)
+"""
+"""Spike counters of a cell (added to a spiking model's equations, which have ``t_win``):
+``n_win`` its spikes in the window, ``n_chunk`` those in the chunk it last spiked in (number
+``k_chunk``, counted from 1; 0 before its first window spike), ``s2_chunk`` the sum of the
+squared counts of its earlier non-empty chunks; ``k_now`` the current step's chunk (0 in the
+warm-up, set once per step by :data:`COUNTER_STEP`); ``t_chunk`` the chunk length and
+``k_last`` the last chunk's index (shared, set by :func:`counter_run_args`)."""
 
-    For devices that cannot be read during a run (``cpp_standalone``). Returns
-    ``(count (N,), chunks (n_chunks, N))``.
-    """
-    i, t = np.asarray(i), np.asarray(t, float)
-    keep = t >= t0 - 1e-12
-    edges = t0 + np.asarray([0.0, *chunk_ends(T, n_chunks)])
-    k = np.clip(np.searchsorted(edges, t[keep], side="right") - 1, 0, n_chunks - 1)
-    chunks = np.zeros((n_chunks, N))
-    np.add.at(chunks, (k, i[keep]), 1.0)
-    return chunks.sum(axis=0), chunks
+COUNTER_STEP = "k_now = int(t >= t_win - 0.5*dt)*(clip(floor((t - t_win + 0.5*dt)/t_chunk), 0, k_last) + 1)"
+"""Code run once per step (shared variables only): the chunk of a spike at step time ``t`` is
+``floor((t - t_win)/t_chunk)`` (half a step added against rounding: step times are multiples
+of ``dt``), the chunk that the runtime :func:`measure` assigns it to."""
+
+COUNTER_RESET = """
+new_chunk = int(k_now != k_chunk)
+s2_chunk += new_chunk*n_chunk**2
+n_chunk = n_chunk*(1 - new_chunk) + int(k_now > 0)
+k_chunk = k_now
+n_win += int(k_now > 0)
+"""
+"""Reset code (appended to the model's) that updates the counters at each spike: a spike in a
+new chunk first adds the square of the cell's last chunk count; empty chunks add nothing to
+either sum, so they need no visit."""
+
+
+def counter_run_args(T: float, n_chunks: int) -> dict:
+    """Values (SI) of the shared counter parameters for a window ``T`` (s) in ``n_chunks`` chunks."""
+    return dict(t_chunk=T / n_chunks, k_last=float(n_chunks - 1))
+
+
+def counted_observables(n_win, n_chunk, s2_chunk, n_chunks: int) -> tuple[np.ndarray, tuple]:
+    """Window count per cell and the population's :func:`fano_sums` entry from the counters
+    of :data:`COUNTER_EQUATIONS` read after the run."""
+    n_win = np.asarray(n_win, float)
+    s2 = np.asarray(s2_chunk, float) + np.asarray(n_chunk, float) ** 2   # the last chunk, not yet added
+    mean = n_win / n_chunks
+    var = (s2 - n_chunks * mean ** 2) / (n_chunks - 1) if n_chunks > 1 else np.full_like(n_win, np.nan)
+    return n_win, (float(var.sum()), float(mean.sum()))
 
 
 def fano_sums(chunks: dict) -> dict:

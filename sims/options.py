@@ -218,7 +218,7 @@ class RunOptions(_Options):
         GPU (checked here: a ``ValueError`` naming ``device`` otherwise).
     threads : int, optional
         OpenMP threads of the standalone device (``None``: all cores, or 1 per task in a split
-        run on dask workers; 0: no OpenMP).
+        run on dask workers; 0 or 1: one thread, compiled without OpenMP).
     scheduler : None, "serial", "local", address or ``distributed.Client``
         Split the pathway at its nuclei and run every head as its own task.
     record_spikes : bool or tuple of str

@@ -30,7 +30,7 @@ from circuits.graph import Circuit
 from circuits.instantiate import instantiate
 from circuits.standalone import project_key, run_project
 from mapping.encode import Encoding
-from neurons.window import counts_as_rates
+from neurons.window import counts_as_rates, fano_from_sums
 
 from .distributed import run_split
 from .options import N_CHUNKS, CircuitOptions, RunOptions
@@ -209,7 +209,8 @@ class StandaloneRunner(Runner):
     def run(self, run_options: RunOptions) -> Observations:
         o, ro = self.options, run_options
         key = project_key(self.circuit, o.neuron, o.phi, o.params, ro.dt, (ro.warmup, ro.duration, N_CHUNKS),
-                          ro.threads, law=o.law, fold=o.fold, device=ro.device, seed=ro.seed)
+                          ro.threads, law=o.law, fold=o.fold, device=ro.device, seed=ro.seed,
+                          record=ro.record_spikes or ())
         bar = _bar(o, ro)
         # the binary prints Brian2's text report; binary_progress reads it into the bar
         with binary_progress(bar):
@@ -218,9 +219,9 @@ class StandaloneRunner(Runner):
         if bar is not None:
             bar.update_to(bar.total)
             bar.close()
-        spikes = {p: v for p, v in sa["spikes"].items() if ro.records(p)}
-        return Observations([(ro.duration, counts_as_rates(sa["obs"]))], sa["chunks"], spikes,
-                            build=built.build_time, compile=sa["compile"], run=sa["run"])
+        return Observations([(ro.duration, counts_as_rates(sa["obs"]))], {}, sa["spikes"],
+                            fano=fano_from_sums(sa["fano"]), build=built.build_time, compile=sa["compile"],
+                            run=sa["run"])
 
 
 class SplitRunner(Runner):

@@ -102,7 +102,7 @@ def simulate_mhsa(
         devices (the rate level agrees to ~1e-12).
     threads : int, optional
         OpenMP threads of the standalone device (default: all cores, ``os.cpu_count()``, or 1
-        per head in a split run on dask workers; 0 = no OpenMP). Part of the compiled shape.
+        per head in a split run on dask workers; 0 or 1: one thread, no OpenMP). Part of the compiled shape.
     normalize : bool
         ``False``: the unnormalised variant — no interneurons, salience s = phi(q) phi(k)
         (``linear_mhsa(normalize=False)``); the L2/3 -> L5 IT weights then scale the

@@ -72,6 +72,19 @@ def test_new_inputs_on_a_cached_shape_do_not_compile(problem2, tmp_path, monkeyp
     assert second.metrics()["q"]["nrmse"] < 3 * second.metrics()["q"]["noise_floor"] + 0.05
 
 
+def test_cells_count_their_spikes_like_the_runtime_monitors(problem2):
+    """Without recorded spike trains a compiled run has no monitor: its cells count their spikes
+    (window and chunks). The counts decode to the runtime run's stages and give its Fano factors."""
+    kw = dict(neuron="escape", duration=0.5, warmup=0.2, seed=1)
+    sa = simulate_mhsa(*problem2, device="cpp_standalone", threads=0, **kw)   # the project of the test above
+    rt = simulate_mhsa(*problem2, codegen="numpy", **kw)
+    assert sa.spikes == {}
+    for st in STAGES:
+        np.testing.assert_allclose(sa.stages[st], rt.stages[st], rtol=1e-9, atol=1e-12, err_msg=st)
+    assert sa.diagnostics["fano"] == pytest.approx(rt.diagnostics["fano"], rel=1e-12)
+    assert set(sa.diagnostics["fano"]) == {"nucleus1", "l23", "interneuron", "l5it", "l5pt", "nucleus2"}
+
+
 def test_standalone_argument_errors(problem2):
     with pytest.raises(ValueError, match="device: expected 'runtime', 'cpp_standalone' or 'cuda_standalone'"):
         simulate_mhsa(*problem2, device="gpu")
