@@ -402,7 +402,7 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
                            threshold=model.threshold or None,
                            reset=reset or None, refractory=model.refractory or False)
         for fg in folds[name]:
-            setattr(g, f"cls_{fg.fold.name}", fg.cls)   # structure, not input: compiled in on standalone
+            setattr(g, f"cls_{fg.fold.name}", fg.cls.astype(np.int32))   # structure: compiled in on standalone
             for v in (*fg.fold.variables, *fg.fold.cached):
                 setattr(g, v, b2.linked_var(fg.group, v, index=f"cls_{fg.fold.name}"))
         add_step_code(g, model, clock)
