@@ -29,7 +29,7 @@ from .fold import class_values, fold_plan, simulated_pairs, split_equations
 from .graph import Circuit
 from .values import CircuitValues
 
-__all__ = ["BuiltCircuit", "instantiate", "assign", "FoldedGroup"]
+__all__ = ["BuiltCircuit", "instantiate", "assign", "replay_table", "FoldedGroup"]
 
 
 @dataclass
@@ -72,6 +72,9 @@ class BuiltCircuit:
         Projection name -> ``(i, j)``, the description's cells of each simulated synapse.
     replayed : frozenset of str
         Populations replaying recorded spikes.
+    replay_tables : dict
+        Population -> ``(TimedArray, table)`` of the populations replayed from a spike table
+        (``replay_steps``): the table, ``(steps, N)`` of 0/1, is a run argument of every run.
     folds : dict
         Population name -> list of :class:`FoldedGroup` (state shared by cells with identical
         inputs, see :mod:`circuits.fold`).
@@ -100,6 +103,7 @@ class BuiltCircuit:
     counted: tuple = ()
     pairs: dict = field(default_factory=dict)
     replayed: frozenset = frozenset()
+    replay_tables: dict = field(default_factory=dict)
     _seeded: bool = False
 
     @property
@@ -216,6 +220,7 @@ def instantiate(
     replay: dict | None = None,
     law: str = "product",
     fold: bool = True,
+    replay_steps: int | None = None,
 ) -> BuiltCircuit:
     """Create the Brian2 network of ``circuit`` at fidelity ``level``.
 
@@ -258,6 +263,11 @@ def instantiate(
         link the cells to them (:mod:`circuits.fold`; exact: the same seed gives the same
         spikes). Spiking levels only. ``False`` gives every cell its own compartments, as in the
         description.
+    replay_steps : int, optional
+        With ``run_args``: replay every population of ``replay`` from a table of
+        ``replay_steps`` steps by cells (a spike where the entry is 1), a run argument like any
+        value, instead of a ``SpikeGeneratorGroup``, whose spikes Brian2 compiles in. The
+        compiled project then does not depend on the replayed spikes.
     """
     if run_args is None:
         configure_brian2(codegen)
@@ -271,7 +281,9 @@ def instantiate(
     # out and the caller reads back: millions per barrel head and second)
     counting = run_args is not None
     _check_values(circuit, level, values, replay)
-    groups, folds = _populations(circuit, level, phi, law, ns, clock, plan, replay, counting)
+    if replay_steps is not None and run_args is None:
+        raise ValueError("replay_steps: a replay table is a run argument of a compiled device (run_args)")
+    groups, folds, tables = _populations(circuit, level, phi, law, ns, clock, plan, replay, counting, replay_steps)
     synapses, pairs = _projections(circuit, level, ns, clock, groups, folds, plan)
     recorded = record_spikes or ()
     spiking = [name for name in groups
@@ -285,7 +297,8 @@ def instantiate(
         objects.append(b2.NeuronGroup(1, "seed_value : 1", name="rng", clock=clock))
     built = BuiltCircuit(circuit, level, b2.Network(*objects), groups, synapses, time.perf_counter() - t0, dt,
                          monitors=monitors, seed=seed, run_args=run_args, folds=folds,
-                         counted=tuple(spiking) if counting else (), pairs=pairs, replayed=frozenset(replay))
+                         counted=tuple(spiking) if counting else (), pairs=pairs, replayed=frozenset(replay),
+                         replay_tables=tables)
     assign(built, values, seed, run_args)
     built.build_time = time.perf_counter() - t0
     return built
@@ -373,13 +386,20 @@ def _folded_groups(name: str, model, eqs, incoming: dict, plans: list, ns, clock
 
 
 def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, replay: dict,
-                 counting: bool = False):
+                 counting: bool = False, replay_steps: int | None = None):
     """One NeuronGroup (or replaying SpikeGeneratorGroup) per population, with its folded groups;
     with ``counting``, the spiking cells count their own spikes
     (:data:`neurons.window.COUNTER_EQUATIONS`)."""
     incoming = _incoming(circuit)
-    groups, folds = {}, {}
+    groups, folds, tables = {}, {}, {}
     for name, pop in circuit.populations.items():
+        if name in replay and replay_steps is not None:
+            table = replay_table(*replay[name], pop.N, replay_steps, float(clock.dt_))
+            ta = b2.TimedArray(np.zeros_like(table), dt=clock.dt, name=f"{name}_replay")
+            groups[name] = b2.NeuronGroup(pop.N, "", threshold=f"{ta.name}(t, i) > 0.5",
+                                          namespace={ta.name: ta}, clock=clock, name=name)
+            tables[name] = (ta, table)
+            continue
         if name in replay:
             idx, times = replay[name]
             groups[name] = b2.SpikeGeneratorGroup(pop.N, np.asarray(idx, np.int32),
@@ -411,7 +431,22 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
         if model.spiking:
             _accumulate(g, [v for v in model.accumulated if not any(v in f.variables for f, _, _ in plans)], clock)
         groups[name] = g
-    return groups, {k: v for k, v in folds.items() if v}
+    return groups, {k: v for k, v in folds.items() if v}, tables
+
+
+def replay_table(cells, times, N: int, steps: int, dt: float) -> np.ndarray:
+    """Recorded spikes ``(cells, times_s)`` as a ``(steps, N)`` table of 0/1 (a spike at step
+    time ``k dt`` in row ``k``). ``ValueError`` for a spike outside the table or two spikes of a
+    cell in one step (which a table cannot hold)."""
+    k = np.rint(np.asarray(times, float) / dt).astype(np.int64)
+    cells = np.asarray(cells, np.int64)
+    if k.size and (k.min() < 0 or k.max() >= steps or cells.min() < 0 or cells.max() >= N):
+        raise ValueError(f"replay: spikes outside the table of {steps} steps x {N} cells")
+    table = np.zeros((steps, N))
+    np.add.at(table, (k, cells), 1.0)
+    if k.size and table.max() > 1:
+        raise ValueError("replay: a cell spikes twice in one step; a replay table holds one spike per step")
+    return table
 
 
 def _projections(circuit: Circuit, level: str, ns, clock, groups: dict, folds: dict, plan: dict) -> tuple:

@@ -82,13 +82,15 @@ def replay_digest(replay: dict | None) -> str | None:
 def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
                 schedule: tuple, threads: int, law: str = "product", fold: bool = True,
                 replay: dict | None = None, device: str = "cpp_standalone",
-                seed: int | None = None, record=()) -> str:
+                seed: int | None = None, record=(), replayed=()) -> str:
     """SHA-256 key of everything compiled into a standalone project: the circuit's structure,
     the level's cell models (equations, spike condition, reset, every per-step code), phi, the
     physiological constants, dt, the run schedule (warm-up, window), OpenMP threads, the package
     and Brian2 versions and the Python environment. Tokens, weights, biases, rates and seeds are
     run arguments and not part of it. ``record``: the populations whose spike trains are
-    recorded (``True``: all), each a monitor compiled in.
+    recorded (``True``: all), each a monitor compiled in; ``replayed``: populations replayed
+    from a table, a run argument (:func:`circuits.instantiate.replay_table`; their spikes are not
+    in the key).
 
     ``replay``: spike trains replayed into the network (:func:`replay_digest` enters the key,
     their sizes being compiled in); ``device``: the standalone device; ``seed``: only on
@@ -104,6 +106,7 @@ def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
                            dt=dt, schedule=list(schedule), threads=max(int(threads), 1), models=models,
                            version=version, brian2=b2.__version__,
                            **({} if replay is None else dict(replay=replay_digest(replay))),
+                           **({} if not replayed else dict(replayed=sorted(replayed))),
                            **({} if device == "cpp_standalone" else dict(device=device, seed=seed)),
                            # the compiler flags name the environment's include paths: two
                            # environments sharing a cache would otherwise rebuild each other's project
@@ -282,6 +285,8 @@ def _execute(dev, built, warmup: float, duration: float, directory: str, n_chunk
     """Run the compiled binary of ``built`` on the standalone device instance ``dev`` that
     generated it, with its run arguments (and the window's, set here), and read the results
     back; the results and run-argument files are removed after."""
+    for ta, table in built.replay_tables.values():   # the same for every head of a run
+        built.run_args[ta] = table
     if built.spiking:
         for g in built.all_groups():
             if "t_win" in g.variables:

@@ -121,16 +121,28 @@ def run_stage(circuit: Circuit, level: str, values: CircuitValues, phi, params, 
                 compile=t_compile, run=m["run"])
 
 
+REPLAY_TABLE_BYTES = 256 * 2 ** 20
+"""Largest replay table (steps x replayed cells x 8 bytes) a head takes as a run argument; a
+longer run compiles the replayed spikes into its head project instead."""
+
+
 def _run_standalone_stage(circuit, level, values, phi, params, dt, seed, warmup, T, n_chunks, replay,
                           record, law, fold, device, threads) -> dict:
-    """:func:`run_stage` on a standalone ``device``: one project per shape and replayed spikes,
+    """:func:`run_stage` on a standalone ``device``: one project per head shape and schedule,
     compiled by the first caller, run by every other process in its own copy
-    (:func:`circuits.standalone.run_project`)."""
+    (:func:`circuits.standalone.run_project`). The nucleus-1 spikes are a run argument (a table
+    of 0/1 per step and relay, :func:`circuits.instantiate.replay_table`), so new seeds and
+    tokens compile nothing; past :data:`REPLAY_TABLE_BYTES` (or on ``cuda_standalone``) they
+    are compiled in, one project per replayed spike train."""
+    steps = int(round((warmup + T) / dt))
+    table = device == "cpp_standalone" and bool(replay) and \
+        steps * sum(circuit.population(p).N for p in replay) * 8 <= REPLAY_TABLE_BYTES
     key = project_key(circuit, level, phi, params, dt, (warmup, T, n_chunks), threads, law=law, fold=fold,
-                      replay=replay, device=device, seed=seed, record=tuple(record))
+                      replay=None if table else replay, replayed=tuple(replay) if table else (), device=device,
+                      seed=seed, record=tuple(record))
     _, sa = run_project(key, lambda: instantiate(circuit, level, values, phi=phi, params=params, dt=dt, seed=seed,
                                                  record_spikes=tuple(record), run_args={}, replay=replay, law=law,
-                                                 fold=fold),
+                                                 fold=fold, replay_steps=steps if table else None),
                         warmup, T, threads, n_chunks, device, parallel=True,
                         rebind=lambda built, run_args: assign(built, values, seed, run_args))
     return dict(obs=sa["obs"], fano=sa["fano"], spikes=sa["spikes"], compile=sa["compile"], run=sa["run"])

@@ -196,3 +196,17 @@ def test_degrees_from_axes_match_the_synapse_lists():
                                       np.bincount(i2, minlength=c.populations[proj.source].N))
         assert set(j2.tolist()) <= set(cells.tolist())
     assert c.n_synapses() == sum(len(c.pairs(p)[0]) for p in c.projections.values())
+
+
+def test_replay_table_holds_each_spike_in_its_step():
+    from circuits.instantiate import replay_table
+
+    dt = 1e-3
+    cells, times = np.array([0, 2, 2, 1]), np.array([0.0, 0.003, 0.0049999, 0.006])   # step times, rounded
+    table = replay_table(cells, times, N=3, steps=8, dt=dt)
+    assert table.shape == (8, 3) and table.sum() == 4
+    assert table[0, 0] == table[3, 2] == table[5, 2] == table[6, 1] == 1
+    with pytest.raises(ValueError, match="outside the table"):
+        replay_table(cells, times, N=3, steps=6, dt=dt)
+    with pytest.raises(ValueError, match="twice in one step"):
+        replay_table(np.array([1, 1]), np.array([0.002, 0.002]), N=3, steps=8, dt=dt)

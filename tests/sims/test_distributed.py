@@ -68,9 +68,10 @@ def test_fano_sums_pool_like_the_concatenated_chunks():
 @pytest.mark.long   # 15 s with the head project cached; a cold cache compiles it (about a minute)
 @pytest.mark.standalone
 def test_split_run_on_the_standalone_device_compiles_once_and_matches_everywhere(problem2, serial):
-    """Heads on cpp_standalone: serial and on a LocalCluster the same spikes; the cluster run
-    reuses the project the serial run compiled (no new project); escape cells draw the same
-    random numbers on either device, so the runtime split run's spikes too."""
+    """Heads on cpp_standalone: serial and on a LocalCluster the same spikes; the cluster run and
+    a run with another seed reuse the project the serial run compiled (no new project); escape
+    cells draw the same random numbers on either device, so the runtime split run's spikes too
+    (replayed there by a SpikeGeneratorGroup, here from a table: the same steps)."""
     pytest.importorskip("distributed")
     from neurons.backend import cache_dir
 
@@ -79,7 +80,10 @@ def test_split_run_on_the_standalone_device_compiles_once_and_matches_everywhere
     sa = simulate_mhsa(*problem2, scheduler="serial", **kw)
     compiled = {d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, ".compiled"))}
     dist = simulate_mhsa(*problem2, scheduler="local", **kw)
+    # the nucleus-1 spikes are a run argument of the head project: another seed compiles nothing
+    other = simulate_mhsa(*problem2, scheduler="serial", **dict(kw, seed=5))
     assert {d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, ".compiled"))} == compiled
+    assert not np.array_equal(other.spikes["l5pt"][1], sa.spikes["l5pt"][1])
     assert sa.config["device"] == dist.config["device"] == "cpp_standalone"
     for pop in serial.spikes:
         for k in (0, 1):
