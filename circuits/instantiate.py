@@ -299,7 +299,7 @@ def instantiate(
                          monitors=monitors, seed=seed, run_args=run_args, folds=folds,
                          counted=tuple(spiking) if counting else (), pairs=pairs, replayed=frozenset(replay),
                          replay_tables=tables)
-    assign(built, values, seed, run_args)
+    _write_values(built, values, seed, run_args)   # checked above, before any Brian2 object
     built.build_time = time.perf_counter() - t0
     return built
 
@@ -330,6 +330,10 @@ def assign(built: BuiltCircuit, values: CircuitValues, seed: int | None, run_arg
     binary instead, so the same compiled project runs any task of its shape (:mod:`circuits.standalone`
     calls this again for every new task it runs on a network it keeps)."""
     _check_values(built.circuit, built.level, values, built.replayed)
+    _write_values(built, values, seed, run_args)
+
+
+def _write_values(built: BuiltCircuit, values: CircuitValues, seed, run_args) -> None:
     built.seed = seed
     for name, pop in built.circuit.populations.items():
         if name in built.replayed:

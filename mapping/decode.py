@@ -83,16 +83,26 @@ def _division(c, obs_pop, pop, axes):
         return np.nansum(num, axis=axes) / np.nansum(np.where(np.isnan(num), np.nan, den), axis=axes)
 
 
+def key_value_potentials(circuit, obs) -> tuple[np.ndarray, np.ndarray]:
+    """The dendritic potentials that carry k and v in every macrocolumn's own copy: L2/3 apical
+    ``(H, n, m, dk)`` and L5 IT basal ``(H, n, m, dv)`` (an ON/OFF pair combined: ON sees
+    +u v, OFF -u v), NaN where a cell is absent."""
+    l23, it = circuit.populations["l23"], circuit.populations["l5it"]
+    va = per_dimension(l23, obs["l23"]["V_a"])
+    vb = per_dimension(it, obs["l5it"]["V_b"])
+    if "sign" in it.axes:
+        vb = 0.5 * (vb[..., 0] - vb[..., 1])
+    return va, vb
+
+
 def _decode_microcolumns(circuit, encoding, obs):
     """q, k, v, s, κ, y and Z of Algorithm 1's circuit (L2/3, L5 IT, interneurons)."""
     pops, codes, c = circuit.populations, encoding.codes, encoding.consts
     l23, it = pops["l23"], pops["l5it"]
     st = {}
     st["q"] = codes["q"].decode(_copies_mean(per_dimension(l23, obs["l23"]["V_b"]), axis=2))
-    st["k"] = codes["k"].decode(_copies_mean(per_dimension(l23, obs["l23"]["V_a"]), axis=1))
-    vb = per_dimension(it, obs["l5it"]["V_b"])
-    if "sign" in it.axes:    # ON sees +u v, OFF -u v
-        vb = 0.5 * (vb[..., 0] - vb[..., 1])
+    va, vb = key_value_potentials(circuit, obs)
+    st["k"] = codes["k"].decode(_copies_mean(va, axis=1))
     st["v"] = codes["v"].decode(_copies_mean(vb, axis=1))
     R = c["R_set"][l23.axis("head"), l23.axis("i")]
     st["s"] = per_dimension(l23, obs["l23"]["r"] / R, fill=0.0)

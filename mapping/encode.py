@@ -43,7 +43,7 @@ from neurons.params import DEFAULT_PARAMS, CellParams
 from .codes import DEFAULT_GAINS, AffineCode, CodeGains
 from .operating import copies, l23_cells, operating_point, pooled_drive, set_points
 
-__all__ = ["Encoding", "encode", "value_offset", "output_offset", "copies", "SIGNS"]
+__all__ = ["Encoding", "encode", "cell_weights", "value_offset", "output_offset", "copies", "SIGNS"]
 
 SIGNS = np.array([1.0, -1.0])
 """Sign of the ON (index 0) and OFF (index 1) cell of a pair along a ``sign`` axis."""
@@ -69,6 +69,17 @@ class Encoding:
     values: CircuitValues
     codes: dict
     consts: dict
+
+
+def cell_weights(circuit, proj, w) -> np.ndarray:
+    """The weight array of projection ``proj`` over its cells' indices, from one over the
+    signal's (``u W / gain``): ON/OFF pairs get one more axis per sign index of the weight, which
+    flips it for OFF cells (pre and post: both); population coding divides by the source's copies
+    (every projection averages over them)."""
+    w = np.asarray(w, float)
+    for _ in (k for k in proj.weight_index if k.endswith(".sign")):
+        w = w[..., None] * SIGNS
+    return w / copies(circuit.population(proj.source))
 
 
 def value_offset(WV: np.ndarray, Y: np.ndarray, margin: float = 1.0) -> np.ndarray:
@@ -180,12 +191,7 @@ def encode(
         vals.params["nucleus2"] = {"b": b, "rho": gains.rho_out}
 
     for pname, proj in circuit.projections.items():
-        # ON/OFF pairs: every sign index of a weight flips it for OFF cells (pre and post: both);
-        # population coding: every projection averages over its source's copies
-        w = np.asarray(vals.weights[pname], float)
-        for _ in (k for k in proj.weight_index if k.endswith(".sign")):
-            w = w[..., None] * SIGNS
-        vals.weights[pname] = w / copies(pops[proj.source])
+        vals.weights[pname] = cell_weights(circuit, proj, vals.weights[pname])
 
     codes = {
         "tokens": tokens,

@@ -263,6 +263,14 @@ def _times(text: str) -> float:
     return v
 
 
+def _config_command(sub, common, name: str, help: str, description: str, default: str):
+    """A subcommand that reads an optional TOML configuration and writes a results directory."""
+    cmd = sub.add_parser(name, parents=[common], help=help, description=description)
+    cmd.add_argument("config", nargs="?", default=None, help=f"TOML configuration (default: {default})")
+    cmd.add_argument("--out", help="results directory (default: [output] dir of the config)")
+    return cmd
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="ctmhsa",
@@ -272,15 +280,13 @@ def build_parser() -> argparse.ArgumentParser:
     common = _common()
     sub = ap.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", parents=[common],
-                         help="simulate a configuration, write a results directory with summary.png and spikes.nwb",
-                         description="Simulate a configuration (default: a two-head spiking pathway, "
-                                     "n = 8, d = 8) and write a results directory: config.toml, "
-                                     "metrics.json, stages/reference/rates/spikes/noise .npz, "
-                                     "spikes.nwb (spiking levels), summary.png, provenance.json.")
-    run.add_argument("config", nargs="?", default=None,
-                     help="TOML configuration (default: the shipped two-head spiking pathway)")
-    run.add_argument("--out", help="results directory (default: [output] dir of the config)")
+    run = _config_command(sub, common, "run",
+                          help="simulate a configuration, write a results directory with summary.png and spikes.nwb",
+                          description="Simulate a configuration (default: a two-head spiking pathway, "
+                                      "n = 8, d = 8) and write a results directory: config.toml, "
+                                      "metrics.json, stages/reference/rates/spikes/noise .npz, "
+                                      "spikes.nwb (spiking levels), summary.png, provenance.json.",
+                          default="the shipped two-head spiking pathway")
     run.add_argument("--neuron", choices=["rate", "escape", "lif"], help="override the fidelity level")
     run.add_argument("--duration", type=_times, help="override the simulated window (s)")
     run.add_argument("--seed", type=int, help="override the simulation seed")
@@ -319,15 +325,13 @@ def build_parser() -> argparse.ArgumentParser:
     figs.add_argument("--quick", action="store_true", help="very short windows (smoke test; figures marked QUICK)")
     figs.set_defaults(func=_cmd_figures)
 
-    tr = sub.add_parser("train", parents=[common],
-                        help="the circuit learns a teacher-student problem with the paper's gradients (eqs. 2-5)",
-                        description="Train a student circuit towards a random teacher with eqs. (2)-(5), the "
-                                    "updates formed from the circuit's own decoded activity, at every level of "
-                                    "[train] levels, beside exact gradient descent; write config.toml, "
-                                    "training.npz, summary.json and training.png (loss vs step).")
-    tr.add_argument("config", nargs="?", default=None,
-                    help="TOML training configuration (default: the shipped sims/configs/train.toml)")
-    tr.add_argument("--out", help="results directory (default: [output] dir of the config)")
+    tr = _config_command(sub, common, "train",
+                         help="the circuit learns a teacher-student problem with the paper's gradients (eqs. 2-5)",
+                         description="Train a student circuit towards a random teacher with eqs. (2)-(5), the "
+                                     "updates formed from the circuit's own decoded activity, at every level of "
+                                     "[train] levels, beside exact gradient descent; write config.toml, "
+                                     "training.npz, summary.json and training.png (loss vs step).",
+                         default="the shipped sims/configs/train.toml")
     tr.add_argument("--steps", type=int, help="steps at every level (overrides [train] steps)")
     tr.add_argument("--levels", nargs="+", choices=["rate", "escape", "lif"], help="levels to train")
     tr.add_argument("--no-figure", action="store_true", help="do not draw training.png")

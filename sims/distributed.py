@@ -198,6 +198,7 @@ def _collect_young():
         gc.unfreeze()
 
 
+@_collect_young()
 def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, level, dt, codegen,
               seed, warmup, T, n_chunks, scheduler, WS=None, law="product", fold=True,
               device: str = "runtime", threads: int = 1, record=None) -> dict:
@@ -221,13 +222,6 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
         population), ``spikes`` (the recorded populations), ``compile``/``run`` (s, summed over
         stages).
     """
-    with _collect_young():
-        return _run_split(full, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, level, dt, codegen, seed, warmup, T,
-                          n_chunks, scheduler, WS, law, fold, device, threads, record)
-
-
-def _run_split(full, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, level, dt, codegen, seed, warmup, T,
-               n_chunks, scheduler, WS, law, fold, device, threads, record) -> dict:
     m = full.meta
     H = m["H"]
     seeds = stage_seeds(seed, H + 2)

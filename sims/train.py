@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mapping.decode import per_dimension, signed_rate
-from mapping.encode import SIGNS
+from mapping.decode import key_value_potentials, signed_rate
+from mapping.encode import cell_weights
 from mapping.gradients import formal_gradients, gradients_from_stages, mhsa_loss
-from mapping.operating import copies as p_copies
 from mapping.reference import _as_real_array, check_attention_inputs, linear_mhsa
 from neurons.models import FIDELITY_LEVELS
 
@@ -184,12 +183,8 @@ def measured_stages(sim, res) -> tuple[np.ndarray, np.ndarray, dict]:
     circuit, enc, obs = sim.circuit, sim.encoding, sim.observations.final
     pops, codes = circuit.populations, enc.codes
     n = circuit.meta["n"]
-    l23, it = pops["l23"], pops["l5it"]
     with np.errstate(invalid="ignore"):
-        va = per_dimension(l23, obs["l23"]["V_a"])                  # (H, n, m, dk), NaN: absent
-        vb = per_dimension(it, obs["l5it"]["V_b"])
-        if "sign" in it.axes:                                       # ON sees +u v, OFF -u v
-            vb = 0.5 * (vb[..., 0] - vb[..., 1])
+        va, vb = key_value_potentials(circuit, obs)                 # (H, n, m, d), NaN: absent
         k = np.stack([codes["k"].decode(va[:, i]) for i in range(n)], axis=1)
         v = np.stack([codes["v"].decode(vb[:, i]) for i in range(n)], axis=1)
         x = codes["tokens"].decode(signed_rate(pops["nucleus1"], obs["nucleus1"]["r"]))
@@ -205,8 +200,8 @@ def measured_stages(sim, res) -> tuple[np.ndarray, np.ndarray, dict]:
 def _install_copies(sim, copies) -> None:
     """Give the synapses of every macrocolumn i its own copy ``copies[w][i]`` of WQ, WK, WV
     (onto its microcolumns) and WO (its L5 PT onto nucleus 2): the encoding of
-    :func:`mapping.encode.encode` (``u W / rho``, sign-flipped for OFF cells, divided by the
-    source's population-coding copies), per macrocolumn."""
+    :func:`mapping.encode.encode` (``u W / rho`` through :func:`mapping.encode.cell_weights`),
+    per macrocolumn."""
     circuit, enc = sim.circuit, sim.encoding
     u, gains = enc.consts["u"], enc.consts["gains"]
     synapses = sim.runner.built.synapses
@@ -217,10 +212,7 @@ def _install_copies(sim, copies) -> None:
         mac = pop.axis("i")[i if side == "pre" else j]
         w = np.empty(len(i))
         for c in range(copies[wi].shape[0]):
-            arr = u * copies[wi][c] / gains[gain]
-            for _ in (s for s in proj.weight_index if s.endswith(".sign")):
-                arr = arr[..., None] * SIGNS
-            arr = arr / p_copies(circuit.population(proj.source))
+            arr = cell_weights(circuit, proj, u * copies[wi][c] / gains[gain])
             sel = mac == c
             w[sel] = circuit.synapse_weights(proj, arr, i[sel], j[sel])
         synapses[pname].w_[:] = w
