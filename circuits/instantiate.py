@@ -137,12 +137,19 @@ class BuiltCircuit:
         self.network.run(duration * b2.second, report=report, namespace={})
         return time.perf_counter() - t0
 
-    def values(self, pop: str, var: str) -> np.ndarray:
-        """Current values (SI) of variable ``var`` of every cell of ``pop``, folded or not."""
+    def holder(self, pop: str, var: str) -> tuple:
+        """``(group, cls)``: the Brian2 group holding variable ``var`` of ``pop``'s cells, and the
+        cells' fold classes in it (``None`` where each cell holds its own value)."""
         for fg in self.folds.get(pop, []):
             if var in fg.names:
-                return np.array(getattr(fg.group, var + "_")[:], dtype=float)[fg.cls]
-        return np.array(getattr(self.groups[pop], var + "_")[:], dtype=float)
+                return fg.group, fg.cls
+        return self.groups[pop], None
+
+    def values(self, pop: str, var: str) -> np.ndarray:
+        """Current values (SI) of variable ``var`` of every cell of ``pop``, folded or not."""
+        group, cls = self.holder(pop, var)
+        out = np.array(getattr(group, var + "_")[:], dtype=float)
+        return out if cls is None else out[cls]
 
     def all_groups(self) -> list:
         """Every NeuronGroup simulated: the populations' and their folded groups."""

@@ -30,6 +30,7 @@ import numpy as np
 
 from .laws import law_expression
 from .params import DEFAULT_SOMA
+from .threshold import CellThresholder
 
 __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
@@ -113,7 +114,8 @@ class CellModel:
         Code run every time step after the state update (e.g. rectification), or ``""``.
     pre_threshold : str
         Code run every time step after every state update of the step (the cell's own, its
-        regular code and its folded compartments') and before the spike condition: the escape
+        regular code and its folded compartments'), in the spike thresholder's loop just before
+        each cell's spike condition (:class:`neurons.threshold.CellThresholder`): the escape
         cells' survival update, or ``""``.
     threshold, reset, refractory : str
         Brian2 spike condition, reset code and refractoriness (empty: none).
@@ -231,16 +233,19 @@ def initial_draws(model: CellModel, n: int, seed, stream: str) -> dict:
 
 
 def add_step_code(group, model: CellModel, clock) -> None:
-    """Attach ``model``'s per-step code to the Brian2 ``group`` (``run_regularly`` in the
-    ``groups`` slot): ``regular`` right after the group's state update (order 1), and
-    ``pre_threshold`` after every state update of the step (order 4: after the folded
-    compartments, order 2, and their caches, order 3, see :func:`circuits.instantiate.instantiate`),
-    so the spike condition sees the step's intensity."""
+    """Attach ``model``'s per-step code to the Brian2 ``group``: ``regular`` right after the
+    group's state update (``run_regularly`` in the ``groups`` slot, order 1), and
+    ``pre_threshold`` inside the spike thresholder (:class:`neurons.threshold.CellThresholder`,
+    the thresholder of every spiking model), in the same loop over the cells just before the
+    spike condition: every state update of the step (the cell's own, its regular code, its
+    folded compartments and their caches, see :func:`circuits.instantiate.instantiate`) has run
+    by then, so the condition sees the step's intensity."""
     if model.regular:
         group.run_regularly(model.regular, clock=clock, when="groups", order=1, name=f"{group.name}_regular")
-    if model.pre_threshold:
-        group.run_regularly(model.pre_threshold, clock=clock, when="groups", order=4,
-                            name=f"{group.name}_pre_threshold")
+    if model.threshold:
+        CellThresholder.install(group, model.pre_threshold)
+    elif model.pre_threshold:
+        raise ValueError("pre_threshold: code before a spike condition needs a model with a threshold")
 
 
 # ------------------------------------------------------------------------------------------------
