@@ -19,19 +19,36 @@ of the circuit uses it (:func:`neurons.models.add_step_code`), with or without p
 
 from __future__ import annotations
 
+import os
+
+from brian2.codegen.templates import Templater
 from brian2.devices.cpp_standalone.codeobject import CPPStandaloneCodeObject
 from brian2.devices.cpp_standalone.device import CPPStandaloneDevice
 from brian2.devices.device import get_device
 from brian2.groups.neurongroup import Thresholder
+from jinja2 import ChoiceLoader, FileSystemLoader
 
 __all__ = ["CellThresholder", "BlockThresholdCodeObject"]
 
 
-class BlockThresholdCodeObject(CPPStandaloneCodeObject):
-    """``cpp_standalone`` code object that also finds this package's templates
-    (``neurons/templates``) before Brian2's."""
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+"""This package's Brian2 templates."""
 
-    templater = CPPStandaloneCodeObject.templater.derive("neurons", templates_dir="templates")
+
+def _templater():
+    """Brian2's ``cpp_standalone`` templater, finding :data:`TEMPLATES` first. (A directory, not
+    Brian2's ``derive``: its package loader resolves ``neurons`` through the import system, where
+    a test directory of the same name may stand first.)"""
+    base = CPPStandaloneCodeObject.templater
+    t = Templater(base.package_names, base.extension, env_globals=base.env_globals, templates_dir=base.templates_dir)
+    t.env.loader = ChoiceLoader([FileSystemLoader(TEMPLATES), t.env.loader])
+    return t
+
+
+class BlockThresholdCodeObject(CPPStandaloneCodeObject):
+    """``cpp_standalone`` code object that finds this package's templates before Brian2's."""
+
+    templater = _templater()
 
 
 class CellThresholder(Thresholder):
