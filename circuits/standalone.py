@@ -8,6 +8,9 @@ they are written to files and read by the compiled binary when it starts, so a n
 cached shape invokes no compiler (``make`` finds every object up to date). Each run writes its
 results into its own subdirectory, and the run-argument files it read are removed after it.
 
+The binary writes back only the arrays read after the run (:func:`_write_back_code`), not
+every array of the network as Brian2's end of ``main`` does.
+
 The project directory is protected by a file lock while code is generated and compiled. Runs
 that must go in parallel on one machine (dask workers running heads of one shape) each run in
 their own copy of the compiled project (:func:`worker_copy`): generating code rewrites the
@@ -321,6 +324,10 @@ def _execute(dev, built, warmup: float, duration: float, directory: str, n_chunk
     return out
 
 
+COUNTERS = ("n_win", "n_chunk", "s2_chunk")
+"""The spike counters read after a run (:data:`neurons.window.COUNTER_EQUATIONS`)."""
+
+
 def _read_back(built) -> dict:
     """Per population, the variables read after a run: a rate population's observables, a
     counted spiking population's counters and window integrals (:data:`COUNTERS`)."""
@@ -332,10 +339,6 @@ def _read_back(built) -> dict:
         elif name in built.counted:
             out[name] = COUNTERS + tuple(f"acc_{v}" for v in model.observables)
     return out
-
-
-COUNTERS = ("n_win", "n_chunk", "s2_chunk")
-"""The spike counters read after a run (:data:`neurons.window.COUNTER_EQUATIONS`)."""
 
 
 def _collect(built, T: float, n_chunks: int) -> dict:
@@ -374,9 +377,12 @@ def _arrays(group, name: str) -> list:
 def _write_back_code(dev, built) -> str:
     """C++ run at the end of ``main`` instead of Brian2's ``brian_end``: write the arrays read
     after the run (:func:`_read_back`, the monitors' spike trains, and the variables of
-    differential equations, which Brian2 checks for NaN) and the run's duration, then return. ``brian_end`` writes every array of the network and frees it: 40 MB per
-    barrel head run, mostly synapse indices, taking 0.022 s on tmpfs and 0.07-0.085 s on disk
-    (measured). A file that cannot be written ends the binary with an error."""
+    differential equations, which Brian2 checks for NaN) and the run's duration, then return.
+
+    ``brian_end`` writes every array of the network and frees it: 41 MB per barrel head run,
+    mostly synapse indices, taking 0.022 s on tmpfs and 0.07-0.085 s on disk (measured); the
+    arrays read are 4 MB. A file that cannot be written ends the binary with an error; a
+    variable not written cannot be read back (``FileNotFoundError``), never stale."""
     variables = []
     for name, names in _read_back(built).items():
         for v in names:

@@ -85,6 +85,30 @@ def test_cells_count_their_spikes_like_the_runtime_monitors(problem2):
     assert set(sa.diagnostics["fano"]) == {"nucleus1", "l23", "interneuron", "l5it", "l5pt", "nucleus2"}
 
 
+def test_a_compiled_run_writes_back_only_what_it_reads(problem2, monkeypatch):
+    """Brian2 ends a standalone run by writing every array; the binary writes the counters,
+    window integrals and the NaN-checked state instead (circuits.standalone._write_back_code)."""
+    import shutil
+
+    listed, rmtree = [], shutil.rmtree
+
+    def spy(path, *a, **k):   # the run's results directory, listed before it is removed
+        if os.sep + "results" + os.sep in str(path) and os.path.isdir(path):
+            listed.append(sorted(os.listdir(path)))
+        return rmtree(path, *a, **k)
+
+    monkeypatch.setattr(shutil, "rmtree", spy)
+    res = simulate_mhsa(*problem2, neuron="escape", duration=0.5, warmup=0.2, seed=1, device="cpp_standalone",
+                        threads=0)   # the project of the tests above
+    [files] = listed
+    assert "last_run_info.txt" in files
+    for pop in ("l23", "l5it", "l5pt", "nucleus2"):
+        for var in ("n_win", "n_chunk", "s2_chunk", "acc_r"):
+            assert any(f.startswith(f"_array_{pop}_{var}_") for f in files), (pop, var)
+    assert not [f for f in files if "_synaptic_" in f or "_delay" in f or "_u_next_" in f]
+    assert res.metrics()["x_tilde"]["nrmse"] < 3 * res.metrics()["x_tilde"]["noise_floor"] + 0.05
+
+
 def test_standalone_argument_errors(problem2):
     with pytest.raises(ValueError, match="device: expected 'runtime', 'cpp_standalone' or 'cuda_standalone'"):
         simulate_mhsa(*problem2, device="gpu")
