@@ -75,6 +75,9 @@ class BuiltCircuit:
     replay_tables : dict
         Population -> ``(TimedArray, table)`` of the populations replayed from a spike table
         (``replay_steps``): the table, ``(steps, N)`` of 0/1, is a run argument of every run.
+    replay_source : dict or None
+        The recorded spikes the replay (tables or spike generators) was made from: a network
+        kept for another run's spikes must rebuild its tables (:mod:`sims.distributed`).
     folds : dict
         Population name -> list of :class:`FoldedGroup` (state shared by cells with identical
         inputs, see :mod:`circuits.fold`).
@@ -104,6 +107,7 @@ class BuiltCircuit:
     pairs: dict = field(default_factory=dict)
     replayed: frozenset = frozenset()
     replay_tables: dict = field(default_factory=dict)
+    replay_source: dict | None = None
     _seeded: bool = False
 
     @property
@@ -281,7 +285,7 @@ def instantiate(
     t0 = time.perf_counter()
     ns = with_units(params, dt)
     clock = b2.Clock(dt=dt * b2.second, name=f"clock_{circuit.name}")
-    replay = dict(replay or {})
+    replay_source, replay = replay, dict(replay or {})
     plan = {k: v for k, v in fold_plan(circuit, level).items() if k not in replay} if fold else {}
     # a compiled run is read only when it ends: its cells count their spikes, and only the
     # populations whose trains are wanted carry a monitor (whose spike times the binary writes
@@ -305,7 +309,7 @@ def instantiate(
     built = BuiltCircuit(circuit, level, b2.Network(*objects), groups, synapses, time.perf_counter() - t0, dt,
                          monitors=monitors, seed=seed, run_args=run_args, folds=folds,
                          counted=tuple(spiking) if counting else (), pairs=pairs, replayed=frozenset(replay),
-                         replay_tables=tables)
+                         replay_tables=tables, replay_source=replay_source)
     _write_values(built, values, seed, run_args)   # checked above, before any Brian2 object
     built.build_time = time.perf_counter() - t0
     return built

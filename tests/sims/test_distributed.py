@@ -68,8 +68,9 @@ def test_fano_sums_pool_like_the_concatenated_chunks():
 @pytest.mark.long   # 15 s with the head project cached; a cold cache compiles it (about a minute)
 @pytest.mark.standalone
 def test_split_run_on_the_standalone_device_compiles_once_and_matches_everywhere(problem2, serial):
-    """Heads on cpp_standalone: serial and on a LocalCluster the same spikes; the cluster run and
-    a run with another seed reuse the project the serial run compiled (no new project); escape
+    """Heads on cpp_standalone: serial and on a LocalCluster the same spikes, also on workers that
+    kept their head networks from a run with another seed; the cluster runs and a run with another
+    seed reuse the project the serial run compiled (no new project); escape
     cells draw the same random numbers on either device, so the runtime split run's spikes too
     (replayed there by a SpikeGeneratorGroup, here from a table: the same steps)."""
     pytest.importorskip("distributed")
@@ -77,13 +78,26 @@ def test_split_run_on_the_standalone_device_compiles_once_and_matches_everywhere
 
     root = os.path.join(cache_dir(), "standalone")
     kw = dict(KW, device="cpp_standalone", threads=0)
+    from distributed import Client, LocalCluster
+
+    from circuits import standalone
+
     sa = simulate_mhsa(*problem2, scheduler="serial", **kw)
     compiled = {d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, ".compiled"))}
-    dist = simulate_mhsa(*problem2, scheduler="local", **kw)
     # the nucleus-1 spikes are a run argument of the head project: another seed compiles nothing
     other = simulate_mhsa(*problem2, scheduler="serial", **dict(kw, seed=5))
-    assert {d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, ".compiled"))} == compiled
     assert not np.array_equal(other.spikes["l5pt"][1], sa.spikes["l5pt"][1])
+    # on one cluster, seed 5 then seed 4: the workers keep their head networks between the runs,
+    # and the second run replays its own nucleus-1 spikes (the tables are rebuilt), not the first's
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      host="127.0.0.1") as cluster, Client(cluster) as client:
+        first = simulate_mhsa(*problem2, scheduler=client, **dict(kw, seed=5))
+        assert all(client.run(lambda: bool(standalone._KEPT)).values())
+        dist = simulate_mhsa(*problem2, scheduler=client, **kw)
+    assert {d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, ".compiled"))} == compiled
+    for pop in other.spikes:
+        for k in (0, 1):
+            np.testing.assert_array_equal(first.spikes[pop][k], other.spikes[pop][k], err_msg=pop)
     assert sa.config["device"] == dist.config["device"] == "cpp_standalone"
     for pop in serial.spikes:
         for k in (0, 1):
