@@ -155,7 +155,9 @@ _KEPT: dict = {}
 
 def release() -> None:
     """Drop the network kept for reruns and reset the standalone device's state (run by
-    :func:`sims.distributed.run_split` on every worker when its heads are done)."""
+    :func:`sims.distributed.run_split` after the heads of a serial split run, and on every
+    worker when a head fails; a worker otherwise keeps its network for the next run of its
+    shape)."""
     if _KEPT:
         _KEPT.clear()
         from brian2.devices.device import all_devices   # (``b2.devices.device`` is the active-device proxy)
@@ -389,14 +391,21 @@ def _write_back_code(dev, built) -> str:
             variables += _arrays(built.holder(name, v)[0], v)
     for mon in built.monitors.values():
         variables += [mon.variables["i"], mon.variables["t"]]
-    for obj in built.network.objects:   # Brian2 checks these for NaN after a run (_check_for_invalid_states)
-        if isinstance(getattr(obj, "equations", None), b2.Equations):
-            variables += [obj.variables[v] for v in obj.equations.diff_eq_names]
+    # Brian2 checks these for NaN after a run: every owner of a device array (device.run,
+    # Group._check_for_invalid_states)
+    owners = {}
+    for var in list(dev.arrays):
+        with contextlib.suppress(ReferenceError):
+            if isinstance(getattr(var.owner, "equations", None), b2.Equations):
+                owners[var.owner.name] = var.owner
+    for _, obj in sorted(owners.items()):
+        variables += [obj.variables[v] for v in obj.equations.diff_eq_names]
     lines = ["{  // ctmhsa (circuits.standalone): write back only what is read",
              "    auto _write_back = [](const std::string& name, const void* data, size_t bytes) {",
              "        std::ofstream out(brian::results_dir + name, std::ios::binary | std::ios::out);",
              "        out.write(static_cast<const char*>(data), bytes);",
-             "        if (!out.good()) { std::cerr << \"cannot write \" << brian::results_dir << name << std::endl; std::exit(1); }",
+             "        out.close();   // flushed: a full disk shows here",
+             "        if (out.fail()) { std::cerr << \"cannot write \" << brian::results_dir << name << std::endl; std::exit(1); }",
              "    };"]
     # in the order of their file names: the code must not change from one build to the next
     # (``network.objects`` is a set), or every build would recompile main.cpp
@@ -409,7 +418,8 @@ def _write_back_code(dev, built) -> str:
             lines.append(f'    _write_back("{fname}", {a}, {int(var.size)}*sizeof({a}[0]));')
     lines += ['    std::ofstream info(brian::results_dir + "last_run_info.txt", std::ios::out);',
               "    info << Network::_last_run_time << \" \" << Network::_last_run_completed_fraction << std::endl;",
-              '    if (!info.good()) { std::cerr << "cannot write last_run_info.txt" << std::endl; return 1; }',
+              "    info.close();",
+              '    if (info.fail()) { std::cerr << "cannot write last_run_info.txt" << std::endl; return 1; }',
               "    return 0;",
               "}"]
     return "\n".join(lines)

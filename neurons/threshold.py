@@ -26,10 +26,14 @@ from brian2.devices.cpp_standalone.codeobject import CPPStandaloneCodeObject
 from brian2.devices.cpp_standalone.device import CPPStandaloneDevice
 from brian2.devices.device import get_device
 from brian2.groups.neurongroup import Thresholder
+from brian2.utils.stringtools import get_identifiers
 from jinja2 import ChoiceLoader, FileSystemLoader
 
 __all__ = ["CellThresholder", "BlockThresholdCodeObject"]
 
+
+RANDOM = frozenset({"rand", "randn", "poisson"})
+"""Brian2's random functions: a thresholder using them keeps Brian2's serial loop."""
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 """This package's Brian2 templates."""
@@ -66,8 +70,11 @@ class CellThresholder(Thresholder):
             self.abstract_code = f"{self.pre_code}\n{self.abstract_code}"
 
     def create_code_objects(self, run_namespace):
-        # exactly Brian2's C++ standalone device: brian2cuda's subclasses it with its own code objects
-        if type(get_device()) is CPPStandaloneDevice:
+        # exactly Brian2's C++ standalone device (brian2cuda's subclasses it with its own code
+        # objects), and no random numbers in the loop: in blocks they would come from each
+        # thread's generator, and the spikes would depend on which thread took which block
+        random = get_identifiers(f"{self.pre_code}\n{self.group.events[self.event]}") & RANDOM
+        if type(get_device()) is CPPStandaloneDevice and not random:
             self.template, self.codeobj_class = "threshold_blocks", BlockThresholdCodeObject
         else:
             self.template, self.codeobj_class = "threshold", None

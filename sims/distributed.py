@@ -266,7 +266,8 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
             try:
                 heads = client.gather(futures)
             except BaseException:
-                client.run(release)
+                with contextlib.suppress(Exception):   # (a lost worker must not hide the head's error)
+                    client.run(release)
                 raise
     # merge the heads in head order (head is the leading axis of every cortical population)
     merged = dict(obs=dict(first["obs"]), fano=dict(first["fano"]), spikes={})

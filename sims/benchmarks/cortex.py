@@ -157,7 +157,7 @@ def _eight(args, x, client) -> dict:
         split = simulate_mhsa(x["X"], w["WQ"], w["WK"], w["WV"], w["WO"], device=args.device, threads=args.threads,
                               scheduler=client, **dict(kw, seed=seed))
         wall = time.perf_counter() - t0
-        return dict(wall_s=wall, wall_per_bio_s=wall / bio, compile_s=split.timings["compile"],
+        return dict(seed=seed, wall_s=wall, wall_per_bio_s=wall / bio, compile_s=split.timings["compile"],
                     run_s=split.timings["run"], x_tilde=split.metrics()["x_tilde"])
 
     # fresh: every worker builds its head network (a run that compiled the head project first
@@ -174,6 +174,7 @@ def _eight(args, x, client) -> dict:
 
 
 def _cortex(args, x, client) -> dict:
+    client.run(release)   # fresh workers: each builds its head network in this run
     t0 = time.perf_counter()
     res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape", duration=args.duration,
                         warmup=WARMUP, seed=args.seed, device=args.device, threads=args.threads, scheduler=client)

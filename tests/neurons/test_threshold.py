@@ -51,7 +51,7 @@ def test_the_code_runs_in_the_thresholders_loop_before_the_condition():
 
 @pytest.mark.standalone
 @pytest.mark.parametrize("threads", [0, 2])
-def test_blocks_over_threads_give_the_serial_loops_spikes(tmp_path, threads):
+def test_blocks_over_threads_give_the_serial_loops_spikes(tmp_path, threads, monkeypatch):
     """Against numpy (one serial loop): the same spikes, in the same steps, and the same
     integrated pre-code state, with OpenMP blocks (2 threads) and without (one block); with
     two blocks on a team of one thread (OMP_THREAD_LIMIT=1) as well."""
@@ -67,10 +67,23 @@ def test_blocks_over_threads_give_the_serial_loops_spikes(tmp_path, threads):
         assert ("#pragma omp parallel" in code) == (threads > 1)
         runs = [(np.asarray(mon.i[:]), np.asarray(mon.t_[:]), np.asarray(g.acc[:]))]
         if threads > 1:
-            dev.run_environment_variables["OMP_THREAD_LIMIT"] = "1"
+            monkeypatch.setenv("OMP_THREAD_LIMIT", "1")   # the binary inherits it; undone after the test
             dev.run(directory=str(tmp_path), results_directory="results_team1", with_output=False)
             runs.append((np.asarray(mon.i[:]), np.asarray(mon.t_[:]), np.asarray(g.acc[:])))
     for i, t, acc in runs:
         np.testing.assert_array_equal(i, i0)
         np.testing.assert_allclose(t, t0, rtol=0, atol=1e-12)
         np.testing.assert_allclose(acc, acc0, rtol=1e-12)
+
+
+@pytest.mark.standalone
+def test_a_condition_drawing_random_numbers_keeps_brians_serial_loop(tmp_path):
+    """In blocks, random numbers would come from each thread's generator: such a thresholder
+    keeps Brian2's template (one loop, one generator), the others use the blocks."""
+    with standalone_device(str(tmp_path), 2):
+        g = b2.NeuronGroup(10, "p : 1", threshold="rand() < p", reset="", name="drawing")
+        h = b2.NeuronGroup(10, "x : 1", threshold="x > 1", reset="x = 0", name="climbing")
+        drawing, climbing = CellThresholder.install(g), CellThresholder.install(h, "x += 0.3")
+        b2.Network(g, h).run(b2.defaultclock.dt)   # generates the code objects, compiles nothing
+        assert not isinstance(drawing.codeobj, BlockThresholdCodeObject)
+        assert isinstance(climbing.codeobj, BlockThresholdCodeObject)

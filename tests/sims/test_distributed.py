@@ -92,7 +92,7 @@ def test_split_run_on_the_standalone_device_compiles_once_and_matches_everywhere
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                       host="127.0.0.1") as cluster, Client(cluster) as client:
         first = simulate_mhsa(*problem2, scheduler=client, **dict(kw, seed=5))
-        assert all(client.run(lambda: bool(standalone._KEPT)).values())
+        assert any(client.run(lambda: bool(standalone._KEPT)).values())   # (dask decides which worker runs a head)
         dist = simulate_mhsa(*problem2, scheduler=client, **kw)
     assert {d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, ".compiled"))} == compiled
     for pop in other.spikes:
