@@ -77,7 +77,7 @@ class BuiltCircuit:
         (``replay_steps``): the table, ``(steps, N)`` of 0/1, is a run argument of every run.
     replay_source : dict or None
         The recorded spikes the replay (tables or spike generators) was made from: a network
-        kept for another run's spikes must rebuild its tables (:mod:`sims.distributed`).
+        kept for another run's spikes makes its tables again (:func:`assign`).
     folds : dict
         Population name -> list of :class:`FoldedGroup` (state shared by cells with identical
         inputs, see :mod:`circuits.fold`).
@@ -334,14 +334,20 @@ def _check_values(circuit: Circuit, level: str, values: CircuitValues, replay) -
             raise ValueError(f"values.weights: missing weights for projection {pname!r}")
 
 
-def assign(built: BuiltCircuit, values: CircuitValues, seed: int | None, run_args: dict | None = None) -> None:
+def assign(built: BuiltCircuit, values: CircuitValues, seed: int | None, run_args: dict | None = None,
+           replay: dict | None = None) -> None:
     """Write a task's values into ``built``: per-cell parameters, initial values (with the escape
     cells' seeded first draws, :func:`neurons.models.initial_draws`), synaptic weights and the
     seed. Given ``run_args`` (a compiled device), they are recorded there as run arguments of the
     binary instead, so the same compiled project runs any task of its shape (:mod:`circuits.standalone`
-    calls this again for every new task it runs on a network it keeps)."""
+    calls this again for every new task it runs on a network it keeps). ``replay``: the task's
+    replayed spikes; replay tables made from other spikes are made again from these."""
     _check_values(built.circuit, built.level, values, built.replayed)
     _write_values(built, values, seed, run_args)
+    if replay is not None and replay is not built.replay_source:
+        built.replay_tables = {p: (ta, replay_table(*replay[p], built.circuit.population(p).N, len(table), built.dt))
+                               for p, (ta, table) in built.replay_tables.items()}
+        built.replay_source = replay
 
 
 def _write_values(built: BuiltCircuit, values: CircuitValues, seed, run_args) -> None:

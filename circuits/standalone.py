@@ -408,7 +408,7 @@ def _write_back_code(dev, built) -> str:
              "        if (out.fail()) { std::cerr << \"cannot write \" << brian::results_dir << name << std::endl; std::exit(1); }",
              "    };"]
     # in the order of their file names: the code must not change from one build to the next
-    # (``network.objects`` is a set), or every build would recompile main.cpp
+    # (Brian2's collections of objects have no fixed order), or every build would recompile main.cpp
     for fname, var in sorted({dev.get_array_filename(v): v for v in variables}.items()):
         if isinstance(var, DynamicArrayVariable):
             a = "brian::" + dev.get_array_name(var, access_data=False)

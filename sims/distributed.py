@@ -47,7 +47,7 @@ import numpy as np
 
 from circuits.builders import build
 from circuits.graph import Circuit
-from circuits.instantiate import assign, instantiate, replay_table
+from circuits.instantiate import assign, instantiate
 from circuits.standalone import project_key, release, run_project
 from circuits.values import CircuitValues
 from mapping.baseline import add_lif_drive
@@ -140,18 +140,12 @@ def _run_standalone_stage(circuit, level, values, phi, params, dt, seed, warmup,
     key = project_key(circuit, level, phi, params, dt, (warmup, T, n_chunks), threads, law=law, fold=fold,
                       replay=None if table else replay, replayed=tuple(replay) if table else (), device=device,
                       seed=seed, record=tuple(record))
-
-    def rebind(built, run_args):   # a kept network (this process's earlier head, of this run or an earlier one)
-        assign(built, values, seed, run_args)
-        if built.replay_source is not replay:   # another run's nucleus-1 spikes
-            built.replay_tables = {p: (ta, replay_table(*replay[p], circuit.population(p).N, steps, dt))
-                                   for p, (ta, _) in built.replay_tables.items()}
-            built.replay_source = replay
-
     _, sa = run_project(key, lambda: instantiate(circuit, level, values, phi=phi, params=params, dt=dt, seed=seed,
                                                  record_spikes=tuple(record), run_args={}, replay=replay, law=law,
                                                  fold=fold, replay_steps=steps if table else None),
-                        warmup, T, threads, n_chunks, device, parallel=True, rebind=rebind)
+                        warmup, T, threads, n_chunks, device, parallel=True,
+                        # a kept network (an earlier head of this process, of this run or an earlier one)
+                        rebind=lambda built, run_args: assign(built, values, seed, run_args, replay=replay))
     return dict(obs=sa["obs"], fano=sa["fano"], spikes=sa["spikes"], compile=sa["compile"], run=sa["run"])
 
 
@@ -252,7 +246,7 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
         # on a standalone device each process keeps its head network between heads (only the
         # binary runs for its second head on). This process releases it when the heads are
         # done; a dask worker keeps it for the next run of the same head shape (its nucleus-1
-        # table is rebuilt, see _run_standalone_stage) until it builds another network, and
+        # table made again, circuits.instantiate.assign) until it builds another network, and
         # releases it when a head fails
         if client is None:
             try:
