@@ -1,7 +1,7 @@
 """Declarative cortico-thalamic circuits (networkx) and their instantiation in Brian2.
 
-``circuits.graph`` describes populations and projections; ``circuits.builders`` builds the
-microcolumn, macrocolumn, area and pathway levels; ``circuits.instantiate`` turns a
+``ctmhsa.circuits.graph`` describes populations and projections; ``ctmhsa.circuits.builders`` builds the
+microcolumn, macrocolumn, area and pathway levels; ``ctmhsa.circuits.instantiate`` turns a
 description into Brian2 objects (one NeuronGroup per population, one Synapses per projection).
 """
 

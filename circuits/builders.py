@@ -1,6 +1,6 @@
 """Builders for each level of the architecture: microcolumn → macrocolumn → area → pathway.
 
-Each returns a :class:`circuits.graph.Circuit` (a description; nothing is allocated in Brian2).
+Each returns a :class:`ctmhsa.circuits.graph.Circuit` (a description; nothing is allocated in Brian2).
 All levels share one construction so that a microcolumn is literally the (i=0, j=0) slice of an
 area, and an area one head of a pathway.
 
@@ -60,7 +60,7 @@ __all__ = ["microcolumn", "macrocolumn", "area", "pathway", "build", "SCALES", "
 
 SCALES = ("microcolumn", "macrocolumn", "area", "pathway")
 """The scales a circuit composes through (each usable alone); the *fidelity levels* of the
-cells are :data:`neurons.models.FIDELITY_LEVELS`."""
+cells are :data:`ctmhsa.neurons.models.FIDELITY_LEVELS`."""
 CIRCUITS = ("quadratic", "linear")
 SIGNED_CODES = ("onoff", "offset")
 DEFAULT_N_INH = 10
@@ -122,7 +122,7 @@ def build(
         Population coding: neurons per represented dimension, for every population (int) or per
         population name (dict; others 1). A population with P > 1 gets a trailing index axis
         ``p``; copies receive the same inputs and every projection averages over its source's
-        copies (weights divided by the source's P, see mapping.encode). P = 1 is the paper.
+        copies (weights divided by the source's P, see ctmhsa.mapping.encode). P = 1 is the paper.
     signed : {"onoff", "offset"}
         Code of the signed rate-coded quantities x (nucleus 1), y (L5 IT), ṽ (L5 PT) and x̃
         (nucleus 2): ON/OFF

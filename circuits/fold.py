@@ -11,7 +11,7 @@ class of compartments once and gives every cell a Brian2 *linked variable* to it
 cell keeps its own spike generation (its own random draws, threshold, reset), so spikes are
 unchanged — the same seed gives the same spikes folded or not (tested on every level).
 
-What may fold is declared by the cell model (:class:`neurons.models.Fold`: the variables, the
+What may fold is declared by the cell model (:class:`ctmhsa.neurons.models.Fold`: the variables, the
 compartments whose synaptic inputs drive them, and their parameters); which cells share a class
 is derived from the circuit's structure alone: two cells are in one class when, for every
 projection onto the folded compartments, they receive synapses from the same presynaptic cells
@@ -28,7 +28,7 @@ import json
 
 import numpy as np
 
-from neurons.models import get_model
+from ctmhsa.neurons.models import get_model
 
 __all__ = ["fold_classes", "split_equations", "class_values", "fold_plan", "simulated_pairs",
            "simulated_out_degree", "simulated_synapse_count"]
@@ -38,7 +38,7 @@ def fold_classes(circuit, pop: str, compartments: tuple, projections: list[str])
     """Classes of cells of ``pop`` with identical synaptic input on ``compartments``.
 
     A projection connects every presynaptic cell whose matched axes equal the postsynaptic
-    cell's (:func:`circuits.graph.connect_pairs`), with a weight indexed by presynaptic and
+    cell's (:func:`ctmhsa.circuits.graph.connect_pairs`), with a weight indexed by presynaptic and
     postsynaptic axes. So a cell's synapses on a projection — which presynaptic cells, which
     weight entries — are determined by its values on the projection's postsynaptic match axes
     and postsynaptic weight-index axes: cells that agree on those axes for every projection onto
@@ -151,7 +151,7 @@ def class_values(value, cls: np.ndarray, reps: np.ndarray, what: str):
 
 def fold_plan(circuit, level: str) -> dict:
     """Population -> ``[(fold, cls, reps)]``: the folds of its cell model that share anything
-    (fewer classes than cells; see :func:`circuits.fold.fold_classes`).
+    (fewer classes than cells; see :func:`ctmhsa.circuits.fold.fold_classes`).
 
     Spiking levels only: at the rate level outgoing synapses read the source's rate expression,
     and Brian2 synapses cannot read a group's linked variables.

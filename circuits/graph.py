@@ -1,7 +1,7 @@
 """Declarative circuit description: populations and projections held in a networkx graph.
 
 A :class:`Circuit` *describes* a network; it allocates no Brian2 object (that is
-:mod:`circuits.instantiate`). Everything here is plain data that can be printed, compared,
+:mod:`ctmhsa.circuits.instantiate`). Everything here is plain data that can be printed, compared,
 checked and saved (:meth:`Circuit.to_dict`), in the spirit of NetPyNE's declarative networks.
 
 Index structure

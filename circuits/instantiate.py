@@ -1,11 +1,11 @@
 """Instantiate a circuit description in Brian2.
 
 One ``NeuronGroup`` per population and one ``Synapses`` per projection; connectivity comes from
-the numpy index arrays of :meth:`circuits.graph.Circuit.pairs` (``Synapses.connect(i=, j=)``),
+the numpy index arrays of :meth:`ctmhsa.circuits.graph.Circuit.pairs` (``Synapses.connect(i=, j=)``),
 so no Python loop ever creates Brian2 objects per microcolumn.
 
 The values that depend on the task (synaptic weights, biases, input rates, gains) are not part
-of the description: the mapping layer supplies them as :class:`circuits.values.CircuitValues`,
+of the description: the mapping layer supplies them as :class:`ctmhsa.circuits.values.CircuitValues`,
 plain numpy in SI units, and they are written into Brian2 variables (never compiled into code),
 so a new input reuses every compiled code object. On a device that cannot be written before it
 runs (``cpp_standalone``) the caller passes a ``run_args`` dict and every value becomes a run
@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 import brian2 as b2
 import numpy as np
 
-from neurons.backend import configure_brian2
-from neurons.models import add_step_code, get_model, initial_draws, synapse_model
-from neurons.params import DEFAULT_PARAMS, CellParams, with_units
-from neurons.window import COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, Probe, measure
+from ctmhsa.neurons.backend import configure_brian2
+from ctmhsa.neurons.models import add_step_code, get_model, initial_draws, synapse_model
+from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, with_units
+from ctmhsa.neurons.window import COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, Probe, measure
 
 from .fold import class_values, fold_plan, simulated_pairs, split_equations
 from .graph import Circuit
@@ -34,7 +34,7 @@ __all__ = ["BuiltCircuit", "instantiate", "assign", "replay_table", "FoldedGroup
 
 @dataclass
 class FoldedGroup:
-    """State of one :class:`neurons.models.Fold` of a population, simulated once per class.
+    """State of one :class:`ctmhsa.neurons.models.Fold` of a population, simulated once per class.
 
     ``group`` holds one entry per class; cell ``c`` reads entry ``cls[c]``; ``reps`` are the
     classes' first cells; ``names`` the variables moved here from the cells.
@@ -67,7 +67,7 @@ class BuiltCircuit:
         device (``run_args``) of those whose spike trains are recorded.
     counted : tuple of str
         Spiking populations whose cells count their own spikes (compiled devices, see
-        :data:`neurons.window.COUNTER_EQUATIONS`).
+        :data:`ctmhsa.neurons.window.COUNTER_EQUATIONS`).
     pairs : dict
         Projection name -> ``(i, j)``, the description's cells of each simulated synapse.
     replayed : frozenset of str
@@ -80,7 +80,7 @@ class BuiltCircuit:
         kept for another run's spikes makes its tables again (:func:`assign`).
     folds : dict
         Population name -> list of :class:`FoldedGroup` (state shared by cells with identical
-        inputs, see :mod:`circuits.fold`).
+        inputs, see :mod:`ctmhsa.circuits.fold`).
     build_time : float
         Wall-clock seconds spent creating objects and connecting synapses.
     dt : float
@@ -160,7 +160,7 @@ class BuiltCircuit:
         return [*self.groups.values(), *(fg.group for fgs in self.folds.values() for fg in fgs)]
 
     def probes(self) -> dict:
-        """:class:`neurons.window.Probe` of every simulated spiking population (replayed spikes
+        """:class:`ctmhsa.neurons.window.Probe` of every simulated spiking population (replayed spikes
         have nothing to measure)."""
         out = {}
         for pop in self.monitors:
@@ -169,7 +169,7 @@ class BuiltCircuit:
         return out
 
     def measure(self, warmup: float, T: float, n_chunks: int = 1, checkpoints=(), report=None) -> dict:
-        """Warm-up, then a measurement window of ``T`` s (see :func:`neurons.window.measure`)."""
+        """Warm-up, then a measurement window of ``T`` s (see :func:`ctmhsa.neurons.window.measure`)."""
         return measure(self.network, self.probes(), self.clock, self.run, warmup, T, n_chunks,
                        checkpoints, report)
 
@@ -254,12 +254,12 @@ def instantiate(
         generates its own code).
     seed : int, optional
         Seed of Brian2's random numbers (spiking levels), set before the first run, and of the
-        escape cells' first uniform draws (:func:`neurons.models.initial_draws`).
+        escape cells' first uniform draws (:func:`ctmhsa.neurons.models.initial_draws`).
     record_spikes : bool or tuple of str
         Record spike times (all populations, or the named ones); counts are always kept.
     run_args : dict, optional
         Given (an empty dict, on a device activated by the caller such as ``cpp_standalone``,
-        see :mod:`circuits.standalone`): every value of ``values`` and the seed are recorded in
+        see :mod:`ctmhsa.circuits.standalone`): every value of ``values`` and the seed are recorded in
         it as run arguments of the compiled binary instead of written into the objects, the
         cells count their own spikes (window and chunk counts, no monitor) and observables are
         integrated from ``t_win`` on.
@@ -268,10 +268,10 @@ def instantiate(
         ``SpikeGeneratorGroup`` replaying these spikes (recorded in another run) instead of
         simulated cells; its projections are event-driven as from the cells themselves.
     law : str
-        Interaction law of the L5 IT somata (:data:`neurons.laws.LAWS`; default the product).
+        Interaction law of the L5 IT somata (:data:`ctmhsa.neurons.laws.LAWS`; default the product).
     fold : bool
         Simulate deterministic compartments with identical synaptic input once per class and
-        link the cells to them (:mod:`circuits.fold`; exact: the same seed gives the same
+        link the cells to them (:mod:`ctmhsa.circuits.fold`; exact: the same seed gives the same
         spikes). Spiking levels only. ``False`` gives every cell its own compartments, as in the
         description.
     replay_steps : int, optional
@@ -337,9 +337,9 @@ def _check_values(circuit: Circuit, level: str, values: CircuitValues, replay) -
 def assign(built: BuiltCircuit, values: CircuitValues, seed: int | None, run_args: dict | None = None,
            replay: dict | None = None) -> None:
     """Write a task's values into ``built``: per-cell parameters, initial values (with the escape
-    cells' seeded first draws, :func:`neurons.models.initial_draws`), synaptic weights and the
+    cells' seeded first draws, :func:`ctmhsa.neurons.models.initial_draws`), synaptic weights and the
     seed. Given ``run_args`` (a compiled device), they are recorded there as run arguments of the
-    binary instead, so the same compiled project runs any task of its shape (:mod:`circuits.standalone`
+    binary instead, so the same compiled project runs any task of its shape (:mod:`ctmhsa.circuits.standalone`
     calls this again for every new task it runs on a network it keeps). ``replay``: the task's
     replayed spikes; replay tables made from other spikes are made again from these."""
     _check_values(built.circuit, built.level, values, built.replayed)
@@ -410,7 +410,7 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
                  counting: bool = False, replay_steps: int | None = None):
     """One NeuronGroup (or replaying SpikeGeneratorGroup) per population, with its folded groups;
     with ``counting``, the spiking cells count their own spikes
-    (:data:`neurons.window.COUNTER_EQUATIONS`)."""
+    (:data:`ctmhsa.neurons.window.COUNTER_EQUATIONS`)."""
     incoming = _incoming(circuit)
     groups, folds, tables = {}, {}, {}
     for name, pop in circuit.populations.items():

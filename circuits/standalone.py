@@ -1,7 +1,7 @@
 """Brian2's ``cpp_standalone`` device: compile a network shape once, run it many times.
 
 Everything compiled into a standalone project — the circuit's structure, the equations, dt, the
-run schedule, OpenMP threads — is hashed into a key (:func:`circuits.instantiate.project_key`);
+run schedule, OpenMP threads — is hashed into a key (:func:`ctmhsa.circuits.instantiate.project_key`);
 the project lives in ``<cache>/standalone/<key>`` and is compiled the first time that key is
 seen. Tokens, weights, biases, rates and the seed are *run arguments* (Brian2 ``run_args``):
 they are written to files and read by the compiled binary when it starts, so a new input on a
@@ -48,10 +48,10 @@ from brian2.core.variables import ArrayVariable, DynamicArrayVariable, Subexpres
 from brian2.devices.cpp_standalone.device import CPPStandaloneDevice
 from filelock import FileLock
 
-from neurons.backend import cache_dir
-from neurons.models import get_model
-from neurons.params import CellParams
-from neurons.window import counted_observables, counter_run_args, window_observables
+from ctmhsa.neurons.backend import cache_dir
+from ctmhsa.neurons.models import get_model
+from ctmhsa.neurons.params import CellParams
+from ctmhsa.neurons.window import counted_observables, counter_run_args, window_observables
 
 __all__ = ["standalone_device", "project_dir", "project_key", "run_standalone", "run_project", "worker_copy",
            "replay_digest", "release", "STANDALONE_DEVICES", "check_device"]
@@ -95,7 +95,7 @@ def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
     and Brian2 versions and the Python environment. Tokens, weights, biases, rates and seeds are
     run arguments and not part of it. ``record``: the populations whose spike trains are
     recorded (``True``: all), each a monitor compiled in; ``replayed``: populations replayed
-    from a table, a run argument (:func:`circuits.instantiate.replay_table`; their spikes are not
+    from a table, a run argument (:func:`ctmhsa.circuits.instantiate.replay_table`; their spikes are not
     in the key).
 
     ``replay``: spike trains replayed into the network (:func:`replay_digest` enters the key,
@@ -155,7 +155,7 @@ _KEPT: dict = {}
 
 def release() -> None:
     """Drop the network kept for reruns and reset the standalone device's state (run by
-    :func:`sims.distributed.run_split` after the heads of a serial split run, and on every
+    :func:`ctmhsa.sims.distributed.run_split` after the heads of a serial split run, and on every
     worker when a head fails; a worker otherwise keeps its network for the next run of its
     shape)."""
     if _KEPT:
@@ -212,7 +212,7 @@ def run_project(key: str, build, warmup: float, duration: float, threads: int, n
     project (:func:`worker_copy`), so processes run in parallel and nothing compiles twice.
 
     ``rebind(built, run_args)``, given, records a new task's values as run arguments of a built
-    network (:func:`circuits.instantiate.assign`). The process then keeps its network and the
+    network (:func:`ctmhsa.circuits.instantiate.assign`). The process then keeps its network and the
     device's state after the run, and its next call with the same key neither builds nor
     generates code: it only runs the binary with the new run arguments (a dask worker's heads
     after its first). :func:`release` drops the kept network.
@@ -257,7 +257,7 @@ def run_standalone(built, warmup: float, duration: float, directory: str, thread
                    n_chunks: int, report=None) -> dict:
     """Compile (if needed) and run ``built`` on the active standalone device.
 
-    Call inside :func:`standalone_device` right after :func:`circuits.instantiate.instantiate`
+    Call inside :func:`standalone_device` right after :func:`ctmhsa.circuits.instantiate.instantiate`
     with a ``run_args`` dict (every value becomes a run argument of the binary).
 
     Returns
@@ -265,7 +265,7 @@ def run_standalone(built, warmup: float, duration: float, directory: str, thread
     dict
         ``compile`` and ``run`` wall times (s), ``obs`` (per population: window means of the
         observables, ``count``, ``rate``, ``T``; rate level: final values), ``fano`` (per
-        spiking population, :func:`neurons.window.fano_sums` of its counts in ``n_chunks``
+        spiking population, :func:`ctmhsa.neurons.window.fano_sums` of its counts in ``n_chunks``
         equal parts of the window) and ``spikes`` (per recorded population ``(cell, time_s)``).
     """
     dev = b2.device
@@ -327,7 +327,7 @@ def _execute(dev, built, warmup: float, duration: float, directory: str, n_chunk
 
 
 COUNTERS = ("n_win", "n_chunk", "s2_chunk")
-"""The spike counters read after a run (:data:`neurons.window.COUNTER_EQUATIONS`)."""
+"""The spike counters read after a run (:data:`ctmhsa.neurons.window.COUNTER_EQUATIONS`)."""
 
 
 def _read_back(built) -> dict:
@@ -346,7 +346,7 @@ def _read_back(built) -> dict:
 def _collect(built, T: float, n_chunks: int) -> dict:
     """Window observables, Fano sums and recorded spike trains, read back after a standalone run
     (observables integrated from ``t_win`` on; counts kept by the cells, see
-    :data:`neurons.window.COUNTER_EQUATIONS`)."""
+    :data:`ctmhsa.neurons.window.COUNTER_EQUATIONS`)."""
     obs, fano = {}, {}
     for name, names in _read_back(built).items():
         model = get_model(built.level, built.circuit.population(name).cell_type)
@@ -400,7 +400,7 @@ def _write_back_code(dev, built) -> str:
                 owners[var.owner.name] = var.owner
     for _, obj in sorted(owners.items()):
         variables += [obj.variables[v] for v in obj.equations.diff_eq_names]
-    lines = ["{  // ctmhsa (circuits.standalone): write back only what is read",
+    lines = ["{  // ctmhsa (ctmhsa.circuits.standalone): write back only what is read",
              "    auto _write_back = [](const std::string& name, const void* data, size_t bytes) {",
              "        std::ofstream out(brian::results_dir + name, std::ios::binary | std::ios::out);",
              "        out.write(static_cast<const char*>(data), bytes);",

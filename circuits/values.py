@@ -1,7 +1,7 @@
 """Task-dependent values of a circuit: the interface between the mapping layer and the builder.
 
-Plain numpy in SI units, no Brian2: the mapping layer (:mod:`mapping.encode`) produces them
-without importing the builder, and :func:`circuits.instantiate.instantiate` writes them into
+Plain numpy in SI units, no Brian2: the mapping layer (:mod:`ctmhsa.mapping.encode`) produces them
+without importing the builder, and :func:`ctmhsa.circuits.instantiate.instantiate` writes them into
 Brian2 variables (never compiled into code, so a new input reuses every compiled object).
 """
 

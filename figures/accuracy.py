@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m figures.accuracy RESULTS_DIR OUT.png
+    python -m ctmhsa.figures.accuracy RESULTS_DIR OUT.png
 """
 
 from __future__ import annotations
@@ -61,5 +61,5 @@ def plot_accuracy(results_dir: str, out: str | None = None):
 
 if __name__ == "__main__":  # pragma: no cover
     if len(sys.argv) != 3:
-        sys.exit("usage: python -m figures.accuracy RESULTS_DIR OUT.png")
+        sys.exit("usage: python -m ctmhsa.figures.accuracy RESULTS_DIR OUT.png")
     plot_accuracy(sys.argv[1], sys.argv[2])

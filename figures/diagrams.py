@@ -1,7 +1,7 @@
 """Circuit diagrams drawn from built circuit descriptions (paper figs. 1b, 1c, 3, 4a).
 
 Nothing here is drawn by hand: positions come from the populations' index axes and every line is
-a projection (or a synapse) of the :class:`circuits.graph.Circuit`, coloured by its weight source.
+a projection (or a synapse) of the :class:`ctmhsa.circuits.graph.Circuit`, coloured by its weight source.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Draw every figure as PNG + PDF with a caption file, from the data files of a data directory
-only (written by :func:`sims.figure_data.make_data`; ``ctmhsa figures`` runs both). Nothing here
-simulates: results directories are read with :func:`sims.io.load` or as plain files, and the
+only (written by :func:`ctmhsa.sims.figure_data.make_data`; ``ctmhsa figures`` runs both). Nothing here
+simulates: results directories are read with :func:`ctmhsa.sims.io.load` or as plain files, and the
 circuit diagrams and the IT→PT matrix are drawn from circuit *descriptions*
-(:mod:`circuits.builders`), which allocate nothing.
+(:mod:`ctmhsa.circuits.builders`), which allocate nothing.
 
-The data directory holds ``manifest.json`` (see :mod:`sims.figure_data` for its contents).
+The data directory holds ``manifest.json`` (see :mod:`ctmhsa.sims.figure_data` for its contents).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import shutil
 
 import numpy as np
 
-from circuits.builders import build, macrocolumn, pathway
-from sims.io import load
-from sims.progress import progress
+from ctmhsa.circuits.builders import build, macrocolumn, pathway
+from ctmhsa.sims.io import load
+from ctmhsa.sims.progress import progress
 
 from .accuracy import plot_accuracy
 from .diagrams import draw_head_cells, draw_pathway
@@ -30,7 +30,7 @@ __all__ = ["make_figures", "read_data", "FIGURES", "MANIFEST"]
 FIGURES = ("fig1b_head_cells", "fig1c_pathway", "fig4a_cross_attention", "fig2_cells",
            "accuracy_rate", "accuracy_escape", "accuracy_lif", "raster_escape", "error_scaling",
            "counts_vs_n", "quadratic_vs_linear", "two_point_laws")
-MANIFEST = "manifest.json"   # written by sims.figure_data.make_data
+MANIFEST = "manifest.json"   # written by ctmhsa.sims.figure_data.make_data
 FROM_SIMULATIONS = ("fig2_cells", "accuracy_rate", "accuracy_escape", "accuracy_lif", "raster_escape",
                     "error_scaling", "quadratic_vs_linear", "two_point_laws")
 """Figures drawn from simulated data: marked QUICK when the data are (the diagrams and counts
@@ -49,7 +49,7 @@ def read_data(data_dir: str) -> dict:
     where = os.path.join(data_dir, MANIFEST)
     if not os.path.isfile(where):
         raise ValueError(f"data_dir: no {MANIFEST} in {data_dir!r}; produce the data first "
-                         "(`ctmhsa figures`, or sims.figure_data.make_data)")
+                         "(`ctmhsa figures`, or ctmhsa.sims.figure_data.make_data)")
     with open(where) as fh:
         man = json.load(fh)
 
@@ -145,7 +145,7 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
         window = (f"{c['duration']:g} s simulated" if level == "rate"
                   else f"{c['warmup']:g} s warm-up + {c['duration']:g} s window")
         made += save(fig, out_dir, f"accuracy_{level}",
-                     f"Decoded rates vs the exact reference (mapping.reference) for every stage, {level} "
+                     f"Decoded rates vs the exact reference (ctmhsa.mapping.reference) for every stage, {level} "
                      f"level, {size}, {window} (the barrel-size numbers are in docs/benchmarks.md). "
                      "Identity line grey; NRMSE and Pearson r in each panel." + LIF_NOTE * (level == "lif"))[:1]
     res = load(data["accuracy_escape"])
@@ -191,7 +191,7 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
                  "C = 1; (b) NRMSE of ṽ and x̃ against exact linear attention on the same head "
                  f"({size}, rate level, decoded as if the soma multiplied; the product is exact to "
                  "rounding); (c) decoded vs exact x̃. Each law's rate-level output equals the prediction "
-                 "of neurons.laws.attention_under_law to rounding (tests).")[:1]
+                 "of ctmhsa.neurons.laws.attention_under_law to rounding (tests).")[:1]
     bar.close()
     if gallery:
         os.makedirs(gallery, exist_ok=True)

@@ -7,8 +7,8 @@ import os
 
 import numpy as np
 
-from neurons.laws import law_numpy
-from sims.io import load
+from ctmhsa.neurons.laws import law_numpy
+from ctmhsa.sims.io import load
 
 from .style import PROJECTION_COLOURS, plt
 
@@ -17,7 +17,7 @@ __all__ = ["fig2", "raster", "draw_raster", "error_scaling", "counts_vs_n", "cir
 
 def fig2(npz_paths: dict, it_pt_matrix: np.ndarray):
     """In-silico fig. 2, one row per cell level (``npz_paths``: level -> npz of
-    :func:`sims.benchmarks.cells.fig2_data`): (a) apical drive multiplies the f–I gain of an L5 IT
+    :func:`ctmhsa.sims.benchmarks.cells.fig2_data`): (a) apical drive multiplies the f–I gain of an L5 IT
     cell; (b) silencing L2/3 lowers it; (c) divisive normalisation: measured with interneurons
     (solid), the prediction ``R_set u_own / Σu`` above the baseline (black), and without
     interneurons (dashed, right axis); (d) the IT→PT connection matrix of a built macrocolumn."""
@@ -154,7 +154,7 @@ def error_scaling(time_dirs: dict, p_dirs: dict):
 def counts_vs_n(circuit_counts: dict, ns):
     """Neurons and synapses of one head of the quadratic circuit vs n, read from the circuit
     counts (``{"d", "rows": [{circuit, n, d, neurons, synapses}]}``, counted from descriptions;
-    see :func:`sims.benchmarks.circuits.counts`) at the sizes ``ns``."""
+    see :func:`ctmhsa.sims.benchmarks.circuits.counts`) at the sizes ``ns``."""
     d = circuit_counts["d"]
     rows = {r["n"]: r for r in circuit_counts["rows"] if r["circuit"] == "quadratic"}
     missing = [n for n in ns if n not in rows]
@@ -181,7 +181,7 @@ def circuits_vs_n(runs: dict, count_rows: list[dict]):
     one head vs n from descriptions, (c) build and run time and (d) read-out error vs n from runs.
 
     ``runs`` maps ``(circuit, n)`` to a results directory; ``count_rows`` holds
-    ``{circuit, n, d, neurons, synapses}`` (see :func:`sims.benchmarks.circuits.counts`)."""
+    ``{circuit, n, d, neurons, synapses}`` (see :func:`ctmhsa.sims.benchmarks.circuits.counts`)."""
     colours = {"quadratic": "#ff7f00", "linear": "#1f78b4"}
     fig, ax = plt.subplots(1, 4, figsize=(14, 3.3), constrained_layout=True)
     for kind, col in colours.items():

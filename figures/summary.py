@@ -4,7 +4,7 @@ exact reference, each stage's error beside its noise floor, a spike raster of on
 
 Usage::
 
-    python -m figures.summary RESULTS_DIR [OUT.png]
+    python -m ctmhsa.figures.summary RESULTS_DIR [OUT.png]
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import sys
 
 import numpy as np
 
-from sims.io import atomic_path, load
-from sims.nwb import circuit_of
-from sims.result import STAGE_LABELS, STAGE_ORDER
+from ctmhsa.sims.io import atomic_path, load
+from ctmhsa.sims.nwb import circuit_of
+from ctmhsa.sims.result import STAGE_LABELS, STAGE_ORDER
 
 from .panels import draw_raster
 from .style import DPI, POP_COLOURS, check_fonts, plt
@@ -49,14 +49,14 @@ def _scatter(ax, key, decoded, exact, m):
 
 
 def draw_summary(results_dir, out: str | None = None, head: int = 0, macro: int = 0, span: float = 1.0):
-    """Draw the summary of a run: a :class:`sims.result.SimulationResult`, or the path of a
-    results directory (read with :func:`sims.io.load`).
+    """Draw the summary of a run: a :class:`ctmhsa.sims.result.SimulationResult`, or the path of a
+    results directory (read with :func:`ctmhsa.sims.io.load`).
 
     Parameters
     ----------
     results_dir : SimulationResult or str
     out : str, optional
-        PNG to write (at :data:`figures.style.DPI`); the figure is returned either way.
+        PNG to write (at :data:`ctmhsa.figures.style.DPI`); the figure is returned either way.
     head, macro : int
         The macrocolumn whose spikes the raster shows.
     span : float
@@ -144,5 +144,5 @@ def draw_summary(results_dir, out: str | None = None, head: int = 0, macro: int 
 
 if __name__ == "__main__":  # pragma: no cover
     if len(sys.argv) not in (2, 3):
-        sys.exit("usage: python -m figures.summary RESULTS_DIR [OUT.png]")
+        sys.exit("usage: python -m ctmhsa.figures.summary RESULTS_DIR [OUT.png]")
     draw_summary(sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else os.path.join(sys.argv[1], "summary.png"))

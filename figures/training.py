@@ -6,7 +6,7 @@ matrices, with its running median (right).
 
 Usage::
 
-    python -m figures.training RESULTS_DIR [OUT.png]
+    python -m ctmhsa.figures.training RESULTS_DIR [OUT.png]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from sims.io import atomic_path
+from ctmhsa.sims.io import atomic_path
 
 from .style import DPI, check_fonts, plt
 

@@ -1,7 +1,7 @@
 """Drive and baselines of the ``lif`` somata: the affine spike generator in the circuit.
 
-A lif soma (:mod:`neurons.conductance`) fires ``r_base + rho P`` on its calibrated affine branch
-when driven by ``I_rh + I_gain rho P`` (:func:`neurons.conductance.soma_calibration`). The
+A lif soma (:mod:`ctmhsa.neurons.conductance`) fires ``r_base + rho P`` on its calibrated affine branch
+when driven by ``I_rh + I_gain rho P`` (:func:`ctmhsa.neurons.conductance.soma_calibration`). The
 baseline ``r_base`` must not reach the attention:
 
 - a projection from lif cells adds ``r_base Σ_i w_ij`` to the mean input of every target cell
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from circuits.fold import fold_classes
-from neurons.conductance import lif_drive
-from neurons.models import get_model
+from ctmhsa.circuits.fold import fold_classes
+from ctmhsa.neurons.conductance import lif_drive
+from ctmhsa.neurons.models import get_model
 
 __all__ = ["add_lif_drive", "remove_baselines", "BIAS_OF"]
 
@@ -53,7 +53,7 @@ def add_lif_drive(circuit, values, level: str, dt: float) -> None:
         if proj.source not in somata:
             continue
         # cells with identical synapses on the compartment get identical baseline input: sum it
-        # for one cell per class (circuits.fold), on the representatives' synapses only
+        # for one cell per class (ctmhsa.circuits.fold), on the representatives' synapses only
         cls, reps = fold_classes(circuit, proj.target, (proj.compartment,), [pname])
         i, j = circuit.pairs(proj, post_cells=reps)
         w = circuit.synapse_weights(proj, values.weights[pname], i, j)

@@ -6,7 +6,7 @@ tokens and the weights only — never from an intermediate stage of the referenc
 the answer leaks into the circuit. The offsets that keep signed quantities non-negative are
 worst-case bounds (``|W| |x|``), so by construction no rate is rectified.
 
-Codes used by :mod:`mapping.encode` (symbols as in :mod:`mapping.reference`):
+Codes used by :mod:`ctmhsa.mapping.encode` (symbols as in :mod:`ctmhsa.mapping.reference`):
 
 =================  =========================================  ================================
 quantity           neural variable                            code
@@ -53,7 +53,7 @@ class AffineCode:
 
 @dataclass(frozen=True)
 class TransferCode:
-    """Code through a measured transfer function (:class:`neurons.calibration.TransferTable`).
+    """Code through a measured transfer function (:class:`ctmhsa.neurons.calibration.TransferTable`).
 
     ``encode(p)`` is the rate a cell fires for encoded product ``p``; ``decode(rate)`` inverts
     the calibrated table and returns NaN below its documented lower bound (outside the working
@@ -84,7 +84,7 @@ class CodeGains:
         Mean L2/3 rate per cell held by the interneurons (Hz); the set point of a macrocolumn
         is ``R_set = r_l23 x`` (its number of L2/3 cells). Normalisation needs
         ``rho * mean(phi(q) phi(k)) > r_l23`` in every macrocolumn: the encoder moves a head's
-        L2/3 gain off ``rho_l23`` where that fails (:mod:`mapping.operating`).
+        L2/3 gain off ``rho_l23`` where that fails (:mod:`ctmhsa.mapping.operating`).
     g_sh : float
         Shunting conductance (relative to the leak) per Hz of interneuron rate (s).
     r_pool_min : float
@@ -99,7 +99,7 @@ class CodeGains:
         active (at 0 Hz the integral feedback sits at its rectification). With ``g_sh`` it is
         the range of divisions ``1 + g_sh r_inh`` (1.4-81 by default), hence the largest spread
         of ``Z_i / N_i`` across one head's macrocolumns that can be normalised (58×); see
-        :mod:`mapping.operating`.
+        :mod:`ctmhsa.mapping.operating`.
     rho_it, rho_pt, rho_out : float
         L5 IT, L5 PT and nucleus-2 rates per unit of y·n, ṽ and x̃ (Hz) in the ON/OFF code
         (the default); the offset code uses half of each (equal worst-case rate). The defaults
@@ -146,14 +146,14 @@ DEFAULT_GAINS = CodeGains()
 
 LEVEL_GAINS = {"lif": replace(DEFAULT_GAINS, r_l23=15.0, r_inh_min=10.0, rho_out=50.0)}
 """Default gains where a level departs from :data:`DEFAULT_GAINS`. The lif somata fire a
-baseline (``r_base`` = 20 Hz, :mod:`mapping.baseline`) that the interneurons pool with the
+baseline (``r_base`` = 20 Hz, :mod:`ctmhsa.mapping.baseline`) that the interneurons pool with the
 signal: the loop holds the total, and an error of the total counts against the signal in
 proportion ``1 + r_base / r_l23``. With 15 Hz per L2/3 cell above the baseline instead of 5, the
 division's bias fell from 2-8 % to 0-5 % (n = 6, d = 6, 3 s; docs/lif.md). Thresholded cells
 also need busier interneurons: a macrocolumn of lif cells held its pooled rate within 1 % of the
 set point at divisions 4-14 but 9 % low at 2 (interneurons at 21 Hz); ``r_inh_min`` = 10 Hz
 makes the smallest division 3 and the encoder keep a head's divisions above 6 where it can.
-The lif somata follow their affine law only up to about 136 Hz (:func:`neurons.conductance.affine_range`);
+The lif somata follow their affine law only up to about 136 Hz (:func:`ctmhsa.neurons.conductance.affine_range`);
 with ``rho_out`` = 100 Hz the nucleus-2 relays of a three-head pathway reached 176 Hz and x̃ was
 compressed (slope 0.58, 2.1x its floor; n = 7, H = 3, dk = 3, dv = 5, de = 6); ``rho_out`` = 50
 kept them below 113 Hz (x̃ 1.24x) and left the tuned n = d = 8, H = 2 case at 0.40x."""

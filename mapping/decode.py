@@ -1,4 +1,4 @@
-"""Neural observables -> every stage of SPEC §1 (inverse of :mod:`mapping.encode`).
+"""Neural observables -> every stage of SPEC §1 (inverse of :mod:`ctmhsa.mapping.encode`).
 
 ``obs`` holds, per population, per-cell values of the model's observables (final values at the
 rate level, window averages at spiking levels). Copies of a quantity carried by several cells
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from circuits.graph import Circuit
+from ctmhsa.circuits.graph import Circuit
 
 from .reference import FEATURE_MAPS
 
@@ -72,7 +72,7 @@ def _division(c, obs_pop, pop, axes):
     faithful readout of the division.
 
     Escape cells drive their somata with phi corrected for their basal potential's spike-noise
-    variance (:data:`neurons.models.PHI_CORRECTED`), whose mean is phi of the mean potential: the
+    variance (:data:`ctmhsa.neurons.models.PHI_CORRECTED`), whose mean is phi of the mean potential: the
     same relation as at the rate level, so the window mean of ``V_b`` enters phi uncorrected.
     The ratio of the pooled sums, not the mean of per-cell ratios: a cell with a small phi(q)
     has a small mean ``U`` whose counting noise made its ratio, hence Z, explode."""
@@ -153,7 +153,7 @@ def range_report(circuit: Circuit, obs: dict, max_rate: float | None = None) -> 
     unreachable and the division by Z did not happen there.
     ``saturated`` (when ``max_rate`` is given, Hz): cells whose mean intensity exceeds it — an
     escape cell spikes at most once per step, so ``max_rate = 1/dt`` there; lower the gains of
-    :class:`mapping.codes.CodeGains` or ``dt``.
+    :class:`ctmhsa.mapping.codes.CodeGains` or ``dt``.
     """
     out = {}
     for name, pop in circuit.populations.items():

@@ -3,7 +3,7 @@
 At the escape level a dendrite integrates spikes, so its potential ``V`` fluctuates around the
 mean the encoder set (``u`` times the encoded q or k) and a cell passing it through a curved
 phi sees ``E[phi(V/u)] != phi(E[V]/u)``: the *phi-bias* (README, "The φ-bias"). The escape cells
-that pass a dendrite through phi (:data:`neurons.models.PHI_VARIANCE`) correct it to second order
+that pass a dendrite through phi (:data:`ctmhsa.neurons.models.PHI_VARIANCE`) correct it to second order
 with the variance of ``V/u``, which this module computes *before* the run from what the encoder
 set: the synaptic weights and the rates of the presynaptic relays. Nothing of the reference
 enters.
@@ -12,7 +12,7 @@ Derivation (discrete time, as simulated; ``dt`` the step). A presynaptic escape 
 ``r`` spikes in a step with probability ``p = r dt`` (clipped at 1), a count of variance
 ``p (1 - p)`` per step, independently of every other cell and step (a relay's intensity is
 constant). Each spike adds ``A = w k_syn`` (``k_syn = (1 - exp(-dt/tau_syn))/dt``, see
-:func:`neurons.params.with_units`) to the exponential current ``I``, which decays by
+:func:`ctmhsa.neurons.params.with_units`) to the exponential current ``I``, which decays by
 ``a = exp(-dt/tau_syn)`` per step; the dendrite is advanced by exponential Euler with the
 current of the step's start, ``V <- c V + (1 - c) (b + I)``, ``c = exp(-dt/tau_d)``. A spike
 in step 0 therefore moves ``V`` by ``h_m = (1 - c) A (c^m - a^m)/(c - a)`` ``m`` steps later
@@ -31,7 +31,7 @@ formula is checked against a simulated dendrite in ``tests/test_dendritic_bias.p
 The linear circuit's outer-product cells also get the covariance of their soma (value, a filter
 of the basal dendrite) and apical dendrite (key), which integrate the same relays: the same sum
 with ``w_b w_a`` in place of ``w²`` and the cross gain :func:`soma_cross_gain` in place of ``G``
-(parameter :data:`neurons.models.PHI_COVARIANCE`). Derivation and measurements: docs/phi_bias.md.
+(parameter :data:`ctmhsa.neurons.models.PHI_COVARIANCE`). Derivation and measurements: docs/phi_bias.md.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ import math
 
 import numpy as np
 
-from circuits.fold import fold_classes
-from neurons.models import PHI_COVARIANCE, PHI_VARIANCE, get_model
-from neurons.params import DEFAULT_PARAMS, CellParams, k_syn
+from ctmhsa.circuits.fold import fold_classes
+from ctmhsa.neurons.models import PHI_COVARIANCE, PHI_VARIANCE, get_model
+from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, k_syn
 
 __all__ = ["shot_noise_gain", "soma_cross_gain", "dendrite_variance", "phi_variances", "add_phi_variances"]
 
@@ -148,7 +148,7 @@ def phi_variances(circuit, values, params: CellParams = DEFAULT_PARAMS, dt: floa
     circuit : Circuit
         The description.
     values : CircuitValues
-        What the encoder set (:func:`mapping.encode.encode`): the weights and the relays'
+        What the encoder set (:func:`ctmhsa.mapping.encode.encode`): the weights and the relays'
         rates ``r_in`` are read.
     params : CellParams
         ``u`` (V per unit), ``tau_syn``, ``tau_d`` (s).
@@ -160,7 +160,7 @@ def phi_variances(circuit, values, params: CellParams = DEFAULT_PARAMS, dt: floa
     Returns
     -------
     dict
-        Population -> {variance parameter (:data:`neurons.models.PHI_VARIANCE`): per-cell
+        Population -> {variance parameter (:data:`ctmhsa.neurons.models.PHI_VARIANCE`): per-cell
         variance of ``V/u`` (dimensionless, units of u²)}. Empty where no model corrects phi.
 
     Raises
@@ -179,7 +179,7 @@ def phi_variances(circuit, values, params: CellParams = DEFAULT_PARAMS, dt: floa
         for comp in getattr(model, "corrected", ()):
             projs = incoming.get((name, comp), [])
             # cells with identical synapses on the compartment have identical variance: compute it
-            # for one cell per class (circuits.fold), on the representatives' synapses only
+            # for one cell per class (ctmhsa.circuits.fold), on the representatives' synapses only
             cls, reps = fold_classes(circuit, name, (comp,), projs)
             var = np.zeros(len(reps))
             for pname in projs:

@@ -1,10 +1,10 @@
 """Tokens and weights -> input rates, synaptic weights and biases of a circuit.
 
-The output is a :class:`circuits.instantiate.CircuitValues` (what Brian2 needs) and the codes
-needed to decode (what :mod:`mapping.decode` needs). Only the tokens, the weights and the
+The output is a :class:`ctmhsa.circuits.instantiate.CircuitValues` (what Brian2 needs) and the codes
+needed to decode (what :mod:`ctmhsa.mapping.decode` needs). Only the tokens, the weights and the
 circuit's structure enter; no stage of the reference is computed here.
 
-Derivations (u: volts per unit; see :mod:`mapping.codes`):
+Derivations (u: volts per unit; see :mod:`ctmhsa.mapping.codes`):
 
 - core/matrix synapses carry ``w = u W / rho_in`` (V·s), so a dendrite integrating the relay
   rates ``rho_in (x_b + x)`` sits at ``u (W x + x_b Σ_e W)``; a bias ``-u x_b Σ_e W`` (plus
@@ -13,7 +13,7 @@ Derivations (u: volts per unit; see :mod:`mapping.codes`):
   ``r_pool_min``, so small pools still fire enough spikes for the feedback)
   (integral feedback: pool weight ``1/(g_sh R_set,i)``, set point ``1/g_sh``), hence
   ``r_L23 = R_set,i s``; the loop gain is then independent of the macrocolumn's size. The L2/3
-  gain ``rho_h`` of each head is the operating point of :mod:`mapping.operating`: the default
+  gain ``rho_h`` of each head is the operating point of :mod:`ctmhsa.mapping.operating`: the default
   ``rho_l23`` where every macrocolumn's division ``rho_h Z_i / R_set,i`` lies within the
   interneurons' range, else a gain that puts them all there (or a refusal, before building).
 - L2/3 -> apical L5 IT weights ``u a_i / R_set,i`` give an apical potential ``u a_i κ_ij`` with
@@ -26,7 +26,7 @@ That is the offset code (``signed="offset"``). With ON/OFF pairs (the default) n
 ``rho_in [±x]_+`` through synapses ``±u W / rho_in`` (no ``x_b``, no dendritic bias), the L5 IT
 basal dendrites see ``±u v`` (no ``v_0``), the PT cells ``±u ṽ`` (weights ``±u / (rho_it a_i)`` from
 the ON and OFF IT cells) and nucleus 2 ``±u x̃``: no offset anywhere after the dendrites, so
-every cell fires for signal only. The gains in :class:`mapping.codes.CodeGains` are those of the
+every cell fires for signal only. The gains in :class:`ctmhsa.mapping.codes.CodeGains` are those of the
 ON/OFF code; the offset code halves them (the same worst-case rate: rho' v_0 = (rho'/2) 2 v_0).
 """
 
@@ -36,9 +36,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from circuits.graph import Circuit
-from circuits.values import CircuitValues
-from neurons.params import DEFAULT_PARAMS, CellParams
+from ctmhsa.circuits.graph import Circuit
+from ctmhsa.circuits.values import CircuitValues
+from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams
 
 from .codes import DEFAULT_GAINS, AffineCode, CodeGains
 from .operating import copies, l23_cells, operating_point, pooled_drive, set_points
@@ -56,14 +56,14 @@ class Encoding:
     Attributes
     ----------
     values : CircuitValues
-        Weights, biases and input rates for :func:`circuits.instantiate.instantiate`.
+        Weights, biases and input rates for :func:`ctmhsa.circuits.instantiate.instantiate`.
     codes : dict of str -> AffineCode
         ``tokens``, ``q``, ``k``, ``v``, ``v_tilde``, ``x_tilde`` codes.
     consts : dict
         Other decoding constants: ``R_set (H, n)`` (L2/3 rate per unit of s: the set point, or
         rho_l23 without interneurons), ``a (H, n)``, ``u``, ``v0 (H,)``, ``x0``, ``gains`` (a
         dict; its ``rho_l23`` is the per-head operating gain, shape (H, 1)) and ``operating``
-        (the :class:`mapping.operating.OperatingPoint`, or None without interneurons).
+        (the :class:`ctmhsa.mapping.operating.OperatingPoint`, or None without interneurons).
     """
 
     values: CircuitValues
@@ -112,7 +112,7 @@ def encode(
     circuit : Circuit
         A pathway/area/macrocolumn description whose sizes match the arrays.
     X, WQ, WK, WV, WO, Y : ndarray
-        Validated inputs (see :func:`mapping.reference.check_attention_inputs`), unbatched.
+        Validated inputs (see :func:`ctmhsa.mapping.reference.check_attention_inputs`), unbatched.
     gains : CodeGains
         Gains of the codes.
     params : CellParams
@@ -261,7 +261,7 @@ def _microcolumns(circuit, vals, gains, ctx):
 
 
 def _key_value_memory(circuit, vals, gains, ctx):
-    """Values of the linear circuit (see circuits.builders): outer-product cells fire
+    """Values of the linear circuit (see ctmhsa.circuits.builders): outer-product cells fire
     ``rho_outer phi(k_jf) [±v_jc]_+``; memory cells hold ``u S_fc / m`` and ``u z_f / m`` (mean over
     tokens, so their rates do not grow with m); read-out cells fire
     ``rho_l23 phi(q_if) [±S_fc]_+ / (m (1 + g_i))``, and the interneurons hold each macrocolumn's

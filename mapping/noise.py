@@ -2,7 +2,7 @@
 
 From the measured rates, the measured Fano factors and the window T only — never from the
 reference — each decoded stage gets the variance it would have if spike-count noise were its
-only error. First-order propagation through the decoding relations of :mod:`mapping.decode`,
+only error. First-order propagation through the decoding relations of :mod:`ctmhsa.mapping.decode`,
 treating different cells as independent:
 
 - q, k, v (window-mean dendritic potentials): ``Σ_e (W_ce / rho_in)² F_in r_e / T``;
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mapping.decode import per_dimension
-from mapping.encode import copies
-from mapping.reference import FEATURE_MAPS
+from ctmhsa.mapping.decode import per_dimension
+from ctmhsa.mapping.encode import copies
+from ctmhsa.mapping.reference import FEATURE_MAPS
 
 __all__ = ["stage_noise_variance", "spike_generation_fano"]
 
@@ -115,7 +115,7 @@ def _microcolumns(circuit, c, obs, fano, T, stages, f, df, out):
     var_kv = kap ** 2 * out["v"][:, None, :, :]
     out["y"] = var_it + v ** 2 * out["kappa"][..., None] + var_kv
     if "interneuron" in pops and "Z" in stages:
-        # Z is read from the L2/3 somata (see mapping.decode): the query noise enters every
+        # Z is read from the L2/3 somata (see ctmhsa.mapping.decode): the query noise enters every
         # cell of macrocolumn i alike through phi(q_i); averaged over the dk features. Plus the
         # set point's own noise: the integral feedback pins the macrocolumn's pooled L2/3 spike
         # *count* at R_set T, so the pooled intensity the somata carry (hence D, Z) misses it by

@@ -2,7 +2,7 @@
 that they did.
 
 The interneurons of macrocolumn i hold its pooled L2/3 rate at the set point ``R_set,i``
-(integral feedback, :mod:`neurons.models`). Each L2/3 soma relaxes to ``u phi(q) / D_i`` with
+(integral feedback, :mod:`ctmhsa.neurons.models`). Each L2/3 soma relaxes to ``u phi(q) / D_i`` with
 ``D_i = 1 + g_i`` the total somatic conductance relative to the leak, so at the fixed point
 
     D_i = rho_h a_i,      a_i = Z_i / R_set,i,
@@ -13,7 +13,7 @@ max(r_l23 N_i, r_pool_min)`` the set point of the macrocolumn's ``N_i`` L2/3 cel
 the interneurons fall silent and the macrocolumn is *not divided* — before this module the
 circuit then settled at a fixed point of the rectified system and returned a silent wrong answer.
 The shunt is ``g_i = g_sh r_inh,i`` (``r_inh,i`` the macrocolumn's mean interneuron rate), so a
-physiological range of interneuron rates ``[r_inh_min, r_inh_max]`` (:class:`mapping.codes.CodeGains`)
+physiological range of interneuron rates ``[r_inh_min, r_inh_max]`` (:class:`ctmhsa.mapping.codes.CodeGains`)
 is a range of divisions ``[D_min, D_max]``.
 
 **Operating point.** :func:`operating_point` chooses one L2/3 gain per head such that every
@@ -177,7 +177,7 @@ def operating_point(drive: np.ndarray, gains) -> OperatingPoint:
     ----------
     drive : ndarray (H, n)
         Pooled drive per Hz of set point, :func:`pooled_drive` / :func:`set_points`.
-    gains : mapping.codes.CodeGains
+    gains : ctmhsa.mapping.codes.CodeGains
 
     Raises
     ------
@@ -246,7 +246,7 @@ def _settling(early: dict, late: dict) -> tuple[float, str]:
 
 GAIN_OF = {"l23": "rho_l23", "l5it": "rho_it", "l5pt": "rho_pt", "relay_out": "rho_out",
            "kv_write": "rho_outer", "memory": "rho_memory", "kv_read": "rho_l23"}
-"""The :class:`mapping.codes.CodeGains` field that sets each cell type's rate per unit."""
+"""The :class:`ctmhsa.mapping.codes.CodeGains` field that sets each cell type's rate per unit."""
 
 
 def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict | None = None,
@@ -257,14 +257,14 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
     Parameters
     ----------
     circuit, encoding
-        The run's description and :class:`mapping.encode.Encoding`.
+        The run's description and :class:`ctmhsa.mapping.encode.Encoding`.
     obs : dict
         Observables of the run (final state at the rate level, window means at spiking levels;
         ``expected_r`` is used for the pooled rate where present: the intensity, free of count
         noise).
     level : str
         ``"rate"`` or a spiking level.
-    gains : mapping.codes.CodeGains
+    gains : ctmhsa.mapping.codes.CodeGains
     early : dict, optional
         Rate level: the observables at 90 % of the run (settling check).
     T : float, optional
@@ -273,7 +273,7 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
         Escape level: ``1/dt``, the most an escape cell can fire.
     rate_range : (float, float), optional
         lif level: the measured rates (Hz) over which the somata follow their affine law
-        (:func:`neurons.conductance.affine_range`); a cell outside it by more than three
+        (:func:`ctmhsa.neurons.conductance.affine_range`); a cell outside it by more than three
         Poisson standard deviations of its count over ``T`` is reported (its decoded rate is
         compressed).
 

@@ -1,7 +1,7 @@
 """Neuron models of the cortico-thalamic attention circuit, per fidelity level.
 
-``neurons.params`` holds the one physiological parameter set shared by every level;
-``neurons.models`` the cell models (Brian2 equation strings with units) registered per
+``ctmhsa.neurons.params`` holds the one physiological parameter set shared by every level;
+``ctmhsa.neurons.models`` the cell models (Brian2 equation strings with units) registered per
 ``(level, cell_type)``.
 """
 

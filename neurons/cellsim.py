@@ -6,7 +6,7 @@ independent Poisson synapses of rate ``rate[cell]`` and efficacy ``w`` (V·s; me
 ``n_syn * rate * w`` volts). Optionally, ``n_inh`` divisive interneurons pool every cell of the
 population and shunt all of them (one macrocolumn's normalisation loop).
 
-The same equations as the circuit are used (:mod:`neurons.models`); at the rate level the
+The same equations as the circuit are used (:mod:`ctmhsa.neurons.models`); at the rate level the
 drive is its mean, at the spiking levels each step draws ``poisson(n_syn * rate * dt)`` spikes.
 """
 
@@ -59,7 +59,7 @@ class Interneurons:
     w_shunt: float
     n: int = 1
     e_max: float = 9.0
-    """Bound of the loop's relative error (see the interneuron model in :mod:`neurons.models`)."""
+    """Bound of the loop's relative error (see the interneuron model in :mod:`ctmhsa.neurons.models`)."""
     groups: int = 1
     """Independent macrocolumns: cells are split into ``groups`` equal consecutive blocks, each
     with its own ``n`` interneurons (pooling and shunting that block only)."""
@@ -194,7 +194,7 @@ def spike_count_nrmse_floor(rates: np.ndarray, duration: float, fano: float = 1.
     """NRMSE of rates estimated from spike counts, from counting noise alone.
 
     Each rate estimate ``count / T`` has variance ``F r / T``; the floor is
-    ``sqrt(mean(F r / T)) / std(r)`` (the NRMSE convention of :func:`sims.result.stage_metrics`).
+    ``sqrt(mean(F r / T)) / std(r)`` (the NRMSE convention of :func:`ctmhsa.sims.result.stage_metrics`).
     """
     rates = np.asarray(rates, float)
     return float(np.sqrt(np.mean(fano * rates / duration)) / np.std(rates))

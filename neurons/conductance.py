@@ -18,7 +18,7 @@ The OU conductances are advanced by their exact one-step update after every stat
 membrane can use exponential Euler (linear in v given the conductances).
 
 :func:`fi_curve` measures the rate against a constant drive current with the shared measurement
-window (:func:`neurons.window.measure`) and fits it with an affine law r = r0 + c I over a rate
+window (:func:`ctmhsa.neurons.window.measure`) and fits it with an affine law r = r0 + c I over a rate
 range: the residual of that fit is how far the cell is from a linear spike generator.
 """
 

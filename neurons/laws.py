@@ -67,7 +67,7 @@ def law_numpy(law: str):
 
 def attention_under_law(kappa, v, WO, law: str, a, v0=None, causal: bool = False) -> dict:
     """What the circuit computes when its L5 IT somata follow ``law`` instead of the product,
-    decoded as if they multiplied (the decoder of :mod:`mapping.decode`).
+    decoded as if they multiplied (the decoder of :mod:`ctmhsa.mapping.decode`).
 
     An ON/OFF pair sees ``R = ±v_j`` and ``C = a_i κ_ij``; its decoded output is
     ``y_ij = (f(v, C) - f(-v, C)) / a_i``, which is ``κ_ij v_j`` for the product. With the offset

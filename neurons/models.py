@@ -62,7 +62,7 @@ def phi_expression(name: str, x: str) -> str:
 class Fold:
     """Deterministic state that cells with identical synaptic input may share.
 
-    The builder (:mod:`circuits.fold`) simulates ``variables`` once per class of cells that
+    The builder (:mod:`ctmhsa.circuits.fold`) simulates ``variables`` once per class of cells that
     receive the same synapses on ``compartments``; the compartments' input sums, synaptic
     currents and ``parameters`` move along, and the cells read ``variables`` as linked variables.
     Only state that is a deterministic function of those inputs may be declared (no random
@@ -115,7 +115,7 @@ class CellModel:
     pre_threshold : str
         Code run every time step after every state update of the step (the cell's own, its
         regular code and its folded compartments'), in the spike thresholder's loop just before
-        each cell's spike condition (:class:`neurons.threshold.CellThresholder`): the escape
+        each cell's spike condition (:class:`ctmhsa.neurons.threshold.CellThresholder`): the escape
         cells' survival update, or ``""``.
     threshold, reset, refractory : str
         Brian2 spike condition, reset code and refractoriness (empty: none).
@@ -166,7 +166,7 @@ class CellModel:
 
         ``projections_by_compartment`` maps compartment -> names of projections targeting it;
         each gets a parameter ``in_<name>`` written by its Synapses' summed variable. ``law``
-        (:mod:`neurons.laws`) replaces ``{LAW}`` (the L5 IT soma's basal x apical interaction).
+        (:mod:`ctmhsa.neurons.laws`) replaces ``{LAW}`` (the L5 IT soma's basal x apical interaction).
         """
         lines = [self.equations.format(PHI_B=phi_expression(phi, "V_b/u"),
                                        PHI_A=phi_expression(phi, "V_a/u"),
@@ -235,10 +235,10 @@ def initial_draws(model: CellModel, n: int, seed, stream: str) -> dict:
 def add_step_code(group, model: CellModel, clock) -> None:
     """Attach ``model``'s per-step code to the Brian2 ``group``: ``regular`` right after the
     group's state update (``run_regularly`` in the ``groups`` slot, order 1), and
-    ``pre_threshold`` inside the spike thresholder (:class:`neurons.threshold.CellThresholder`,
+    ``pre_threshold`` inside the spike thresholder (:class:`ctmhsa.neurons.threshold.CellThresholder`,
     the thresholder of every spiking model), in the same loop over the cells just before the
     spike condition: every state update of the step (the cell's own, its regular code, its
-    folded compartments and their caches, see :func:`circuits.instantiate.instantiate`) has run
+    folded compartments and their caches, see :func:`ctmhsa.circuits.instantiate.instantiate`) has run
     by then, so the condition sees the step's intensity."""
     if model.regular:
         group.run_regularly(model.regular, clock=clock, when="groups", order=1, name=f"{group.name}_regular")
@@ -270,7 +270,7 @@ def _two_compartment(shunted: bool, gain: str, apical_bias: bool) -> CellModel:
     (L2/3-like), receiving phi of it and divided by the interneurons' shunt ``g_sh`` — and the
     rate ``rho * gain`` (somatic factor times apical factor). A shunted cell's gain ``rho`` is
     per cell: the encoder sets it per head so that every macrocolumn's division is reachable
-    (:mod:`mapping.operating`); the others share one gain per population."""
+    (:mod:`ctmhsa.mapping.operating`); the others share one gain per population."""
     soma = "u*{PHI_B} - U*(1 + g_sh)" if shunted else "V_b - U"
     phi_apical = "phi_a" in gain       # phi of the apical potential, cached per fold class
     lines = ["dV_b/dt = (b_b + I_b - V_b)/tau_d : volt",
@@ -320,7 +320,7 @@ def _rate_interneuron():
     # error must stay linear in I_pool over its spike noise, or the fixed point is no longer
     # E[I_pool] = I_set: one L2/3 spike raises it by ~1/(tau_syn R_set), 13 in a macrocolumn of
     # 3 cells at 5 Hz, where a fixed bound of 9 clipped every spike and drove the interneurons to
-    # 1/dt (measured); the encoder sets e_max = 9 + 5/(tau_syn R_set) (mapping.encode).
+    # 1/dt (measured); the encoder sets e_max = 9 + 5/(tau_syn R_set) (ctmhsa.mapping.encode).
     # Rectified at 0 after every step, which also prevents integrator wind-up.
     return CellModel(
         equations="""
@@ -336,9 +336,9 @@ def _rate_interneuron():
 
 @register("rate", "l5it")
 def _rate_l5it():
-    # basal: value (+ offset, see mapping.encode); apical: summed local L2/3 salience;
+    # basal: value (+ offset, see ctmhsa.mapping.encode); apical: summed local L2/3 salience;
     # soma rate = basal-driven rate x apical gain ({LAW}: the product of Algorithm 1 by default,
-    # or another two-point-neuron law of neurons.laws)
+    # or another two-point-neuron law of ctmhsa.neurons.laws)
     return _two_compartment(shunted=False, gain="{LAW}", apical_bias=False)
 
 
@@ -443,14 +443,14 @@ def _escape(rate_model: CellModel) -> CellModel:
 #     phi_c(x) = phi(x) - sigma² phi''(x) / 2,      x = V/u, sigma² = Var(V)/u²,
 # whose expectation over a fluctuation of variance sigma² is phi(E[x]) up to O(sigma⁴ phi⁽⁴⁾),
 # exact for exp in its Gaussian form exp(x - sigma²/2). The variance of every such dendrite is
-# set per cell before the run from the encoder's weights and relay rates (mapping.dendrites:
+# set per cell before the run from the encoder's weights and relay rates (ctmhsa.mapping.dendrites:
 # Campbell's theorem in the discrete time of the simulation). relu (phi'' a delta at 0) has no
 # such correction and keeps its bias. The rate level, which has no fluctuations, is unchanged.
 # See docs/phi_bias.md.
 
 PHI_VARIANCE = {"basal": "sig2_b", "apical": "sig2_a"}
 """Per-cell parameter holding the variance of ``V/u`` (dimensionless, in units of u²) of each
-compartment whose phi the escape cells correct (set by :func:`mapping.dendrites.phi_variances`)."""
+compartment whose phi the escape cells correct (set by :func:`ctmhsa.mapping.dendrites.phi_variances`)."""
 
 _PHI_PLACEHOLDER = {"basal": ("PHI_B", "V_b/u"), "apical": ("PHI_A", "V_a/u")}
 
@@ -538,7 +538,7 @@ def _covariance_corrected(model: CorrectedCellModel) -> CorrectedCellModel:
     """The outer-product cell with its value x key covariance removed: its value (soma U, a
     filter of the basal dendrite) and key (apical) dendrites integrate the same relays, so
     E[U phi(V_a)] = E[U] E[phi(V_a)] + Cov(U, phi(V_a)), and Cov(U, phi(V_a)) = C E[phi'(V_a)]
-    (Stein's lemma, C = Cov(U, V_a)/u², set per cell by mapping.dendrites). The gain subtracts
+    (Stein's lemma, C = Cov(U, V_a)/u², set per cell by ctmhsa.mapping.dendrites). The gain subtracts
     C phi'(V_a/u) while the soma is depolarised: the ON cell (C) and the OFF cell (-C, opposite
     value weights) of a pair subtract C phi' from their rate difference at every instant."""
     rate = "r = rho*clip(U/u, 0, inf)*phi_a : Hz"
@@ -561,10 +561,10 @@ MODELS[("escape", "kv_write")] = _covariance_corrected(MODELS[("escape", "kv_wri
 # The rate-level cell's law r = rho*P (P = basal factor x apical gain, computed in the passive
 # compartments, where the interneurons' shunt divides exactly) becomes the drive current of a
 # conductance-based adaptive integrate-and-fire soma in a high-conductance state
-# (:mod:`neurons.conductance`): I_drive = I_rh + I_gain*rho*P. The mapping layer sets I_rh (the
+# (:mod:`ctmhsa.neurons.conductance`): I_drive = I_rh + I_gain*rho*P. The mapping layer sets I_rh (the
 # current at which the soma fires its baseline r_base) and I_gain (A per Hz: the inverse slope of
 # the soma's measured f-I curve above the baseline), so the rate is r_base + rho*P on the
-# calibrated affine branch (see docs/lif.md and mapping.baseline). Relays stay Poisson and the
+# calibrated affine branch (see docs/lif.md and ctmhsa.mapping.baseline). Relays stay Poisson and the
 # interneurons keep their escape-level integral feedback.
 
 SOMA_EQUATIONS = """
@@ -573,8 +573,8 @@ dw_ad/dt = (s_a*(v - s_EL) - w_ad)/s_tw : amp
 g_e : siemens
 g_i : siemens
 """
-"""The conductance-based adaptive soma (:mod:`neurons.conductance`, constants ``s_*`` from
-:class:`neurons.params.SomaParams`); ``I_drive`` (A) is defined by the model that uses it."""
+"""The conductance-based adaptive soma (:mod:`ctmhsa.neurons.conductance`, constants ``s_*`` from
+:class:`ctmhsa.neurons.params.SomaParams`); ``I_drive`` (A) is defined by the model that uses it."""
 SOMA_BACKGROUND = ("g_e = s_ge0 + (g_e - s_ge0)*exp(-dt/s_te) + s_se*sqrt(1 - exp(-2*dt/s_te))*randn()\n"
               "g_i = s_gi0 + (g_i - s_gi0)*exp(-dt/s_ti) + s_si*sqrt(1 - exp(-2*dt/s_ti))*randn()")
 """Exact one-step update of the point-conductance background, run after every state update."""

@@ -17,7 +17,7 @@ projections.
 
 Integrate-and-fire somata (``lif`` level): :class:`SomaParams`, a conductance-based adaptive
 integrate-and-fire soma (Brette & Gerstner 2005) in the high-conductance state made by a balanced
-point-conductance background (Destexhe et al. 2001); see :mod:`neurons.conductance`.
+point-conductance background (Destexhe et al. 2001); see :mod:`ctmhsa.neurons.conductance`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 condition in one loop, and on ``cpp_standalone`` that loop split over the OpenMP threads.
 
 Brian2 tests a spike condition in one serial loop (its ``threshold`` template), after the
-``run_regularly`` code of the step. The escape cells (:data:`neurons.models.ESCAPE`) update their
+``run_regularly`` code of the step. The escape cells (:data:`ctmhsa.neurons.models.ESCAPE`) update their
 survival and window integral every step and then compare the survival with their draw: two
 passes over every cell, the second serial. On a barrel head's binary (2 threads) the L5 IT
 survival pass was 19 % and its serial thresholder 7.5 % of the run; one loop split in blocks
@@ -14,7 +14,7 @@ are unchanged, so the spikes are the same on every device. On ``cpp_standalone``
 its code from ``templates/threshold_blocks.cpp`` (:class:`BlockThresholdCodeObject`): one block
 of cells per OpenMP thread, whose events are then moved together in cell order, as the serial
 loop lists them. Other devices and targets use Brian2's own template. Every spiking cell group
-of the circuit uses it (:func:`neurons.models.add_step_code`), with or without per-step code.
+of the circuit uses it (:func:`ctmhsa.neurons.models.add_step_code`), with or without per-step code.
 """
 
 from __future__ import annotations

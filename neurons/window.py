@@ -1,11 +1,11 @@
 """The measurement window of a spiking run, written once.
 
 Every spiking measurement in the project — a circuit on the runtime device, one stage of a
-split run, a cell experiment of :mod:`neurons.cellsim`, a compiled standalone run read back from
+split run, a cell experiment of :mod:`ctmhsa.neurons.cellsim`, a compiled standalone run read back from
 its spike times — is the same thing: discard a warm-up, then, over a window of length ``T``,
 count each cell's spikes (in ``n_chunks`` equal chunks, whose spread gives the Fano factor) and
 average each observable. The observables are integrated by the cells themselves
-(``acc_<v> += v dt``, see :func:`neurons.models.add_step_code`), so a window mean is a
+(``acc_<v> += v dt``, see :func:`ctmhsa.neurons.models.add_step_code`), so a window mean is a
 difference of two integrals divided by ``T``, exact whatever the step.
 
 Counts come from a ``SpikeMonitor`` (runtime: read at every chunk end) or, on a compiled device

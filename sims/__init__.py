@@ -1,8 +1,8 @@
 """Experiments on the cortico-thalamic attention circuit: the simulator API, its options and
 runners, configurations, results on disk and the command line (benchmarks in
-:mod:`sims.benchmarks`).
+:mod:`ctmhsa.sims.benchmarks`).
 
->>> from sims import simulate_mhsa, build_mhsa
+>>> from ctmhsa.sims import simulate_mhsa, build_mhsa
 >>> res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="rate")   # doctest: +SKIP
 >>> sim = build_mhsa(X, WQ, WK, WV, WO, neuron="escape")    # doctest: +SKIP
 >>> sim.network.add(brian2.StateMonitor(sim.groups["l5pt"], "r", record=True))  # doctest: +SKIP

@@ -1,9 +1,9 @@
 """Build, then run: :func:`build_mhsa` makes a :class:`Simulation`; :meth:`Simulation.run` runs it.
 
 As in Nengo's Builder/Simulator split: building validates every argument, describes the
-pathway (:func:`circuits.builders.pathway`), checks that it fits in memory, encodes tokens and
-weights into rates, synaptic weights and biases (:mod:`mapping.encode`) and hands them to the
-runner of the run options (:mod:`sims.runners`). On the runtime device the Brian2 network then
+pathway (:func:`ctmhsa.circuits.builders.pathway`), checks that it fits in memory, encodes tokens and
+weights into rates, synaptic weights and biases (:mod:`ctmhsa.mapping.encode`) and hands them to the
+runner of the run options (:mod:`ctmhsa.sims.runners`). On the runtime device the Brian2 network then
 exists, and a user may add monitors to ``sim.network`` before ``sim.run()``::
 
     sim = build_mhsa(X, WQ, WK, WV, WO, neuron="escape")
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import time
 
-from circuits.fold import fold_plan, simulated_synapse_count
-from circuits.memory import BASE_BYTES, estimate_memory
-from mapping.baseline import add_lif_drive
-from mapping.dendrites import add_phi_variances
-from mapping.encode import encode
-from mapping.reference import linear_mhsa
+from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
+from ctmhsa.circuits.memory import BASE_BYTES, estimate_memory
+from ctmhsa.mapping.baseline import add_lif_drive
+from ctmhsa.mapping.dendrites import add_phi_variances
+from ctmhsa.mapping.encode import encode
+from ctmhsa.mapping.reference import linear_mhsa
 
 from .options import AUTO_CYTHON_SYNAPSES, CircuitOptions, RunOptions, split_options
 from .readout import read_out
@@ -37,16 +37,16 @@ class Simulation:
 
     Attributes
     ----------
-    circuit : circuits.graph.Circuit
+    circuit : ctmhsa.circuits.graph.Circuit
         The description (populations, projections), as built.
     options : CircuitOptions
     run_options : RunOptions
         Resolved (level defaults filled in).
-    encoding : mapping.encode.Encoding
+    encoding : ctmhsa.mapping.encode.Encoding
         Rates, weights and biases the circuit was given.
     reference : dict
-        The exact stages (:func:`mapping.reference.linear_mhsa`), for comparison only.
-    runner : sims.runners.Runner
+        The exact stages (:func:`ctmhsa.mapping.reference.linear_mhsa`), for comparison only.
+    runner : ctmhsa.sims.runners.Runner
     """
 
     def __init__(self, circuit, encoding, reference, inputs: dict, sizes: dict, options: CircuitOptions,
@@ -56,7 +56,7 @@ class Simulation:
         self.options, self.run_options, self.runner = options, run_options, runner
         self.memory_estimate, self.simulated_synapses = memory_estimate, simulated_synapses
         self._t_start, self._ran = t_start, False
-        self.observations = None   # what the runner measured (sims.runners.Observations), after run()
+        self.observations = None   # what the runner measured (ctmhsa.sims.runners.Observations), after run()
 
     @property
     def network(self):
@@ -76,7 +76,7 @@ class Simulation:
         network); build another for another run.
         """
         if self._ran:
-            raise RuntimeError("run: this simulation has already run; build a new one (sims.build_mhsa)")
+            raise RuntimeError("run: this simulation has already run; build a new one (ctmhsa.sims.build_mhsa)")
         ro = self.run_options if duration is None else self.run_options.replace(duration=duration)
         self._ran = True
         self.observations = self.runner.run(ro)
@@ -103,13 +103,13 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     Parameters
     ----------
     X, WQ, WK, WV, WO, Y, WS
-        Tokens and weights, as in :func:`sims.simulate_mhsa`.
+        Tokens and weights, as in :func:`ctmhsa.sims.simulate_mhsa`.
     circuit_options : CircuitOptions, optional
-        What is built (default :class:`sims.options.CircuitOptions`).
+        What is built (default :class:`ctmhsa.sims.options.CircuitOptions`).
     run_options : RunOptions, optional
-        How it runs (default :class:`sims.options.RunOptions`).
+        How it runs (default :class:`ctmhsa.sims.options.RunOptions`).
     **options
-        Any field of either, overriding them (the keywords of :func:`sims.simulate_mhsa`).
+        Any field of either, overriding them (the keywords of :func:`ctmhsa.sims.simulate_mhsa`).
 
     Raises
     ------

@@ -1,6 +1,6 @@
 """Command line: ``ctmhsa run``, ``ctmhsa circuit``, ``ctmhsa figures``, ``ctmhsa train``,
 ``ctmhsa bench NAME``
-(one subcommand per benchmark of :data:`sims.benchmarks.BENCHMARKS`), ``ctmhsa --version``.
+(one subcommand per benchmark of :data:`ctmhsa.sims.benchmarks.BENCHMARKS`), ``ctmhsa --version``.
 
 Every subcommand takes ``--quiet`` (no progress bars, nothing printed but errors) and
 ``-v``/``--verbose`` (diagnostics of the ``logging`` module: ``-v`` info, ``-vv`` debug).
@@ -17,7 +17,7 @@ import time
 from importlib import metadata
 
 
-from mapping.weights import LAYOUTS
+from ctmhsa.mapping.weights import LAYOUTS
 
 from .benchmarks import BENCHMARKS, benchmark
 from .config import DEFAULTS, SIZE_KEYS, make_inputs, read_config, resolve_config, sizes_of
@@ -128,7 +128,7 @@ def _cmd_run(args) -> int:
     def summary(directory):
         if args.no_summary:
             return
-        from figures.summary import draw_summary   # matplotlib: only when drawing
+        from ctmhsa.figures.summary import draw_summary   # matplotlib: only when drawing
 
         draw_summary(res, os.path.join(directory, "summary.png"))   # the result in memory
 
@@ -170,7 +170,7 @@ def _cmd_circuit(args) -> int:
 
 
 def _cmd_figures(args) -> int:
-    from figures.make import make_figures   # matplotlib: only for this command
+    from ctmhsa.figures.make import make_figures   # matplotlib: only for this command
 
     t0 = time.perf_counter()
     data = args.data or os.path.join(args.out, "data")
@@ -212,7 +212,7 @@ def _cmd_train(args) -> int:
     def draw(directory):
         if args.no_figure:
             return
-        from figures.training import draw_training   # matplotlib: only when drawing
+        from ctmhsa.figures.training import draw_training   # matplotlib: only when drawing
 
         draw_training(directory, os.path.join(directory, "training.png"))
 
@@ -241,7 +241,7 @@ def _common() -> argparse.ArgumentParser:
 
 
 def _add_benchmarks(sub, common) -> None:
-    """``ctmhsa bench NAME``: one subcommand per entry of :data:`sims.benchmarks.BENCHMARKS`, each
+    """``ctmhsa bench NAME``: one subcommand per entry of :data:`ctmhsa.sims.benchmarks.BENCHMARKS`, each
     with the flags its module adds (``add_arguments``) and its ``main`` as the command."""
     bench = sub.add_parser("bench", help="benchmarks that print a table and write JSON",
                            description="Benchmarks that print a table and write JSON; "
@@ -297,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-record-spikes", action="store_true", help="keep no spike times")
     run.add_argument("--checkpoints", nargs="+", type=_times, metavar="T",
                      help="also decode every stage after these window lengths (s)")
-    w = run.add_argument_group("trained weights (mapping.weights)")
+    w = run.add_argument_group("trained weights (ctmhsa.mapping.weights)")
     w.add_argument("--weights", metavar="FILE",
                    help="attention projections of a trained model: .safetensors, or .pt/.bin (needs torch)")
     w.add_argument("--layer", type=lambda s: int(s) if s.lstrip("-").isdigit() else s,
@@ -316,8 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     circ.set_defaults(func=_cmd_circuit)
 
     figs = sub.add_parser("figures", parents=[common],
-                          help="run the shipped small simulations (sims.figure_data), then "
-                               "draw every figure from their files (figures.make)")
+                          help="run the shipped small simulations (ctmhsa.sims.figure_data), then "
+                               "draw every figure from their files (ctmhsa.figures.make)")
     figs.add_argument("--out", default="figures_out", help="output directory (default figures_out)")
     figs.add_argument("--data", default=None,
                       help="data directory (default OUT/data; resumable, one subdirectory per parameter set)")

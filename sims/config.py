@@ -1,7 +1,7 @@
 """Run configurations (TOML): schema, defaults, validation and the inputs they describe.
 
 A configuration has four tables; ``[circuit]`` and ``[run]`` are the fields of
-:class:`sims.options.CircuitOptions` and :class:`sims.options.RunOptions` (defaults there)::
+:class:`ctmhsa.sims.options.CircuitOptions` and :class:`ctmhsa.sims.options.RunOptions` (defaults there)::
 
     [problem]      # what to compute: sizes, where tokens/weights come from, the attention variant
     n = 4          # query tokens (macrocolumns per area)
@@ -17,24 +17,24 @@ A configuration has four tables; ``[circuit]`` and ``[run]`` are the fields of
                          # weights: an .npz with the tokens X (and Y) only
     input_seed = 0       # seed of the random tokens and weights
     weight_scale = 1.0   # random query/key/value weights ~ N(0, weight_scale² / de)
-    weights = "model.safetensors"  # optional: a trained layer's projections (mapping.weights)
+    weights = "model.safetensors"  # optional: a trained layer's projections (ctmhsa.mapping.weights)
     layer = 0            # which attention layer of the weights file (number or key prefix)
     heads = [0, 1]       # which of its heads (default all)
     n_heads = 12         # heads of the layer (default: config.json beside the weights)
     layout = "auto"      # "mha", "bert" or "gpt2" key layout
     fold_bias = true     # in-projection biases made exact by a constant token coordinate
 
-    [circuit]      # what is built (sims.options.CircuitOptions)
+    [circuit]      # what is built (ctmhsa.sims.options.CircuitOptions)
     neuron = "rate"
     phi = "elu1"
     P = 1                # neurons per dimension, or per population: P = {l5pt = 10, nucleus2 = 10}
     n_inh = 10           # divisive interneurons per macrocolumn
     signed = "onoff"     # code of the signed read-outs: "onoff" (default) or "offset"
     circuit = "quadratic"  # Algorithm 1, or "linear": the key-value-memory circuit
-    law = "product"      # L5 IT soma: Algorithm 1's product, or "co4", "tm1".."tm4" (neurons.laws)
-    fold = true          # simulate identical deterministic compartments once (exact; circuits.fold)
+    law = "product"      # L5 IT soma: Algorithm 1's product, or "co4", "tm1".."tm4" (ctmhsa.neurons.laws)
+    fold = true          # simulate identical deterministic compartments once (exact; ctmhsa.circuits.fold)
 
-    [run]          # how it runs (sims.options.RunOptions)
+    [run]          # how it runs (ctmhsa.sims.options.RunOptions)
     duration = 1.0       # s of biological time (spiking levels: the measurement window)
     dt = 0.001           # s (optional; level default)
     warmup = 0.5         # s discarded before the window (optional; spiking levels)
@@ -48,7 +48,7 @@ A configuration has four tables; ``[circuit]`` and ``[run]`` are the fields of
 
 A ``[simulation]`` table (the single table of earlier versions) is still read: each of its keys
 goes to ``[circuit]`` or ``[run]``, where it belongs. The options are validated when the file is
-read, with the messages of :mod:`sims.options`.
+read, with the messages of :mod:`ctmhsa.sims.options`.
 
 Unknown keys are errors (a typo must not silently fall back to a default).
 
@@ -69,7 +69,7 @@ from importlib import resources
 
 import numpy as np
 
-from mapping.weights import load_attention, read_npz, read_tokens
+from ctmhsa.mapping.weights import load_attention, read_npz, read_tokens
 
 from .options import CircuitOptions, RunOptions
 
@@ -106,7 +106,7 @@ LEGACY_TABLES = {"simulation": ("circuit", "run")}
 
 def default_config_path() -> str:
     """Path of the shipped default configuration (a small two-head pathway)."""
-    return str(resources.files("sims.configs").joinpath("default.toml"))
+    return str(resources.files("ctmhsa.sims.configs").joinpath("default.toml"))
 
 
 def read_config(path: str | os.PathLike | None = None) -> dict:
@@ -223,7 +223,7 @@ def make_inputs(problem: dict, base_dir: str | None = None) -> dict:
     ``WO ~ N(0, 1/dv)`` (and ``Y`` for cross-attention) from ``input_seed``; a path loads an
     ``.npz`` with those arrays (relative paths are resolved against ``base_dir``). With
     ``weights``, the projections of one layer of a trained model are read
-    (:func:`mapping.weights.load_attention`; biases folded in with ``fold_bias``) and ``inputs``
+    (:func:`ctmhsa.mapping.weights.load_attention`; biases folded in with ``fold_bias``) and ``inputs``
     gives the tokens only (random tokens of the model's width when ``"random"``).
 
     Raises

@@ -20,11 +20,11 @@ is statistically, not spike-for-spike, equal to the split run.
 Devices. The two thalamic stages are small (one nucleus each) and always run on the runtime
 device. The heads run on ``device``: ``"runtime"``, or a standalone device (``"cpp_standalone"``,
 ``"cuda_standalone"``), where every head of the run uses one compiled project
-(:mod:`circuits.standalone`): its key is the head's shape, schedule and threads plus the
+(:mod:`ctmhsa.circuits.standalone`): its key is the head's shape, schedule and threads plus the
 nucleus-1 spikes it replays (their sizes are compiled into the ``SpikeGeneratorGroup``; they are
 the same for every head), and each head's tokens, weights, biases and seed are run arguments.
 The first head to take the project's lock compiles it; every other worker process runs in its
-own copy of the compiled project (:func:`circuits.standalone.worker_copy`), so heads run in
+own copy of the compiled project (:func:`ctmhsa.circuits.standalone.worker_copy`), so heads run in
 parallel and nothing compiles twice.
 
 Memory. Each head is encoded and run on its worker and reduced there before it is gathered:
@@ -45,15 +45,15 @@ import numpy as np
 
 
 
-from circuits.builders import build
-from circuits.graph import Circuit
-from circuits.instantiate import assign, instantiate
-from circuits.standalone import project_key, release, run_project
-from circuits.values import CircuitValues
-from mapping.baseline import add_lif_drive
-from mapping.dendrites import add_phi_variances
-from mapping.encode import encode
-from neurons.window import fano_from_sums, fano_sums
+from ctmhsa.circuits.builders import build
+from ctmhsa.circuits.graph import Circuit
+from ctmhsa.circuits.instantiate import assign, instantiate
+from ctmhsa.circuits.standalone import project_key, release, run_project
+from ctmhsa.circuits.values import CircuitValues
+from ctmhsa.mapping.baseline import add_lif_drive
+from ctmhsa.mapping.dendrites import add_phi_variances
+from ctmhsa.mapping.encode import encode
+from ctmhsa.neurons.window import fano_from_sums, fano_sums
 
 __all__ = ["client_for", "run_split", "run_stage", "run_head", "stage_seeds"]
 
@@ -109,7 +109,7 @@ def run_stage(circuit: Circuit, level: str, values: CircuitValues, phi, params, 
     Returns
     -------
     dict
-        ``obs`` (window observables per population), ``fano`` (:func:`neurons.window.fano_sums`), ``spikes``
+        ``obs`` (window observables per population), ``fano`` (:func:`ctmhsa.neurons.window.fano_sums`), ``spikes``
         (``(cell, time_s)`` of the populations in ``record``) and ``compile``/``run`` wall times (s).
     """
     built = instantiate(circuit, level, values, phi=phi, params=params, dt=dt, codegen=codegen,
@@ -130,8 +130,8 @@ def _run_standalone_stage(circuit, level, values, phi, params, dt, seed, warmup,
                           record, law, fold, device, threads) -> dict:
     """:func:`run_stage` on a standalone ``device``: one project per head shape and schedule,
     compiled by the first caller, run by every other process in its own copy
-    (:func:`circuits.standalone.run_project`). The nucleus-1 spikes are a run argument (a table
-    of 0/1 per step and relay, :func:`circuits.instantiate.replay_table`), so new seeds and
+    (:func:`ctmhsa.circuits.standalone.run_project`). The nucleus-1 spikes are a run argument (a table
+    of 0/1 per step and relay, :func:`ctmhsa.circuits.instantiate.replay_table`), so new seeds and
     tokens compile nothing; past :data:`REPLAY_TABLE_BYTES` (or on ``cuda_standalone``) they
     are compiled in, one project per replayed spike train."""
     steps = int(round((warmup + T) / dt))
@@ -246,7 +246,7 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
         # on a standalone device each process keeps its head network between heads (only the
         # binary runs for its second head on). This process releases it when the heads are
         # done; a dask worker keeps it for the next run of the same head shape (its nucleus-1
-        # table made again, circuits.instantiate.assign) until it builds another network, and
+        # table made again, ctmhsa.circuits.instantiate.assign) until it builds another network, and
         # releases it when a head fails
         if client is None:
             try:

@@ -1,8 +1,8 @@
 """The data every figure of ``ctmhsa figures`` reads: small shipped simulations, cell protocols and
-circuit counts, written under one data directory. :mod:`figures.make` only reads these files.
+circuit counts, written under one data directory. :mod:`ctmhsa.figures.make` only reads these files.
 
-Resumable: every item is written atomically (results directories by :func:`sims.io.write_result`,
-files by :func:`sims.io.atomic_savez` / :func:`sims.io.atomic_write_json`), so an item that exists
+Resumable: every item is written atomically (results directories by :func:`ctmhsa.sims.io.write_result`,
+files by :func:`ctmhsa.sims.io.atomic_savez` / :func:`ctmhsa.sims.io.atomic_write_json`), so an item that exists
 is complete and is never recomputed.
 
 Every item lives under a name keyed by its parameters (``accuracy_escape-<hash>``: a SHA-256
@@ -35,14 +35,14 @@ import time
 
 import numpy as np
 
-from neurons.laws import LAWS
+from ctmhsa.neurons.laws import LAWS
 
-from sims import simulate_mhsa
-from sims.benchmarks.cells import fig2_data
-from sims.benchmarks.circuits import counts
-from sims.benchmarks.common import square_problem
-from sims.io import atomic_savez, atomic_write_json, is_complete, write_result
-from sims.progress import progress
+from ctmhsa.sims import simulate_mhsa
+from ctmhsa.sims.benchmarks.cells import fig2_data
+from ctmhsa.sims.benchmarks.circuits import counts
+from ctmhsa.sims.benchmarks.common import square_problem
+from ctmhsa.sims.io import atomic_savez, atomic_write_json, is_complete, write_result
+from ctmhsa.sims.progress import progress
 
 __all__ = ["MANIFEST", "COUNTS_D", "make_data", "param_key"]
 

@@ -10,7 +10,7 @@ Layout of one run's directory::
     spikes.npz         recorded spike trains: ``<population>.i`` (cell), ``<population>.t`` (s)
     noise.npz          per-entry noise-floor variance of every stage (spiking levels)
     spikes.nwb         spiking levels: every cell labelled by population and index axes, its
-                       rate and its spike train, in Neurodata Without Borders (:mod:`sims.nwb`)
+                       rate and its spike train, in Neurodata Without Borders (:mod:`ctmhsa.sims.nwb`)
     provenance.json    versions, git commit, level, seed, device, timings, counts, diagnostics
 
 A directory that exists is complete: it appears only through the final rename. Directories
@@ -150,7 +150,7 @@ def write_result(result: SimulationResult, path: str, config: dict | None = None
         ``extra(directory)`` writes further files (a summary figure) into the directory before
         it is renamed into place; it reads the files already written there.
     nwb : bool, optional
-        Write ``spikes.nwb`` (:mod:`sims.nwb`); default: at the spiking levels.
+        Write ``spikes.nwb`` (:mod:`ctmhsa.sims.nwb`); default: at the spiking levels.
     """
     path = os.path.abspath(path)
     parent = os.path.dirname(path)
@@ -203,7 +203,7 @@ def write_result(result: SimulationResult, path: str, config: dict | None = None
 
 def load(path: str) -> SimulationResult:
     """Read a results directory written by :func:`write_result` back into the
-    :class:`SimulationResult` that :func:`sims.simulate_mhsa` returned (metrics recomputed from
+    :class:`SimulationResult` that :func:`ctmhsa.sims.simulate_mhsa` returned (metrics recomputed from
     the stored stages, reference and noise variances give the same numbers)."""
     if not is_complete(path):
         raise ValueError(f"path: {path!r} is not a complete results directory (no provenance.json)")

@@ -1,6 +1,6 @@
 """Spike trains and rates of a run as a Neurodata Without Borders file (``spikes.nwb``, pynwb).
 
-One NWB file per spiking run, written by :func:`sims.io.write_result`:
+One NWB file per spiking run, written by :func:`ctmhsa.sims.io.write_result`:
 
 - ``units``: one row per cell of the circuit, in population order and, within a population, in
   the order of its flat index (the cell index of ``spikes.npz``). Columns: ``population``,
@@ -50,7 +50,7 @@ AXIS_DESCRIPTIONS = {
 
 
 def circuit_of(config: dict):
-    """The circuit description (:func:`circuits.builders.pathway`) of a result's flat
+    """The circuit description (:func:`ctmhsa.circuits.builders.pathway`) of a result's flat
     configuration (``SimulationResult.config``): what was built, for its populations' axes."""
     c = config
     return CircuitOptions.from_config(c).describe(c["n"], c["dk"], c["dv"], c["de"], H=c["H"], m=c.get("m"),
@@ -58,7 +58,7 @@ def circuit_of(config: dict):
 
 
 def write_nwb(result, path: str, circuit=None) -> str:
-    """Write the spike trains and rates of ``result`` (a spiking :class:`sims.SimulationResult`)
+    """Write the spike trains and rates of ``result`` (a spiking :class:`ctmhsa.sims.SimulationResult`)
     to the NWB file ``path``; return ``path``.
 
     Parameters
@@ -67,7 +67,7 @@ def write_nwb(result, path: str, circuit=None) -> str:
         A spiking run (its ``rates`` and ``spikes``).
     path : str
         File to write (overwritten).
-    circuit : circuits.graph.Circuit, optional
+    circuit : ctmhsa.circuits.graph.Circuit, optional
         The description the result was built from (default: rebuilt from ``result.config``).
     """
     from hdmf.common import VectorData, VectorIndex
@@ -106,7 +106,7 @@ def write_nwb(result, path: str, circuit=None) -> str:
         n_spikes += int(counts.sum())
     n_units = sum(p.N for p in circuit.populations.values())
     conf = result.config
-    desc = {"population": "circuit population (circuits.builders)", "cell_type": "neuron model of the population",
+    desc = {"population": "circuit population (ctmhsa.circuits.builders)", "cell_type": "neuron model of the population",
             "area": "thalamus or cortex", "cell": "flat index of the cell within its population",
             "rate": "spike rate over the measurement window (Hz)",
             "recorded": "whether this population's spike times were recorded (record_spikes)"}
@@ -130,7 +130,7 @@ def write_nwb(result, path: str, circuit=None) -> str:
         experiment_description="Simulated spiking circuit after Granier & Senn (2025), 'Multihead "
                                "self-attention in cortico-thalamic circuits'",
         notes=json.dumps({k: v for k, v in conf.items() if not isinstance(v, dict) or k == "P"}, default=str),
-        source_script="ctmhsa (sims.simulate_mhsa)", source_script_file_name="sims/simulate.py")
+        source_script="ctmhsa (ctmhsa.sims.simulate_mhsa)", source_script_file_name="sims/simulate.py")
     nwb.units = units
     warm, dur = float(conf.get("warmup") or 0.0), float(conf["duration"])
     if warm > 0:

@@ -9,7 +9,7 @@ Two objects, as NetPyNE separates ``netParams`` from ``simConfig``:
   device, threads, scheduler, recording. The same built circuit can run under different ones.
 
 Every default is written here once (the TOML tables ``[circuit]`` and ``[run]`` of
-:mod:`sims.config` are these fields). Every field is checked when the object is made, so a bad
+:mod:`ctmhsa.sims.config` are these fields). Every field is checked when the object is made, so a bad
 option raises a ``ValueError``/``TypeError`` naming it before anything is built. Times accept
 Brian2 quantities (``500*ms``) or floats in seconds, and are stored in seconds.
 """
@@ -23,11 +23,11 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from circuits.builders import CIRCUITS, DEFAULT_N_INH, SIGNED_CODES, pathway
-from mapping.codes import CodeGains, default_gains
-from neurons.laws import check_law
-from neurons.models import FIDELITY_LEVELS, PHI_EXPRESSIONS
-from neurons.params import DEFAULT_PARAMS, CellParams, seconds
+from ctmhsa.circuits.builders import CIRCUITS, DEFAULT_N_INH, SIGNED_CODES, pathway
+from ctmhsa.mapping.codes import CodeGains, default_gains
+from ctmhsa.neurons.laws import check_law
+from ctmhsa.neurons.models import FIDELITY_LEVELS, PHI_EXPRESSIONS
+from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, seconds
 
 __all__ = ["CircuitOptions", "RunOptions", "split_options", "seconds", "DEFAULT_DT", "DEFAULT_WARMUP",
            "N_CHUNKS", "AUTO_CYTHON_SYNAPSES", "CODEGEN", "DEVICES"]
@@ -43,7 +43,7 @@ DEFAULT_WARMUP = {"rate": 0.0, "escape": 0.5, "lif": 0.5}
 
 N_CHUNKS = 10
 """Spike counts are taken at this many equal chunks of the measurement window (one run, see
-:func:`neurons.window.measure`); the spread of the chunk counts gives each population's Fano
+:func:`ctmhsa.neurons.window.measure`); the spread of the chunk counts gives each population's Fano
 factor."""
 
 AUTO_CYTHON_SYNAPSES = 200_000
@@ -102,7 +102,7 @@ class CircuitOptions(_Options):
     circuit : {"quadratic", "linear"}
         Algorithm 1, or the linear-time key-value-memory circuit.
     law : str
-        Interaction law of the L5 IT somata (:data:`neurons.laws.LAWS`).
+        Interaction law of the L5 IT somata (:data:`ctmhsa.neurons.laws.LAWS`).
     P : int or dict
         Neurons per represented dimension, for every population or per population name.
     n_inh : int
@@ -115,7 +115,7 @@ class CircuitOptions(_Options):
         Physiological constants.
     gains : CodeGains, optional
         Gains of the affine codes; ``None``: the level's default
-        (:func:`mapping.codes.default_gains`), see :attr:`code_gains`.
+        (:func:`ctmhsa.mapping.codes.default_gains`), see :attr:`code_gains`.
     """
 
     neuron: str = "escape"
@@ -137,7 +137,7 @@ class CircuitOptions(_Options):
             raise TypeError(
                 f"phi: the circuit implements named feature maps {sorted(PHI_EXPRESSIONS)} "
                 f"(dendritic nonlinearities); got {type(self.phi).__name__}. Custom callables work in "
-                "mapping.reference only")
+                "ctmhsa.mapping.reference only")
         if self.phi not in PHI_EXPRESSIONS:
             raise ValueError(f"phi: unknown feature map {self.phi!r}; expected one of {sorted(PHI_EXPRESSIONS)}")
         for name in ("causal", "normalize", "fold"):
@@ -160,16 +160,16 @@ class CircuitOptions(_Options):
         elif isinstance(self.P, bool) or not isinstance(self.P, (int, np.integer)) or self.P < 1:
             raise ValueError(f"P: expected an integer >= 1 or a dict of them per population, got {self.P!r}")
         if not isinstance(self.params, CellParams):
-            raise TypeError(f"params: expected neurons.params.CellParams, got {type(self.params).__name__}")
+            raise TypeError(f"params: expected ctmhsa.neurons.params.CellParams, got {type(self.params).__name__}")
         if self.gains is not None and not isinstance(self.gains, CodeGains):
-            raise TypeError(f"gains: expected mapping.codes.CodeGains, got {type(self.gains).__name__}")
+            raise TypeError(f"gains: expected ctmhsa.mapping.codes.CodeGains, got {type(self.gains).__name__}")
 
     def __hash__(self):   # P may be a dict
         return hash(repr(self.to_dict()))
 
     def describe(self, n: int, dk: int, dv: int, de: int, H: int = 1, m: int | None = None,
                  cross: bool = False, skip: bool = False):
-        """The pathway these options build for the given sizes (:func:`circuits.builders.pathway`;
+        """The pathway these options build for the given sizes (:func:`ctmhsa.circuits.builders.pathway`;
         ``cross``: a second input nucleus, ``skip``: the core -> L5 PT skip connection)."""
         return pathway(n, dk, dv, de, H=H, m=m, cross=cross, causal=self.causal, normalize=self.normalize,
                        P=self.P, n_inh=self.n_inh, signed=self.signed, skip=skip, circuit=self.circuit)
@@ -214,7 +214,7 @@ class RunOptions(_Options):
     codegen : {"auto", "numpy", "cython"}
         Brian2 code-generation target of the runtime device.
     device : {"runtime", "cpp_standalone", "cuda_standalone"}
-        Brian2 device (see :mod:`sims.runners`); ``"cuda_standalone"`` needs brian2cuda and a
+        Brian2 device (see :mod:`ctmhsa.sims.runners`); ``"cuda_standalone"`` needs brian2cuda and a
         GPU (checked here: a ``ValueError`` naming ``device`` otherwise).
     threads : int, optional
         OpenMP threads of the standalone device (``None``: all cores, or 1 per task in a split
@@ -228,7 +228,7 @@ class RunOptions(_Options):
         available memory).
     report : None, "progress", "text", "stdout", "stderr" or callable
         Progress during the run: ``"progress"`` draws a tqdm bar over the biological time
-        (:class:`sims.progress.RunProgress`; on the standalone device read from the binary's
+        (:class:`ctmhsa.sims.progress.RunProgress`; on the standalone device read from the binary's
         report), ``"text"`` prints Brian2's text report, a callable is Brian2's
         ``report(elapsed, completed, start, duration)``.
     """
@@ -273,7 +273,7 @@ class RunOptions(_Options):
             raise ValueError(f"device: expected 'runtime', 'cpp_standalone' or 'cuda_standalone', "
                              f"got {self.device!r}")
         if self.device == "cuda_standalone":
-            from circuits.standalone import check_device
+            from ctmhsa.circuits.standalone import check_device
 
             check_device(self.device)
         if self.threads is not None and (isinstance(self.threads, bool)
@@ -330,7 +330,7 @@ RUN_FIELDS = tuple(f.name for f in fields(RunOptions))
 
 def split_options(circuit_options: CircuitOptions | None = None, run_options: RunOptions | None = None,
                   **kwargs) -> tuple[CircuitOptions, RunOptions]:
-    """Today's flat keywords of :func:`sims.simulate_mhsa` as the two option objects.
+    """Today's flat keywords of :func:`ctmhsa.sims.simulate_mhsa` as the two option objects.
 
     ``circuit_options``/``run_options`` give a starting point (default: the defaults); keywords
     override their fields. The keyword ``circuit`` names the variant (``"quadratic"``/``"linear"``).
@@ -339,7 +339,7 @@ def split_options(circuit_options: CircuitOptions | None = None, run_options: Ru
     for name, obj, cls in (("circuit_options", circuit_options, CircuitOptions),
                            ("run_options", run_options, RunOptions)):
         if obj is not None and not isinstance(obj, cls):
-            raise TypeError(f"{name}: expected sims.options.{cls.__name__}, got {type(obj).__name__}")
+            raise TypeError(f"{name}: expected ctmhsa.sims.options.{cls.__name__}, got {type(obj).__name__}")
     unknown = sorted(set(kwargs) - set(CIRCUIT_FIELDS) - set(RUN_FIELDS))
     if unknown:
         raise TypeError(f"unexpected keyword argument {unknown[0]!r}; circuit options are {list(CIRCUIT_FIELDS)}, "

@@ -1,4 +1,4 @@
-"""From what a run measured to a :class:`sims.result.SimulationResult`.
+"""From what a run measured to a :class:`ctmhsa.sims.result.SimulationResult`.
 
 Decodes every stage from the observations (at every checkpoint), estimates each stage's
 spike-count noise variance, checks the operating range per macrocolumn (raising at the rate
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from mapping.baseline import remove_baselines
-from mapping.decode import decode, range_report
-from mapping.noise import spike_generation_fano, stage_noise_variance
-from mapping.operating import check_operating, enforce
-from neurons.conductance import affine_range, soma_calibration
-from neurons.window import fano_factors
+from ctmhsa.mapping.baseline import remove_baselines
+from ctmhsa.mapping.decode import decode, range_report
+from ctmhsa.mapping.noise import spike_generation_fano, stage_noise_variance
+from ctmhsa.mapping.operating import check_operating, enforce
+from ctmhsa.neurons.conductance import affine_range, soma_calibration
+from ctmhsa.neurons.window import fano_factors
 
 from .result import SimulationResult
 
@@ -26,8 +26,8 @@ LINEAR_STAGES = ("q", "k", "v", "S", "z", "Z", "v_tilde", "x_tilde")
 
 
 def read_out(sim, obs, run_options) -> SimulationResult:
-    """The result of ``sim`` (a :class:`sims.build.Simulation`) from its observations ``obs``
-    (:class:`sims.runners.Observations`) of a run under ``run_options``."""
+    """The result of ``sim`` (a :class:`ctmhsa.sims.build.Simulation`) from its observations ``obs``
+    (:class:`ctmhsa.sims.runners.Observations`) of a run under ``run_options``."""
     circuit, enc, o, ro, x = sim.circuit, sim.encoding, sim.options, run_options, sim.inputs
     ref = sim.reference
     compared = LINEAR_STAGES if o.circuit == "linear" else QUADRATIC_STAGES

@@ -1,4 +1,4 @@
-"""The result object of :func:`sims.simulate_mhsa` and its accuracy metrics."""
+"""The result object of :func:`ctmhsa.sims.simulate_mhsa` and its accuracy metrics."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ class SimulationResult:
         Exact linear MHSA output for the same inputs.
     stages, reference_stages : dict
         Decoded and exact values of every stage (``q, k, v, s, kappa, Z, y, v_tilde, x_tilde``;
-        per head where relevant, shapes as in :func:`mapping.reference.linear_mhsa`).
+        per head where relevant, shapes as in :func:`ctmhsa.mapping.reference.linear_mhsa`).
     rates : dict
         Population -> rates (Hz) on the population's full index grid, e.g. ``rates["l23"]``
         has shape ``(H, n, m, dk)`` indexed ``(head, i, j, cell)``; absent cells are NaN.
@@ -86,7 +86,7 @@ class SimulationResult:
         ``neurons``, ``synapses`` and per-population / per-projection counts.
     noise_variance : dict
         Stage -> per-entry variance expected from spike-count noise alone
-        (:func:`mapping.noise.stage_noise_variance`); empty at the rate level.
+        (:func:`ctmhsa.mapping.noise.stage_noise_variance`); empty at the rate level.
     """
 
     x_tilde: np.ndarray

@@ -10,7 +10,7 @@
                            duration is known) and passes tokens, weights and seed as run arguments
                            (also ``cuda_standalone`` through brian2cuda, where installed).
 :class:`SplitRunner`       The pathway split at its nuclei, every head a task on dask
-                           (:mod:`sims.distributed`); one network per stage, on the workers; heads
+                           (:mod:`ctmhsa.sims.distributed`); one network per stage, on the workers; heads
                            on the runtime or a standalone device (one project per head shape).
 =========================  ======================================================================
 
@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 import brian2 as b2
 
-from circuits.graph import Circuit
-from circuits.instantiate import instantiate
-from circuits.standalone import project_key, run_project
-from mapping.encode import Encoding
-from neurons.window import counts_as_rates, fano_from_sums
+from ctmhsa.circuits.graph import Circuit
+from ctmhsa.circuits.instantiate import instantiate
+from ctmhsa.circuits.standalone import project_key, run_project
+from ctmhsa.mapping.encode import Encoding
+from ctmhsa.neurons.window import counts_as_rates, fano_from_sums
 
 from .distributed import run_split
 from .options import N_CHUNKS, CircuitOptions, RunOptions
@@ -50,7 +50,7 @@ class Observations:
     snapshots : list of (float, dict)
         ``(T, {population: observables})``: at the spiking levels the window observables
         (``r`` the measured spike rate, ``expected_r`` the window-mean intensity, ``count``,
-        ``T``; see :func:`neurons.window.window_observables`) at every checkpoint and at the end
+        ``T``; see :func:`ctmhsa.neurons.window.window_observables`) at every checkpoint and at the end
         of the window (last); at the rate level one entry, the final state.
     chunks : dict
         Spiking population -> spike counts per chunk and cell, ``(n_chunks, N)``.
@@ -109,7 +109,7 @@ class Runner:
 
     @property
     def built(self):
-        """The :class:`circuits.instantiate.BuiltCircuit` (runtime runner only)."""
+        """The :class:`ctmhsa.circuits.instantiate.BuiltCircuit` (runtime runner only)."""
         raise RuntimeError(
             f"network: the {type(self).__name__} builds its network(s) when it runs (the standalone "
             "device compiles the run schedule into the project; a split run has one network per "
@@ -225,7 +225,7 @@ class StandaloneRunner(Runner):
 
 
 class SplitRunner(Runner):
-    """The pathway split at its nuclei; every head a task (see :mod:`sims.distributed`).
+    """The pathway split at its nuclei; every head a task (see :mod:`ctmhsa.sims.distributed`).
 
     Heads run on ``run_options.device``: the runtime device, or a standalone device with one
     compiled project per head shape (and nucleus-1 spike train) that every head on every worker

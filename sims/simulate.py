@@ -1,8 +1,8 @@
 """``simulate_mhsa``: run the thalamo-cortico-thalamic attention circuit and decode it.
 
-A facade: validate the options (:mod:`sims.options`), build (:func:`sims.build.build_mhsa`),
-run on the runner the options name (:mod:`sims.runners`) and read the result out
-(:mod:`sims.readout`).
+A facade: validate the options (:mod:`ctmhsa.sims.options`), build (:func:`ctmhsa.sims.build.build_mhsa`),
+run on the runner the options name (:mod:`ctmhsa.sims.runners`) and read the result out
+(:mod:`ctmhsa.sims.readout`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def simulate_mhsa(
 
     Builds the pathway nucleus 1 → H areas → nucleus 2 in Brian2, encodes the tokens
     and weights into rates, synaptic weights and biases, runs it, decodes every stage from the
-    neurons and compares it with :func:`mapping.reference.linear_mhsa`.
+    neurons and compares it with :func:`ctmhsa.mapping.reference.linear_mhsa`.
 
     Parameters
     ----------
@@ -55,19 +55,19 @@ def simulate_mhsa(
         Random seed of the spiking levels (the rate level is deterministic; default 0).
 
     Every option left at ``None`` takes its value from ``circuit_options``/``run_options`` when
-    given, else the default of :class:`sims.options.CircuitOptions`/:class:`sims.options.RunOptions`.
+    given, else the default of :class:`ctmhsa.sims.options.CircuitOptions`/:class:`ctmhsa.sims.options.RunOptions`.
     Y : array, shape (m, de), optional
         Key/value tokens for cross-attention (a second input nucleus).
     causal : bool
         Causal masking: microcolumns j > i are absent.
     dt : float or brian2 Quantity, optional
-        Integration step (s); default :data:`sims.options.DEFAULT_DT` of the level.
+        Integration step (s); default :data:`ctmhsa.sims.options.DEFAULT_DT` of the level.
     codegen : {"auto", "numpy", "cython"}
         Brian2 code-generation target (runtime device).
     params : CellParams, optional
-        Physiological constants (default :data:`neurons.params.DEFAULT_PARAMS`).
+        Physiological constants (default :data:`ctmhsa.neurons.params.DEFAULT_PARAMS`).
     gains : CodeGains, optional
-        Gains of the affine codes (default: the level's, :func:`mapping.codes.default_gains`).
+        Gains of the affine codes (default: the level's, :func:`ctmhsa.mapping.codes.default_gains`).
     max_memory : int, optional
         Refuse networks whose estimated memory exceeds this many bytes (default: 80 % of the
         available memory).
@@ -75,17 +75,17 @@ def simulate_mhsa(
         Progress report during the run (``"progress"``: a tqdm bar over biological time).
     warmup : float or brian2 Quantity, optional
         Discarded time before the measurement window (s); default
-        :data:`sims.options.DEFAULT_WARMUP`.
+        :data:`ctmhsa.sims.options.DEFAULT_WARMUP`.
     record_spikes : bool or tuple of str
         Keep spike times (all populations or the named ones) in ``res.spikes``.
     P : int or dict
         Population coding: neurons per represented dimension, for every population or per
         population name (e.g. ``{"l5pt": 10, "nucleus2": 10}``); see
-        :func:`circuits.builders.build`. Rates of a population with P > 1 get a trailing axis.
+        :func:`ctmhsa.circuits.builders.build`. Rates of a population with P > 1 get a trailing axis.
     n_inh : int
         Divisive interneurons per macrocolumn.
     signed : {"onoff", "offset"}
-        Code of the signed read-outs ṽ and x̃ (see :func:`circuits.builders.build`).
+        Code of the signed read-outs ṽ and x̃ (see :func:`ctmhsa.circuits.builders.build`).
     checkpoints : sequence of float or brian2 Quantity
         Spiking levels: window lengths (s, < ``duration``) at which every stage is also decoded
         from the window so far; ``res.checkpoints`` lists ``{"T", "metrics"}`` (error vs
@@ -94,7 +94,7 @@ def simulate_mhsa(
     device : {"runtime", "cpp_standalone", "cuda_standalone"}
         Brian2 device. ``"runtime"`` runs in this process (Cython or numpy, see ``codegen``);
         ``"cpp_standalone"`` compiles the network shape once into a cached C++ project (see
-        :mod:`circuits.standalone`) and passes tokens, weights and the seed as run arguments, so
+        :mod:`ctmhsa.circuits.standalone`) and passes tokens, weights and the seed as run arguments, so
         further calls on the same shape do not compile. ``"cuda_standalone"``: the same on an
         NVIDIA GPU through brian2cuda (a ``ValueError`` naming ``device`` where it is not
         installed; untested here, see docs/cortex.md). The two devices use different random
@@ -109,38 +109,38 @@ def simulate_mhsa(
         apical input by 1/dk.
     WS : array, shape (H, dv, de), optional
         Skip connection: core thalamic axons onto L5 PT add ``WS x_i`` to ṽ_i (and ``WO WS x_i``
-        to x̃_i); the reference is extended alike (:func:`mapping.reference.linear_mhsa`).
+        to x̃_i); the reference is extended alike (:func:`ctmhsa.mapping.reference.linear_mhsa`).
     circuit : {"quadratic", "linear"}
         ``"quadratic"``: Algorithm 1, one microcolumn per query-key pair (n m microcolumns per
         head). ``"linear"``: the linear-time key-value-memory circuit (paper discussion, "Beyond
         quadratic scaling"): outer-product cells write S = Σ_j phi(k_j) v_jᵀ and z = Σ_j phi(k_j)
         once per head, and every query macrocolumn reads them out (see
-        :mod:`circuits.builders`); its decoded stages are q, k, v, S, z, Z, ṽ, x̃, compared with
+        :mod:`ctmhsa.circuits.builders`); its decoded stages are q, k, v, S, z, Z, ṽ, x̃, compared with
         ``linear_mhsa(method="linear")``. No causal variant.
     law : str
         Interaction law of the L5 IT somata between basal value R and apical attention C
-        (:data:`neurons.laws.LAWS`): ``"product"`` (Algorithm 1, default) or one of Adeel's
+        (:data:`ctmhsa.neurons.laws.LAWS`): ``"product"`` (Algorithm 1, default) or one of Adeel's
         two-point-neuron laws ``"co4"``, ``"tm1"`` ... ``"tm4"``. The circuit is decoded as if
         it multiplied, so the metrics measure how far a law departs from attention;
-        :func:`neurons.laws.attention_under_law` predicts what it computes instead.
+        :func:`ctmhsa.neurons.laws.attention_under_law` predicts what it computes instead.
     fold : bool
         Simulate deterministic compartments that receive identical synapses (every
         macrocolumn's copy of a key or value dendrite, every microcolumn's copy of a query
         dendrite and shunted soma, the attention dendrites of a microcolumn's L5 IT cells) once,
-        with every cell linked to its class (:mod:`circuits.fold`). Exact: the same seed gives
+        with every cell linked to its class (:mod:`ctmhsa.circuits.fold`). Exact: the same seed gives
         the same spikes with ``fold=False``; at barrel size Brian2 holds 7.6 % of the
         description's synapses. Every cell keeps its own spike generation.
     scheduler : None, "serial", "local", address or ``distributed.Client``
         ``None``: one network. Otherwise the pathway is split at its nuclei and every head
         runs as its own task (spiking levels): ``"serial"`` in this process, ``"local"`` on a
         dask ``LocalCluster``, an address on that dask scheduler. The split run gives the same
-        spikes wherever it runs (see :mod:`sims.distributed`). Heads run on ``device``; on a
+        spikes wherever it runs (see :mod:`ctmhsa.sims.distributed`). Heads run on ``device``; on a
         standalone device every head of the run reuses one compiled project through run
         arguments, each head reduced on its worker (observables, L5 PT spikes, the recorded
         spike trains) before it is gathered.
 
-    circuit_options, run_options : sims.options.CircuitOptions, sims.options.RunOptions, optional
-        The options as objects (keywords override their fields); see :mod:`sims.options`.
+    circuit_options, run_options : ctmhsa.sims.options.CircuitOptions, ctmhsa.sims.options.RunOptions, optional
+        The options as objects (keywords override their fields); see :mod:`ctmhsa.sims.options`.
 
     Returns
     -------
@@ -148,7 +148,7 @@ def simulate_mhsa(
 
     See Also
     --------
-    sims.build_mhsa : build without running, to reach the Brian2 network (add monitors).
+    ctmhsa.sims.build_mhsa : build without running, to reach the Brian2 network (add monitors).
 
     Raises
     ------

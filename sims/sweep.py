@@ -1,4 +1,4 @@
-"""Sweeps: many :func:`sims.simulate_mhsa` runs on dask, resumable from results directories."""
+"""Sweeps: many :func:`ctmhsa.sims.simulate_mhsa` runs on dask, resumable from results directories."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def _simulate_item(kwargs: dict):
 
 
 def sweep(items, scheduler="local", out_dir: str | None = None):
-    """Run :func:`sims.simulate_mhsa` for every keyword dict of ``items`` on dask.
+    """Run :func:`ctmhsa.sims.simulate_mhsa` for every keyword dict of ``items`` on dask.
 
     Parameters
     ----------

@@ -5,11 +5,11 @@ measured — presynaptic token rates at nucleus 1, the dendritic potentials that
 basal), k (L2/3 apical) and v (L5 IT basal) in every macrocolumn, the L2/3 somatic rates that
 carry κ, the division Z of the interneurons, the L5 PT rates (ṽ) and the nucleus-2 rates (x̃) —
 forms the updates of eqs. (2)–(5) from those measurements
-(:func:`mapping.gradients.gradients_from_stages`) and applies them. The error ``e_i = t_i − x̃_i``
+(:func:`ctmhsa.mapping.gradients.gradients_from_stages`) and applies them. The error ``e_i = t_i − x̃_i``
 is formed at nucleus 2 from the decoded output and fed back to the L5 cells of macrocolumn i
 through ``WOᵀ`` (see ``docs/learning.md`` for which factor of every update is local to its
-synapse and which needs that feedback). The exact reference (:func:`mapping.reference.linear_mhsa`,
-:func:`mapping.gradients.formal_gradients`) is computed only to REPORT the exact loss and the
+synapse and which needs that feedback). The exact reference (:func:`ctmhsa.mapping.reference.linear_mhsa`,
+:func:`ctmhsa.mapping.gradients.formal_gradients`) is computed only to REPORT the exact loss and the
 cosine between the circuit's gradient and the exact one; nothing of it enters an update.
 
 Weights are duplicated across macrocolumns (macrocolumn i holds its own synapses of WQ, WK, WV
@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mapping.decode import key_value_potentials, signed_rate
-from mapping.encode import cell_weights
-from mapping.gradients import formal_gradients, gradients_from_stages, mhsa_loss
-from mapping.reference import _as_real_array, check_attention_inputs, linear_mhsa
-from neurons.models import FIDELITY_LEVELS
+from ctmhsa.mapping.decode import key_value_potentials, signed_rate
+from ctmhsa.mapping.encode import cell_weights
+from ctmhsa.mapping.gradients import formal_gradients, gradients_from_stages, mhsa_loss
+from ctmhsa.mapping.reference import _as_real_array, check_attention_inputs, linear_mhsa
+from ctmhsa.neurons.models import FIDELITY_LEVELS
 
 from .build import build_mhsa
 from .options import split_options
@@ -80,7 +80,7 @@ class TrainingResult:
         summed over the batch (``tied=False``: one per copy, a leading axis of length n).
     cosines : ndarray (steps, 4)
         Cosine between each circuit gradient and the exact gradient at the same weights
-        (:func:`mapping.gradients.formal_gradients`; ``tied=False``: of every copy's own term,
+        (:func:`ctmhsa.mapping.gradients.formal_gradients`; ``tied=False``: of every copy's own term,
         all copies flattened together).
     spread : ndarray (steps + 1, 4)
         Divergence of the copies: ``sqrt(mean_i ‖W_i − W̄‖²) / ‖W̄‖`` per matrix (0 when tied).
@@ -170,7 +170,7 @@ def _check(X, T, W, neuron, steps, lr, seed, tied, Y, options):
 
 
 def measured_stages(sim, res) -> tuple[np.ndarray, np.ndarray, dict]:
-    """What the circuit of ``sim`` (a :class:`sims.build.Simulation` that has run, giving ``res``)
+    """What the circuit of ``sim`` (a :class:`ctmhsa.sims.build.Simulation` that has run, giving ``res``)
     measured, decoded per macrocolumn: ``(x, y, stages)``.
 
     ``x (n, de)``, ``y (m, de)``: the tokens decoded from the relay rates of nucleus 1 (the
@@ -200,7 +200,7 @@ def measured_stages(sim, res) -> tuple[np.ndarray, np.ndarray, dict]:
 def _install_copies(sim, copies) -> None:
     """Give the synapses of every macrocolumn i its own copy ``copies[w][i]`` of WQ, WK, WV
     (onto its microcolumns) and WO (its L5 PT onto nucleus 2): the encoding of
-    :func:`mapping.encode.encode` (``u W / rho`` through :func:`mapping.encode.cell_weights`),
+    :func:`ctmhsa.mapping.encode.encode` (``u W / rho`` through :func:`ctmhsa.mapping.encode.cell_weights`),
     per macrocolumn."""
     circuit, enc = sim.circuit, sim.encoding
     u, gains = enc.consts["u"], enc.consts["gains"]
@@ -285,7 +285,7 @@ def train_mhsa(X, T, WQ, WK, WV, WO, neuron: str = "rate", steps: int = 100, lr:
     progress : callable, optional
         ``progress(step, result_so_far_dict)`` after every step (e.g. to print).
     **options
-        Options of :func:`sims.simulate_mhsa` (``phi``, ``duration``, ``dt``, ``warmup``, ``P``,
+        Options of :func:`ctmhsa.sims.simulate_mhsa` (``phi``, ``duration``, ``dt``, ``warmup``, ``P``,
         ``causal``, ``normalize``, ``device``, ``codegen``, ...). ``WS``, ``circuit="linear"``
         and laws other than the product are refused.
 
@@ -400,7 +400,7 @@ def teacher_student(n: int = 4, H: int = 2, dk: int = 3, dv: int = 3, de: int = 
 
 def exact_descent(X, T, WQ, WK, WV, WO, steps: int, lr: float | None = None, phi: str = "elu1", Y=None,
                   causal: bool = False, normalize: bool = True) -> np.ndarray:
-    """Exact gradient descent on the reference (:func:`mapping.gradients.formal_gradients`):
+    """Exact gradient descent on the reference (:func:`ctmhsa.mapping.gradients.formal_gradients`):
     the loss before every step and after the last, ``(steps + 1,)`` (the comparison curve of
     the circuit's learning; ``lr=None``: :func:`default_lr`)."""
     X, T = _batched("X", X), _batched("T", T)
@@ -425,8 +425,8 @@ TRAIN_DEFAULTS = {
 }
 """Tables of a training configuration: ``[problem]`` the teacher–student sizes, ``[train]``
 (``steps``: an integer or a table per level; ``lr`` omitted = :func:`default_lr`),
-``[circuit]``/``[run]`` options of the circuit runs (:class:`sims.options.CircuitOptions` /
-:class:`sims.options.RunOptions` fields; ``neuron`` and ``seed`` come from ``[train]`` and
+``[circuit]``/``[run]`` options of the circuit runs (:class:`ctmhsa.sims.options.CircuitOptions` /
+:class:`ctmhsa.sims.options.RunOptions` fields; ``neuron`` and ``seed`` come from ``[train]`` and
 ``[problem]``), ``[output]``."""
 
 
@@ -434,7 +434,7 @@ def default_train_config_path() -> str:
     """Path of the shipped training configuration (``sims/configs/train.toml``)."""
     from importlib import resources
 
-    return str(resources.files("sims.configs").joinpath("train.toml"))
+    return str(resources.files("ctmhsa.sims.configs").joinpath("train.toml"))
 
 
 def resolve_train_config(raw: dict) -> dict:
@@ -479,7 +479,7 @@ def resolve_train_config(raw: dict) -> dict:
 def run_training(cfg: dict, out: str, draw=None, progress=None) -> str:
     """Train the teacher–student problem of a resolved configuration at every level of
     ``[train] levels`` beside exact gradient descent, and write the results directory ``out``
-    (every file atomically, :mod:`sims.io`): ``config.toml``, ``training.npz`` (per level
+    (every file atomically, :mod:`ctmhsa.sims.io`): ``config.toml``, ``training.npz`` (per level
     ``<level>.loss``, ``.exact_loss``, ``.cosines``, ``.spread``, ``.step_time``, ``.WQ`` ...;
     ``exact_gd.loss``; the teacher ``teacher.W*`` and initial student ``initial.W*``),
     ``summary.json`` and, with ``draw(directory)``, a figure. ``progress(level, step, info)``

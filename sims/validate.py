@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from mapping.reference import check_attention_inputs, linear_mhsa
+from ctmhsa.mapping.reference import check_attention_inputs, linear_mhsa
 
 __all__ = ["check_inputs", "available_memory"]
 
@@ -27,8 +27,8 @@ def available_memory() -> int:
 
 
 def check_inputs(X, WQ, WK, WV, WO, Y=None, WS=None, causal=False, normalize=True, phi="elu1") -> dict:
-    """Validate the arrays of :func:`sims.simulate_mhsa` (the options are validated by
-    :mod:`sims.options`); return them converted, with the sizes ``n, m, H, dk, dv, de``.
+    """Validate the arrays of :func:`ctmhsa.sims.simulate_mhsa` (the options are validated by
+    :mod:`ctmhsa.sims.options`); return them converted, with the sizes ``n, m, H, dk, dv, de``.
 
     Raises
     ------

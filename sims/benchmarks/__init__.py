@@ -3,7 +3,7 @@
 Every benchmark module exposes ``HELP`` (one line), ``add_arguments(parser)`` (its own flags
 only) and ``main(args) -> int``; :data:`BENCHMARKS` registers them for the command line, which
 builds one ``argparse`` subcommand per entry. Repetitions that need their own peak memory run in
-a fresh process (:func:`sims.benchmarks.common.fresh_process`).
+a fresh process (:func:`ctmhsa.sims.benchmarks.common.fresh_process`).
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ __all__ = ["BENCHMARKS", "benchmark"]
 
 #: subcommand name -> module (imported on demand by :func:`benchmark`)
 BENCHMARKS = {
-    "rate": "sims.benchmarks.rate",
-    "cells": "sims.benchmarks.cells",
-    "accuracy": "sims.benchmarks.accuracy",
-    "speed": "sims.benchmarks.speed",
-    "heads": "sims.benchmarks.heads",
-    "cortex": "sims.benchmarks.cortex",
-    "circuits": "sims.benchmarks.circuits",
-    "robustness": "sims.benchmarks.robustness",
-    "train": "sims.benchmarks.train",
+    "rate": "ctmhsa.sims.benchmarks.rate",
+    "cells": "ctmhsa.sims.benchmarks.cells",
+    "accuracy": "ctmhsa.sims.benchmarks.accuracy",
+    "speed": "ctmhsa.sims.benchmarks.speed",
+    "heads": "ctmhsa.sims.benchmarks.heads",
+    "cortex": "ctmhsa.sims.benchmarks.cortex",
+    "circuits": "ctmhsa.sims.benchmarks.circuits",
+    "robustness": "ctmhsa.sims.benchmarks.robustness",
+    "train": "ctmhsa.sims.benchmarks.train",
 }
 
 

@@ -19,10 +19,10 @@ import time
 
 import numpy as np
 
-from circuits.builders import pathway
-from sims import simulate_mhsa
-from sims.config import problem_inputs
-from sims.io import atomic_write_json, versions
+from ctmhsa.circuits.builders import pathway
+from ctmhsa.sims import simulate_mhsa
+from ctmhsa.sims.config import problem_inputs
+from ctmhsa.sims.io import atomic_write_json, versions
 
 from .common import add_out_argument
 

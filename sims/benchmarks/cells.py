@@ -20,10 +20,10 @@ import time
 
 import numpy as np
 
-from circuits.builders import DEFAULT_N_INH
-from mapping.codes import DEFAULT_GAINS as G
-from neurons.cellsim import Drive, Interneurons, simulate_cells, spike_count_nrmse_floor
-from sims.io import atomic_savez, atomic_write_json, versions
+from ctmhsa.circuits.builders import DEFAULT_N_INH
+from ctmhsa.mapping.codes import DEFAULT_GAINS as G
+from ctmhsa.neurons.cellsim import Drive, Interneurons, simulate_cells, spike_count_nrmse_floor
+from ctmhsa.sims.io import atomic_savez, atomic_write_json, versions
 
 __all__ = ["HELP", "add_arguments", "product_table", "normalisation_table", "fig2_data", "main"]
 

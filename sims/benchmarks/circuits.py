@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import time
 
-from circuits.builders import CIRCUITS, pathway
-from sims import simulate_mhsa
-from sims.io import atomic_write_json, versions
-from sims.progress import progress
+from ctmhsa.circuits.builders import CIRCUITS, pathway
+from ctmhsa.sims import simulate_mhsa
+from ctmhsa.sims.io import atomic_write_json, versions
+from ctmhsa.sims.progress import progress
 
 from .common import add_out_argument, square_problem
 

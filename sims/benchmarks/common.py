@@ -9,7 +9,7 @@ import resource
 import subprocess
 import sys
 
-from sims.config import problem_inputs
+from ctmhsa.sims.config import problem_inputs
 
 __all__ = ["square_problem", "peak_rss_mb", "fresh_process", "one_shot_main", "add_out_argument",
            "add_size_arguments"]
@@ -19,7 +19,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 def square_problem(n: int, d: int, H: int = 1, seed: int = 0) -> dict:
     """Tokens and weights of an ``n``-token problem with ``dk = dv = de = d`` and ``H`` heads
-    (random, from input seed ``seed``; see :func:`sims.config.problem_inputs`)."""
+    (random, from input seed ``seed``; see :func:`ctmhsa.sims.config.problem_inputs`)."""
     return problem_inputs(n=n, H=H, dk=d, dv=d, de=d, input_seed=seed)
 
 

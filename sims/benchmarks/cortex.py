@@ -2,7 +2,7 @@
 
 The paper estimates that the mouse cortex (~10⁷ neurons) could hold ~100 heads of barrel size
 (n = d = 33). This benchmark runs them: ``--H`` barrel heads at the escape level, split at the
-thalamic nuclei (:mod:`sims.distributed`), every head a task on ``--workers`` local dask workers
+thalamic nuclei (:mod:`ctmhsa.sims.distributed`), every head a task on ``--workers`` local dask workers
 (or on the scheduler at ``--scheduler``), each head on the standalone device (one compiled C++
 project per head shape, reused by every head through run arguments), for ``--duration`` s of
 biological time after a 0.2 s warm-up. Reported: wall time, time per head, peak memory of the
@@ -28,10 +28,10 @@ import resource
 import statistics
 import time
 
-from sims import simulate_mhsa
-from circuits.standalone import release
-from sims.distributed import client_for
-from sims.io import atomic_write_json, versions
+from ctmhsa.sims import simulate_mhsa
+from ctmhsa.circuits.standalone import release
+from ctmhsa.sims.distributed import client_for
+from ctmhsa.sims.io import atomic_write_json, versions
 
 from .common import add_out_argument, add_size_arguments, peak_rss_mb, square_problem
 
@@ -162,7 +162,7 @@ def _eight(args, x, client) -> dict:
 
     # fresh: every worker builds its head network (a run that compiled the head project first
     # is run again); kept: the next run on the same workers, which keep their head networks
-    # between runs of one shape (sims.distributed.run_split)
+    # between runs of one shape (ctmhsa.sims.distributed.run_split)
     client.run(release)
     fresh, compiling = split_run(args.seed), None
     if fresh["compile_s"] >= COMPILED_S:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import time
 
-from sims import simulate_mhsa
-from sims.distributed import client_for
-from sims.io import atomic_write_json, versions
+from ctmhsa.sims import simulate_mhsa
+from ctmhsa.sims.distributed import client_for
+from ctmhsa.sims.io import atomic_write_json, versions
 
 from .common import add_out_argument, add_size_arguments, peak_rss_mb, square_problem
 

@@ -1,6 +1,6 @@
 """``ctmhsa bench rate``: builds and runs one head (default barrel size n = 33, dk = dv = de = 33)
 at the rate level and reports build, compile and run times, neuron and synapse counts, peak
-memory and the per-stage error against :mod:`mapping.reference`.
+memory and the per-stage error against :mod:`ctmhsa.mapping.reference`.
 
 Each repetition runs in a fresh process so that peak memory (``ru_maxrss``) belongs to that run
 alone; medians are reported. Prints a table and writes JSON.
@@ -12,16 +12,16 @@ import os
 
 import numpy as np
 
-from sims import simulate_mhsa
-from sims.io import atomic_write_json, versions
-from sims.progress import progress
+from ctmhsa.sims import simulate_mhsa
+from ctmhsa.sims.io import atomic_write_json, versions
+from ctmhsa.sims.progress import progress
 
 from .common import (add_out_argument, add_size_arguments, fresh_process, one_shot_main, peak_rss_mb,
                      square_problem)
 
 __all__ = ["HELP", "add_arguments", "run_rate_once", "main"]
 
-MODULE = "sims.benchmarks.rate"     # run as ``python -m MODULE --one JSON`` per repetition
+MODULE = "ctmhsa.sims.benchmarks.rate"     # run as ``python -m MODULE --one JSON`` per repetition
 HELP = "a head (barrel size by default) at the rate level: times, counts, peak memory, per-stage error"
 
 

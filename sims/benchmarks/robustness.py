@@ -5,8 +5,8 @@ m ≠ n (cross-attention), H 1–3, dk and dv 1–4, de 2–8, tokens N(0, 1), w
 log-uniform in [1e-2, 1e1], every phi, causal masks, ``normalize=False``, the skip path, both
 signed codes, both circuits, P ∈ {1, 2} — runs each at the rate level and sorts it into:
 
-- ``exact``: every stage within 1e-3 (max |error| / max |reference|) of :mod:`mapping.reference`;
-- ``refused``: :class:`mapping.operating.OperatingRangeError` before building, where the drive
+- ``exact``: every stage within 1e-3 (max |error| / max |reference|) of :mod:`ctmhsa.mapping.reference`;
+- ``refused``: :class:`ctmhsa.mapping.operating.OperatingRangeError` before building, where the drive
   ratio recomputed from the reference does exceed the interneurons' range (checked here);
 - ``invalid``: inputs the reference itself rejects (``Z = 0`` with relu) or an unsupported
   combination refused with a ``ValueError`` before building;
@@ -25,12 +25,12 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from mapping.codes import CodeGains
-from mapping.operating import OperatingRangeError, division_bounds
-from mapping.reference import linear_mhsa
-from sims import simulate_mhsa
-from sims.io import atomic_write_json
-from sims.progress import progress
+from ctmhsa.mapping.codes import CodeGains
+from ctmhsa.mapping.operating import OperatingRangeError, division_bounds
+from ctmhsa.mapping.reference import linear_mhsa
+from ctmhsa.sims import simulate_mhsa
+from ctmhsa.sims.io import atomic_write_json
+from ctmhsa.sims.progress import progress
 
 from .common import add_out_argument
 
@@ -50,7 +50,7 @@ def add_arguments(parser) -> None:
 
 
 def draw_instance(rng: np.random.Generator) -> dict:
-    """One random problem (keyword arguments of :func:`sims.simulate_mhsa`) and its description."""
+    """One random problem (keyword arguments of :func:`ctmhsa.sims.simulate_mhsa`) and its description."""
     circuit = "linear" if rng.random() < 0.3 else "quadratic"
     normalize = bool(rng.random() < 0.85)
     signed = "offset" if (normalize and rng.random() < 0.3) else "onoff"
@@ -75,7 +75,7 @@ def draw_instance(rng: np.random.Generator) -> dict:
 
 def drive_ratio(ref: dict, causal: bool, linear: bool, gains) -> float:
     """Largest per-head spread of ``Z_i / R_set,i`` across macrocolumns, recomputed from the
-    reference (independently of :mod:`mapping.operating`): ``R_set,i = max(r_l23 N_i,
+    reference (independently of :mod:`ctmhsa.mapping.operating`): ``R_set,i = max(r_l23 N_i,
     r_pool_min)`` with ``N_i`` the L2/3 cells of macrocolumn i (linear circuit: ``dk``, the same
     for every macrocolumn)."""
     H, n, m = ref["kappa"].shape

@@ -27,19 +27,19 @@ import time
 import brian2 as b2
 import numpy as np
 
-from circuits.builders import pathway
-from circuits.fold import fold_plan, simulated_out_degree
-from circuits.standalone import project_dir, standalone_device
-from neurons.backend import configure_brian2
-from sims import simulate_mhsa
-from sims.io import atomic_write_json, versions
-from sims.progress import progress
+from ctmhsa.circuits.builders import pathway
+from ctmhsa.circuits.fold import fold_plan, simulated_out_degree
+from ctmhsa.circuits.standalone import project_dir, standalone_device
+from ctmhsa.neurons.backend import configure_brian2
+from ctmhsa.sims import simulate_mhsa
+from ctmhsa.sims.io import atomic_write_json, versions
+from ctmhsa.sims.progress import progress
 
 from .common import add_out_argument, fresh_process, one_shot_main, peak_rss_mb, square_problem
 
 __all__ = ["HELP", "add_arguments", "run_once", "main"]
 
-MODULE = "sims.benchmarks.speed"     # run as ``python -m MODULE --one JSON`` per repetition
+MODULE = "ctmhsa.sims.benchmarks.speed"     # run as ``python -m MODULE --one JSON`` per repetition
 HELP = ("escape level per size, device and folding: build, compile, s per biological s, synaptic "
         "events/s, peak memory, and the overhead against a hand-written Brian2 network")
 WARMUP = 0.1
@@ -62,7 +62,7 @@ def add_arguments(parser) -> None:
 
 def _out_degree(circuit, plan=None) -> dict:
     """Out-degree of every cell: in the description, or (``plan``, see
-    :func:`circuits.fold.fold_plan`) in the network Brian2 simulates."""
+    :func:`ctmhsa.circuits.fold.fold_plan`) in the network Brian2 simulates."""
     deg = {p: np.zeros(pop.N) for p, pop in circuit.populations.items()}
     for proj in circuit.projections.values():
         deg[proj.source] += simulated_out_degree(circuit, proj, plan or {})
@@ -120,7 +120,7 @@ class _TreeMemory:
 def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int, kind: str,
              fold: bool = True, dt: float | None = None) -> dict:
     """One repetition in this process (``kind``: ``"ctmhsa"`` or ``"handwritten"``; ``fold``:
-    ctmhsa with folded compartments, see :mod:`circuits.fold`; ``dt``: the hand-written
+    ctmhsa with folded compartments, see :mod:`ctmhsa.circuits.fold`; ``dt``: the hand-written
     network's step, s — the one the ctmhsa run reported)."""
     x = square_problem(n, d, H)
     circuit = pathway(n, d, d, d, H=H)

@@ -1,7 +1,7 @@
 """``ctmhsa bench train``: the circuit learns a teacher–student problem with eqs. (2)–(5).
 
 A random teacher of the student's shape (n = 4, H = 2, dk = dv = 3, de = 4 by default) gives the
-targets; :func:`sims.train_mhsa` trains the student at the rate and escape levels (gradients
+targets; :func:`ctmhsa.sims.train_mhsa` trains the student at the rate and escape levels (gradients
 formed from the circuit's activity), beside exact gradient descent on the reference with the
 same learning rate. Reports the wall time per step, the exact loss ratios after 60 steps and at
 the end, the circuit's decoded-loss ratio (mean of the last 10 steps' decoded losses over the
@@ -16,8 +16,8 @@ import os
 import time
 
 
-from sims.io import atomic_write_json, versions
-from sims.train import WEIGHT_NAMES, curve_summary, default_lr, exact_descent, teacher_student, train_mhsa
+from ctmhsa.sims.io import atomic_write_json, versions
+from ctmhsa.sims.train import WEIGHT_NAMES, curve_summary, default_lr, exact_descent, teacher_student, train_mhsa
 
 from .common import add_out_argument
 

@@ -4,8 +4,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from circuits import area, build, macrocolumn, microcolumn, pathway
-from circuits.graph import Circuit, Population, Projection, connect_pairs
+from ctmhsa.circuits import area, build, macrocolumn, microcolumn, pathway
+from ctmhsa.circuits.graph import Circuit, Population, Projection, connect_pairs
 
 pytestmark = pytest.mark.codegen_independent
 
@@ -199,7 +199,7 @@ def test_degrees_from_axes_match_the_synapse_lists():
 
 
 def test_replay_table_holds_each_spike_in_its_step():
-    from circuits.instantiate import replay_table
+    from ctmhsa.circuits.instantiate import replay_table
 
     dt = 1e-3
     cells, times = np.array([0, 2, 2, 1]), np.array([0.0, 0.003, 0.0049999, 0.006])   # step times, rounded

@@ -1,12 +1,12 @@
-"""Folding identical deterministic compartments (circuits.fold) is exact: same spikes, same stages."""
+"""Folding identical deterministic compartments (ctmhsa.circuits.fold) is exact: same spikes, same stages."""
 
 import numpy as np
 import pytest
 
-from circuits.builders import build, pathway
-from circuits.fold import class_values, fold_classes, split_equations
-from circuits.fold import fold_plan, simulated_pairs
-from sims import simulate_mhsa
+from ctmhsa.circuits.builders import build, pathway
+from ctmhsa.circuits.fold import class_values, fold_classes, split_equations
+from ctmhsa.circuits.fold import fold_plan, simulated_pairs
+from ctmhsa.sims import simulate_mhsa
 from conftest import random_problem
 
 

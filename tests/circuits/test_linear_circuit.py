@@ -8,9 +8,9 @@ linearly with n; at the escape level its read-outs reach their spike-count noise
 import numpy as np
 import pytest
 
-from circuits.builders import pathway
-from mapping.reference import linear_mhsa
-from sims import simulate_mhsa
+from ctmhsa.circuits.builders import pathway
+from ctmhsa.mapping.reference import linear_mhsa
+from ctmhsa.sims import simulate_mhsa
 from conftest import random_problem
 
 pytestmark = pytest.mark.brian2
@@ -58,7 +58,7 @@ def test_neuron_count_is_linear_in_n():
     assert np.allclose(np.diff(lin) / np.diff([8, 16, 32, 64]), (lin[1] - lin[0]) / 8)   # affine in n
     quad = np.array([counts[n][1] for n in (8, 16, 32, 64)], float)
     assert quad[-1] / quad[-2] > 3.5                                                     # ~n²
-    # the documented count formula (circuits.builders), H = 1, m = n, dk = dv = d, n_inh = 10
+    # the documented count formula (ctmhsa.circuits.builders), H = 1, m = n, dk = dv = d, n_inh = 10
     n, d = 16, 8
     assert counts[n][0] == 2 * n * d * d + n * d + 2 * d * d + d + 2 * n * d * d + n * d + 10 * n \
         + 2 * n * d + 2 * (2 * n * d)
@@ -91,8 +91,8 @@ def test_escape_linear_circuit_reaches_its_noise_floor():
 
 
 def test_command_line_runs_the_linear_circuit_and_a_law(tmp_path):
-    from sims import load
-    from sims.cli import main
+    from ctmhsa.sims import load
+    from ctmhsa.sims.cli import main
 
     for circuit, law in (("linear", "product"), ("quadratic", "tm3")):
         cfg = tmp_path / f"{circuit}.toml"

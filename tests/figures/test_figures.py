@@ -12,8 +12,8 @@ import pytest
 @pytest.mark.brian2
 @pytest.mark.long   # 61 s: every figure from its simulations (default suite kept under 6 min)
 def test_figures_command_makes_every_figure(tmp_path):
-    from figures.make import FIGURES, make_figures
-    from sims.figure_data import make_data
+    from ctmhsa.figures.make import FIGURES, make_figures
+    from ctmhsa.sims.figure_data import make_data
 
     out = tmp_path / "figs"
     make_data(str(out / "data"), quick=True)
@@ -28,7 +28,7 @@ def test_figures_command_makes_every_figure(tmp_path):
         assert (out / f"{f}.pdf").stat().st_size > 1000
         caption = (out / f"{f}.txt").read_text()
         assert len(caption) > 50
-        from figures.make import FROM_SIMULATIONS
+        from ctmhsa.figures.make import FROM_SIMULATIONS
 
         assert caption.startswith("QUICK") == (f in FROM_SIMULATIONS), f       # quick data are marked
         assert (tmp_path / "gallery" / f"{f}.png").exists()
@@ -46,11 +46,11 @@ def test_figures_command_makes_every_figure(tmp_path):
 @pytest.mark.codegen_independent
 def test_figures_only_read_results():
     """figures/ imports no simulator, benchmark or data producer (DESIGN: figures from results
-    files only); sims.figure_data produces what they read."""
-    import figures
+    files only); ctmhsa.sims.figure_data produces what they read."""
+    from ctmhsa import figures
 
-    forbidden = ("sims.simulate", "sims.benchmarks", "sims.figure_data", "sims.distributed", "sims.sweep",
-                 "sims.runners")
+    forbidden = tuple(f"ctmhsa.sims.{m}" for m in ("simulate", "benchmarks", "figure_data", "distributed",
+                                                    "sweep", "runners"))
     where = os.path.dirname(figures.__file__)
     for name in sorted(os.listdir(where)):
         if not name.endswith(".py"):
@@ -70,7 +70,7 @@ def test_figures_only_read_results():
 
 @pytest.mark.codegen_independent
 def test_figures_need_their_data(tmp_path):
-    from figures.make import make_figures
+    from ctmhsa.figures.make import make_figures
 
     with pytest.raises(ValueError, match="no manifest.json"):
         make_figures(str(tmp_path / "figs"))
@@ -78,7 +78,7 @@ def test_figures_need_their_data(tmp_path):
 
 @pytest.mark.codegen_independent
 def test_figure_data_are_keyed_by_their_parameters():
-    from sims.figure_data import param_key
+    from ctmhsa.sims.figure_data import param_key
 
     X = np.arange(6.0).reshape(2, 3)
     k = param_key(X=X, duration=1.0, neuron="escape")
@@ -93,7 +93,7 @@ def test_figure_data_are_keyed_by_their_parameters():
 def test_saved_figures_are_300_dpi_marked_when_quick_and_refuse_small_text(tmp_path):
     import matplotlib.image as mpimg
 
-    from figures.style import DPI, QUICK_MARK, plt, save
+    from ctmhsa.figures.style import DPI, QUICK_MARK, plt, save
 
     fig, ax = plt.subplots(figsize=(2, 1.5))
     ax.plot([0, 1], [0, 1], label="line")

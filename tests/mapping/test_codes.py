@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from circuits import pathway
-from mapping.codes import AffineCode, CodeGains
-from mapping.encode import encode, output_offset, value_offset
+from ctmhsa.circuits import pathway
+from ctmhsa.mapping.codes import AffineCode, CodeGains
+from ctmhsa.mapping.encode import encode, output_offset, value_offset
 from conftest import random_problem
 
 pytestmark = pytest.mark.codegen_independent

@@ -1,6 +1,6 @@
 """The escape cells' phi-bias correction (issue 15, item 4; docs/phi_bias.md).
 
-A dendrite integrating spikes has a variance computable before the run (mapping.dendrites);
+A dendrite integrating spikes has a variance computable before the run (ctmhsa.mapping.dendrites);
 the escape cells pass it through phi_c = phi - sigma² phi''/2, whose mean is phi of the mean.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mapping.dendrites import dendrite_variance, phi_variances, shot_noise_gain
-from neurons.models import PHI_CORRECTED, PHI_VARIANCE, get_model
-from neurons.params import DEFAULT_PARAMS
+from ctmhsa.mapping.dendrites import dendrite_variance, phi_variances, shot_noise_gain
+from ctmhsa.neurons.models import PHI_CORRECTED, PHI_VARIANCE, get_model
+from ctmhsa.neurons.params import DEFAULT_PARAMS
 
 # numpy versions of the Brian2 functions the expressions use
 _NP = dict(clip=np.clip, exp=np.exp, log=np.log, abs=np.abs, inf=np.inf,
@@ -80,9 +80,9 @@ def _relay_driven_dendrites(n_cells=300, n_in=8, T=6.0, seed=0):
     half of them correct phi, half do not. Returns simulated V_b/u, U/u, predicted variance."""
     import brian2 as b2
 
-    from neurons.backend import configure_brian2
-    from neurons.models import add_step_code, initial_draws, synapse_model
-    from neurons.params import with_units
+    from ctmhsa.neurons.backend import configure_brian2
+    from ctmhsa.neurons.models import add_step_code, initial_draws, synapse_model
+    from ctmhsa.neurons.params import with_units
 
     configure_brian2("numpy")
     b2.start_scope()
@@ -94,7 +94,7 @@ def _relay_driven_dendrites(n_cells=300, n_in=8, T=6.0, seed=0):
     relay, l23 = get_model("escape", "relay"), get_model("escape", "l23")
     rates = rng.uniform(0, 120, size=(n_cells, n_in))
     W = rng.normal(size=(n_cells, n_in)) / np.sqrt(n_in)
-    w = u * W / 40.0                                  # u W / rho_in, as mapping.encode
+    w = u * W / 40.0                                  # u W / rho_in, as ctmhsa.mapping.encode
     R = b2.NeuronGroup(n_cells * n_in, relay.render("elu1", {}), threshold=relay.threshold,
                        reset=relay.reset, method=relay.method, namespace=ns, clock=clock)
     R.r_in_ = rates.ravel()
@@ -140,9 +140,9 @@ def test_variance_formula_and_bias_on_simulated_dendrites():
 
 
 def test_phi_variances_per_cell_brute_force():
-    from circuits.builders import pathway
-    from mapping.encode import encode
-    from sims.config import problem_inputs
+    from ctmhsa.circuits.builders import pathway
+    from ctmhsa.mapping.encode import encode
+    from ctmhsa.sims.config import problem_inputs
 
     p, dt = DEFAULT_PARAMS, 1e-3
     for kind in ("quadratic", "linear"):
@@ -170,9 +170,9 @@ def test_phi_variances_per_cell_brute_force():
 
 
 def test_phi_variances_refuses_unknown_rates():
-    from circuits.builders import pathway
-    from mapping.encode import encode
-    from sims.config import problem_inputs
+    from ctmhsa.circuits.builders import pathway
+    from ctmhsa.mapping.encode import encode
+    from ctmhsa.sims.config import problem_inputs
 
     x = problem_inputs(n=3, H=1, dk=2, dv=2, de=3, input_seed=0)
     c = pathway(3, 2, 2, 3, H=1)
@@ -186,9 +186,9 @@ def test_phi_variances_refuses_unknown_rates():
 def test_small_linear_circuit_bias_shrinks():
     """n = 6, d = 6, H = 2, 2 s, 4 seeds: the memory's bias (outer-product cells: phi-bias and
     value x key covariance) and Z's bias shrink with the corrections."""
-    import mapping.dendrites as D
-    from sims.config import problem_inputs
-    from sims.simulate import simulate_mhsa
+    import ctmhsa.mapping.dendrites as D
+    from ctmhsa.sims.config import problem_inputs
+    from ctmhsa.sims.simulate import simulate_mhsa
 
     def run(corrected, seed):
         x = problem_inputs(n=6, H=2, dk=6, dv=6, de=6, input_seed=seed)
@@ -219,10 +219,10 @@ def test_outer_product_covariance_matches_shared_relays():
     """cov_ba of the linear circuit's outer-product cells: Σ_e p(1-p) k² w_v w_k G_x over the
     relays of token j (value and key dendrites share them); opposite for OFF cells, zero for
     the z cells (no value input)."""
-    from circuits.builders import pathway
-    from mapping.dendrites import soma_cross_gain
-    from mapping.encode import encode
-    from sims.config import problem_inputs
+    from ctmhsa.circuits.builders import pathway
+    from ctmhsa.mapping.dendrites import soma_cross_gain
+    from ctmhsa.mapping.encode import encode
+    from ctmhsa.sims.config import problem_inputs
 
     p, dt = DEFAULT_PARAMS, 1e-3
     x = problem_inputs(n=4, H=2, dk=3, dv=3, de=5, input_seed=2)

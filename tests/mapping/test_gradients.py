@@ -1,10 +1,10 @@
-"""mapping.gradients: eqs. (2)-(5) of the paper against central finite differences."""
+"""ctmhsa.mapping.gradients: eqs. (2)-(5) of the paper against central finite differences."""
 
 import numpy as np
 import pytest
 
-from mapping.gradients import formal_gradients, mhsa_loss
-from mapping.reference import FEATURE_MAPS
+from ctmhsa.mapping.gradients import formal_gradients, mhsa_loss
+from ctmhsa.mapping.reference import FEATURE_MAPS
 from conftest import random_problem
 
 pytestmark = pytest.mark.codegen_independent

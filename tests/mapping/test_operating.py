@@ -1,5 +1,5 @@
 """The normalisation's operating range: chosen from the problem, refused where no physiological
-setting exists, and checked after every run (mapping.operating).
+setting exists, and checked after every run (ctmhsa.mapping.operating).
 
 The property tests draw inputs nobody tuned (shapes down to dk = 1, m != n, weight scales 1e-2 to
 1e1, every phi, causal, unnormalised, skip path, both signed codes, both circuits, P > 1): at the
@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from mapping import operating
-from mapping.codes import DEFAULT_GAINS, CodeGains
-from mapping.operating import (CircuitRangeError, OperatingRangeError, OperatingRangeWarning,
+from ctmhsa.mapping import operating
+from ctmhsa.mapping.codes import DEFAULT_GAINS, CodeGains
+from ctmhsa.mapping.operating import (CircuitRangeError, OperatingRangeError, OperatingRangeWarning,
                                division_bounds, operating_point)
-from mapping.reference import linear_mhsa
-from sims import simulate_mhsa
-from sims.benchmarks.robustness import drive_ratio
+from ctmhsa.mapping.reference import linear_mhsa
+from ctmhsa.sims import simulate_mhsa
+from ctmhsa.sims.benchmarks.robustness import drive_ratio
 
 WIDE = CodeGains(r_inh_max=1e15)
 """Interneurons without an upper rate bound: the wiring itself, outside physiology."""
@@ -109,7 +109,7 @@ def test_wrong_fixed_point_raises_at_rate_level_and_warns_at_escape(monkeypatch)
     fixed = lambda drive, gains: operating.OperatingPoint(   # noqa: E731 - the pre-fix encoder
         rho=np.full(drive.shape[0], gains.rho_l23), drive=drive,
         division=gains.rho_l23 * drive, bounds=division_bounds(gains), g_sh=gains.g_sh)
-    monkeypatch.setattr("mapping.encode.operating_point", fixed)
+    monkeypatch.setattr("ctmhsa.mapping.encode.operating_point", fixed)
     with pytest.raises(CircuitRangeError, match=r"macrocolumn \(head \d, query \d\).*interneurons are silent"):
         simulate_mhsa(X, WQ, WK, WV, WO, Y=Y, neuron="rate", duration=0.5)
     with pytest.warns(OperatingRangeWarning, match="outside its working range"):
@@ -130,7 +130,7 @@ def test_unsettled_run_raises():
 def test_refused_before_building(monkeypatch):
     def no_build(*a, **k):
         raise AssertionError("a network was built")
-    monkeypatch.setattr("sims.runners.instantiate", no_build)
+    monkeypatch.setattr("ctmhsa.sims.runners.instantiate", no_build)
     rng = np.random.default_rng(3)
     X = rng.normal(size=(6, 3))
     W = [rng.normal(scale=3.0, size=s) for s in ((1, 1, 3), (1, 1, 3), (1, 1, 3), (1, 3, 1))]
@@ -211,7 +211,7 @@ def test_rate_level_wiring_exact_without_rate_bound(kw):
 def test_offset_code_refused_without_normalisation(monkeypatch):
     """The offset v0 passes through the attention only because sum_j kappa_ij = 1: unnormalised,
     the offset code would be silently wrong (found by the property test), so it is refused."""
-    monkeypatch.setattr("sims.runners.instantiate", lambda *a, **k: pytest.fail("built"))
+    monkeypatch.setattr("ctmhsa.sims.runners.instantiate", lambda *a, **k: pytest.fail("built"))
     rng = np.random.default_rng(0)
     X = rng.normal(size=(3, 2))
     W = [rng.normal(size=s) for s in ((1, 2, 2), (1, 2, 2), (1, 2, 2), (1, 2, 2))]
@@ -245,7 +245,7 @@ def spiking_problems(draw):
 @pytest.mark.long
 @pytest.mark.xfail(strict=True, reason="known: on small untuned instances with few, strong thalamic inputs "
                    "(de = 2, weights ~0.7) s reaches 1.8x its floor (see docs/operating_range.md)")
-@pytest.mark.filterwarnings("ignore::mapping.operating.OperatingRangeWarning")
+@pytest.mark.filterwarnings("ignore::ctmhsa.mapping.operating.OperatingRangeWarning")
 def test_escape_level_at_its_noise_floor(kw):
     """Seeded escape-level property: every stage's error within 1.5x its spike-count noise floor
     (stages with >= 12 entries; fewer entries make a single run's NRMSE too noisy to judge)."""

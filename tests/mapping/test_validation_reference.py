@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from mapping.gradients import formal_gradients
-from mapping.reference import linear_mhsa, resolve_phi
+from ctmhsa.mapping.gradients import formal_gradients
+from ctmhsa.mapping.reference import linear_mhsa, resolve_phi
 from conftest import random_problem
 
 pytestmark = pytest.mark.codegen_independent

@@ -5,9 +5,9 @@ import os
 import numpy as np
 import pytest
 
-from neurons.calibration import Protocol, calibrate, calibration_key, isotonic
-from neurons.cellsim import Drive, simulate_cells
-from neurons.params import DEFAULT_PARAMS
+from ctmhsa.neurons.calibration import Protocol, calibrate, calibration_key, isotonic
+from ctmhsa.neurons.cellsim import Drive, simulate_cells
+from ctmhsa.neurons.params import DEFAULT_PARAMS
 
 pytestmark = pytest.mark.brian2
 W = 1e-3 / (100 * 10.0)
@@ -79,7 +79,7 @@ def test_calibration_level_validation():
 
 
 def test_transfer_code_round_trip_in_the_working_range():
-    from mapping.codes import TransferCode
+    from ctmhsa.mapping.codes import TransferCode
 
     code = TransferCode(calibrate("l5pt", "escape", protocol=TINY))
     p = np.array([0.6, 1.5, 3.0])

@@ -6,11 +6,11 @@ Seeded and small; larger sweeps are in ``ctmhsa bench cells``.
 import numpy as np
 import pytest
 
-from mapping.codes import DEFAULT_GAINS as G
-from neurons.cellsim import Drive, Interneurons, simulate_cells, spike_count_nrmse_floor
+from ctmhsa.mapping.codes import DEFAULT_GAINS as G
+from ctmhsa.neurons.cellsim import Drive, Interneurons, simulate_cells, spike_count_nrmse_floor
 
 pytestmark = pytest.mark.brian2
-U = 1e-3          # V per encoded unit (neurons.params)
+U = 1e-3          # V per encoded unit (ctmhsa.neurons.params)
 NSYN = 100
 W = U / (NSYN * 10.0)   # 10 Hz per synapse on 100 synapses = 1 unit of drive
 
@@ -40,7 +40,7 @@ def test_escape_l5it_rate_is_the_product():
 
 
 def test_escape_spikes_are_bernoulli_per_step():
-    # one draw per spike (neurons.models.ESCAPE) must keep the law of a draw per step:
+    # one draw per spike (ctmhsa.neurons.models.ESCAPE) must keep the law of a draw per step:
     # counts over T/dt steps have mean p T/dt and Fano factor 1 - p (a Poisson sampler: 1)
     p = np.repeat([0.05, 0.3, 0.6], 3000)
     dt, T = 1e-3, 0.5
@@ -120,7 +120,7 @@ def test_lif_macrocolumn_divides_by_the_pooled_salience():
     rng = np.random.default_rng(0)
     N, T = 32, 6.0
     b0, a0 = rng.uniform(0.0, 1.0, N), rng.uniform(0.0, 1.0, N)
-    R_set = 15.0 * N                    # the lif level's r_l23 (mapping.codes.LEVEL_GAINS)
+    R_set = 15.0 * N                    # the lif level's r_l23 (ctmhsa.mapping.codes.LEVEL_GAINS)
     rho = 50.0                          # divisions D = rho Σu / R_set from 4 to 14
     inh = Interneurons(I_set=1 / G.g_sh, w_pool=1 / (G.g_sh * R_set), w_shunt=G.g_sh, n=10)
     sums = []

@@ -1,10 +1,10 @@
-"""The conductance-based adaptive soma (neurons.conductance): a high-conductance state, and
+"""The conductance-based adaptive soma (ctmhsa.neurons.conductance): a high-conductance state, and
 adaptation that makes the f-I curve closer to affine and the spiking regular (docs/lif.md)."""
 
 import numpy as np
 import pytest
 
-from neurons.conductance import BRETTE_GERSTNER_2005 as S, affine_fit, fi_curve
+from ctmhsa.neurons.conductance import BRETTE_GERSTNER_2005 as S, affine_fit, fi_curve
 
 
 @pytest.mark.codegen_independent
@@ -40,7 +40,7 @@ def test_adaptation_makes_the_fi_curve_closer_to_affine_and_spiking_regular():
 @pytest.mark.long   # 28 s with a cold cache: the calibration and 16 fresh cells for 10 s
 @pytest.mark.brian2
 def test_soma_calibration_finds_an_affine_branch_above_the_baseline():
-    from neurons.conductance import soma_calibration
+    from ctmhsa.neurons.conductance import soma_calibration
 
     cal = soma_calibration()                 # cached on disk after the first measurement
     assert cal["r_base"] == 20.0 and 1e-9 < cal["I_rh"] < 3e-9
@@ -54,7 +54,7 @@ def test_soma_calibration_finds_an_affine_branch_above_the_baseline():
 
 @pytest.mark.codegen_independent
 def test_affine_range_is_where_the_curve_follows_its_law():
-    from neurons.conductance import affine_range
+    from ctmhsa.neurons.conductance import affine_range
     I = np.linspace(0.0, 4e-9, 41)
     law = 20.0 + (I - 1.5e-9) / 2e-11                        # 20 Hz at 1.5 nA, 50 Hz per nA
     r = np.clip(law, 0.0, None)
@@ -68,7 +68,7 @@ def test_affine_range_is_where_the_curve_follows_its_law():
 def test_lif_cells_outside_the_affine_range_are_reported():
     from types import SimpleNamespace
 
-    from mapping.operating import check_operating
+    from ctmhsa.mapping.operating import check_operating
     pop = SimpleNamespace(cell_type="relay_out", axes={"sign": None}, N=4)
     circuit = SimpleNamespace(populations={"nucleus2": pop}, meta={})
     enc = SimpleNamespace(consts={}, values=SimpleNamespace(params={"nucleus2": {"r_base": 20.0}}))

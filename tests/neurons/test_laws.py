@@ -1,11 +1,11 @@
-"""Two-point-neuron laws on the L5 IT soma (neurons.laws): simulated = predicted, product = attention."""
+"""Two-point-neuron laws on the L5 IT soma (ctmhsa.neurons.laws): simulated = predicted, product = attention."""
 
 import numpy as np
 import pytest
 
-from mapping.reference import linear_mhsa
-from neurons.laws import LAWS, attention_under_law, law_numpy
-from sims import simulate_mhsa
+from ctmhsa.mapping.reference import linear_mhsa
+from ctmhsa.neurons.laws import LAWS, attention_under_law, law_numpy
+from ctmhsa.sims import simulate_mhsa
 from conftest import random_problem
 
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import brian2 as b2
 
-from circuits.standalone import standalone_device
-from neurons.threshold import BlockThresholdCodeObject, CellThresholder
+from ctmhsa.circuits.standalone import standalone_device
+from ctmhsa.neurons.threshold import BlockThresholdCodeObject, CellThresholder
 
 # every cell climbs at its own speed and spikes above 1; the pre-code integrates what the
 # condition reads (as the escape cells' survival does), and a refractory period holds some

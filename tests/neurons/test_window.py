@@ -4,7 +4,7 @@ import brian2 as b2
 import numpy as np
 import pytest
 
-from neurons.window import (COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, counted_observables, counter_run_args,
+from ctmhsa.neurons.window import (COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, counted_observables, counter_run_args,
                             fano_sums)
 
 pytestmark = pytest.mark.brian2

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from conftest import random_problem
-from sims import CircuitOptions, RunOptions, build_mhsa, simulate_mhsa
-from sims.options import seconds, split_options
-from sims.runners import RuntimeRunner, SplitRunner, StandaloneRunner, runner_for
+from ctmhsa.sims import CircuitOptions, RunOptions, build_mhsa, simulate_mhsa
+from ctmhsa.sims.options import seconds, split_options
+from ctmhsa.sims.runners import RuntimeRunner, SplitRunner, StandaloneRunner, runner_for
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_options_are_frozen_and_validated():
         RunOptions(duration=1 * b2.volt)
     with pytest.raises(TypeError, match="unexpected keyword argument 'durration'"):
         split_options(durration=1.0)
-    with pytest.raises(TypeError, match="run_options: expected sims.options.RunOptions"):
+    with pytest.raises(TypeError, match="run_options: expected ctmhsa.sims.options.RunOptions"):
         split_options(run_options=dict(duration=1.0))
     assert seconds("dt", 100 * b2.usecond) == pytest.approx(1e-4)
     r = RunOptions(duration=2.0, checkpoints=[500 * b2.ms, 1.0], record_spikes=["l5pt"])

@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from sims.cli import main
-from sims.config import dumps_toml, load_config, make_inputs, resolve_config
+from ctmhsa.sims.cli import main
+from ctmhsa.sims.config import dumps_toml, load_config, make_inputs, resolve_config
 
 
 TINY = ("[problem]\nn = 3\nH = 2\ndk = 2\ndv = 2\nde = 3\n"
@@ -235,7 +235,7 @@ BENCHMARK_NAMES = ("rate", "cells", "accuracy", "speed", "heads", "cortex", "cir
 
 @pytest.mark.codegen_independent
 def test_bench_help_lists_every_benchmark(capsys):
-    from sims.benchmarks import BENCHMARKS
+    from ctmhsa.sims.benchmarks import BENCHMARKS
 
     assert tuple(BENCHMARKS) == BENCHMARK_NAMES
     with pytest.raises(SystemExit) as exc:
@@ -286,8 +286,8 @@ def test_bench_rejects_another_benchmarks_flag(argv, flag, capsys):
      dict(levels=["escape", "lif"], out_dir="somewhere", skip_fig2=False)),
 ])
 def test_bench_subcommands_parse_their_flags(argv, expect):
-    from sims.benchmarks import benchmark
-    from sims.cli import build_parser
+    from ctmhsa.sims.benchmarks import benchmark
+    from ctmhsa.sims.cli import build_parser
 
     args = build_parser().parse_args(argv)
     assert args.func is benchmark(argv[1]).main
@@ -306,8 +306,8 @@ def test_cli_bench_robustness_runs(tmp_path, capsys):
 
 @pytest.mark.codegen_independent
 def test_config_tables_follow_the_option_objects():
-    from sims.options import CircuitOptions, RunOptions
-    from sims.config import DEFAULTS, options
+    from ctmhsa.sims.options import CircuitOptions, RunOptions
+    from ctmhsa.sims.config import DEFAULTS, options
 
     assert DEFAULTS["circuit"]["n_inh"] == CircuitOptions().n_inh          # defaults written once
     assert DEFAULTS["run"]["duration"] == RunOptions().duration

@@ -6,7 +6,7 @@ import stat
 import numpy as np
 import pytest
 
-from sims import simulate_mhsa
+from ctmhsa.sims import simulate_mhsa
 from conftest import random_problem
 
 pytestmark = pytest.mark.standalone
@@ -25,7 +25,7 @@ def test_rate_level_agrees_across_devices(problem2):
 @pytest.mark.long   # 59 s with a cold cache: a C++ project compiled (the rate-level case stays default)
 def test_escape_same_seed_same_spikes_on_either_device(problem2):
     # escape cells draw one random number per spike, in the same order on every target
-    # (neurons.models.ESCAPE): numpy, which compiles nothing, stands for the runtime device
+    # (ctmhsa.neurons.models.ESCAPE): numpy, which compiles nothing, stands for the runtime device
     kw = dict(neuron="escape", duration=0.5, warmup=0.2, seed=4, record_spikes=True, codegen="numpy")
     rt = simulate_mhsa(*problem2, **kw)
     sa = simulate_mhsa(*problem2, device="cpp_standalone", threads=0, **kw)
@@ -87,7 +87,7 @@ def test_cells_count_their_spikes_like_the_runtime_monitors(problem2):
 
 def test_a_compiled_run_writes_back_only_what_it_reads(problem2, monkeypatch):
     """Brian2 ends a standalone run by writing every array; the binary writes the counters,
-    window integrals and the NaN-checked state instead (circuits.standalone._write_back_code)."""
+    window integrals and the NaN-checked state instead (ctmhsa.circuits.standalone._write_back_code)."""
     import shutil
 
     listed, rmtree = [], shutil.rmtree
@@ -123,7 +123,7 @@ def test_cuda_standalone_without_brian2cuda_is_a_clear_error(problem2, monkeypat
     made, before anything is described or built."""
     import sys
 
-    from sims.options import RunOptions
+    from ctmhsa.sims.options import RunOptions
 
     monkeypatch.setitem(sys.modules, "brian2cuda", None)     # as if not installed
     with pytest.raises(ValueError, match="device: 'cuda_standalone' needs the brian2cuda package"):

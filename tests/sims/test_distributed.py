@@ -5,9 +5,9 @@ import os
 import numpy as np
 import pytest
 
-from sims import simulate_mhsa
-from sims.distributed import stage_seeds
-from sims.sweep import sweep
+from ctmhsa.sims import simulate_mhsa
+from ctmhsa.sims.distributed import stage_seeds
+from ctmhsa.sims.sweep import sweep
 
 pytestmark = pytest.mark.distributed
 
@@ -54,8 +54,8 @@ def test_split_run_at_a_scheduler_address_keeps_only_the_recorded_spikes(problem
 
 @pytest.mark.codegen_independent
 def test_fano_sums_pool_like_the_concatenated_chunks():
-    from neurons.window import fano_factors
-    from neurons.window import fano_from_sums, fano_sums
+    from ctmhsa.neurons.window import fano_factors
+    from ctmhsa.neurons.window import fano_from_sums, fano_sums
 
     rng = np.random.default_rng(0)
     a, b = rng.poisson(3.0, (10, 7)).astype(float), rng.poisson(5.0, (10, 4)).astype(float)
@@ -74,13 +74,13 @@ def test_split_run_on_the_standalone_device_compiles_once_and_matches_everywhere
     cells draw the same random numbers on either device, so the runtime split run's spikes too
     (replayed there by a SpikeGeneratorGroup, here from a table: the same steps)."""
     pytest.importorskip("distributed")
-    from neurons.backend import cache_dir
+    from ctmhsa.neurons.backend import cache_dir
 
     root = os.path.join(cache_dir(), "standalone")
     kw = dict(KW, device="cpp_standalone", threads=0)
     from distributed import Client, LocalCluster
 
-    from circuits import standalone
+    from ctmhsa.circuits import standalone
 
     sa = simulate_mhsa(*problem2, scheduler="serial", **kw)
     compiled = {d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, ".compiled"))}
@@ -167,7 +167,7 @@ def test_killed_sweep_resumes_without_recomputing(tmp_path):
         "import sys\n"
         f"sys.path.insert(0, {os.path.dirname(os.path.dirname(__file__))!r})\n"
         "from conftest import random_problem\n"
-        "from sims.sweep import sweep\n"
+        "from ctmhsa.sims.sweep import sweep\n"
         "X, _, WQ, WK, WV, WO = random_problem(seed=3, n=3, H=1, dk=3, dv=3, de=3)\n"
         "items = [dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, neuron='escape', duration=0.8, warmup=0.1, seed=s)\n"
         "         for s in range(4)]\n"
@@ -193,7 +193,7 @@ def test_killed_sweep_resumes_without_recomputing(tmp_path):
 def test_bench_cortex_rejects_bad_flags_before_running():
     import argparse
 
-    from sims.benchmarks import benchmark
+    from ctmhsa.sims.benchmarks import benchmark
 
     cortex = benchmark("cortex")
     parser = argparse.ArgumentParser()

@@ -8,8 +8,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from sims import load, simulate_mhsa
-from sims.config import problem_inputs
+from ctmhsa.sims import load, simulate_mhsa
+from ctmhsa.sims.config import problem_inputs
 
 pynwb = pytest.importorskip("pynwb")
 
@@ -23,8 +23,8 @@ def tiny_run():
 
 @pytest.mark.brian2
 def test_spiking_run_writes_nwb_that_pynwb_reads_back(tiny_run, tmp_path):
-    from sims.io import write_result
-    from sims.nwb import AXIS_DESCRIPTIONS, circuit_of
+    from ctmhsa.sims.io import write_result
+    from ctmhsa.sims.nwb import AXIS_DESCRIPTIONS, circuit_of
 
     _, res = tiny_run
     path = write_result(res, str(tmp_path / "run"))
@@ -56,7 +56,7 @@ def test_spiking_run_writes_nwb_that_pynwb_reads_back(tiny_run, tmp_path):
     # the head and query axes pick one macrocolumn's L2/3 cells
     l23 = units[(units.population == "l23") & (units["head"] == 1) & (units["i"] == 2)]
     assert len(l23) == 3 * 2 and set(l23.j) == {0, 1, 2}
-    # sims.load is unchanged: the same result comes back, spikes included
+    # ctmhsa.sims.load is unchanged: the same result comes back, spikes included
     back = load(path)
     for name, (i, t) in res.spikes.items():
         np.testing.assert_array_equal(back.spikes[name][0], i)
@@ -66,7 +66,7 @@ def test_spiking_run_writes_nwb_that_pynwb_reads_back(tiny_run, tmp_path):
 
 @pytest.mark.brian2
 def test_nwb_without_recorded_spikes_still_lists_units_and_rates(tiny_run, tmp_path):
-    from sims.nwb import write_nwb
+    from ctmhsa.sims.nwb import write_nwb
 
     _, res = tiny_run
     res2 = type(res)(**{**res.__dict__, "spikes": {"l5pt": res.spikes["l5pt"]}})
@@ -100,7 +100,7 @@ def _spy(bar) -> list:
 def test_run_progress_is_a_brian2_report_over_biological_time():
     import brian2 as b2
 
-    from sims.progress import RunProgress
+    from ctmhsa.sims.progress import RunProgress
 
     bar = RunProgress(0.05, "test")
     seen = _spy(bar)
@@ -112,14 +112,14 @@ def test_run_progress_is_a_brian2_report_over_biological_time():
     assert seen[0] == pytest.approx(0.0) and seen[-1] == pytest.approx(0.05)
     assert pytest.approx(0.02) in seen and bar.t == pytest.approx(0.05)
     with pytest.raises(ValueError, match="report: expected None, one of"):
-        from sims import RunOptions
+        from ctmhsa.sims import RunOptions
 
         RunOptions(report="bar")
 
 
 @pytest.mark.codegen_independent
 def test_binary_progress_reads_brian2s_text_report():
-    from sims.progress import RunProgress, binary_progress
+    from ctmhsa.sims.progress import RunProgress, binary_progress
 
     bar = RunProgress(1.5, "binary")
     seen = _spy(bar)
@@ -136,7 +136,7 @@ def test_cli_runs_a_trained_layer_from_a_safetensors_file(tmp_path, capsys):
     import tomllib
 
     st = pytest.importorskip("safetensors.numpy")
-    from sims.cli import main
+    from ctmhsa.sims.cli import main
 
     rng = np.random.default_rng(0)
     E = 6                                    # 3 heads of 2 features

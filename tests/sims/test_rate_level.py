@@ -6,10 +6,10 @@ These run real Brian2 networks (numpy code-generation target, no compiler needed
 import numpy as np
 import pytest
 
-from mapping.reference import linear_mhsa
-from mapping.codes import CodeGains
-from mapping.operating import OperatingRangeError
-from sims import simulate_mhsa
+from ctmhsa.mapping.reference import linear_mhsa
+from ctmhsa.mapping.codes import CodeGains
+from ctmhsa.mapping.operating import OperatingRangeError
+from ctmhsa.sims import simulate_mhsa
 from conftest import random_problem
 
 pytestmark = pytest.mark.brian2
@@ -73,10 +73,10 @@ def test_rate_level_other_feature_maps(phi):
 
 def test_division_is_done_by_the_interneurons():
     """Silence the interneurons (cut their pooled input): L2/3 rates lose the 1/Z, s is wrong."""
-    from circuits import pathway
-    from circuits.instantiate import instantiate
-    from mapping.decode import decode
-    from mapping.encode import encode
+    from ctmhsa.circuits import pathway
+    from ctmhsa.circuits.instantiate import instantiate
+    from ctmhsa.mapping.decode import decode
+    from ctmhsa.mapping.encode import encode
 
     X, _, WQ, WK, WV, WO = random_problem(seed=10, n=3, H=1, dk=2, dv=2, de=3)
     c = pathway(3, 2, 2, 3)
@@ -105,7 +105,7 @@ def test_rate_level_is_deterministic():
 def test_tiny_features_move_the_gain_and_stay_exact():
     """Tiny features: with the default gain the pooled L2/3 rate could not reach the set point
     (the interneurons fell silent and this was only reported); the encoder now raises the head's
-    L2/3 gain so that every macrocolumn is divided (mapping.operating), and the run is exact."""
+    L2/3 gain so that every macrocolumn is divided (ctmhsa.mapping.operating), and the run is exact."""
     X, _, WQ, WK, WV, WO = random_problem(seed=12, n=3, H=1, dk=2, dv=2, de=3)
     WQ = -np.abs(WQ) * 20
     X = np.abs(X) + 1   # q << 0: elu1 features ~ exp(q) ~ 0

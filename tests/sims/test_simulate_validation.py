@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-import circuits.memory as inst
-from sims import simulate_mhsa
+import ctmhsa.circuits.memory as inst
+from ctmhsa.sims import simulate_mhsa
 from conftest import random_problem
 
 pytestmark = pytest.mark.codegen_independent
@@ -21,7 +21,7 @@ def no_build(monkeypatch):
     """Any attempt to build a network during these tests is a failure."""
     def boom(*a, **k):
         raise AssertionError("a network was built before validation failed")
-    monkeypatch.setattr("sims.runners.instantiate", boom)
+    monkeypatch.setattr("ctmhsa.sims.runners.instantiate", boom)
 
 
 @pytest.mark.parametrize("change, exc, match", [
@@ -43,7 +43,7 @@ def no_build(monkeypatch):
     (dict(codegen="gpu"), ValueError, "codegen: expected one of"),
     (dict(causal=1), TypeError, "causal: expected True or False"),
     (dict(Y=np.zeros((4, 2))), ValueError, "Y: embedding dimension 2 differs"),
-    (dict(params=dict(tau_m=0.01)), TypeError, "params: expected neurons.params.CellParams"),
+    (dict(params=dict(tau_m=0.01)), TypeError, "params: expected ctmhsa.neurons.params.CellParams"),
 ])
 def test_bad_arguments(args, change, exc, match):
     args.update(change)
@@ -83,7 +83,7 @@ def test_memory_estimate_refuses_networks_that_do_not_fit(args):
 
 
 def test_memory_estimate_is_monotone_and_counts_synapses():
-    from circuits import pathway
+    from ctmhsa.circuits import pathway
 
     small, big = pathway(4, 4, 4, 4), pathway(8, 4, 4, 4)
     assert inst.estimate_memory(big) > inst.estimate_memory(small)
@@ -91,7 +91,7 @@ def test_memory_estimate_is_monotone_and_counts_synapses():
 
 
 def test_params_validation():
-    from neurons.params import CellParams
+    from ctmhsa.neurons.params import CellParams
 
     with pytest.raises(ValueError, match="params.tau_m: expected a positive number"):
         CellParams(tau_m=-1)
@@ -101,7 +101,7 @@ def test_params_validation():
 
 def test_skip_weights_are_validated_before_building():
     from conftest import random_problem
-    from sims import simulate_mhsa
+    from ctmhsa.sims import simulate_mhsa
 
     X, _, WQ, WK, WV, WO = random_problem(seed=1, n=3, H=1, dk=2, dv=2, de=3)
     with pytest.raises(ValueError, match=r"WS: expected shape \(H, dv, de\)"):
@@ -114,8 +114,8 @@ def test_skip_weights_are_validated_before_building():
 
 def test_memory_refusal_counts_the_synapses_brian2_would_hold(args):
     # room for the neurons but not for the synapses: refused from the folded synapse count
-    from circuits.builders import pathway
-    from circuits.fold import fold_plan, simulated_synapse_count
+    from ctmhsa.circuits.builders import pathway
+    from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 
     c = pathway(3, 2, 2, 3, H=1)
     floor = inst.estimate_memory(c, 0)

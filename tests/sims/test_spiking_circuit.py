@@ -7,7 +7,7 @@ must hold at any size: linear stages at their spike-count noise floor, determini
 import numpy as np
 import pytest
 
-from sims import simulate_mhsa
+from ctmhsa.sims import simulate_mhsa
 from conftest import random_problem
 
 pytestmark = pytest.mark.brian2
@@ -77,7 +77,7 @@ def test_lif_circuit_runs_and_follows_the_reference():
 
 @pytest.mark.long   # about 2 min: n = d = 8, H = 2, 5 s at 0.1 ms
 def test_lif_every_stage_within_1_5_of_its_floor():
-    from sims.benchmarks.common import square_problem
+    from ctmhsa.sims.benchmarks.common import square_problem
 
     x = square_problem(8, 8, 2, seed=0)
     res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="lif", duration=5.0, seed=1)
@@ -98,7 +98,7 @@ def test_population_coding_lowers_the_readout_noise_floor(problem3):
 
 
 def test_checkpoints_and_accuracy_benchmark_runner():
-    from sims.benchmarks.accuracy import run_case
+    from ctmhsa.sims.benchmarks.accuracy import run_case
 
     run = run_case("cross", "escape", 2, (0.2, 0.4))
     assert [cp["T"] for cp in run["checkpoints"]] == [0.2, 0.4]
@@ -138,8 +138,8 @@ def test_escape_decoding_is_unbiased(escape_seeds):
 
 
 def test_results_directory_round_trip(escape_run, tmp_path):
-    from sims import load
-    from sims.io import write_result
+    from ctmhsa.sims import load
+    from ctmhsa.sims.io import write_result
 
     path = write_result(escape_run, str(tmp_path / "run"))
     back = load(path)

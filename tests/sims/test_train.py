@@ -1,4 +1,4 @@
-"""sims.train_mhsa: eqs. (2)-(5) formed from the circuit's own activity, and the circuit learns."""
+"""ctmhsa.sims.train_mhsa: eqs. (2)-(5) formed from the circuit's own activity, and the circuit learns."""
 
 import os
 
@@ -7,11 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sims.train as train_mod
-from mapping.gradients import formal_gradients, gradients_from_stages
-from mapping.reference import FEATURE_MAPS, _mask, linear_mhsa, resolve_phi
-from sims import build_mhsa, train_mhsa
-from sims.train import exact_descent, teacher_student
+import ctmhsa.sims.train as train_mod
+from ctmhsa.mapping.gradients import formal_gradients, gradients_from_stages
+from ctmhsa.mapping.reference import FEATURE_MAPS, _mask, linear_mhsa, resolve_phi
+from ctmhsa.sims import build_mhsa, train_mhsa
+from ctmhsa.sims.train import exact_descent, teacher_student
 
 
 def _gamma_form(X, Y, T, WQ, WK, WV, WO, phi, causal, normalize):
@@ -113,7 +113,7 @@ def test_tied_must_be_a_bool(tiny):
 @pytest.fixture(scope="module")
 def rate_run(tiny):
     """Two rate-level steps on a batch of two with the exact loss and gradient (the report)
-    replaced by NaN inside sims.train: nothing of the reference can reach the updates."""
+    replaced by NaN inside ctmhsa.sims.train: nothing of the reference can reach the updates."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(train_mod, "formal_gradients", lambda *a, **k: tuple(np.full_like(w, np.nan) for w in a[2:6]))
         mp.setattr(train_mod, "mhsa_loss", lambda *a, **k: float("nan"))
@@ -178,7 +178,7 @@ def test_escape_updates_from_spike_counts_are_deterministic(tiny):
 
 @pytest.mark.brian2
 def test_cli_train_writes_results_and_figure(tmp_path):
-    from sims.cli import main
+    from ctmhsa.sims.cli import main
 
     cfg = tmp_path / "train.toml"
     cfg.write_text('[problem]\nn = 2\nH = 2\ndk = 2\ndv = 2\nde = 2\n\n[train]\nlevels = ["rate"]\nsteps = 1\n\n'
