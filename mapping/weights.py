@@ -175,11 +175,18 @@ def read_npz(path, what: str) -> dict:
     key it came from) when the file is missing or unreadable."""
     path = os.fspath(path)
     try:
-        with np.load(path) as data:
-            return {k: np.array(data[k]) for k in data.files}
+        data = np.load(path)
     except FileNotFoundError:
         raise ValueError(f"{what}: file {path!r} does not exist") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"{what}: {path!r} is not a readable .npz ({exc})") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):    # np.load reads a .npy whatever its name
+        raise ValueError(f"{what}: {path!r} holds a single .npy array of shape {np.shape(data)}, not an .npz "
+                         f"archive of named arrays; save it with np.savez(path, X=..., ...)")
+    try:
+        with data:
+            return {k: np.array(data[k]) for k in data.files}
+    except (OSError, ValueError, EOFError) as exc:
         raise ValueError(f"{what}: {path!r} is not a readable .npz ({exc})") from None
 
 

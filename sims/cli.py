@@ -9,6 +9,7 @@ Every subcommand takes ``--quiet`` (no progress bars, nothing printed but errors
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -19,12 +20,13 @@ from importlib import metadata
 
 from ctmhsa.mapping.weights import LAYOUTS
 
-from .benchmarks import BENCHMARKS, benchmark
-from .config import DEFAULTS, SIZE_KEYS, make_inputs, read_config, resolve_config, sizes_of
+from .benchmarks import BENCHMARKS, benchmark, run_benchmark
+from .config import (DEFAULTS, SIZE_KEYS, default_config_path, make_inputs, output_dir, read_config, resolve_config,
+                     sizes_of)
 from .config import options as config_options
 from .figure_data import make_data
-from .io import write_result
-from .options import CODEGEN
+from .io import check_output, dumps_json, estimate_result_bytes, write_result
+from .options import CODEGEN, check_record_spikes, check_scheduler
 from .progress import set_quiet
 from .result import STAGE_LABELS
 from .simulate import simulate_mhsa
@@ -58,12 +60,34 @@ def _abs(value, base: str | None):
     return os.path.abspath(os.path.join(base or ".", value))
 
 
+SIZE_FLAGS = ("n", "H", "dk", "dv", "de")
+"""Sizes ``ctmhsa run`` takes as flags (``--n``, ``--H``, ...): those of the random problem."""
+
+
+def _config_base(config) -> str:
+    """The directory relative paths of a configuration are resolved against: the file's own
+    directory, or the working directory for the shipped configurations (``sims/configs``:
+    results go where the command runs, never into the installed package)."""
+    if not config:
+        return os.getcwd()
+    here = os.path.dirname(os.path.realpath(config))
+    return os.getcwd() if here == os.path.dirname(os.path.realpath(default_config_path())) else here
+
+
+def _out(args, cfg: dict, base: str) -> tuple[str, str]:
+    """The results directory and the setting it came from: ``--out`` (relative to the working
+    directory) or ``[output] dir`` (relative to ``base``, the configuration's directory)."""
+    if args.out is not None:
+        return os.path.abspath(os.path.expanduser(args.out)), "--out"
+    return output_dir(cfg["output"]["dir"], base), "output.dir"
+
+
 def _run_config(args) -> dict:
     """The configuration of ``ctmhsa run``: the file (or the shipped default) with the command
     line's overrides, resolved; sizes that the command line's files provide are taken from them."""
     raw = read_config(args.config)
     source = os.path.abspath(args.config) if args.config else None
-    base = os.path.dirname(source) if source else os.getcwd()
+    base = _config_base(args.config)
     problem, circuit, run = (raw.setdefault(t, {}) for t in ("problem", "circuit", "run"))
     here = os.getcwd()
     if args.weights is not None:
@@ -76,12 +100,24 @@ def _run_config(args) -> dict:
         problem["inputs"] = os.path.abspath(os.path.join(here, args.tokens))
         for k in ("n", "m"):
             problem.pop(k, None)
+    # size flags set the random problem; sizes that files provide are checked against them after
+    from_files = set()
+    if problem.get("inputs", "random") != "random":
+        from_files |= {"n", "m"} | ({"H", "dk", "dv", "de"} if problem.get("weights") is None else set())
+    if problem.get("weights") is not None:
+        from_files |= {"H", "dk", "dv", "de"}
+    for key in SIZE_FLAGS:
+        if getattr(args, key) is not None:
+            if key in from_files:
+                problem.pop(key, None)
+            else:
+                problem[key] = getattr(args, key)
     for key in ("layer", "heads", "n_heads", "layout"):
         if getattr(args, key) is not None:
             problem[key] = getattr(args, key)
     if args.neuron is not None:
         circuit["neuron"] = args.neuron
-    for key in ("duration", "seed", "codegen", "device", "checkpoints"):
+    for key in ("duration", "seed", "codegen", "device", "checkpoints", "threads"):
         if getattr(args, key) is not None:
             run[key] = getattr(args, key)
     if args.checkpoints is None and run.get("checkpoints") and (args.duration is not None or args.neuron):
@@ -91,6 +127,13 @@ def _run_config(args) -> dict:
         if keep != list(run["checkpoints"]):
             log.info("checkpoints %s -> %s for the window and level of the command line", run["checkpoints"], keep)
         run["checkpoints"] = keep
+    if args.neuron == "rate":
+        # nor has the rate level spikes or a window to warm up for: the file's settings for its
+        # spiking level are dropped (the command line's own are kept, and refused if they cannot be)
+        for key, off in (("record_spikes", False), ("warmup", 0.0)):
+            if run.get(key):
+                log.info("run.%s = %s -> %s for the rate level of the command line", key, run[key], off)
+                run[key] = off
     if args.record_spikes is not None:
         run["record_spikes"] = True if args.record_spikes == [] else args.record_spikes
     if args.no_record_spikes:
@@ -101,7 +144,16 @@ def _run_config(args) -> dict:
         p[key] = _abs(p[key], base)
     cfg["_source"] = source or "(shipped default)"
     cfg["_base"] = base
+    cfg["_size_flags"] = {k: getattr(args, k) for k in SIZE_FLAGS if getattr(args, k) is not None and k in from_files}
     return cfg
+
+
+def _check_size_flags(flags: dict, sizes: dict) -> None:
+    """Size flags must agree with the sizes the inputs files give (a ``ValueError`` naming the flag)."""
+    for key, want in flags.items():
+        if want != sizes[key]:
+            raise ValueError(f"--{key}: {want} disagrees with the inputs files, which have {key} = {sizes[key]}; "
+                             f"leave --{key} out to take it from them")
 
 
 def _cmd_run(args) -> int:
@@ -112,7 +164,14 @@ def _cmd_run(args) -> int:
     inputs = make_inputs(p, base_dir=cfg["_base"])    # sizes checked against the table
     p.update(sizes_of(inputs))
     p["cross"] = inputs["Y"] is not None
-    out = os.path.abspath(args.out or cfg["output"]["dir"])
+    _check_size_flags(cfg["_size_flags"], p)
+    circ = co.describe(p["n"], p["dk"], p["dv"], p["de"], H=p["H"], m=p["m"], cross=p["cross"])
+    check_record_spikes(ro.record_spikes, circ.populations,
+                        name="--record-spikes" if args.record_spikes is not None else "run.record_spikes")
+    out, setting = _out(args, cfg, cfg["_base"])
+    rr = ro.resolved(co.neuron)
+    out = check_output(out, estimate_result_bytes(circ, co.neuron, rr.duration, rr.warmup, ro.record_spikes,
+                                                  summary=not args.no_summary), what=setting)
     cfg["output"]["dir"] = out
     if not quiet:
         print(f"ctmhsa run: {cfg['_source']}")
@@ -149,7 +208,7 @@ def _cmd_run(args) -> int:
                if v.get("rectified") or v.get("silent_interneurons") or v.get("saturated")}
         if rng:
             print(f"  WARNING: cells outside their working range: {rng}")
-        files = sorted(os.listdir(path))
+        files = sorted(f for f in os.listdir(path) if not f.startswith("."))
         print(f"results in {path}: {', '.join(files)}")
     return 0
 
@@ -159,13 +218,12 @@ def _cmd_circuit(args) -> int:
     cfg = resolve_config(raw)
     p = cfg["problem"]
     if any(p[k] is None for k in SIZE_KEYS):   # sizes from files: read them
-        base = os.path.dirname(os.path.abspath(args.config)) if args.config else None
-        inputs = make_inputs(p, base_dir=base)
+        inputs = make_inputs(p, base_dir=_config_base(args.config))
         p.update(sizes_of(inputs))
         p["cross"] = inputs["Y"] is not None
     circ = config_options(cfg)[0].describe(p["n"], p["dk"], p["dv"], p["de"], H=p["H"], m=p["m"],
                                            cross=p["cross"])
-    print(json.dumps(circ.to_dict(), indent=2) if args.json else circ.summary())
+    print(dumps_json(circ.to_dict()).rstrip("\n") if args.json else circ.summary())
     return 0
 
 
@@ -185,7 +243,7 @@ def _cmd_figures(args) -> int:
 
 
 def _cmd_train(args) -> int:
-    from .train import default_train_config_path, resolve_train_config, run_training
+    from .train import default_train_config_path, estimate_training_bytes, resolve_train_config, run_training
 
     path = args.config or default_train_config_path()
     raw = read_config(path)
@@ -194,9 +252,12 @@ def _cmd_train(args) -> int:
         train["levels"] = args.levels
     if args.steps is not None:
         train["steps"] = args.steps
+    if isinstance(raw.get("run"), dict):     # named as the file's key, before the options check it
+        check_scheduler(raw["run"].get("scheduler"), name="run.scheduler")
     cfg = resolve_train_config(dict(raw, train=train))      # validated before anything is simulated
-    base = os.path.dirname(os.path.abspath(args.config)) if args.config else os.getcwd()
-    out = os.path.abspath(args.out) if args.out else _abs(cfg["output"]["dir"], base)
+    check_record_spikes(cfg["run"].get("record_spikes"), _train_populations(cfg), name="run.record_spikes")
+    out, setting = _out(args, cfg, _config_base(args.config))
+    out = check_output(out, estimate_training_bytes(cfg, figure=not args.no_figure), what=setting)
     cfg["output"]["dir"] = out
     p, t = cfg["problem"], cfg["train"]
     if not args.quiet:
@@ -219,16 +280,26 @@ def _cmd_train(args) -> int:
     t0 = time.perf_counter()
     path = run_training(cfg, out, draw=draw, progress=progress)
     if not args.quiet:
-        with open(os.path.join(path, "summary.json")) as fh:
-            summ = json.load(fh)
+        with open(os.path.join(path, "summary.json")) as fh:    # null: a NaN in strict JSON
+            summ = json.load(fh, object_hook=lambda d: {k: float("nan") if v is None else v for k, v in d.items()})
         for name, lv in [("exact GD", summ["exact_gd"])] + list(summ["levels"].items()):
             cos = lv.get("cos_median")
             print(f"  {name:<9} exact loss {lv['exact_loss_0']:.4g} -> x{lv['exact_ratio_end']:.3f} after "
                   f"{lv['steps']} steps" + (f"; median cosine to the exact gradient "
                                             f"{min(cos.values()):.4f} (worst matrix); "
                                             f"{lv['wall_per_step_s']:.2f} s/step" if cos else ""))
-        print(f"results in {path} ({time.perf_counter() - t0:.0f} s): {', '.join(sorted(os.listdir(path)))}")
+        files = sorted(f for f in os.listdir(path) if not f.startswith("."))
+        print(f"results in {path} ({time.perf_counter() - t0:.0f} s): {', '.join(files)}")
     return 0
+
+
+def _train_populations(cfg: dict):
+    """The populations of the circuit a training configuration builds (for ``record_spikes``)."""
+    from .options import split_options
+
+    p = cfg["problem"]
+    co = split_options(None, None, **cfg["circuit"])[0]
+    return co.describe(p["n"], p["dk"], p["dv"], p["de"], H=p["H"]).populations
 
 
 def _common() -> argparse.ArgumentParser:
@@ -252,7 +323,7 @@ def _add_benchmarks(sub, common) -> None:
         p = which.add_parser(name, help=mod.HELP, description=mod.__doc__, parents=[common],
                              formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
-        p.set_defaults(func=mod.main)
+        p.set_defaults(func=functools.partial(run_benchmark, mod))
 
 
 def _times(text: str) -> float:
@@ -263,11 +334,26 @@ def _times(text: str) -> float:
     return v
 
 
+def _count(least: int):
+    """An argparse type: an integer >= ``least``."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {text!r}") from None
+        if v < least:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {v}")
+        return v
+    return parse
+
+
 def _config_command(sub, common, name: str, help: str, description: str, default: str):
     """A subcommand that reads an optional TOML configuration and writes a results directory."""
     cmd = sub.add_parser(name, parents=[common], help=help, description=description)
     cmd.add_argument("config", nargs="?", default=None, help=f"TOML configuration (default: {default})")
-    cmd.add_argument("--out", help="results directory (default: [output] dir of the config)")
+    cmd.add_argument("--out", help="results directory, relative to the working directory (default: [output] dir "
+                                   "of the config, relative to the config's directory); an existing one is "
+                                   "replaced only if it is a results directory of ctmhsa or empty")
     return cmd
 
 
@@ -297,6 +383,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-record-spikes", action="store_true", help="keep no spike times")
     run.add_argument("--checkpoints", nargs="+", type=_times, metavar="T",
                      help="also decode every stage after these window lengths (s)")
+    run.add_argument("--threads", type=_count(0), metavar="N",
+                     help="OpenMP threads of the cpp_standalone device (0 or 1: one, without OpenMP; "
+                          "default all cores)")
+    sz = run.add_argument_group("sizes of the random problem (no inputs file needed; files' sizes must agree)")
+    sz.add_argument("--n", type=_count(1), metavar="N", help="tokens = macrocolumns per area")
+    sz.add_argument("--H", type=_count(1), metavar="H", help="heads = cortical areas")
+    sz.add_argument("--dk", type=_count(1), metavar="DK", help="key/query dimension")
+    sz.add_argument("--dv", type=_count(1), metavar="DV", help="value dimension")
+    sz.add_argument("--de", type=_count(1), metavar="DE", help="token (embedding) dimension")
     w = run.add_argument_group("trained weights (ctmhsa.mapping.weights)")
     w.add_argument("--weights", metavar="FILE",
                    help="attention projections of a trained model: .safetensors, or .pt/.bin (needs torch)")
@@ -377,6 +472,9 @@ def main(argv=None) -> int:
     except (ValueError, TypeError, NotImplementedError, ImportError) as exc:
         print(f"ctmhsa: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:     # a disk that fills or a location that goes away while writing
+        print(f"ctmhsa: error: {exc}", file=sys.stderr)
+        return 1
     finally:
         set_quiet(False)
 

@@ -44,13 +44,18 @@ A configuration has four tables; ``[circuit]`` and ``[run]`` are the fields of
     threads = 2          # OpenMP threads of cpp_standalone (optional; default all cores)
 
     [output]
-    dir = "results/default"
+    dir = "results/default"   # relative: to the configuration file's directory (as inputs)
 
 A ``[simulation]`` table (the single table of earlier versions) is still read: each of its keys
 goes to ``[circuit]`` or ``[run]``, where it belongs. The options are validated when the file is
 read, with the messages of :mod:`ctmhsa.sims.options`.
 
 Unknown keys are errors (a typo must not silently fall back to a default).
+
+Paths: relative ``inputs``, ``weights`` and ``[output] dir`` are resolved against the directory
+of the configuration file (:func:`output_dir`); the shipped configurations resolve them against
+the working directory. A path given on the command line (``--out``, ``--tokens``, ``--weights``)
+is resolved against the working directory.
 
 Sizes: with random inputs the sizes are the ``[problem]`` values (defaults above). When tokens or
 weights come from files, a size the configuration leaves out is taken from the arrays, and a
@@ -62,6 +67,7 @@ which ``ctmhsa run`` saves in the results directory's ``config.toml``.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import sys
 from dataclasses import fields
@@ -79,7 +85,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = ["DEFAULTS", "SIZE_KEYS", "options", "load_config", "read_config", "resolve_config", "make_inputs",
-           "sizes_of", "problem_inputs", "tables_of", "dumps_toml", "default_config_path"]
+           "sizes_of", "problem_inputs", "tables_of", "dumps_toml", "default_config_path", "output_dir",
+           "check_output_dir"]
 
 SIZE_KEYS = ("n", "m", "H", "dk", "dv", "de")
 
@@ -111,14 +118,23 @@ def default_config_path() -> str:
 
 def read_config(path: str | os.PathLike | None = None) -> dict:
     """The tables of a TOML configuration as written (not resolved); default: the shipped one."""
+    if path is not None and (isinstance(path, bool) or not isinstance(path, (str, os.PathLike))):
+        raise TypeError(f"config: expected the path of a TOML file, got {path!r}")
     path = default_config_path() if path is None else os.fspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"config: {path!r} is a directory; expected a TOML file (e.g. sims/configs/default.toml)")
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise ValueError(f"config: file {path!r} does not exist") from None
+    except UnicodeDecodeError as exc:   # TOML is UTF-8
+        raise ValueError(f"config: {path!r} is not UTF-8 text (a TOML file must be): byte {exc.object[exc.start]:#04x} "
+                         f"at position {exc.start} ({exc.reason})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"config: {path!r} is not valid TOML ({exc})") from None
+    except OSError as exc:
+        raise ValueError(f"config: cannot read {path!r} ({exc.strerror or exc})") from None
 
 
 def load_config(path: str | os.PathLike | None = None) -> dict:
@@ -180,10 +196,27 @@ def resolve_config(raw: dict) -> dict:
         p["m"] = p["n"]
     if p["m"] is not None and p["n"] is not None and p["m"] != p["n"]:
         p["cross"] = True
-    if not isinstance(p["weight_scale"], (int, float)) or not p["weight_scale"] > 0:
-        raise ValueError(f"config: problem.weight_scale must be > 0, got {p['weight_scale']!r}")
+    ws = p["weight_scale"]
+    if isinstance(ws, bool) or not isinstance(ws, (int, float)) or not (ws > 0 and math.isfinite(ws)):
+        raise ValueError(f"config: problem.weight_scale must be > 0 and finite, got {ws!r}")
+    check_output_dir(cfg["output"]["dir"])
     options(cfg)   # validates [circuit] and [run]
     return cfg
+
+
+def check_output_dir(value, setting: str = "output.dir") -> None:
+    """``[output] dir`` must be a non-empty path string (a ``ValueError`` naming ``setting``)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"config: {setting} must be a directory path (a non-empty string), got {value!r}")
+
+
+def output_dir(value: str, base: str | None, setting: str = "output.dir") -> str:
+    """The absolute results directory of ``[output] dir``: a relative path is resolved against
+    ``base``, the directory of the configuration file (like its input paths; the working
+    directory for the shipped configurations), ``~`` expanded."""
+    check_output_dir(value, setting)
+    path = os.path.expanduser(value)
+    return os.path.abspath(path if os.path.isabs(path) else os.path.join(base or os.getcwd(), path))
 
 
 def options(cfg: dict) -> tuple[CircuitOptions, RunOptions]:

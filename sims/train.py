@@ -37,10 +37,11 @@ from ctmhsa.mapping.reference import _as_real_array, check_attention_inputs, lin
 from ctmhsa.neurons.models import FIDELITY_LEVELS
 
 from .build import build_mhsa
+from .config import check_output_dir
 from .options import split_options
 
 __all__ = ["train_mhsa", "TrainingResult", "default_lr", "WEIGHT_NAMES", "measured_stages", "teacher_student",
-           "curve_summary", "exact_descent"]
+           "curve_summary", "exact_descent", "estimate_training_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -473,20 +474,40 @@ def resolve_train_config(raw: dict) -> dict:
         raise ValueError(f"config: train.tied must be true or false, got {t['tied']!r}")
     for lv in levels:    # the options of every level, validated now
         split_options(None, None, neuron=lv, seed=p["seed"], **cfg["circuit"], **cfg["run"])
+    check_output_dir(cfg["output"]["dir"])
     return cfg
+
+
+def estimate_training_bytes(cfg: dict, figure: bool = True) -> int:
+    """Size (bytes) of the results directory of :func:`run_training` for a resolved configuration,
+    for :func:`ctmhsa.sims.io.check_output`: with ``W = H (2 dk de + 2 dv de)`` weights and ``S``
+    steps at a level, ``training.npz`` holds ``11 S + W`` numbers per level (losses, 4 cosines,
+    4 spreads, times; the trained weights), ``S_max + 1 + 2 W + 2 B n de`` more (exact descent,
+    teacher, initial student, X, T), 8 bytes each; plus 256 kB of text and 1 MB for the figure."""
+    p, t = cfg["problem"], cfg["train"]
+    W = p["H"] * (2 * p["dk"] * p["de"] + 2 * p["dv"] * p["de"])
+    steps = t["steps"] if isinstance(t["steps"], dict) else {lv: t["steps"] for lv in t["levels"]}
+    numbers = (sum(11 * s + W for s in steps.values()) + max(steps.values()) + 1 + 2 * W
+               + 2 * p["batch"] * p["n"] * p["de"])
+    return int(8 * numbers + 256e3 + (1e6 if figure else 0))
 
 
 def run_training(cfg: dict, out: str, draw=None, progress=None) -> str:
     """Train the teacher–student problem of a resolved configuration at every level of
     ``[train] levels`` beside exact gradient descent, and write the results directory ``out``
-    (every file atomically, :mod:`ctmhsa.sims.io`): ``config.toml``, ``training.npz`` (per level
+    (one directory, atomically): ``config.toml``, ``training.npz`` (per level
     ``<level>.loss``, ``.exact_loss``, ``.cosines``, ``.spread``, ``.step_time``, ``.WQ`` ...;
     ``exact_gd.loss``; the teacher ``teacher.W*`` and initial student ``initial.W*``),
     ``summary.json`` and, with ``draw(directory)``, a figure. ``progress(level, step, info)``
-    after every step. Returns the absolute path."""
-    from .config import dumps_toml
-    from .io import atomic_savez, atomic_write_json, atomic_write_text, git_commit, versions
+    after every step. Returns the absolute path.
 
+    ``out`` is checked before anything is trained (:func:`ctmhsa.sims.io.check_output`: it must
+    be new, empty or a results directory of this project; writable, with room for the results)
+    and written as one directory, atomically (:func:`ctmhsa.sims.io.results_directory`)."""
+    from .config import dumps_toml
+    from .io import check_output, dumps_json, git_commit, results_directory, versions
+
+    out = check_output(out, estimate_training_bytes(cfg, figure=draw is not None), what="out")
     p, t = cfg["problem"], cfg["train"]
     prob = teacher_student(n=p["n"], H=p["H"], dk=p["dk"], dv=p["dv"], de=p["de"], batch=p["batch"], seed=p["seed"])
     X, T, W0 = prob["X"], prob["T"], prob["W0"]
@@ -495,8 +516,6 @@ def run_training(cfg: dict, out: str, draw=None, progress=None) -> str:
     co = split_options(None, None, **opts)[0]
     ref = exact_descent(X, T, *W0, steps=max(t["steps"].values()), lr=lr, phi=co.phi, causal=co.causal,
                         normalize=co.normalize)
-    out = os.path.abspath(out)
-    os.makedirs(out, exist_ok=True)
     arrays = {"exact_gd.loss": ref, **{f"teacher.{k}": w for k, w in zip(WEIGHT_NAMES, prob["teacher"])},
               **{f"initial.{k}": w for k, w in zip(WEIGHT_NAMES, W0)}, "X": X, "T": T}
     summary = dict(lr=lr, levels={}, exact_gd=curve_summary([], ref, [], []))
@@ -509,13 +528,15 @@ def run_training(cfg: dict, out: str, draw=None, progress=None) -> str:
         summary["levels"][lv] = dict(curve_summary(tr.loss, tr.exact_loss, tr.cosines, tr.step_time),
                                      spread_end=dict(zip(WEIGHT_NAMES, tr.spread[-1].tolist())))
     summary.update(versions=versions(), git=git_commit())
-    atomic_write_text(os.path.join(out, "config.toml"), dumps_toml(
-        {k: ({kk: vv for kk, vv in v.items() if vv is not None} if isinstance(v, dict) else v)
-         for k, v in cfg.items() if not k.startswith("_") and v}))
-    atomic_savez(os.path.join(out, "training.npz"), **arrays)
-    atomic_write_json(os.path.join(out, "summary.json"), summary)
-    if draw is not None:
-        draw(out)
+    with results_directory(out, "out", kind="train") as tmp:
+        with open(os.path.join(tmp, "config.toml"), "w") as fh:
+            fh.write(dumps_toml({k: ({kk: vv for kk, vv in v.items() if vv is not None} if isinstance(v, dict) else v)
+                                 for k, v in cfg.items() if not k.startswith("_") and v}))
+        np.savez_compressed(os.path.join(tmp, "training.npz"), **arrays)
+        with open(os.path.join(tmp, "summary.json"), "w") as fh:
+            fh.write(dumps_json(summary))
+        if draw is not None:
+            draw(tmp)
     return out
 
 

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import resource
 import subprocess
 import sys
 
+import ctmhsa
 from ctmhsa.sims.config import problem_inputs
 
 __all__ = ["square_problem", "peak_rss_mb", "fresh_process", "one_shot_main", "add_out_argument",
-           "add_size_arguments"]
+           "add_size_arguments", "machine_state", "add_machine_state", "check_json_target"]
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the folder that holds the ctmhsa package (a source checkout or site-packages): a fresh process
+# imports the same ctmhsa as this one
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(ctmhsa.__file__)))
 
 
 def square_problem(n: int, d: int, H: int = 1, seed: int = 0) -> dict:
@@ -61,3 +65,50 @@ def add_size_arguments(parser, H: int = 1, H_help: str = "heads") -> None:
     parser.add_argument("--n", type=int, default=33, help="tokens = macrocolumns (default 33)")
     parser.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
     parser.add_argument("--H", type=int, default=H, help=f"{H_help} (default {H})")
+
+
+def machine_state() -> dict:
+    """The load average (1, 5, 15 min), core count and wall-clock time now."""
+    return dict(load_average=list(os.getloadavg()), cpus=os.cpu_count(),
+                time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+
+
+def add_machine_state(path: str, before: dict, after: dict) -> None:
+    """Record the machine's state before and after a benchmark in its JSON file (rewritten
+    atomically; a file that is not a JSON object is left alone)."""
+    from ctmhsa.sims.io import atomic_write_json
+
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return
+    if isinstance(data, dict):
+        data["machine"] = dict(before=before, after=after)
+        atomic_write_json(path, data)
+
+
+def check_json_target(path) -> None:
+    """Refuse, before a benchmark runs, an ``--out`` that is a directory or a file that is not a
+    benchmark's JSON (an object with a ``"benchmark"`` key): only those are ever replaced.
+
+    Raises
+    ------
+    ctmhsa.sims.io.OutputError
+        Naming ``--out`` and the path.
+    """
+    from ctmhsa.sims.io import OutputError
+
+    path = os.path.abspath(os.fspath(path))
+    if os.path.isdir(path):
+        raise OutputError(f"--out: {path} is a directory; expected a JSON file path")
+    if not os.path.lexists(path):
+        return
+    try:
+        with open(path) as fh:
+            ours = "benchmark" in json.load(fh)
+    except (OSError, ValueError, TypeError):
+        ours = False
+    if not ours:
+        raise OutputError(f"--out: {path} exists and is not a benchmark's JSON file; "
+                          "choose another path or remove it yourself")

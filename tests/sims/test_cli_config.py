@@ -88,9 +88,9 @@ def test_cli_run_writes_a_complete_results_directory(tmp_path, capsys):
         os.umask(old)
     printed = capsys.readouterr().out
     assert "x_tilde" in printed and "floor" in printed and f"results in {out}" in printed
-    assert sorted(os.listdir(out)) == ["config.toml", "metrics.json", "noise.npz", "provenance.json",
-                                      "rates.npz", "reference.npz", "spikes.npz", "spikes.nwb", "stages.npz",
-                                      "summary.png"]
+    assert sorted(os.listdir(out)) == [".ctmhsa-results", "config.toml", "metrics.json", "noise.npz",
+                                      "provenance.json", "rates.npz", "reference.npz", "spikes.npz", "spikes.nwb",
+                                      "stages.npz", "summary.png"]
     assert os.stat(out).st_mode & 0o777 == 0o755                       # not mkdtemp's 0700
     assert os.stat(out / "metrics.json").st_mode & 0o777 == 0o644
     met = json.loads((out / "metrics.json").read_text())
@@ -230,7 +230,8 @@ def test_cli_run_fold_switch(tmp_path, capsys):
     assert met["true"]["x_tilde"]["nrmse"] == met["false"]["x_tilde"]["nrmse"]   # same spikes
 
 
-BENCHMARK_NAMES = ("rate", "cells", "accuracy", "speed", "heads", "cortex", "circuits", "robustness", "train")
+BENCHMARK_NAMES = ("rate", "cells", "accuracy", "speed", "heads", "cortex", "circuits", "robustness", "train",
+                   "threads")
 
 
 @pytest.mark.codegen_independent
@@ -286,11 +287,11 @@ def test_bench_rejects_another_benchmarks_flag(argv, flag, capsys):
      dict(levels=["escape", "lif"], out_dir="somewhere", skip_fig2=False)),
 ])
 def test_bench_subcommands_parse_their_flags(argv, expect):
-    from ctmhsa.sims.benchmarks import benchmark
+    from ctmhsa.sims.benchmarks import benchmark, run_benchmark
     from ctmhsa.sims.cli import build_parser
 
     args = build_parser().parse_args(argv)
-    assert args.func is benchmark(argv[1]).main
+    assert args.func.func is run_benchmark and args.func.args == (benchmark(argv[1]),)
     assert {k: getattr(args, k) for k in expect} == expect
 
 

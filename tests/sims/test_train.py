@@ -185,7 +185,7 @@ def test_cli_train_writes_results_and_figure(tmp_path):
                    '[output]\ndir = "out"\n')
     assert main(["train", str(cfg), "--quiet"]) == 0
     out = tmp_path / "out"
-    assert sorted(os.listdir(out)) == ["config.toml", "summary.json", "training.npz", "training.png"]
+    assert sorted(os.listdir(out)) == [".ctmhsa-results", "config.toml", "summary.json", "training.npz", "training.png"]
     with np.load(out / "training.npz") as d:
         assert d["rate.exact_loss"].shape == (2,) and d["exact_gd.loss"].shape == (2,)
         assert np.all(d["rate.cosines"] >= 0.999)
