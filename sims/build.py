@@ -9,11 +9,16 @@ exists, and a user may add monitors to ``sim.network`` before ``sim.run()``::
     sim = build_mhsa(X, WQ, WK, WV, WO, neuron="escape")
     mon = brian2.StateMonitor(sim.groups["l23"], "V_a", record=[0, 1])
     sim.network.add(mon)
-    res = sim.run(2 * brian2.second)
+    res = sim.run(2 * brian2.second)    # warm-up (0.5 s by default) + a 2 s window: 2.5 s simulated
+    res = sim.run(2 * brian2.second, warmup=0.2 * brian2.second)   # (a fresh sim) 2.2 s simulated
+
+The result states its clock: ``res.warmup``, ``res.duration``, and the window ``[res.t_start,
+res.t_stop)`` on the clock of the spike times (t = 0 at the start of the warm-up).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
@@ -23,13 +28,46 @@ from ctmhsa.mapping.dendrites import add_phi_variances
 from ctmhsa.mapping.encode import encode
 from ctmhsa.mapping.reference import linear_mhsa
 
-from .options import AUTO_CYTHON_SYNAPSES, CircuitOptions, RunOptions, split_options
+from .options import (AUTO_CYTHON_SYNAPSES, CircuitOptions, RunOptions, check_record_spikes, check_run,
+                      split_options)
 from .readout import read_out
 from .result import SimulationResult
 from .runners import Runner, runner_for
 from .validate import available_memory, check_inputs
 
-__all__ = ["build_mhsa", "Simulation"]
+__all__ = ["build_mhsa", "Simulation", "estimate_runtime", "RUN_COST"]
+
+log = logging.getLogger(__name__)
+
+RUN_COST = {
+    "runtime": {"rate": (6e-4, 2e-8, 3.4e-9), "escape": (1.3e-3, 1.5e-8, 0.0), "lif": (8e-4, 1e-7, 0.0)},
+    "standalone": {"rate": (4e-6, 1e-8, 1.7e-9), "escape": (4e-6, 7e-9, 0.0), "lif": (4e-6, 5e-8, 0.0)},
+}
+"""Wall time of one step (s): ``(fixed, per neuron, per simulated synapse)`` per device kind and
+level, for :func:`estimate_runtime`.
+
+Measured on this project's 2-core development machine (shared, Brian2 2.9.0, one run each, the
+``run`` timing of :func:`ctmhsa.sims.simulate_mhsa`, compilation excluded): *fixed*, the time per
+step of the smallest circuit (n = 3, H = 1, dk = dv = 2, de = 3; 132 neurons) with numpy code;
+*per neuron*, the rest at n = 16 to 48, H = 2, dk = dv = de = 16 to 32 (27k to 456k neurons),
+the cheaper of numpy and Cython; *per synapse*, the rate level's continuous synapses (Cython,
+1.5 M synapses: 3.4 ns; numpy took 10 to 19 ns). Spiking synapses act only at spikes and are
+counted in the per-neuron cost. The standalone costs were measured at the escape level
+(``cpp_standalone``, one thread: 4 us per step, 7 ns per neuron at 27k neurons); its other
+levels take the runtime costs halved."""
+
+
+def estimate_runtime(level: str, device: str, steps: int, neurons: int, synapses: int) -> float:
+    """Estimated wall time (s) of ``steps`` integration steps of a network of ``neurons`` cells
+    and ``synapses`` simulated synapses at ``level`` on ``device``:
+    ``steps * (fixed + neurons * per_neuron + synapses * per_synapse)`` with :data:`RUN_COST`.
+
+    A rough figure (within a factor of a few of the measured runs; fewer cores, numpy code of a
+    large circuit or a busy machine are slower, more OpenMP threads faster), meant to refuse
+    runs that cannot finish, not to plan them. Building and compiling are not included.
+    """
+    fixed, per_neuron, per_synapse = RUN_COST["runtime" if device == "runtime" else "standalone"][level]
+    return float(steps) * (fixed + neurons * per_neuron + synapses * per_synapse)
 
 
 class Simulation:
@@ -47,15 +85,21 @@ class Simulation:
     reference : dict
         The exact stages (:func:`ctmhsa.mapping.reference.linear_mhsa`), for comparison only.
     runner : ctmhsa.sims.runners.Runner
+    memory_estimate : int
+        Estimated memory of the network (bytes).
+    runtime_estimate : float
+        Estimated wall time of the run (s, :func:`estimate_runtime`; building and compiling
+        excluded).
     """
 
     def __init__(self, circuit, encoding, reference, inputs: dict, sizes: dict, options: CircuitOptions,
                  run_options: RunOptions, runner: Runner, memory_estimate: int, simulated_synapses: int,
-                 t_start: float):
+                 t_start: float, runtime_estimate: float = float("nan")):
         self.circuit, self.encoding, self.reference, self.inputs, self.sizes = circuit, encoding, reference, inputs, sizes
         self.options, self.run_options, self.runner = options, run_options, runner
         self.memory_estimate, self.simulated_synapses = memory_estimate, simulated_synapses
         self._t_start, self._ran = t_start, False
+        self.runtime_estimate = runtime_estimate   # checked against max_runtime in build_mhsa
         self.observations = None   # what the runner measured (ctmhsa.sims.runners.Observations), after run()
 
     @property
@@ -68,17 +112,49 @@ class Simulation:
         """Population name -> Brian2 group (runtime device)."""
         return self.runner.built.groups
 
-    def run(self, duration=None) -> SimulationResult:
-        """Run for ``duration`` (s or a Brian2 time; default ``run_options.duration``: the
-        measurement window after the warm-up at the spiking levels) and read the result out.
+    def run(self, duration=None, warmup=None) -> SimulationResult:
+        """Simulate ``warmup + duration`` and read the result out.
 
-        A simulation runs once (its measurement window starts after the warm-up of a fresh
-        network); build another for another run.
+        Parameters
+        ----------
+        duration : float or brian2 Quantity, optional
+            At the spiking levels the measurement window (s or a Brian2 time); at the rate
+            level the simulated time, whose final state is decoded. Default
+            ``run_options.duration``.
+        warmup : float or brian2 Quantity, optional
+            Spiking levels: simulated before the window and discarded (default
+            ``run_options.warmup``, :data:`ctmhsa.sims.options.DEFAULT_WARMUP` of the level);
+            the rate level has none.
+
+        Returns
+        -------
+        SimulationResult
+            Its clock is the network's: t = 0 at the start of the warm-up. The window is
+            ``[res.t_start, res.t_stop)`` = ``[warmup, warmup + duration)``; spike times are on
+            that clock (recorded warm-up spikes come before ``t_start``,
+            :meth:`SimulationResult.window_spikes` keeps the window's) and every rate is the
+            window's spike count / ``duration``.
+
+        Raises
+        ------
+        ValueError
+            A bad ``duration``/``warmup`` (checked as in :func:`build_mhsa`, with the run-time
+            estimate) — before anything runs.
+        RuntimeError
+            The simulation has already run: a simulation runs once (its window starts after the
+            warm-up of a fresh network); build another for another run.
         """
         if self._ran:
             raise RuntimeError("run: this simulation has already run; build a new one (ctmhsa.sims.build_mhsa)")
-        ro = self.run_options if duration is None else self.run_options.replace(duration=duration)
+        changes = {k: v for k, v in dict(duration=duration, warmup=warmup).items() if v is not None}
+        ro = self.run_options
+        if changes:
+            ro = ro.replace(**changes).resolved(self.options.neuron)
+            check_run(self.options, ro)
+            self.runtime_estimate = _check_runtime(self.circuit, self.options, ro, self.simulated_synapses)
         self._ran = True
+        log.info("simulating %g s: warm-up %g s + window %g s (estimated %.3g s of wall time)",
+                 ro.warmup + ro.duration, ro.warmup, ro.duration, self.runtime_estimate)
         self.observations = self.runner.run(ro)
         res = read_out(self, self.observations, ro)
         res.timings["total"] = time.perf_counter() - self._t_start
@@ -88,6 +164,30 @@ class Simulation:
         o = self.options
         return (f"<Simulation {o.neuron} {o.circuit} {self.circuit.n_neurons():,} neurons "
                 f"{self.circuit.n_synapses():,} synapses on {type(self.runner).__name__}>")
+
+
+def _check_runtime(circuit, options: CircuitOptions, run_options: RunOptions, synapses: int) -> float:
+    """The run's :func:`estimate_runtime` (s); a ``ValueError`` naming ``max_runtime`` past it."""
+    ro = run_options
+    simulated = ro.warmup + ro.duration
+    steps = int(round(simulated / ro.dt))
+    estimate = estimate_runtime(options.neuron, ro.device, steps, circuit.n_neurons(), synapses)
+    limit = float("inf") if ro.max_runtime is None else ro.max_runtime
+    if estimate > limit:
+        raise ValueError(
+            f"max_runtime: the run is estimated to take {_wall(estimate)} of wall time, past max_runtime = "
+            f"{limit:g} s: {steps:,} steps ({'warmup ' + format(ro.warmup, 'g') + ' s + ' if ro.warmup else ''}"
+            f"duration {ro.duration:g} s at dt = {ro.dt:g} s) of {circuit.n_neurons():,} neurons and "
+            f"{synapses:,} synapses; shorten duration, raise dt, or raise the limit (max_runtime=<seconds>, "
+            "or max_runtime=None for none)")
+    return estimate
+
+
+def _wall(seconds: float) -> str:
+    """A wall time for a message: seconds, with hours or days beside when long."""
+    if seconds >= 86400:
+        return f"{seconds:.3g} s ({seconds / 86400:.3g} days)"
+    return f"{seconds:.3g} s ({seconds / 3600:.3g} h)" if seconds >= 3600 else f"{seconds:.3g} s"
 
 
 def _per_task(estimate: int, heads: int) -> int:
@@ -114,17 +214,23 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     Raises
     ------
     ValueError, TypeError
-        Bad arguments, or a network that would not fit in memory (the message gives the
-        estimate) — before any Brian2 object exists.
+        Bad arguments (also against the cells: ``dt`` above :func:`ctmhsa.sims.options.max_dt`,
+        a window below :func:`ctmhsa.sims.options.min_window`, ``record_spikes`` naming no
+        population of the circuit), a network that would not fit in memory (``max_memory``) or a
+        run estimated to take longer than ``max_runtime`` (:func:`estimate_runtime`; the
+        messages give the estimates) — before any Brian2 object exists.
     """
     t_start = time.perf_counter()
     co, ro = split_options(circuit_options, run_options, **options)
     a = check_inputs(X, WQ, WK, WV, WO, Y=Y, WS=WS, causal=co.causal, normalize=co.normalize, phi=co.phi)
     ro = ro.resolved(co.neuron)
+    check_run(co, ro)
     runner_for(ro).check(co, ro)
     circuit = co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,
                           skip=WS is not None)
-    limit = int(0.8 * available_memory()) if ro.max_memory is None else int(ro.max_memory)
+    check_record_spikes(ro.record_spikes, circuit.populations)
+    # inf: no limit (float comparisons below)
+    limit = int(0.8 * available_memory()) if ro.max_memory is None else float(ro.max_memory)
     # a split run holds one head per task (on a worker): the limit applies to one head
     per = a["H"] if ro.scheduler is not None else 1
     floor = _per_task(estimate_memory(circuit, 0), per)    # the neurons alone: refuses a huge network at once
@@ -150,6 +256,7 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
             f"{need / 2**30:.2f} GiB "
             f"({circuit.n_neurons():,} neurons, {circuit.n_synapses():,} synapses) but the limit is "
             f"{limit / 2**30:.2f} GiB; reduce n, m, H, dk, dv or de, or raise max_memory")
+    runtime = _check_runtime(circuit, co, ro, n_simulated)
     if ro.codegen == "auto":
         ro = ro.replace(codegen="cython" if circuit.n_synapses() >= AUTO_CYTHON_SYNAPSES else "numpy")
     inputs = {k: a[k] for k in ("X", "WQ", "WK", "WV", "WO", "Y", "WS")}
@@ -167,4 +274,4 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     add_lif_drive(circuit, enc.values, co.neuron, ro.dt)
     runner = runner_for(ro)(circuit, enc, inputs, co, ro)
     sizes = {k: a[k] for k in ("n", "m", "H", "dk", "dv", "de")}
-    return Simulation(circuit, enc, ref, inputs, sizes, co, ro, runner, need, n_simulated, t_start)
+    return Simulation(circuit, enc, ref, inputs, sizes, co, ro, runner, need, n_simulated, t_start, runtime)

@@ -46,6 +46,7 @@ from importlib import metadata
 import numpy as np
 
 from .config import dumps_toml, tables_of
+from .jsonfile import dumps_json, restore_nonfinite, to_json  # noqa: F401 - re-exported
 from .result import SimulationResult
 
 __all__ = ["write_result", "atomic_path", "atomic_write_text", "atomic_write_json", "atomic_savez", "versions", "git_commit",
@@ -96,53 +97,6 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             out[pkg] = None
     return out
-
-
-def to_json(obj, nonfinite: dict | None = None, _where: str = ""):
-    """``obj`` with numpy arrays and scalars as Python lists and numbers, tuples as lists, and
-    NaN/±inf as ``None`` (strict JSON has no NaN); ``nonfinite`` (optional dict) collects the
-    JSON pointer of every replaced number -> ``"nan"``, ``"inf"`` or ``"-inf"``."""
-    if isinstance(obj, np.ndarray):
-        obj = obj.tolist()
-    elif isinstance(obj, (np.floating, np.integer, np.bool_)):
-        obj = obj.item()
-    if isinstance(obj, float) and not np.isfinite(obj):
-        if nonfinite is not None:
-            nonfinite[_where] = "nan" if np.isnan(obj) else ("inf" if obj > 0 else "-inf")
-        return None
-    if isinstance(obj, dict):
-        return {str(k): to_json(v, nonfinite, f"{_where}/{_pointer(k)}") for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_json(v, nonfinite, f"{_where}/{i}") for i, v in enumerate(obj)]
-    if obj is None or isinstance(obj, (str, bool, int, float)):
-        return obj
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
-def _pointer(key) -> str:
-    return str(key).replace("~", "~0").replace("/", "~1")    # RFC 6901
-
-
-def dumps_json(obj, nonfinite: dict | None = None) -> str:
-    """Strict JSON (``allow_nan=False``) of ``obj`` after :func:`to_json`, indented, ending in a newline."""
-    return json.dumps(to_json(obj, nonfinite), indent=2, allow_nan=False) + "\n"
-
-
-def _restore_nonfinite(doc, nonfinite: dict):
-    """Put back the NaN/±inf that :func:`to_json` replaced by ``None`` (``nonfinite``: pointer -> value)."""
-    for where, value in nonfinite.items():
-        node = doc
-        try:
-            *parents, last = [k.replace("~1", "/").replace("~0", "~") for k in where.split("/")[1:]]
-            for k in parents:
-                node = node[int(k)] if isinstance(node, list) else node[k]
-            if isinstance(node, list):
-                node[int(last)] = float(value)
-            else:
-                node[last] = float(value)
-        except (KeyError, IndexError, ValueError, TypeError):
-            log.debug("nonfinite %s: no such entry", where)
-    return doc
 
 
 @contextlib.contextmanager
@@ -543,7 +497,7 @@ def load(path: str) -> SimulationResult:
 
     with open(os.path.join(path, "provenance.json")) as fh:
         prov = json.load(fh)
-    prov = _restore_nonfinite(prov, prov.pop("nonfinite", {}))
+    prov = restore_nonfinite(prov, prov.pop("nonfinite", {}))
     stages, ref = npz("stages.npz"), npz("reference.npz")
     trains = npz("spikes.npz")
     spikes = {k[:-2]: (trains[k], trains[k[:-2] + ".t"]) for k in trains if k.endswith(".i")}

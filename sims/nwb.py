@@ -105,7 +105,7 @@ def write_nwb(result, path: str, circuit=None) -> str:
     from pynwb.file import Subject
     from pynwb.misc import Units
 
-    from .io import to_json
+    from .jsonfile import to_json
 
     if result.level == "rate":
         raise ValueError("result: the rate level has no spikes to write to NWB")

@@ -17,8 +17,10 @@ Brian2 quantities (``500*ms``) or floats in seconds, and are stored in seconds.
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 import os
+import re
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -27,10 +29,12 @@ from ctmhsa.circuits.builders import CIRCUITS, DEFAULT_N_INH, SIGNED_CODES, path
 from ctmhsa.mapping.codes import CodeGains, default_gains
 from ctmhsa.neurons.laws import check_law
 from ctmhsa.neurons.models import FIDELITY_LEVELS, PHI_EXPRESSIONS
-from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, seconds
+from ctmhsa.neurons.params import DEFAULT_PARAMS, DEFAULT_SOMA, CellParams, seconds
 
 __all__ = ["CircuitOptions", "RunOptions", "split_options", "seconds", "DEFAULT_DT", "DEFAULT_WARMUP",
-           "N_CHUNKS", "AUTO_CYTHON_SYNAPSES", "CODEGEN", "DEVICES"]
+           "N_CHUNKS", "AUTO_CYTHON_SYNAPSES", "CODEGEN", "DEVICES", "SCHEDULERS", "STEPS_PER_TAU",
+           "DEFAULT_MAX_RUNTIME", "SEED_LIMIT", "max_dt", "min_window", "check_run", "check_record_spikes",
+           "check_scheduler"]
 
 DEFAULT_DT = {"rate": 1e-3, "escape": 1e-3, "lif": 1e-4}
 """Default integration step per level (s). The rate level's steady state does not depend on
@@ -54,6 +58,24 @@ CODEGEN = ("auto", "numpy", "cython")
 REPORTS = ("progress", "text", "stdout", "stderr")
 DEVICES = ("runtime", "cpp_standalone", "cuda_standalone")
 
+SCHEDULERS = ("serial", "local")
+"""Scheduler names (:func:`ctmhsa.sims.distributed.client_for`); any other string must be a dask
+scheduler address, which has a port or a protocol (``tcp://host:8786``, ``host:8786``)."""
+
+_ADDRESS = re.compile(r"[a-z][a-z0-9+.-]*://\S+|[^\s:/]+:\d+")
+
+STEPS_PER_TAU = 5
+"""``dt`` may be at most the fastest time constant of the level's cells divided by this
+(:func:`max_dt`). Measured on a small circuit: the rate level's interneuron loop (which moves up
+to ~10x faster than ``tau_int`` while it divides) settles at dt = 5 ms and oscillates out of
+range at 10 ms; the escape level's default 1 ms is ``tau_syn / 5``."""
+
+DEFAULT_MAX_RUNTIME = 3600.0
+"""Default wall-time limit of one run (s; :attr:`RunOptions.max_runtime`)."""
+
+SEED_LIMIT = 2**32
+"""Seeds are 32-bit on every device (Brian2's runtime generator and the compiled projects')."""
+
 
 def _choice(name, value, allowed):
     if not isinstance(value, str) or value not in allowed:
@@ -65,8 +87,38 @@ def _flag(name, value, expected="True or False"):
         raise TypeError(f"{name}: expected {expected}, got {value!r}")
 
 
+def check_scheduler(value, name: str = "scheduler", allow_none: bool = True) -> None:
+    """``value`` must be None (where allowed), one of :data:`SCHEDULERS`, a dask scheduler address
+    or a ``distributed.Client``; a ``ValueError`` naming ``name`` and the valid values otherwise."""
+    if (value is None and allow_none) or type(value).__name__ == "Client":
+        return
+    if isinstance(value, str) and (value in SCHEDULERS or _ADDRESS.fullmatch(value)):
+        return
+    valid = ", ".join(map(repr, ([None] if allow_none else []) + list(SCHEDULERS)))
+    raise ValueError(f"{name}: expected {valid}, a dask scheduler address ('tcp://host:8786' or "
+                     f"'host:8786') or a distributed.Client; got {value!r}")
+
+
+def check_record_spikes(value, populations, name: str = "record_spikes") -> None:
+    """Every population ``value`` names must be one of the circuit's ``populations`` (a
+    ``ValueError`` naming ``name``, the unknown names and the valid ones)."""
+    if isinstance(value, (bool, np.bool_)) or value is None:
+        return
+    unknown = [p for p in value if p not in populations]
+    if unknown:
+        raise ValueError(f"{name}: {', '.join(map(repr, unknown))} "
+                         f"{'is not a population' if len(unknown) == 1 else 'are not populations'} of this "
+                         f"circuit; its populations are {list(populations)}")
+
+
 def _set(obj, name, value):
     object.__setattr__(obj, name, value)   # frozen: only __post_init__ normalises a field
+
+
+def _positive(value) -> bool:
+    """A positive real number or inf (not a bool, not NaN)."""
+    return (not isinstance(value, (bool, np.bool_)) and isinstance(value, numbers.Real)
+            and not math.isnan(value) and value > 0)
 
 
 class _Options:
@@ -202,13 +254,17 @@ class RunOptions(_Options):
     ----------
     duration : float
         Simulated biological time (s): the final state at the rate level, the measurement
-        window (after ``warmup``) at the spiking levels.
+        window (after ``warmup``) at the spiking levels, where it must be at least
+        :func:`min_window` (0.1 s with the default cells). A spiking run simulates
+        ``warmup + duration`` in all.
     dt : float, optional
-        Integration step (s); ``None``: :data:`DEFAULT_DT` of the level.
+        Integration step (s); ``None``: :data:`DEFAULT_DT` of the level. At most :func:`max_dt`
+        (the fastest cell time constant / :data:`STEPS_PER_TAU`).
     warmup : float, optional
         Discarded time before the measurement window (s); ``None``: :data:`DEFAULT_WARMUP`.
+        The rate level has no window: a positive warm-up there is refused.
     seed : int
-        Random seed of the spiking levels.
+        Random seed of the spiking levels: an integer in ``[0, 2**32)`` on every device.
     checkpoints : tuple of float
         Window lengths (s, < ``duration``) at which every stage is also decoded (runtime device).
     codegen : {"auto", "numpy", "cython"}
@@ -222,10 +278,15 @@ class RunOptions(_Options):
     scheduler : None, "serial", "local", address or ``distributed.Client``
         Split the pathway at its nuclei and run every head as its own task.
     record_spikes : bool or tuple of str
-        Keep spike times (all populations or the named ones).
-    max_memory : int, optional
+        Keep spike times (all populations or the named ones; spiking levels only, names checked
+        against the circuit's populations when it is described).
+    max_memory : float, optional
         Refuse networks whose estimated memory exceeds this many bytes (``None``: 80 % of the
-        available memory).
+        available memory; ``inf``: no limit).
+    max_runtime : float, optional
+        Refuse runs whose estimated wall time exceeds this many seconds
+        (:func:`ctmhsa.sims.build.estimate_runtime`; default :data:`DEFAULT_MAX_RUNTIME`, one
+        hour; ``None`` or ``inf``: no limit).
     report : None, "progress", "text", "stdout", "stderr" or callable
         Progress during the run: ``"progress"`` draws a tqdm bar over the biological time
         (:class:`ctmhsa.sims.progress.RunProgress`; on the standalone device read from the binary's
@@ -243,7 +304,8 @@ class RunOptions(_Options):
     threads: int | None = None
     scheduler: object = field(default=None, compare=False)
     record_spikes: bool | tuple = False
-    max_memory: int | None = None
+    max_memory: float | None = None
+    max_runtime: float | None = DEFAULT_MAX_RUNTIME
     report: object = field(default=None, compare=False)
 
     def __post_init__(self):
@@ -255,8 +317,10 @@ class RunOptions(_Options):
             raise ValueError(f"warmup: expected a non-negative finite time in seconds; {exc}") from None
         if self.dt is not None and self.dt > self.duration:
             raise ValueError(f"dt: {self.dt} s is longer than duration = {self.duration} s")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
-            raise ValueError(f"seed: expected a non-negative integer, got {self.seed!r}")
+        if (isinstance(self.seed, (bool, np.bool_)) or not isinstance(self.seed, numbers.Integral)
+                or not 0 <= self.seed < SEED_LIMIT):
+            raise ValueError(f"seed: expected a non-negative integer below 2**32 (32-bit seeds on every "
+                             f"device), got {self.seed!r}")
         _set(self, "seed", int(self.seed))
         if isinstance(self.checkpoints, (str, bytes)):
             raise TypeError(f"checkpoints: expected a sequence of times in seconds, got {self.checkpoints!r}")
@@ -279,11 +343,7 @@ class RunOptions(_Options):
         if self.threads is not None and (isinstance(self.threads, bool)
                                          or not isinstance(self.threads, (int, np.integer)) or self.threads < 0):
             raise ValueError(f"threads: expected an integer >= 0 (0 = no OpenMP), got {self.threads!r}")
-        s = self.scheduler
-        if s is not None:
-            if not (isinstance(s, str) or type(s).__name__ == "Client"):
-                raise ValueError(f"scheduler: expected None, 'serial', 'local', an address or a "
-                                 f"distributed.Client; got {s!r}")
+        check_scheduler(self.scheduler)
         rs = self.record_spikes
         if not isinstance(rs, (bool, np.bool_)):
             if isinstance(rs, str) or not all(isinstance(p, str) for p in rs):
@@ -294,9 +354,12 @@ class RunOptions(_Options):
         if not (self.report is None or callable(self.report) or self.report in REPORTS):
             raise ValueError(f"report: expected None, one of {list(REPORTS)} or a callable "
                              f"report(elapsed, completed, start, duration); got {self.report!r}")
-        if self.max_memory is not None and (isinstance(self.max_memory, bool)
-                                            or not isinstance(self.max_memory, numbers.Real) or self.max_memory <= 0):
-            raise ValueError(f"max_memory: expected a positive number of bytes, got {self.max_memory!r}")
+        if self.max_memory is not None and not _positive(self.max_memory):
+            raise ValueError(f"max_memory: expected a positive number of bytes, inf (no limit) or None "
+                             f"(80 % of the available memory), got {self.max_memory!r}")
+        if self.max_runtime is not None and not _positive(self.max_runtime):
+            raise ValueError(f"max_runtime: expected a positive number of seconds of wall time, or None or "
+                             f"inf (no limit), got {self.max_runtime!r}")
 
     def records(self, population: str) -> bool:
         """Whether the spike times of ``population`` are kept (``record_spikes``)."""
@@ -304,9 +367,23 @@ class RunOptions(_Options):
 
     def resolved(self, level: str) -> "RunOptions":
         """A copy with the level's defaults filled in: ``dt``, ``warmup`` (0 at the rate level,
-        which has no window) and ``threads`` (all cores; 1 per task on dask workers)."""
-        if self.checkpoints and level == "rate":
-            raise ValueError("checkpoints: the rate level has no counting window; use a spiking level")
+        which has no window) and ``threads`` (all cores; 1 per task on dask workers).
+
+        Raises
+        ------
+        ValueError
+            What the rate level cannot do: checkpoints, spike recording, a warm-up.
+        """
+        if level == "rate":
+            if self.checkpoints:
+                raise ValueError("checkpoints: the rate level has no counting window; use a spiking level")
+            if self.record_spikes:
+                raise ValueError("record_spikes: the rate level has no spikes; use a spiking level "
+                                 "(neuron='escape' or 'lif') or record_spikes=False")
+            if self.warmup:
+                raise ValueError(f"warmup: the rate level has no measurement window (its result is the state "
+                                 f"at the end of duration), so a warm-up of {self.warmup:g} s would not be "
+                                 "simulated; leave warmup out or set it to 0")
         warm = 0.0 if level == "rate" else (DEFAULT_WARMUP[level] if self.warmup is None else self.warmup)
         if self.threads is not None:
             threads = int(self.threads)
@@ -322,6 +399,76 @@ class RunOptions(_Options):
         out["scheduler"] = None if s is None else (s if isinstance(s, str) else "client")
         out["report"] = None if self.report is None else (self.report if isinstance(self.report, str) else "callable")
         return out
+
+
+def _time_constants(options: CircuitOptions) -> dict:
+    """Name -> time constant (s) of every dynamics the level of ``options`` integrates."""
+    p = options.params
+    taus = dict(tau_m=p.tau_m, tau_d=p.tau_d, tau_int=p.tau_int)
+    if options.spiking:       # exponential synaptic currents
+        taus["tau_syn"] = p.tau_syn
+    if options.neuron == "lif":   # the somata's membrane and their conductance background
+        s = DEFAULT_SOMA
+        taus.update(tau_e=s.tau_e, tau_i=s.tau_i, tau_soma=s.C_m / s.input_conductance())
+    return taus
+
+
+def max_dt(options: CircuitOptions) -> tuple[float, str]:
+    """The largest integration step (s) the cells of ``options`` allow, and why.
+
+    The fastest time constant of the level's cells over :data:`STEPS_PER_TAU` (rate: ``tau_m``,
+    ``tau_d``, ``tau_int``, 10 ms by default: 2 ms; escape: also ``tau_syn``, 5 ms: 1 ms; lif:
+    also the somata's ``tau_e`` = 2.7 ms and membrane ``C_m / g`` = 2.8 ms: 0.54 ms). At the
+    spiking levels also ``1 / r_inh_max`` (400 Hz: 2.5 ms): an escape cell (interneurons at
+    every spiking level) spikes with probability ``r dt``, at most once per step.
+    """
+    taus = _time_constants(options)
+    name = min(taus, key=taus.get)
+    bound, why = taus[name] / STEPS_PER_TAU, f"{name} = {taus[name]:g} s / {STEPS_PER_TAU}"
+    if options.spiking:
+        r = options.code_gains.r_inh_max
+        if 1.0 / r < bound:
+            bound, why = 1.0 / r, f"1 / r_inh_max = 1 / {r:g} Hz: an escape cell spikes at most once per step"
+    return bound, why
+
+
+def min_window(options: CircuitOptions, dt: float) -> tuple[float, str]:
+    """The shortest measurement window (s) of a spiking level, and why.
+
+    Spike counts are taken in :data:`N_CHUNKS` equal chunks whose spread gives the Fano factors
+    behind the noise floor; a chunk shorter than the slowest time constant of the cells that
+    carry the code (``tau_m``, ``tau_d``, ``tau_int``, ``tau_syn``: 10 ms by default) holds
+    correlated counts, and a window of a few steps holds almost none (measured: 1.5 ms gave
+    q, k, v a noise floor of 0 beside an NRMSE of 0.9). Hence ``N_CHUNKS`` times that time
+    constant (0.1 s by default), and at least one step per chunk.
+    """
+    p = options.params
+    taus = {k: getattr(p, k) for k in ("tau_m", "tau_d", "tau_int", "tau_syn")}
+    name = max(taus, key=taus.get)
+    t_min = max(N_CHUNKS * taus[name], N_CHUNKS * dt)
+    return t_min, (f"spike counts are taken in {N_CHUNKS} chunks, whose spread gives the noise floor, each "
+                   f"at least the slowest cell time constant {name} = {taus[name]:g} s and one step")
+
+
+def check_run(options: CircuitOptions, run_options: RunOptions) -> None:
+    """Check resolved ``run_options`` against the cells of ``options``: ``dt`` at most
+    :func:`max_dt`, a spiking level's window at least :func:`min_window`.
+
+    Raises
+    ------
+    ValueError
+        Naming ``dt`` or ``duration`` and the bound.
+    """
+    ro, level = run_options, options.neuron
+    bound, why = max_dt(options)
+    if ro.dt > bound * (1 + 1e-9):
+        raise ValueError(f"dt: {ro.dt:g} s is too coarse for the {level} level's cells: at most {bound:g} s "
+                         f"({why}); use dt <= {bound:g}")
+    if options.spiking:
+        t_min, why = min_window(options, ro.dt)
+        if ro.duration < t_min * (1 - 1e-9):
+            raise ValueError(f"duration: {ro.duration:g} s is shorter than the minimum measurement window of "
+                             f"{t_min:g} s at the {level} level ({why}); use duration >= {t_min:g}")
 
 
 CIRCUIT_FIELDS = tuple(f.name for f in fields(CircuitOptions))

@@ -70,7 +70,7 @@ def read_out(sim, obs, run_options) -> SimulationResult:
     config = dict(**{k: n[k] for k in ("n", "m", "H", "dk", "dv", "de")}, **o.to_dict(), **ro.to_dict(),
                   cross=x["Y"] is not None, skip=x["WS"] is not None)
     config.update(sim.runner.config())
-    for k in ("report", "max_memory", "checkpoints", "record_spikes"):
+    for k in ("report", "max_memory", "max_runtime", "checkpoints", "record_spikes"):
         config.pop(k)
     counts = dict(neurons=circuit.n_neurons(), synapses=circuit.n_synapses(), simulated_synapses=sim.simulated_synapses,
                   populations={k: p.N for k, p in circuit.populations.items()},

@@ -6,19 +6,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# the stages' order, symbols and names: one table, re-exported here
+from ctmhsa.mapping.stages import STAGE_LABELS, STAGE_ORDER
+
 __all__ = ["SimulationResult", "stage_metrics", "STAGE_ORDER", "STAGE_LABELS"]
-
-STAGE_ORDER = ("q", "k", "v", "s", "kappa", "S", "z", "Z", "y", "v_tilde", "x_tilde")
-
-STAGE_LABELS = {
-    "q": ("q", "query, L2/3 basal"), "k": ("k", "key, L2/3 apical"), "v": ("v", "value, L5 IT basal"),
-    "s": ("s", "salience, L2/3 soma"), "kappa": ("κ", "attention, L2/3"), "Z": ("Z", "normaliser, L2/3 division"),
-    "S": ("S", "memory cells"), "z": ("z", "key sum, memory cells"), "y": ("y", "weighted value, L5 IT"),
-    "v_tilde": ("ṽ", "context value, L5 PT"), "x_tilde": ("x̃", "output, nucleus 2"),
-}
-"""Symbol of every stage and what it is, where it is read (tables and figures name them so)."""
-"""Stages in circuit order (thalamus → L2/3 → interneurons → L5 IT → L5 PT → thalamus; the
-linear circuit's memory S, z in place of s, κ, y)."""
 
 
 def stage_metrics(decoded: np.ndarray, reference: np.ndarray) -> dict:
@@ -67,10 +58,15 @@ class SimulationResult:
         Decoded and exact values of every stage (``q, k, v, s, kappa, Z, y, v_tilde, x_tilde``;
         per head where relevant, shapes as in :func:`ctmhsa.mapping.reference.linear_mhsa`).
     rates : dict
-        Population -> rates (Hz) on the population's full index grid, e.g. ``rates["l23"]``
-        has shape ``(H, n, m, dk)`` indexed ``(head, i, j, cell)``; absent cells are NaN.
+        Population -> rates (Hz) over the measurement window, on the population's full index
+        grid, e.g. ``rates["l23"]`` has shape ``(H, n, m, dk)`` indexed ``(head, i, j, cell)``;
+        absent cells are NaN.
     spikes : dict
-        Population -> ``(cell_index, time_s)`` arrays at spiking levels; empty at the rate level.
+        Population -> ``(cell_index, time_s)`` arrays of the recorded populations at spiking
+        levels; empty at the rate level. Times are on the network's clock: t = 0 at the start of
+        the warm-up, so the warm-up's spikes come before :attr:`t_start` and the measurement
+        window is ``[t_start, t_stop)``; :meth:`window_spikes` keeps the window's, whose counts
+        / :attr:`duration` are ``rates``.
     level : str
         Fidelity level that produced it.
     config : dict
@@ -105,21 +101,58 @@ class SimulationResult:
     def metrics(self) -> dict:
         """Per-stage accuracy: ``{stage: {nrmse, r, max_abs_error, max_rel_error, n,
         noise_floor}}``. ``noise_floor`` is the NRMSE expected from spike-count noise alone
-        (0 at the rate level, which has no spikes)."""
+        (0 at the rate level, which has no spikes). At a spiking level a floor is estimated
+        from the window's spike counts: where none informs it (no variance, or a variance of 0
+        everywhere: no spikes counted, as in a window of a few steps) it is unknown, NaN, never 0."""
         out = {}
         for name in STAGE_ORDER:
             if name in self.stages and name in self.reference_stages:
                 m = stage_metrics(self.stages[name], self.reference_stages[name])
                 var = self.noise_variance.get(name)
-                if var is None:
+                ok = np.isfinite(np.asarray(self.stages[name], float).ravel())
+                v = None if var is None else np.asarray(var, float).ravel()[ok]
+                if self.level == "rate" and var is None:
                     m["noise_floor"] = 0.0
+                elif v is None or not np.any(v > 0):
+                    m["noise_floor"] = float("nan")
                 else:
                     ref = np.asarray(self.reference_stages[name], float).ravel()
-                    ok = np.isfinite(np.asarray(self.stages[name], float).ravel())
                     scale = float(np.std(ref[ok])) or float(np.sqrt(np.mean(ref[ok] ** 2))) or 1.0
-                    m["noise_floor"] = float(np.sqrt(np.nanmean(np.asarray(var, float).ravel()[ok])) / scale)
+                    m["noise_floor"] = float(np.sqrt(np.nanmean(v)) / scale)
                 out[name] = m
         return out
+
+    @property
+    def warmup(self) -> float:
+        """Simulated and discarded before the measurement window (s; 0 at the rate level)."""
+        return float(self.config.get("warmup") or 0.0)
+
+    @property
+    def duration(self) -> float:
+        """The measurement window (s; at the rate level the simulated time)."""
+        return float(self.config["duration"])
+
+    @property
+    def t_start(self) -> float:
+        """Start of the measurement window on the clock of :attr:`spikes` (s): the warm-up."""
+        return self.warmup
+
+    @property
+    def t_stop(self) -> float:
+        """End of the run (s): ``warmup + duration``, everything simulated."""
+        return self.warmup + self.duration
+
+    def window_spikes(self, population: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(cell_index, time_s)`` of the recorded spikes of ``population`` in the measurement
+        window ``[t_start, t_stop)`` (times on the clock of :attr:`spikes`). Per cell, their
+        count / :attr:`duration` is its rate in :attr:`rates`."""
+        if population not in self.spikes:
+            raise KeyError(f"population: {population!r} was not recorded; recorded: {sorted(self.spikes)}")
+        i, t = (np.asarray(a) for a in self.spikes[population])
+        # spikes fall on step times; half a step of tolerance against rounding (as the counters)
+        half = 0.5 * float(self.config.get("dt") or 0.0)
+        keep = (t >= self.t_start - half) & (t < self.t_stop - half)
+        return i[keep], t[keep]
 
     def metrics_table(self) -> str:
         """The metrics as an aligned text table."""
@@ -131,5 +164,6 @@ class SimulationResult:
 
     def __repr__(self) -> str:
         x = self.metrics().get("x_tilde", {})
+        window = (f" window=[{self.t_start:g}, {self.t_stop:g}) s" if "duration" in self.config else "")
         return (f"<SimulationResult level={self.level} neurons={self.counts.get('neurons')} "
-                f"synapses={self.counts.get('synapses')} x_tilde NRMSE={x.get('nrmse', float('nan')):.2e}>")
+                f"synapses={self.counts.get('synapses')}{window} x_tilde NRMSE={x.get('nrmse', float('nan')):.2e}>")

@@ -39,7 +39,8 @@ def simulate_mhsa(
     Parameters
     ----------
     X : array, shape (n, de)
-        Tokens (thalamic nucleus 1).
+        Tokens (thalamic nucleus 1). Tokens and weights are plain numbers (a dimensionless Brian2
+        quantity is one; a quantity with a unit or a masked array with masked entries is refused).
     WQ, WK : array, shape (H, dk, de)
     WV : array, shape (H, dv, de)
     WO : array, shape (H, de, dv)
@@ -50,9 +51,11 @@ def simulate_mhsa(
     duration : float or brian2 Quantity
         Simulated biological time (s, or a Brian2 time such as ``500*ms``; default 1 s). At the
         rate level the decoded values are the final state; at the spiking levels, the
-        measurement window (after ``warmup``).
+        measurement window, simulated after ``warmup`` (``warmup + duration`` in all) and at
+        least :func:`ctmhsa.sims.options.min_window` (0.1 s with the default cells).
     seed : int
-        Random seed of the spiking levels (the rate level is deterministic; default 0).
+        Random seed of the spiking levels, in ``[0, 2**32)`` on every device (the rate level is
+        deterministic; default 0).
 
     Every option left at ``None`` takes its value from ``circuit_options``/``run_options`` when
     given, else the default of :class:`ctmhsa.sims.options.CircuitOptions`/:class:`ctmhsa.sims.options.RunOptions`.
@@ -61,23 +64,30 @@ def simulate_mhsa(
     causal : bool
         Causal masking: microcolumns j > i are absent.
     dt : float or brian2 Quantity, optional
-        Integration step (s); default :data:`ctmhsa.sims.options.DEFAULT_DT` of the level.
+        Integration step (s); default :data:`ctmhsa.sims.options.DEFAULT_DT` of the level; at
+        most :func:`ctmhsa.sims.options.max_dt` (the fastest cell time constant / 5: 2 ms rate,
+        1 ms escape, 0.54 ms lif with the default cells).
     codegen : {"auto", "numpy", "cython"}
         Brian2 code-generation target (runtime device).
     params : CellParams, optional
         Physiological constants (default :data:`ctmhsa.neurons.params.DEFAULT_PARAMS`).
     gains : CodeGains, optional
         Gains of the affine codes (default: the level's, :func:`ctmhsa.mapping.codes.default_gains`).
-    max_memory : int, optional
+    max_memory : float, optional
         Refuse networks whose estimated memory exceeds this many bytes (default: 80 % of the
-        available memory).
+        available memory; ``inf``: no limit).
+    max_runtime : float, optional
+        Refuse runs whose estimated wall time (:func:`ctmhsa.sims.build.estimate_runtime`)
+        exceeds this many seconds (default 3600; ``None`` or ``inf``: no limit).
     report : None, "text", "progress" or callable
         Progress report during the run (``"progress"``: a tqdm bar over biological time).
     warmup : float or brian2 Quantity, optional
-        Discarded time before the measurement window (s); default
-        :data:`ctmhsa.sims.options.DEFAULT_WARMUP`.
+        Spiking levels: simulated before the measurement window and discarded (s); default
+        :data:`ctmhsa.sims.options.DEFAULT_WARMUP` (0.5 s). The rate level has no window: a
+        positive warm-up is refused there.
     record_spikes : bool or tuple of str
-        Keep spike times (all populations or the named ones) in ``res.spikes``.
+        Spiking levels: keep spike times (all populations or the named ones, which must be
+        populations of the circuit) in ``res.spikes``.
     P : int or dict
         Population coding: neurons per represented dimension, for every population or per
         population name (e.g. ``{"l5pt": 10, "nucleus2": 10}``); see
@@ -145,6 +155,11 @@ def simulate_mhsa(
     Returns
     -------
     SimulationResult
+        On one clock, the network's: t = 0 at the start of the warm-up; the measurement window is
+        ``[res.t_start, res.t_stop)`` = ``[warmup, warmup + duration)``. Spike times are on
+        that clock (recorded warm-up spikes before ``res.t_start``; ``res.window_spikes(pop)``
+        keeps the window's), and every rate in ``res.rates`` is the window's spike count /
+        ``duration``.
 
     See Also
     --------
@@ -153,7 +168,9 @@ def simulate_mhsa(
     Raises
     ------
     ValueError, TypeError
-        Bad arguments, or a network that would not fit in memory (message gives the estimate).
+        Bad arguments, a network that would not fit in memory or a run estimated to take
+        longer than ``max_runtime`` (the message gives the estimate) — before any network is
+        built.
     """
     sim = build_mhsa(X, WQ, WK, WV, WO, Y=Y, WS=WS, circuit_options=circuit_options,
                      run_options=run_options, **options,

@@ -2,18 +2,43 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 from .distributed import client_for
-from .io import is_complete, write_result
+from .figure_data import param_key
+from .io import check_output, is_complete, write_result
+from .options import check_scheduler
 from .progress import progress
 from .simulate import simulate_mhsa
 
-__all__ = ["sweep"]
+__all__ = ["sweep", "item_key"]
+
+KEY_FILE = "sweep_item.json"
+"""The file of an item's results directory that holds the key of its parameters (:func:`item_key`)."""
 
 
 def _simulate_item(kwargs: dict):
     return simulate_mhsa(**kwargs)
+
+
+def item_key(kwargs: dict) -> str:
+    """A key of the ``simulate_mhsa`` arguments ``kwargs``: arrays by shape, dtype and contents,
+    everything else by value (:func:`ctmhsa.sims.figure_data.param_key`). ``report`` is left out
+    (it changes nothing a run computes) and a ``distributed.Client`` scheduler counts as one."""
+    kw = {k: v for k, v in kwargs.items() if k != "report"}
+    if "scheduler" in kw and type(kw["scheduler"]).__name__ == "Client":
+        kw["scheduler"] = "client"
+    return param_key(**kw)
+
+
+def _stored_key(path: str) -> str | None:
+    """The key an item's complete results directory was computed for (None: none stored)."""
+    try:
+        with open(os.path.join(path, KEY_FILE)) as fh:
+            return json.load(fh).get("key")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def sweep(items, scheduler="local", out_dir: str | None = None):
@@ -26,18 +51,29 @@ def sweep(items, scheduler="local", out_dir: str | None = None):
     scheduler : "local", "serial", an address or a ``distributed.Client``
         Where to run (``"serial"``: in this process, in order).
     out_dir : str, optional
-        If given, item k is written to ``out_dir/item_<k>`` (atomically); items whose results
-        directory is already complete are skipped (their paths returned), so a killed sweep
-        resumes where it stopped.
+        If given, item k is written to ``out_dir/item_<k>`` (atomically) with the key of its
+        arguments (:func:`item_key`, in ``item_<k>/sweep_item.json``). An item whose results
+        directory is complete and holds the same key is not recomputed (its path is returned),
+        so a killed sweep resumes where it stopped; an item whose arguments changed (any value,
+        array contents included) or whose directory has no key is computed again and replaces it.
 
     Returns
     -------
     list of SimulationResult (or of results-directory paths when ``out_dir`` is given)
+
+    Raises
+    ------
+    TypeError, ValueError
+        An item that is not a dict, or an unknown ``scheduler`` — before anything runs.
+    ctmhsa.sims.io.OutputError
+        An item's path holds something that is not a results directory of this project, or
+        ``out_dir`` is not writable — before anything runs.
     """
     items = list(items)
     for k, it in enumerate(items):
         if not isinstance(it, dict):
             raise TypeError(f"items[{k}]: expected a dict of simulate_mhsa arguments, got {type(it).__name__}")
+    check_scheduler(scheduler, allow_none=False)
     if out_dir is None:
         with client_for(scheduler) as client, progress(total=len(items), desc="sweep", unit="run") as bar:
             if client is None:
@@ -50,16 +86,20 @@ def sweep(items, scheduler="local", out_dir: str | None = None):
             _follow(futures, bar)
             return client.gather(futures)
     paths = [os.path.join(out_dir, f"item_{k}") for k in range(len(items))]
-    todo = [k for k, p in enumerate(paths) if not is_complete(p)]
+    keys = [item_key(it) for it in items]
+    todo = [k for k, p in enumerate(paths) if not (is_complete(p) and _stored_key(p) == keys[k])]
+    for k in todo:     # before anything runs: never replace what this project did not write
+        check_output(paths[k], what=f"out_dir (item {k})")
     if todo:
         with client_for(scheduler) as client, progress(total=len(items), initial=len(items) - len(todo),
                                                        desc="sweep", unit="run") as bar:
             if client is None:
                 for k in todo:
-                    _write_item(items[k], paths[k])
+                    _write_item(items[k], paths[k], keys[k])
                     bar.update()
             else:
-                futures = client.map(_write_item, [items[k] for k in todo], [paths[k] for k in todo], pure=False)
+                futures = client.map(_write_item, [items[k] for k in todo], [paths[k] for k in todo],
+                                     [keys[k] for k in todo], pure=False)
                 _follow(futures, bar)
                 client.gather(futures)
     return paths
@@ -73,6 +113,10 @@ def _follow(futures, bar) -> None:
         bar.update()
 
 
-def _write_item(kwargs: dict, path: str) -> str:
-    write_result(_simulate_item(kwargs), path)
+def _write_item(kwargs: dict, path: str, key: str) -> str:
+    def stamp(directory):    # inside the directory before it is renamed into place
+        with open(os.path.join(directory, KEY_FILE), "w") as fh:
+            json.dump({"key": key}, fh)
+
+    write_result(_simulate_item(kwargs), path, extra=stamp)
     return path

@@ -473,7 +473,7 @@ def resolve_train_config(raw: dict) -> dict:
     if not isinstance(t["tied"], bool):
         raise ValueError(f"config: train.tied must be true or false, got {t['tied']!r}")
     for lv in levels:    # the options of every level, validated now
-        split_options(None, None, neuron=lv, seed=p["seed"], **cfg["circuit"], **cfg["run"])
+        split_options(None, None, neuron=lv, seed=p["seed"], **_level_options(dict(cfg["circuit"], **cfg["run"]), lv))
     check_output_dir(cfg["output"]["dir"])
     return cfg
 
@@ -490,6 +490,15 @@ def estimate_training_bytes(cfg: dict, figure: bool = True) -> int:
     numbers = (sum(11 * s + W for s in steps.values()) + max(steps.values()) + 1 + 2 * W
                + 2 * p["batch"] * p["n"] * p["de"])
     return int(8 * numbers + 256e3 + (1e6 if figure else 0))
+
+
+def _level_options(opts: dict, level: str) -> dict:
+    """The shared ``[circuit]``/``[run]`` options of a training config for one level: the rate
+    level has no spikes, window or warm-up, so the spiking levels' ``warmup``, ``record_spikes``
+    and ``checkpoints`` are left out of its runs (and kept for the others)."""
+    if level != "rate":
+        return dict(opts)
+    return {k: v for k, v in opts.items() if k not in ("warmup", "record_spikes", "checkpoints")}
 
 
 def run_training(cfg: dict, out: str, draw=None, progress=None) -> str:
@@ -521,7 +530,8 @@ def run_training(cfg: dict, out: str, draw=None, progress=None) -> str:
     summary = dict(lr=lr, levels={}, exact_gd=curve_summary([], ref, [], []))
     for lv in t["levels"]:
         tr = train_mhsa(X, T, *W0, neuron=lv, steps=t["steps"][lv], lr=lr, seed=p["seed"], tied=t["tied"],
-                        progress=None if progress is None else (lambda s, d, lv=lv: progress(lv, s, d)), **opts)
+                        progress=None if progress is None else (lambda s, d, lv=lv: progress(lv, s, d)),
+                        **_level_options(opts, lv))
         arrays.update({f"{lv}.loss": tr.loss, f"{lv}.exact_loss": tr.exact_loss, f"{lv}.cosines": tr.cosines,
                        f"{lv}.spread": tr.spread, f"{lv}.step_time": tr.step_time,
                        **{f"{lv}.{k}": w for k, w in zip(WEIGHT_NAMES, tr.weights)}})

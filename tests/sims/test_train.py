@@ -213,3 +213,23 @@ def test_escape_training_lowers_the_loss():
     assert tr.ratio(60) <= 0.5
     # spike-count noise: cosines fall as the gradient shrinks, but stay positively aligned
     assert np.all(np.median(tr.cosines, axis=0) > 0.2) and np.all(tr.cosines[0] > 0.5)
+
+
+@pytest.mark.codegen_independent
+def test_train_config_shares_spiking_run_options_with_the_rate_level(monkeypatch, tmp_path):
+    """A ``[run]`` warm-up or spike recording is meant for the spiking levels: the rate level's
+    runs leave them out (the rate level refuses both) instead of the config being refused."""
+    from ctmhsa.sims import train as train_mod
+
+    cfg = train_mod.resolve_train_config({"problem": {"n": 2, "H": 1, "dk": 2, "dv": 2, "de": 2},
+                                          "train": {"levels": ["rate", "escape"], "steps": 1},
+                                          "run": {"warmup": 0.2, "record_spikes": True}})
+    seen = {}
+
+    def fake(X, T, *W, neuron, **kw):
+        seen[neuron] = kw
+        raise StopIteration
+    monkeypatch.setattr(train_mod, "train_mhsa", fake)
+    with pytest.raises(StopIteration):
+        train_mod.run_training(cfg, str(tmp_path / "out"))
+    assert "warmup" not in seen["rate"] and "record_spikes" not in seen["rate"]

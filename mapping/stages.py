@@ -1,0 +1,88 @@
+"""The stages of Algorithm 1 that the simulator decodes, in one table: their order, the symbol
+each is printed with, their names and the cells each is read from.
+
+Every place that names a stage takes it from here: the metrics of
+:class:`ctmhsa.sims.result.SimulationResult` (in :data:`STAGE_ORDER`), the table ``ctmhsa run``
+prints, every figure (panel titles, legends, captions) and the stage tables of ``docs/``. This
+module imports nothing (no numpy, nothing of the project).
+
+===========  ======  =================  ==========================  ===============
+key          symbol  name               long name                   read from
+===========  ======  =================  ==========================  ===============
+``q``        q       query              query                       L2/3 basal
+``k``        k       key                key                         L2/3 apical
+``v``        v       value              value                       L5 IT basal
+``s``        s       salience           salience                    L2/3 soma
+``kappa``    κ       attention          attention weight            L2/3 soma
+``S``        S       memory             key-value memory            memory cells
+``z``        z       key sum            key sum                     memory cells
+``Z``        Z       normaliser         normaliser                  L2/3 division
+``y``        y       modulated value    attention-modulated value   L5 IT soma
+``v_tilde``  ṽ       context value      context-aware value         L5 PT
+``x_tilde``  x̃       output             attention output            nucleus 2
+===========  ======  =================  ==========================  ===============
+
+``S`` and ``z`` are the key-value-memory circuit's (``circuit="linear"``), in place of ``s``,
+``kappa`` and ``y``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["Stage", "STAGE_TABLE", "STAGE_ORDER", "STAGE_LABELS", "stage", "symbol", "title"]
+
+
+class Stage(NamedTuple):
+    """One stage: ``key`` (as in ``res.stages``, ``metrics.json``, ``stages.npz``), ``symbol``
+    (as printed), ``name`` (short name), ``long`` (long name) and ``cells`` (where it is read)."""
+
+    key: str
+    symbol: str
+    name: str
+    long: str
+    cells: str
+
+
+STAGE_TABLE = {s.key: s for s in (
+    Stage("q", "q", "query", "query", "L2/3 basal"),
+    Stage("k", "k", "key", "key", "L2/3 apical"),
+    Stage("v", "v", "value", "value", "L5 IT basal"),
+    Stage("s", "s", "salience", "salience", "L2/3 soma"),
+    Stage("kappa", "κ", "attention", "attention weight", "L2/3 soma"),
+    Stage("S", "S", "memory", "key-value memory", "memory cells"),
+    Stage("z", "z", "key sum", "key sum", "memory cells"),
+    Stage("Z", "Z", "normaliser", "normaliser", "L2/3 division"),
+    Stage("y", "y", "modulated value", "attention-modulated value", "L5 IT soma"),
+    Stage("v_tilde", "ṽ", "context value", "context-aware value", "L5 PT"),
+    Stage("x_tilde", "x̃", "output", "attention output", "nucleus 2"),
+)}
+"""Every stage by key, in circuit order."""
+
+STAGE_ORDER = tuple(STAGE_TABLE)
+"""Stages in circuit order (thalamus → L2/3 → interneurons → L5 IT → L5 PT → thalamus; the
+linear circuit's memory S, z in place of s, κ, y)."""
+
+STAGE_LABELS = {k: (s.symbol, f"{s.name}, {s.cells}") for k, s in STAGE_TABLE.items()}
+"""Symbol of every stage and what it is, where it is read: ``(symbol, "name, cells")``, e.g.
+``STAGE_LABELS["v_tilde"] == ("ṽ", "context value, L5 PT")``."""
+
+
+def stage(key: str) -> Stage:
+    """The :class:`Stage` of ``key`` (``KeyError`` naming the known keys if there is none)."""
+    try:
+        return STAGE_TABLE[key]
+    except KeyError:
+        raise KeyError(f"stage: unknown stage {key!r}; known: {', '.join(STAGE_ORDER)}") from None
+
+
+def symbol(key: str) -> str:
+    """The symbol of stage ``key`` (``"κ"``, ``"ṽ"``, ``"x̃"``, ...)."""
+    return stage(key).symbol
+
+
+def title(key: str, long: bool = False) -> str:
+    """A stage as a panel title or a legend names it: ``"ṽ: context value (L5 PT)"`` (``long``:
+    ``"ṽ: context-aware value (L5 PT)"``)."""
+    s = stage(key)
+    return f"{s.symbol}: {s.long if long else s.name} ({s.cells})"
