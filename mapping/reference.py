@@ -36,6 +36,7 @@ __all__ = [
     "FEATURE_MAPS",
     "resolve_phi",
     "check_attention_inputs",
+    "plain_array",
     "linear_mhsa",
     "softmax_mhsa",
 ]
@@ -125,9 +126,43 @@ def resolve_phi(phi) -> tuple[str, Callable, Callable]:
 # Validation (shared with the simulator, which must refuse bad input before building anything)
 # --------------------------------------------------------------------------------------------
 
+def plain_array(name: str, value):
+    """``value`` without a unit or a mask, or a ``ValueError`` naming ``name``.
+
+    Tokens and weights are numbers in the units of the circuit's codes: a Brian2 quantity (or a
+    pint/astropy one) must be dimensionless (``X * mV`` would otherwise lose its unit and be
+    read 1000 times too small). A numpy masked array with masked entries is refused (the
+    circuit has no missing values, and numpy would hand over the entries under the mask); one
+    with nothing masked is its data.
+    """
+    if value is None:
+        return None
+    if isinstance(value, np.ma.MaskedArray):
+        k = int(np.ma.count_masked(value))
+        if k:
+            raise ValueError(
+                f"{name}: a masked array with {k} masked entr{'y' if k == 1 else 'ies'}; the circuit has no "
+                f"missing values and would ignore the mask. Pass {name}.filled(0.0) (or drop the masked "
+                "tokens) for a plain array; to hide later tokens from each query use causal=True")
+        value = np.ma.getdata(value)
+    if hasattr(value, "dim"):          # a Brian2 quantity (Brian2 is imported only if one is given)
+        import brian2 as b2
+
+        if not b2.is_dimensionless(value):
+            raise ValueError(f"{name}: expected dimensionless numbers (tokens and weights are in units of "
+                             f"the circuit's codes), got a quantity in units of {b2.get_unit(value.dim)!s}")
+        return np.asarray(value)
+    unit = getattr(value, "units", getattr(value, "unit", None))    # pint, astropy
+    if unit is not None and not (getattr(value, "dimensionless", False) or str(unit) in ("", "dimensionless")):
+        raise ValueError(f"{name}: expected dimensionless numbers (tokens and weights are in units of the "
+                         f"circuit's codes), got a quantity in units of {unit!s}")
+    return getattr(value, "magnitude", getattr(value, "value", value)) if unit is not None else value
+
+
 def _as_real_array(name: str, a) -> np.ndarray:
     if isinstance(a, (str, bytes)) or a is None:
         raise TypeError(f"{name}: expected a real numeric array, got {type(a).__name__}")
+    a = plain_array(name, a)
     try:
         arr = np.asarray(a)
     except Exception as exc:  # pragma: no cover - numpy raises rarely here

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from ctmhsa.mapping.reference import check_attention_inputs, linear_mhsa
+from ctmhsa.mapping.reference import check_attention_inputs, linear_mhsa, plain_array
 
 __all__ = ["check_inputs", "available_memory", "plain_array"]
 
@@ -24,39 +24,6 @@ def available_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover
         return 8 * 2**30
-
-
-def plain_array(name: str, value):
-    """``value`` without a unit or a mask, or a ``ValueError`` naming ``name``.
-
-    Tokens and weights are numbers in the units of the circuit's codes: a Brian2 quantity (or a
-    pint/astropy one) must be dimensionless (``X * mV`` would otherwise lose its unit and be
-    read 1000 times too small). A numpy masked array with masked entries is refused (the
-    circuit has no missing values, and numpy would hand over the entries under the mask); one
-    with nothing masked is its data.
-    """
-    if value is None:
-        return None
-    if isinstance(value, np.ma.MaskedArray):
-        k = int(np.ma.count_masked(value))
-        if k:
-            raise ValueError(
-                f"{name}: a masked array with {k} masked entr{'y' if k == 1 else 'ies'}; the circuit has no "
-                f"missing values and would ignore the mask. Pass {name}.filled(0.0) (or drop the masked "
-                "tokens) for a plain array; to hide later tokens from each query use causal=True")
-        value = np.ma.getdata(value)
-    if hasattr(value, "dim"):          # a Brian2 quantity (Brian2 is imported only if one is given)
-        import brian2 as b2
-
-        if not b2.is_dimensionless(value):
-            raise ValueError(f"{name}: expected dimensionless numbers (tokens and weights are in units of "
-                             f"the circuit's codes), got a quantity in units of {b2.get_unit(value.dim)!s}")
-        return np.asarray(value)
-    unit = getattr(value, "units", getattr(value, "unit", None))    # pint, astropy
-    if unit is not None and not (getattr(value, "dimensionless", False) or str(unit) in ("", "dimensionless")):
-        raise ValueError(f"{name}: expected dimensionless numbers (tokens and weights are in units of the "
-                         f"circuit's codes), got a quantity in units of {unit!s}")
-    return getattr(value, "magnitude", getattr(value, "value", value)) if unit is not None else value
 
 
 def check_inputs(X, WQ, WK, WV, WO, Y=None, WS=None, causal=False, normalize=True, phi="elu1") -> dict:

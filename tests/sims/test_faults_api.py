@@ -43,6 +43,18 @@ def test_tokens_and_weights_with_a_unit_are_refused(tiny, no_build, name):
         simulate_mhsa(**tiny, neuron="rate")
 
 
+def test_the_reference_refuses_tokens_with_a_unit_too(tiny):
+    """``ctmhsa.linear_mhsa(X * mV, ...)`` used to read the tokens 1000 times too small."""
+    import ctmhsa
+
+    X, WQ, WK, WV, WO = (tiny[k] for k in ("X", "WQ", "WK", "WV", "WO"))
+    with pytest.raises(ValueError, match=r"^X: expected dimensionless"):
+        ctmhsa.linear_mhsa(X * b2.mV, WQ, WK, WV, WO)
+    with pytest.raises(ValueError, match=r"^X: a masked array with 1 masked entry"):
+        ctmhsa.linear_mhsa(np.ma.masked_array(X, mask=np.eye(*X.shape) * (np.arange(X.shape[1]) == 0)),
+                           WQ, WK, WV, WO)
+
+
 def test_dimensionless_quantities_are_plain_numbers(tiny, no_build):
     sim = accepted(tiny, X=tiny["X"] * b2.Quantity(1.0), WV=b2.Quantity(tiny["WV"]), neuron="rate")
     np.testing.assert_array_equal(sim.inputs["X"], tiny["X"])
