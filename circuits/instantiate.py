@@ -304,8 +304,9 @@ def instantiate(
                 for name in spiking if not counting or recorded is True or name in recorded}
     objects = [*groups.values(), *(fg.group for fgs in folds.values() for fg in fgs),
                *synapses.values(), *monitors.values()]
-    if run_args is not None:   # the seed, read by code inserted after the run arguments are applied
-        objects.append(b2.NeuronGroup(1, "seed_value : 1", name="rng", clock=clock))
+    if run_args is not None:   # read by code inserted after the run arguments are applied: the
+        # seed, and the length of the run (ctmhsa.circuits.standalone: not compiled in)
+        objects.append(b2.NeuronGroup(1, "seed_value : 1\nrun_duration : second", name="rng", clock=clock))
     built = BuiltCircuit(circuit, level, b2.Network(*objects), groups, synapses, time.perf_counter() - t0, dt,
                          monitors=monitors, seed=seed, run_args=run_args, folds=folds,
                          counted=tuple(spiking) if counting else (), pairs=pairs, replayed=frozenset(replay),

@@ -1,12 +1,23 @@
 """Brian2's ``cpp_standalone`` device: compile a network shape once, run it many times.
 
-Everything compiled into a standalone project — the circuit's structure, the equations, dt, the
-run schedule, OpenMP threads — is hashed into a key (:func:`ctmhsa.circuits.instantiate.project_key`);
-the project lives in ``<cache>/standalone/<key>`` and is compiled the first time that key is
-seen. Tokens, weights, biases, rates and the seed are *run arguments* (Brian2 ``run_args``):
-they are written to files and read by the compiled binary when it starts, so a new input on a
-cached shape invokes no compiler (``make`` finds every object up to date). Each run writes its
-results into its own subdirectory, and the run-argument files it read are removed after it.
+Everything compiled into a standalone project — the circuit's structure, the equations, dt,
+OpenMP threads — is hashed into a key (:func:`project_key`); the project lives in
+``<cache>/standalone/<key>`` and is compiled the first time that key is seen. Tokens, weights,
+biases, rates, the seed and the run's schedule (warm-up, window, chunks: the length of the
+network's run is read by the binary, :func:`_run_length_from_argument`) are *run arguments*
+(Brian2 ``run_args``): they are written to files and read by the compiled binary when it starts,
+so a new input or duration on a cached shape invokes no compiler (``make`` finds every object up
+to date). Each run writes its results into its own subdirectory, and the run-argument files it
+read are removed after it.
+
+A cached project checks itself before it is reused (:func:`_compile`): the digests of its
+binary, objects and dependency file are recorded after every successful ``make``, and a file
+that no longer matches (a truncated binary or object, a build killed half-way) is removed and
+built again, with a :class:`StandaloneCacheWarning`; a ``make`` that still fails on a cached
+project rebuilds it from scratch once, and a second failure is an error naming the project.
+``make`` runs in its own process group, killed as a group when the build is interrupted or
+times out, or when this process dies (a parent-death signal), so no compiler outlives its
+build. Copies of processes that have died (:func:`worker_copy`) are removed at the next start.
 
 The binary writes back only the arrays read after the run (:func:`_write_back_code`), not
 every array of the network as Brian2's end of ``main`` does.
@@ -34,10 +45,16 @@ import hashlib
 import importlib
 import json
 import os
+import re
+import shlex
 import shutil
+import signal
+import socket
+import subprocess
 import sys
 import time
 import uuid
+import warnings
 from dataclasses import asdict
 from importlib import metadata
 
@@ -54,7 +71,8 @@ from ctmhsa.neurons.params import CellParams
 from ctmhsa.neurons.window import counted_observables, counter_run_args, window_observables
 
 __all__ = ["standalone_device", "project_dir", "project_key", "run_standalone", "run_project", "worker_copy",
-           "replay_digest", "release", "STANDALONE_DEVICES", "check_device"]
+           "replay_digest", "release", "STANDALONE_DEVICES", "check_device", "StandaloneCacheWarning",
+           "COMPILE_TIMEOUT_S"]
 
 STANDALONE_DEVICES = ("cpp_standalone", "cuda_standalone")
 """Brian2 devices that compile a project (``cuda_standalone`` needs the brian2cuda package)."""
@@ -91,13 +109,20 @@ def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
                 seed: int | None = None, record=(), replayed=()) -> str:
     """SHA-256 key of everything compiled into a standalone project: the circuit's structure,
     the level's cell models (equations, spike condition, reset, every per-step code), phi, the
-    physiological constants, dt, the run schedule (warm-up, window), OpenMP threads, the package
-    and Brian2 versions and the Python environment. Tokens, weights, biases, rates and seeds are
-    run arguments and not part of it. ``record``: the populations whose spike trains are
-    recorded (``True``: all), each a monitor compiled in; ``replayed``: populations replayed
-    from a table, a run argument (:func:`ctmhsa.circuits.instantiate.replay_table`; their spikes are not
-    in the key).
+    physiological constants, dt, OpenMP threads, the package and Brian2 versions and the Python
+    environment. Tokens, weights, biases, rates and seeds are run arguments and not part of it.
+    ``record``: the populations whose spike trains are recorded (``True``: all), each a monitor
+    compiled in.
 
+    ``schedule``: the run's ``(warm-up, window, chunks)`` (s, s, count). On ``cpp_standalone``
+    they are run arguments (the binary reads the length of its run, see
+    :func:`_run_length_from_argument`) and do not enter the key: a new duration reuses the
+    project. Other devices compile the run's length in, and the schedule enters their key.
+
+    ``replayed``: populations replayed from a table, a run argument
+    (:func:`ctmhsa.circuits.instantiate.replay_table`; their spikes are not in the key), given as
+    names or as a mapping name -> the table's steps (its shape is compiled in, so a table of
+    another length, i.e. another warm-up + window, is another project).
     ``replay``: spike trains replayed into the network (:func:`replay_digest` enters the key,
     their sizes being compiled in); ``device``: the standalone device; ``seed``: only on
     ``cuda_standalone``, which compiles the seed in (``None`` elsewhere)."""
@@ -107,13 +132,15 @@ def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
         version = "source"
     models = {p.cell_type: asdict(get_model(level, p.cell_type)) for p in circuit.populations.values()}
     record = True if record is True else sorted(record or ())
+    replayed = sorted(replayed.items()) if isinstance(replayed, dict) else sorted(replayed or ())
     blob = json.dumps(dict(circuit=circuit.to_dict(), level=level, phi=phi, law=law, fold=bool(fold), record=record,
                            params=params.to_dict(),
-                           dt=dt, schedule=list(schedule), threads=max(int(threads), 1), models=models,
+                           dt=dt, threads=max(int(threads), 1), models=models,
                            version=version, brian2=b2.__version__,
                            **({} if replay is None else dict(replay=replay_digest(replay))),
-                           **({} if not replayed else dict(replayed=sorted(replayed))),
-                           **({} if device == "cpp_standalone" else dict(device=device, seed=seed)),
+                           **({} if not replayed else dict(replayed=replayed)),
+                           **({} if device == "cpp_standalone" else dict(device=device, seed=seed,
+                                                                          schedule=list(schedule))),
                            # the compiler flags name the environment's include paths: two
                            # environments sharing a cache would otherwise rebuild each other's project
                            env=sys.prefix), sort_keys=True, default=str)
@@ -133,19 +160,76 @@ def worker_copy(directory: str) -> str:
     Call with the project's lock held and the project compiled. The copy keeps the files'
     times, so building the same network in it finds every object up to date (no compiler
     call); it lives next to the project (``<directory>.copies/<host>-<pid>``) and is removed
-    when this process exits normally.
+    when this process exits normally, or else by the next process that starts a run of the
+    project (:func:`_remove_dead_copies`); it records its process's identity (``.owner``) for that.
     """
-    import socket
-
     copy = os.path.join(directory + ".copies", f"{socket.gethostname()}-{os.getpid()}")
     if not os.path.isfile(os.path.join(copy, ".complete")):
         shutil.rmtree(copy, ignore_errors=True)
         tmp = f"{copy}.tmp{uuid.uuid4().hex[:8]}"
         shutil.copytree(directory, tmp, ignore=shutil.ignore_patterns("results"), symlinks=True)
+        with open(os.path.join(tmp, ".owner"), "w") as fh:
+            fh.write(_process_identity(os.getpid()) or "")
         open(os.path.join(tmp, ".complete"), "w").close()
         os.replace(tmp, copy)
         atexit.register(shutil.rmtree, copy, True)
     return copy
+
+
+def _process_identity(pid: int) -> str | None:
+    """``"<boot id>:<start time>"`` of the live process ``pid`` (Linux ``/proc``; ``None``
+    where it cannot be read or the process is gone): a pid reused by another process, or after a
+    reboot, has another identity."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            boot = fh.read().strip()
+    except OSError:
+        return None
+    # the command name (2nd field) may hold spaces and parentheses: count from its closing one
+    return f"{boot}:{stat[stat.rindex(')') + 2:].split()[19]}"   # field 22, starttime
+
+
+def _alive(pid: int, identity: str | None) -> bool:
+    """Whether process ``pid`` exists and, where its ``identity`` was recorded
+    (:func:`_process_identity`), is still that process (not a later one given the same pid)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # another user's process: alive
+        pass
+    now = _process_identity(pid)
+    return not identity or now is None or now == identity
+
+
+def _remove_dead_copies(directory: str) -> list:
+    """Remove the copies of ``directory`` (:func:`worker_copy`), finished or half-made, of this
+    host's processes that no longer run (killed: their ``atexit`` never ran); return their
+    paths. Copies of other hosts sharing the cache are left alone: their pids mean nothing here.
+    Call with the project's lock held."""
+    copies = directory + ".copies"
+    try:
+        names = os.listdir(copies)
+    except OSError:
+        return []
+    pattern = re.compile(rf"{re.escape(socket.gethostname())}-(\d+)(?:\.tmp[0-9a-f]+)?")
+    removed = []
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is None or int(m[1]) == os.getpid():
+            continue
+        path = os.path.join(copies, name)
+        try:
+            with open(os.path.join(path, ".owner")) as fh:
+                identity = fh.read().strip()
+        except OSError:
+            identity = None
+        if not _alive(int(m[1]), identity):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 _KEPT: dict = {}
@@ -242,7 +326,11 @@ def run_project(key: str, build, warmup: float, duration: float, threads: int, n
 
     marker = os.path.join(canon, ".compiled")
     with FileLock(canon + ".lock"):
-        if not parallel or not os.path.isfile(marker):
+        _remove_dead_copies(canon)
+        # a damaged project is repaired where it lives, not copied to every process (the
+        # record is kept where make runs here, _compile: cpp_standalone on POSIX)
+        if not parallel or not os.path.isfile(marker) or \
+                (device == "cpp_standalone" and os.name == "posix" and not _intact(canon)):
             out = once(canon, canon + ".lock")
             if parallel:
                 open(marker, "w").close()
@@ -281,11 +369,19 @@ def run_standalone(built, warmup: float, duration: float, directory: str, thread
                                 f"brian::_random_generators[_i].seed((unsigned long) brian::{rng}[0] + _i);")
     total = (warmup + duration) if spiking else duration
     built.network.run(total * b2.second, namespace={}, report="text" if report else None)
+    cpp = type(b2.get_device()) is CPPStandaloneDevice   # (b2.device: a proxy)
+    if cpp:
+        _run_length_from_argument(dev, built)
     # Brian2's own end writes every array (and the profile, when profiling)
-    if type(b2.get_device()) is CPPStandaloneDevice and not dev.enable_profiling:   # (b2.device: a proxy)
+    if cpp and not dev.enable_profiling:
         dev.insert_code("before_end", _write_back_code(dev, built))
     t0 = time.perf_counter()
-    dev.build(directory=directory, compile=True, run=False, clean=False, with_output=bool(report))
+    # the code is generated by Brian2 and compiled here (make, on POSIX): verified, in a process
+    # group of its own
+    own_make = cpp and os.name == "posix"
+    dev.build(directory=directory, compile=not own_make, run=False, clean=False, with_output=bool(report))
+    if own_make:
+        _compile(directory)
     t_compile = time.perf_counter() - t0
     out = _execute(b2.get_device(), built, warmup, duration, directory, n_chunks, report)
     out.update(compile=t_compile)
@@ -298,6 +394,8 @@ def _execute(dev, built, warmup: float, duration: float, directory: str, n_chunk
     back; the results and run-argument files are removed after."""
     for ta, table in built.replay_tables.values():   # the same for every head of a run
         built.run_args[ta] = table
+    # the length of the network's run (read by the binary, see _run_length_from_argument)
+    built.run_args[built.network["rng"].run_duration] = ((warmup + duration) if built.spiking else duration) * b2.second
     if built.spiking:
         for g in built.all_groups():
             if "t_win" in g.variables:
@@ -307,6 +405,14 @@ def _execute(dev, built, warmup: float, duration: float, directory: str, n_chunk
             for var, value in counter_run_args(duration, n_chunks).items():
                 built.run_args[getattr(g, var)] = b2.Quantity(value, dim=getattr(g, var).dim)
     results = os.path.join("results", uuid.uuid4().hex)
+    # run-argument files left by a run that was killed (each run removes its own below): Brian2
+    # writes a file only where none of its name exists, and a truncated one would fail every
+    # later run of the same values. No other run uses this directory now (its lock is held).
+    with contextlib.suppress(OSError):
+        for name in os.listdir(os.path.join(directory, "static_arrays")):
+            if name.startswith("init_"):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(directory, "static_arrays", name))
     t0 = time.perf_counter()
     try:
         dev.run(directory=directory, results_directory=results, with_output=bool(report),
@@ -324,6 +430,189 @@ def _execute(dev, built, warmup: float, duration: float, directory: str, n_chunk
                 os.remove(os.path.join(directory, "static_arrays", name + ".lock"))
     out.update(run=t_run)
     return out
+
+
+def _run_length_from_argument(dev, built) -> None:
+    """Make the binary read the length of the network's run from the run argument
+    ``rng.run_duration`` (s; set by :func:`_execute`) instead of the number Brian2 writes into
+    ``main``: the schedule is then not compiled in, and a new duration reuses the project.
+
+    Call right after ``built.network.run(...)`` on the ``cpp_standalone`` device. Brian2 queues
+    the run as ``<network>.run(<duration>, <report>, <period>);`` (``network_run``), after the
+    line that applies the run arguments; that number is replaced by the variable. The
+    generated ``main.cpp`` is then the same for every duration, so ``make`` finds it up to date.
+    """
+    net = built.network
+    value = "brian::" + dev.get_array_name(net["rng"].variables["run_duration"]) + "[0]"
+    head = f"{net.name}.run("
+    for what, args in reversed(dev.main_queue):
+        if what == "run_network" and args[0] is net:
+            lines = args[1]
+            for k, line in enumerate(lines):
+                if line.startswith(head) and "," in line:
+                    lines[k] = head + value + "," + line[len(head):].split(",", 1)[1]
+                    return
+    # the key of a project leaves the schedule out on this device: never compile a duration in
+    raise RuntimeError(f"standalone: the network's run was not found in Brian2 {b2.__version__}'s main "
+                       "queue; the run's duration cannot be a run argument")
+
+
+class StandaloneCacheWarning(RuntimeWarning):
+    """A cached standalone project was found damaged and is being built again."""
+
+
+COMPILE_TIMEOUT_S = 3600.0
+"""Longest ``make`` of a standalone project (s); a longer one is stopped, its compilers with it."""
+
+MANIFEST = ".build.json"
+"""File of a project recording the digests of its compiled files after a successful ``make``."""
+
+# Runs ``make`` (the arguments after the parent's pid) as the leader of a new process group, and
+# kills the group — make and every compiler it started — when the Python process that started it
+# dies (Linux parent-death signal); the parent kills the group itself on interrupt or timeout.
+_SUPERVISOR = """
+import ctypes, os, signal, subprocess, sys
+def stop(*_):
+    os.killpg(0, signal.SIGKILL)
+signal.signal(signal.SIGTERM, stop)
+try:
+    ctypes.CDLL(None).prctl(1, int(signal.SIGTERM))   # PR_SET_PDEATHSIG
+except (AttributeError, OSError):                      # not Linux
+    pass
+if os.getppid() != int(sys.argv[1]):                   # the parent died before prctl
+    stop()
+sys.exit(subprocess.call(sys.argv[2:]))
+"""
+
+
+def _outputs(directory: str) -> list:
+    """What ``make`` writes in ``directory`` (relative paths): the binary, the objects and the
+    dependency file."""
+    out = [f for f in ("main", "make.deps") if os.path.isfile(os.path.join(directory, f))]
+    for sub in ("", "code_objects", "brianlib"):
+        with contextlib.suppress(OSError):
+            out += [os.path.join(sub, f) for f in os.listdir(os.path.join(directory, sub)) if f.endswith(".o")]
+    return sorted(out)
+
+
+def _digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _manifest(directory: str) -> dict | None:
+    """The digests recorded after the project's last successful ``make`` (``None``: none)."""
+    try:
+        with open(os.path.join(directory, MANIFEST)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _damaged(directory: str) -> list | None:
+    """Compiled files of ``directory`` that differ from its record (``None``: no record)."""
+    manifest = _manifest(directory)
+    if manifest is None:
+        return None
+    bad = []
+    for rel, digest in manifest.items():
+        path = os.path.join(directory, rel)
+        if os.path.exists(path) and _digest(path) != digest:
+            bad.append(rel)
+    return bad
+
+
+def _intact(directory: str) -> bool:
+    """Whether ``directory`` holds every file of its record, unchanged."""
+    manifest = _manifest(directory)
+    return manifest is not None and all(os.path.isfile(os.path.join(directory, rel)) for rel in manifest) \
+        and not _damaged(directory)
+
+
+def _remove(directory: str, files) -> None:
+    for rel in files:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(directory, rel))
+
+
+class _MakeFailed(Exception):
+    pass
+
+
+def _make(directory: str, timeout: float | None = None) -> None:
+    """Run Brian2's ``make`` command in ``directory`` in a process group of its own, its output in
+    ``make.log``; the whole group is killed if this call is interrupted, times out (``timeout``
+    s, default :data:`COMPILE_TIMEOUT_S`: then a ``RuntimeError``) or this process dies.
+    ``_MakeFailed`` if make fails."""
+    pref = b2.prefs.devices.cpp_standalone
+    cmd = [*shlex.split(pref.make_cmd_unix), *pref.extra_make_args_unix]
+    log = os.path.join(directory, "make.log")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _SUPERVISOR, str(os.getpid()), *cmd],
+                                cwd=directory, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=COMPILE_TIMEOUT_S if timeout is None else timeout)
+        except BaseException as exc:   # interrupted, timed out, the task cancelled
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            if isinstance(exc, subprocess.TimeoutExpired):   # hung: not worth a second try
+                raise RuntimeError(f"standalone project {directory}: make stopped after {exc.timeout:g} s "
+                                   "(ctmhsa.circuits.standalone.COMPILE_TIMEOUT_S)") from None
+            raise
+    if rc != 0:
+        with open(log, errors="replace") as fh:
+            tail = fh.read()[-2000:]
+        raise _MakeFailed(f"exit status {rc}; the end of {log}:\n{tail}")
+
+
+def _compile(directory: str) -> None:
+    """Bring the compiled files of the project ``directory`` (its code generated) up to date.
+
+    Before ``make``, files that differ from the record of the last successful build (a
+    truncated binary or object) are removed, as is everything compiled when there is no record
+    (a build that did not finish): ``make`` builds them again, with a
+    :class:`StandaloneCacheWarning`. If ``make`` then fails on a project that held compiled
+    files, the project is built from scratch once, with a warning; a second failure (or a failure
+    of a first build) is a ``RuntimeError`` naming the project. A successful build records the
+    digests of what it compiled (:data:`MANIFEST`).
+    """
+    damaged = _damaged(directory)
+    present = _outputs(directory)
+    if damaged is None and present:
+        damaged = present
+        warnings.warn(f"standalone project {directory}: an earlier build did not finish (no record of its "
+                      "compiled files); compiling it again", StandaloneCacheWarning, stacklevel=2)
+    elif damaged:
+        warnings.warn(f"standalone project {directory}: {len(damaged)} compiled file(s) changed since the "
+                      f"project was built ({', '.join(damaged[:3])}{', ...' if len(damaged) > 3 else ''}); "
+                      "building them again", StandaloneCacheWarning, stacklevel=2)
+        damaged = [*damaged, "main"]   # linked from the damaged objects
+    _remove(directory, damaged or ())
+    _remove(directory, [MANIFEST])     # no record while make runs: a killed build is not trusted
+    kept = set(present) - set(damaged or ())
+    try:
+        _make(directory)
+    except _MakeFailed as exc:
+        if not kept:   # everything was compiled afresh: an error in the code or the compiler
+            raise RuntimeError(f"standalone project {directory}: compilation failed ({exc})") from None
+        warnings.warn(f"standalone project {directory}: make failed on the cached project ({str(exc)[:200]}); "
+                      "building it from scratch", StandaloneCacheWarning, stacklevel=2)
+        _remove(directory, _outputs(directory))
+        try:
+            _make(directory)
+        except _MakeFailed as again:
+            raise RuntimeError(f"standalone project {directory}: compilation failed again after a clean "
+                               f"rebuild ({again}); remove the directory to start afresh") from None
+    record = {rel: _digest(os.path.join(directory, rel)) for rel in _outputs(directory)}
+    tmp = os.path.join(directory, f"{MANIFEST}.{uuid.uuid4().hex[:8]}")
+    with open(tmp, "w") as fh:
+        json.dump(record, fh, indent=0, sort_keys=True)
+    os.replace(tmp, os.path.join(directory, MANIFEST))
 
 
 COUNTERS = ("n_win", "n_chunk", "s2_chunk")

@@ -3,7 +3,7 @@
 The front door of the package (Granier & Senn 2025):
 
 >>> import ctmhsa
->>> Z = ctmhsa.linear_mhsa(X, WQ, WK, WV, WO)                        # doctest: +SKIP
+>>> exact = ctmhsa.linear_mhsa(X, WQ, WK, WV, WO)    # every stage, exact  # doctest: +SKIP
 >>> res = ctmhsa.simulate_mhsa(X, WQ, WK, WV, WO, neuron="escape")   # doctest: +SKIP
 >>> res = ctmhsa.load("results/default")                             # doctest: +SKIP
 

@@ -16,6 +16,7 @@ import shutil
 import numpy as np
 
 from ctmhsa.circuits.builders import build, macrocolumn, pathway
+from ctmhsa.mapping.stages import STAGE_TABLE
 from ctmhsa.sims.io import load
 from ctmhsa.sims.progress import progress
 
@@ -25,11 +26,12 @@ from .panels import circuits_vs_n, counts_vs_n, error_scaling, fig2, laws, raste
 from .style import plt
 from .style import save as _save
 
-__all__ = ["make_figures", "read_data", "FIGURES", "MANIFEST"]
+__all__ = ["make_figures", "read_data", "accuracy_caption", "FIGURES", "MANIFEST"]
 
 FIGURES = ("fig1b_head_cells", "fig1c_pathway", "fig4a_cross_attention", "fig2_cells",
            "accuracy_rate", "accuracy_escape", "accuracy_lif", "raster_escape", "error_scaling",
            "counts_vs_n", "quadratic_vs_linear", "two_point_laws")
+"""Every figure :func:`make_figures` draws, by file name (``NAME.png``, ``NAME.pdf``, ``NAME.txt``)."""
 MANIFEST = "manifest.json"   # written by ctmhsa.sims.figure_data.make_data
 FROM_SIMULATIONS = ("fig2_cells", "accuracy_rate", "accuracy_escape", "accuracy_lif", "raster_escape",
                     "error_scaling", "quadratic_vs_linear", "two_point_laws")
@@ -40,6 +42,67 @@ are drawn from circuit descriptions, the same either way)."""
 LIF_NOTE = (" At the lif level every pyramidal soma is a conductance-based adaptive integrate-and-fire "
             "cell in a high-conductance state firing a 20 Hz baseline; stages are decoded from the rate "
             "above it (docs/lif.md).")
+
+
+K, V, X = (STAGE_TABLE[k].symbol for k in ("kappa", "v_tilde", "x_tilde"))
+"""The symbols of κ, ṽ and x̃ (:mod:`ctmhsa.mapping.stages`), as captions print them."""
+
+
+def _at(key: str) -> str:
+    """A stage as captions name it: its symbol and the cells it is read from (``ṽ (L5 PT)``)."""
+    return f"{STAGE_TABLE[key].symbol} ({STAGE_TABLE[key].cells})"
+
+
+LIF_SLOPES = (" Least-squares slope of decoded on exact: {V} {sv:.2f}, {X} {sx:.2f} (NRMSE {rv:.2f}x and "
+              "{rx:.2f}x their floors).")
+LIF_COMPRESSION = (" {V} and {X} bend below the identity at their largest values. Part of it is the scatter of "
+                   "one short run (errors correlated across the microcolumns an L5 PT cell sums; the escape "
+                   "level's slopes scatter as much). The part specific to this level is at the L5 PT somata, "
+                   "which fire 5-10 % below what their mean drive calls for: their mean rates lie inside the "
+                   "somata's affine range (6.8-136 Hz), but their fluctuating drive carries the busiest past its "
+                   "upper end a tenth to a fifth of the time, where the f-I curve bends down (measured: "
+                   "docs/lif.md, 'Compression of the read-outs').")
+"""The lif read-outs' compression, said in the caption of ``accuracy_lif`` when the slopes show it."""
+
+
+def _size(c: dict) -> str:
+    """A run's sizes as captions give them: ``one head, n = 8, d = 8``."""
+    d = (f"d = {c['dk']}" if c["dk"] == c["dv"] == c["de"] else
+         f"dk = {c['dk']}, dv = {c['dv']}, de = {c['de']}")
+    heads = "one head" if c["H"] == 1 else f"{c['H']} heads"
+    return f"{heads}, n = {c['n']}, {d}"
+
+
+def _slope(res, key: str) -> float:
+    d, r = np.asarray(res.stages[key], float).ravel(), np.asarray(res.reference_stages[key], float).ravel()
+    ok = np.isfinite(d) & np.isfinite(r)
+    return float(np.polyfit(r[ok], d[ok], 1)[0]) if ok.sum() > 1 and np.ptp(r[ok]) > 0 else float("nan")
+
+
+def accuracy_caption(level: str, results_dir: str) -> str:
+    """The caption of the figure ``accuracy_<level>`` drawn from ``results_dir`` (its sizes, window,
+    and at the lif level the read-outs' compression measured on it)."""
+    res = load(results_dir)
+    c = res.config
+    size = _size(c)
+    window = (f"{c['duration']:g} s simulated" if level == "rate"
+              else f"{c['warmup']:g} s warm-up + {c['duration']:g} s window")
+    band = ("" if level == "rate" else
+            " Grey band: the exact value ± 2 standard deviations of each entry's spike-count noise "
+            "(noise.npz): points well outside it are bias, not noise.")
+    caption = (f"Decoded rates vs the exact reference (ctmhsa.mapping.reference) for every stage, {level} "
+               f"level, {size}, {window} (the barrel-size numbers are in docs/results.md"
+               f"{' and docs/lif.md' if level == 'lif' else ''}). Identity line grey; NRMSE"
+               f"{'' if level == 'rate' else ', noise floor'} and Pearson r in each panel." + band)
+    if level == "lif":
+        met = res.metrics()
+        ratio = {k: met[k]["nrmse"] / met[k]["noise_floor"] if met[k]["noise_floor"] > 0 else float("nan")
+                 for k in ("v_tilde", "x_tilde")}
+        sv, sx = _slope(res, "v_tilde"), _slope(res, "x_tilde")
+        caption += LIF_NOTE + LIF_SLOPES.format(V=V, X=X, sv=sv, sx=sx, rv=ratio["v_tilde"], rx=ratio["x_tilde"])
+        if min(sv, sx) < 0.95:
+            caption += LIF_COMPRESSION.format(V=V, X=X)
+    return caption
 
 
 def read_data(data_dir: str) -> dict:
@@ -94,10 +157,7 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
 
     def sizes(path):
         c = load(path).config
-        d = (f"d = {c['dk']}" if c["dk"] == c["dv"] == c["de"] else
-             f"dk = {c['dk']}, dv = {c['dv']}, de = {c['de']}")
-        heads = "one head" if c["H"] == 1 else f"{c['H']} heads"
-        return c, f"{heads}, n = {c['n']}, {d}"
+        return c, _size(c)
 
     head = build(3, 2, 2, 2, H=1, name="head")
     fig, ax = plt.subplots(figsize=(10, 5), constrained_layout=True)
@@ -140,14 +200,8 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
                  "matrix of a built macrocolumn (3 microcolumns, dv = 3, ON/OFF): each PT cell pools its "
                  "value dimension over microcolumns, ON with +, OFF with -.")[:1]
     for level in ("rate", "escape", "lif"):
-        fig = plot_accuracy(data[f"accuracy_{level}"])
-        c, size = sizes(data[f"accuracy_{level}"])
-        window = (f"{c['duration']:g} s simulated" if level == "rate"
-                  else f"{c['warmup']:g} s warm-up + {c['duration']:g} s window")
-        made += save(fig, out_dir, f"accuracy_{level}",
-                     f"Decoded rates vs the exact reference (ctmhsa.mapping.reference) for every stage, {level} "
-                     f"level, {size}, {window} (the barrel-size numbers are in docs/benchmarks.md). "
-                     "Identity line grey; NRMSE and Pearson r in each panel." + LIF_NOTE * (level == "lif"))[:1]
+        made += save(plot_accuracy(data[f"accuracy_{level}"]), out_dir, f"accuracy_{level}",
+                     accuracy_caption(level, data[f"accuracy_{level}"]))[:1]
     res = load(data["accuracy_escape"])
     c = res.config
     circ = pathway(c["n"], c["dk"], c["dv"], c["de"], H=c["H"], P=c["P"], signed=c["signed"])
@@ -159,7 +213,7 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
     c, size = sizes(data["time_escape"])
     cp, _ = sizes(next(iter(data["readout"].values())))
     made += save(error_scaling({"escape": data["time_escape"]}, data["readout"]), out_dir, "error_scaling",
-                 "Error of the read-outs ṽ (L5 PT) and x̃ (nucleus 2) and their predicted spike-count "
+                 f"Error of the read-outs {_at('v_tilde')} and {_at('x_tilde')} and their predicted spike-count "
                  "noise floors, log-log: left, vs measurement window T from one run (checkpoints, "
                  f"{c['duration']:g} s window); right, vs copies P of L5 PT and nucleus 2 (population "
                  f"coding, {cp['duration']:g} s windows). Dotted: 1/sqrt(T) and 1/sqrt(P) through the first "
@@ -178,7 +232,7 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
                  "and synapses of one head at d = 33 vs n, from circuit descriptions: the quadratic "
                  "circuit grows as n², the linear one as n and has fewer neurons from n ≈ 45 on (at n = 33 "
                  "it is larger: 2 n d² outer-product and read-out cells against n² (dk + 2 dv)). (c) build "
-                 "time and run time per biological second, (d) NRMSE of ṽ and x̃ against the exact "
+                 f"time and run time per biological second, (d) NRMSE of {V} and {X} against the exact "
                  "reference with their predicted spike-count noise floors (dotted), both measured at the "
                  f"escape level on one head of d = {c['dk']}, n = {', '.join(map(str, ns))} "
                  f"({c['duration']:g} s windows, numpy target; `ctmhsa bench circuits` measures barrel "
@@ -187,10 +241,10 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
     made += save(laws(data["laws"]), out_dir, "two_point_laws",
                  "Two-point-neuron interaction laws on the L5 IT soma (Adeel, 'Beyond Attention', "
                  "eqs. 1-5: Co4 'cooperation' ReLU6(R² + 2R + C(1+|R|)) and TM1-TM4) against the product "
-                 "R C that Algorithm 1 needs (R: basal value, C: apical attention a κ). (a) the laws at "
-                 "C = 1; (b) NRMSE of ṽ and x̃ against exact linear attention on the same head "
+                 f"R C that Algorithm 1 needs (R: basal value, C: apical attention a {K}). (a) the laws at "
+                 f"C = 1; (b) NRMSE of {V} and {X} against exact linear attention on the same head "
                  f"({size}, rate level, decoded as if the soma multiplied; the product is exact to "
-                 "rounding); (c) decoded vs exact x̃. Each law's rate-level output equals the prediction "
+                 f"rounding); (c) decoded vs exact {X}. Each law's rate-level output equals the prediction "
                  "of ctmhsa.neurons.laws.attention_under_law to rounding (tests).")[:1]
     bar.close()
     if gallery:

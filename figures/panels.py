@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 
+from ctmhsa.mapping.stages import STAGE_TABLE, symbol, title
 from ctmhsa.neurons.laws import law_numpy
 from ctmhsa.sims.io import load
 
@@ -128,8 +129,8 @@ def error_scaling(time_dirs: dict, p_dirs: dict):
             T = np.array([c["T"] for c in cps])
             e = np.array([c["metrics"][stage]["nrmse"] for c in cps])
             f = np.array([c["metrics"][stage]["noise_floor"] for c in cps])
-            ax[0].loglog(T, e, "o-", color=col, label=f"{stage} NRMSE")
-            ax[0].loglog(T, f, "s--", color=col, alpha=0.6, label=f"{stage} floor")
+            ax[0].loglog(T, e, "o-", color=col, label=f"{symbol(stage)} NRMSE")
+            ax[0].loglog(T, f, "s--", color=col, alpha=0.6, label=f"{symbol(stage)} floor")
             ax[0].loglog(T, e[0] * np.sqrt(T[0] / T), ":", color="0.5")
         P = np.array(sorted(p_dirs))
         e, f = [], []
@@ -138,8 +139,8 @@ def error_scaling(time_dirs: dict, p_dirs: dict):
                 met = json.load(fh)
             e.append(met[stage]["nrmse"])
             f.append(met[stage]["noise_floor"])
-        ax[1].loglog(P, e, "o-", color=col, label=f"{stage} NRMSE")
-        ax[1].loglog(P, f, "s--", color=col, alpha=0.6, label=f"{stage} floor")
+        ax[1].loglog(P, e, "o-", color=col, label=f"{symbol(stage)} NRMSE")
+        ax[1].loglog(P, f, "s--", color=col, alpha=0.6, label=f"{symbol(stage)} floor")
         ax[1].loglog(P, e[0] * np.sqrt(P[0] / P), ":", color="0.5")
     ax[0].set(xlabel="measurement window T (s)", ylabel="NRMSE", title="error vs simulated time (⋯ 1/√T)")
     ax[1].set(xlabel="read-out copies P (L5 PT, nucleus 2)", title="error vs neurons per dimension (⋯ 1/√P)")
@@ -197,7 +198,7 @@ def circuits_vs_n(runs: dict, count_rows: list[dict]):
         for stage, mk in (("v_tilde", "o"), ("x_tilde", "s")):
             met = [res[x].metrics()[stage] for x in ns]
             ax[3].plot(ns, [m["nrmse"] for m in met], mk + "-", color=col, ms=3,
-                       label=f"{kind}: {'ṽ' if stage == 'v_tilde' else 'x̃'}")
+                       label=f"{kind}: {symbol(stage)}")
             ax[3].plot(ns, [m["noise_floor"] for m in met], ":", color=col, lw=0.8)
     d = count_rows[0]["d"]
     ax[0].set(title=f"(a) neurons per head (d = {d})", xlabel="tokens n")
@@ -229,8 +230,8 @@ def laws(law_runs: dict):
     names = list(law_runs)
     met = {law: load(p).metrics() for law, p in law_runs.items()}
     x = np.arange(len(names))
-    for off, stage, lab in ((-0.2, "v_tilde", "ṽ (L5 PT)"), (0.2, "x_tilde", "x̃ (nucleus 2)")):
-        ax[1].bar(x + off, [max(met[n][stage]["nrmse"], 1e-16) for n in names], width=0.4, label=lab)
+    for off, stage in ((-0.2, "v_tilde"), (0.2, "x_tilde")):
+        ax[1].bar(x + off, [max(met[n][stage]["nrmse"], 1e-16) for n in names], width=0.4, label=title(stage))
     ax[1].set_yscale("log")
     ax[1].set_xticks(x, names)
     ax[1].set(title="(b) departure from attention (rate level)", ylabel="NRMSE vs linear_mhsa")
@@ -240,7 +241,9 @@ def laws(law_runs: dict):
                       label=law, color="k" if law == "product" else None)
     lo, hi = ax[2].get_xlim()
     ax[2].plot([lo, hi], [lo, hi], color="0.6", lw=0.8, zorder=0)
-    ax[2].set(title="(c) decoded x̃ vs exact attention output", xlabel="exact x̃", ylabel="decoded x̃")
+    out = STAGE_TABLE["x_tilde"]
+    ax[2].set(title=f"(c) decoded {out.symbol} vs exact {out.long}", xlabel=f"exact {out.symbol}",
+              ylabel=f"decoded {out.symbol}")
     for a in ax:
         a.title.set_fontsize(8)
         a.tick_params(labelsize=7)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import sys
+import unicodedata
 
 import numpy as np
 
+from ctmhsa.mapping.stages import STAGE_ORDER, symbol, title
 from ctmhsa.sims.io import atomic_path, load
 from ctmhsa.sims.nwb import circuit_of
-from ctmhsa.sims.result import STAGE_LABELS, STAGE_ORDER
 
 from .panels import draw_raster
 from .style import DPI, POP_COLOURS, check_fonts, plt
@@ -26,6 +27,11 @@ __all__ = ["draw_summary"]
 _STAGE_COLOUR = {"q": "#33a02c", "k": "#e31a1c", "v": "#e31a1c", "s": "#e08214", "kappa": "#e08214",
                  "S": "#b15928", "z": "#b15928", "Z": "#6a3d9a", "y": "#1f78b4", "v_tilde": "#08519c",
                  "x_tilde": "#238b45"}
+
+
+def _pad(text: str, width: int) -> str:
+    """``text`` padded to ``width`` columns (a combining mark, as in x̃, takes none)."""
+    return text + " " * max(0, width - sum(not unicodedata.combining(ch) for ch in text))
 
 
 def _scatter(ax, key, decoded, exact, m):
@@ -38,8 +44,7 @@ def _scatter(ax, key, decoded, exact, m):
     lo, hi = float(min(r.min(), d.min())), float(max(r.max(), d.max()))
     ax.plot([lo, hi], [lo, hi], color="0.55", lw=0.8, zorder=0)
     ax.scatter(r, d, s=4, lw=0, alpha=0.7, color=_STAGE_COLOUR.get(key, "#1f78b4"), edgecolors="none")
-    sym, cells = STAGE_LABELS.get(key, (key, ""))
-    ax.set_title(f"{sym}  ({cells})", fontsize=7.5)
+    ax.set_title(title(key), fontsize=7.5)
     floor = m.get("noise_floor", 0.0)
     txt = f"NRMSE {m['nrmse']:.3f}" + (f"\nfloor {floor:.3f}" if floor > 0 else "")
     ax.text(0.04, 0.96, txt, transform=ax.transAxes, va="top", fontsize=7,
@@ -87,7 +92,7 @@ def draw_summary(results_dir, out: str | None = None, head: int = 0, macro: int 
     ax.bar(x - 0.2, err, width=0.4, color="#1f78b4", label="NRMSE")
     if any(f > 0 for f in floor):
         ax.bar(x + 0.2, floor, width=0.4, color="0.7", label="noise floor")
-    ax.set_xticks(x, [STAGE_LABELS.get(k, (k,))[0] for k in stages])
+    ax.set_xticks(x, [symbol(k) for k in stages])
     ax.set_title("error vs spike-count floor", fontsize=7.5)
     ax.legend(loc="upper left", frameon=False)
     # raster
@@ -112,7 +117,7 @@ def draw_summary(results_dir, out: str | None = None, head: int = 0, macro: int 
                 continue
             e = [cp["metrics"][key]["nrmse"] for cp in cps]
             f = [cp["metrics"][key]["noise_floor"] for cp in cps]
-            sym = STAGE_LABELS[key][0]
+            sym = symbol(key)
             ax.loglog(T, e, "o-", color=col, ms=3, label=f"{sym} NRMSE")
             ax.loglog(T, f, "--", color=col, lw=0.9, label=f"{sym} floor")
         ax.loglog(T, cps[0]["metrics"]["x_tilde"]["noise_floor"] * np.sqrt(T[0] / T), ":", color="0.5",
@@ -128,7 +133,8 @@ def draw_summary(results_dir, out: str | None = None, head: int = 0, macro: int 
         ax.legend(ncol=2, loc="lower left", frameon=False)
     else:
         ax.axis("off")
-        lines = [f"{k:<8} NRMSE {met[k]['nrmse']:.3f}  floor {met[k]['noise_floor']:.3f}" for k in stages]
+        lines = [f"{_pad(symbol(k), 3)} NRMSE {met[k]['nrmse']:.3f}  floor {met[k]['noise_floor']:.3f}"
+                 for k in stages]
         ax.text(0.0, 1.0, "\n".join(lines), va="top", family="monospace", fontsize=7, transform=ax.transAxes)
     counts = res.counts
     fig.suptitle(f"ctmhsa run: {res.level} level, n = {c['n']}, H = {c['H']}, dk = {c['dk']}, dv = {c['dv']}, "

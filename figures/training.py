@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 
+from ctmhsa.mapping.stages import symbol
 from ctmhsa.sims.io import atomic_path
 
 from .style import DPI, check_fonts, plt
@@ -43,7 +44,7 @@ def draw_training(directory: str, out: str | None = None) -> str:
         c = LEVEL_COLOURS.get(lv, None)
         ex, lo = d[f"{lv}.exact_loss"], d[f"{lv}.loss"]
         ax.plot(np.arange(len(ex)), ex / ex[0], color=c, lw=1.4, label=f"circuit, {lv} (exact loss)")
-        ax.plot(np.arange(len(lo)), lo / ex[0], color=c, lw=0.6, alpha=0.45, label=f"circuit, {lv} (decoded x̃)")
+        ax.plot(np.arange(len(lo)), lo / ex[0], color=c, lw=0.6, alpha=0.45, label=f"circuit, {lv} (decoded {symbol('x_tilde')})")
         mean = d[f"{lv}.cosines"].mean(axis=1)          # mean over WQ, WK, WV, WO
         k = min(10, len(mean))
         smooth = np.array([np.median(mean[max(0, s - k + 1): s + 1]) for s in range(len(mean))])

@@ -53,6 +53,11 @@ class BlockThresholdCodeObject(CPPStandaloneCodeObject):
     """``cpp_standalone`` code object that finds this package's templates before Brian2's."""
 
     templater = _templater()
+    """Brian2's ``cpp_standalone`` templater with this package's templates first (an
+    implementation detail: a Brian2 templater answers every attribute name with a template).
+
+    :meta private:
+    """
 
 
 class CellThresholder(Thresholder):

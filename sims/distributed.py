@@ -20,9 +20,11 @@ is statistically, not spike-for-spike, equal to the split run.
 Devices. The two thalamic stages are small (one nucleus each) and always run on the runtime
 device. The heads run on ``device``: ``"runtime"``, or a standalone device (``"cpp_standalone"``,
 ``"cuda_standalone"``), where every head of the run uses one compiled project
-(:mod:`ctmhsa.circuits.standalone`): its key is the head's shape, schedule and threads plus the
-nucleus-1 spikes it replays (their sizes are compiled into the ``SpikeGeneratorGroup``; they are
-the same for every head), and each head's tokens, weights, biases and seed are run arguments.
+(:mod:`ctmhsa.circuits.standalone`): its key is the head's shape and threads plus the length of
+the nucleus-1 table it replays (a run argument whose shape is compiled in; past
+:data:`REPLAY_TABLE_BYTES`, or on ``cuda_standalone``, the spikes themselves, compiled into a
+``SpikeGeneratorGroup``; they are the same for every head), and each head's tokens, weights,
+biases and seed are run arguments.
 The first head to take the project's lock compiles it; every other worker process runs in its
 own copy of the compiled project (:func:`ctmhsa.circuits.standalone.worker_copy`), so heads run in
 parallel and nothing compiles twice.
@@ -137,9 +139,10 @@ def _run_standalone_stage(circuit, level, values, phi, params, dt, seed, warmup,
     steps = int(round((warmup + T) / dt))
     table = device == "cpp_standalone" and bool(replay) and \
         steps * sum(circuit.population(p).N for p in replay) * 8 <= REPLAY_TABLE_BYTES
+    # the table's shape is compiled in: its steps, not the schedule, separate the projects
     key = project_key(circuit, level, phi, params, dt, (warmup, T, n_chunks), threads, law=law, fold=fold,
-                      replay=None if table else replay, replayed=tuple(replay) if table else (), device=device,
-                      seed=seed, record=tuple(record))
+                      replay=None if table else replay, replayed={p: steps for p in replay} if table else (),
+                      device=device, seed=seed, record=tuple(record))
     _, sa = run_project(key, lambda: instantiate(circuit, level, values, phi=phi, params=params, dt=dt, seed=seed,
                                                  record_spikes=tuple(record), run_args={}, replay=replay, law=law,
                                                  fold=fold, replay_steps=steps if table else None),

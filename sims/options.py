@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-import os
 import re
 from dataclasses import dataclass, field, fields
 
@@ -273,8 +272,10 @@ class RunOptions(_Options):
         Brian2 device (see :mod:`ctmhsa.sims.runners`); ``"cuda_standalone"`` needs brian2cuda and a
         GPU (checked here: a ``ValueError`` naming ``device`` otherwise).
     threads : int, optional
-        OpenMP threads of the standalone device (``None``: all cores, or 1 per task in a split
-        run on dask workers; 0 or 1: one thread, compiled without OpenMP).
+        OpenMP threads of the standalone device (``None``: one thread, compiled without OpenMP;
+        0 or 1 likewise). More threads gain at most about a quarter on a quiet machine and lose
+        10-100x on a busy one, where OpenMP's threads wait on each other (``ctmhsa bench
+        threads``; docs/cortex.md), so more are used only when asked for.
     scheduler : None, "serial", "local", address or ``distributed.Client``
         Split the pathway at its nuclei and run every head as its own task.
     record_spikes : bool or tuple of str
@@ -367,7 +368,7 @@ class RunOptions(_Options):
 
     def resolved(self, level: str) -> "RunOptions":
         """A copy with the level's defaults filled in: ``dt``, ``warmup`` (0 at the rate level,
-        which has no window) and ``threads`` (all cores; 1 per task on dask workers).
+        which has no window) and ``threads`` (1 unless asked for: see ``threads``).
 
         Raises
         ------
@@ -385,12 +386,8 @@ class RunOptions(_Options):
                                  f"at the end of duration), so a warm-up of {self.warmup:g} s would not be "
                                  "simulated; leave warmup out or set it to 0")
         warm = 0.0 if level == "rate" else (DEFAULT_WARMUP[level] if self.warmup is None else self.warmup)
-        if self.threads is not None:
-            threads = int(self.threads)
-        elif self.scheduler is None or self.scheduler == "serial":
-            threads = os.cpu_count() or 1
-        else:   # heads as dask tasks: one task per worker thread, one thread per task
-            threads = 1
+        # one thread unless asked: OpenMP threads collapse on a shared, busy machine (see threads)
+        threads = 1 if self.threads is None else int(self.threads)
         return self.replace(dt=self.dt or DEFAULT_DT[level], warmup=warm, threads=threads)
 
     def to_dict(self) -> dict:

@@ -201,7 +201,7 @@ class RuntimeRunner(Runner):
 
 
 class StandaloneRunner(Runner):
-    """``cpp_standalone``: one compiled project per network shape and schedule, cached."""
+    """``cpp_standalone``: one compiled project per network shape, cached."""
 
     def config(self) -> dict:
         return dict(threads=self.run_options.threads)   # compiled into the project

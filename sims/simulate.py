@@ -111,8 +111,8 @@ def simulate_mhsa(
         number generators: the same seed gives the same spikes on the same device, not across
         devices (the rate level agrees to ~1e-12).
     threads : int, optional
-        OpenMP threads of the standalone device (default: all cores, ``os.cpu_count()``, or 1
-        per head in a split run on dask workers; 0 or 1: one thread, no OpenMP). Part of the compiled shape.
+        OpenMP threads of the standalone device (default 1, compiled without OpenMP; 0 or 1
+        likewise; see :class:`ctmhsa.sims.options.RunOptions`). Part of the compiled shape.
     normalize : bool
         ``False``: the unnormalised variant — no interneurons, salience s = phi(q) phi(k)
         (``linear_mhsa(normalize=False)``); the L2/3 -> L5 IT weights then scale the

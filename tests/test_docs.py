@@ -68,13 +68,71 @@ def test_citation_license_changelog():
     assert f"## {version}" in (ROOT / "CHANGELOG.md").read_text()
 
 
-@pytest.mark.long   # 12 s: Sphinx
 def test_api_reference_builds_without_warnings(tmp_path):
+    """The README's Sphinx command, warnings as errors (6 s on 2 idle cores, html builder, one
+    process): every page documents the ``ctmhsa.`` modules, and a reference to a name by the
+    module that re-exports it (``ctmhsa.sims.simulate_mhsa``) links to where it is documented."""
     pytest.importorskip("sphinx")
     pytest.importorskip("numpydoc")
-    out = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+    out = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-j", "1", "-b", "html",
                           str(ROOT / "docs" / "api"), str(tmp_path / "html")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     page = (tmp_path / "html" / "simulator.html").read_text()
-    assert "simulate_mhsa" in page and "RunOptions" in page
-    assert "load_attention" in (tmp_path / "html" / "maths.html").read_text()
+    assert 'id="ctmhsa.sims.simulate.simulate_mhsa"' in page and "RunOptions" in page
+    assert 'id="module-ctmhsa.sims"' in page
+    maths = (tmp_path / "html" / "maths.html").read_text()
+    assert "load_attention" in maths and 'id="ctmhsa.mapping.stages.STAGE_TABLE"' in maths
+    assert 'id="module-ctmhsa"' in (tmp_path / "html" / "index.html").read_text()
+    # sims.result's docstring cites :func:`ctmhsa.sims.simulate_mhsa` (a re-export): it links
+    assert 'href="simulator.html#ctmhsa.sims.simulate.simulate_mhsa"' in (tmp_path / "html" / "results.html").read_text()
+
+
+def _cited_docs(path: pathlib.Path) -> set:
+    """The ``.md`` files a README/docs page cites (``docs/x.md``, or ``x.md`` beside it), or
+    that a Python file's strings cite (``docs/x.md``: captions, messages, docstrings)."""
+    text = path.read_text()
+    cited = set(re.findall(r"(?<![\w/.-])(docs/[\w./-]*?\.md)\b", text))
+    if path.suffix != ".py":
+        cited |= {m for m in re.findall(r"(?<![\w/.-])([\w-]+\.md)\b", text)}
+    return cited
+
+
+SOURCES = [ROOT / "README.md", *DOCS, *sorted((ROOT / "docs" / "api").glob("*.rst")),
+           *(p for layer in ("ctmhsa", "neurons", "circuits", "mapping", "sims", "figures")
+             for p in sorted((ROOT / layer).rglob("*.py")))]
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_cited_doc_exists(path):
+    """Every ``docs/*.md`` the README, the docs, the API pages and the package's strings (figure
+    captions included) cite exists; a bare ``x.md`` in a page is a file beside it or at the root."""
+    for rel in _cited_docs(path):
+        here = [ROOT / rel] if "/" in rel else [path.parent / rel, ROOT / rel]
+        assert any(p.is_file() for p in here), f"{path.name} cites {rel}, which does not exist"
+
+
+def test_cited_doc_check_can_fail(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("numbers in `docs/results.md`, in docs/benchmarks.md and in nowhere.md")
+    assert _cited_docs(page) == {"docs/results.md", "docs/benchmarks.md", "nowhere.md"}
+    with pytest.raises(AssertionError, match=r"cites (docs/benchmarks|nowhere)\.md, which does not exist"):
+        test_every_cited_doc_exists(page)
+
+
+def test_stage_tables_of_the_docs_match_the_stage_table():
+    """The stages' symbols and the cells each is read from, in docs/results.md's table and in the
+    table of ctmhsa.mapping.stages' docstring, are those of STAGE_TABLE."""
+    from ctmhsa.mapping import stages
+
+    by_symbol = {s.symbol: s for s in stages.STAGE_TABLE.values()}
+    text = (ROOT / "docs" / "results.md").read_text()
+    table = text[text.index("| stage | read from |"):].split("\n\n")[0]
+    rows = re.findall(r"^\| (\S+) \| ([^|]+?) \|", table, re.M)[1:]      # after the header
+    assert len(rows) >= 9
+    for sym, cells in rows:
+        assert sym in by_symbol and by_symbol[sym].cells == cells, (sym, cells)
+    doc = [ln.split() for ln in stages.__doc__.splitlines() if re.match(r"``\w+`` {2,}", ln)]
+    assert [ln[0].strip("`") for ln in doc] == list(stages.STAGE_ORDER)
+    for s in stages.STAGE_TABLE.values():
+        line = next(ln for ln in stages.__doc__.splitlines() if ln.startswith(f"``{s.key}``"))
+        assert [x.strip() for x in re.split(r" {2,}", line)] == [f"``{s.key}``", s.symbol, s.name, s.long, s.cells]

@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md: one direction of dependency, no import cycle."""
+"""The layers of docs/design.md: one direction of dependency, no import cycle."""
 
 import ast
 import pathlib
@@ -66,7 +66,7 @@ ENTRY_POINTS = {"ctmhsa.sims.cli"}
 def test_layers_point_down():
     bad = [(a, b) for a, b in import_graph().edges if a not in ENTRY_POINTS
            and _package(a) != _package(b) and _package(b) not in ALLOWED[_package(a)]]
-    assert not bad, f"imports against DESIGN.md's layers: {bad}"
+    assert not bad, f"imports against docs/design.md's layers: {bad}"
 
 
 @pytest.mark.codegen_independent

@@ -2,7 +2,9 @@
 
 Every benchmark module exposes ``HELP`` (one line), ``add_arguments(parser)`` (its own flags
 only) and ``main(args) -> int``; :data:`BENCHMARKS` registers them for the command line, which
-builds one ``argparse`` subcommand per entry. Repetitions that need their own peak memory run in
+builds one ``argparse`` subcommand per entry and runs it through :func:`run_benchmark`, which
+prints the machine's load average before and after and records it in the JSON: on a shared
+machine a time means little without the load it was measured under. Repetitions that need their own peak memory run in
 a fresh process (:func:`ctmhsa.sims.benchmarks.common.fresh_process`).
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-__all__ = ["BENCHMARKS", "benchmark"]
+__all__ = ["BENCHMARKS", "benchmark", "run_benchmark"]
 
 #: subcommand name -> module (imported on demand by :func:`benchmark`)
 BENCHMARKS = {
@@ -23,6 +25,7 @@ BENCHMARKS = {
     "circuits": "ctmhsa.sims.benchmarks.circuits",
     "robustness": "ctmhsa.sims.benchmarks.robustness",
     "train": "ctmhsa.sims.benchmarks.train",
+    "threads": "ctmhsa.sims.benchmarks.threads",
 }
 
 
@@ -31,3 +34,25 @@ def benchmark(name: str):
     if name not in BENCHMARKS:
         raise ValueError(f"benchmark: unknown {name!r}; expected one of {sorted(BENCHMARKS)}")
     return import_module(BENCHMARKS[name])
+
+
+def run_benchmark(module, args) -> int:
+    """Run ``module.main(args)`` between two readings of the load average, printed and added to
+    the JSON file the benchmark wrote at ``args.out`` (key ``machine``).
+
+    ``args.out`` is checked first (:func:`~ctmhsa.sims.benchmarks.common.check_json_target`): a
+    benchmark replaces only a JSON file that a benchmark wrote, never a user's file.
+    """
+    from .common import add_machine_state, check_json_target, machine_state
+
+    out = getattr(args, "out", None)
+    if out:
+        check_json_target(out)
+    before = machine_state()
+    print(f"load average {before['load_average'][0]:.2f} (1 min) on {before['cpus']} cores", flush=True)
+    rc = module.main(args)
+    after = machine_state()
+    print(f"load average {after['load_average'][0]:.2f} (1 min) at the end", flush=True)
+    if rc == 0 and out and str(out).endswith(".json"):
+        add_machine_state(out, before, after)
+    return rc

@@ -66,9 +66,10 @@ def add_arguments(parser) -> None:
                         help="seed of the split runs (default 0; a seed not run before compiles the head "
                              "project anew: the nucleus-1 spikes it replays are part of its key)")
     parser.add_argument("--repeats", type=int, default=5, help="repetitions of the single head (default 5)")
-    parser.add_argument("--single-threads", type=int, default=None,
+    parser.add_argument("--single-threads", type=int, default=os.cpu_count() or 1,
                         help="OpenMP threads of the single head and of the 8 heads as one network "
-                             "(default: all cores; 0 or 1: one thread, no OpenMP)")
+                             "(default: all cores, as measured in docs/cortex.md on a quiet machine; "
+                             "0 or 1: one thread, no OpenMP)")
     parser.add_argument("--parts", default=",".join(PARTS),
                         help=f"comma-separated parts to run, in this order, of {', '.join(PARTS)} (default all)")
     add_out_argument(parser, "bench_results/cortex.json")

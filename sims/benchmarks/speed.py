@@ -54,7 +54,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--devices", nargs="+", default=["runtime", "cpp_standalone"],
                         choices=["runtime", "cpp_standalone"], help="Brian2 devices (default both)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="OpenMP threads of the standalone device (default: all cores)")
+                        help="OpenMP threads of the standalone device (default 1)")
     parser.add_argument("--fold", nargs="+", choices=["on", "off"], default=None,
                         help="run with folded compartments (on, default), without, or both")
     add_out_argument(parser, "bench_results/speed.json")

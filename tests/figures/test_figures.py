@@ -45,8 +45,8 @@ def test_figures_command_makes_every_figure(tmp_path):
 
 @pytest.mark.codegen_independent
 def test_figures_only_read_results():
-    """figures/ imports no simulator, benchmark or data producer (DESIGN: figures from results
-    files only); ctmhsa.sims.figure_data produces what they read."""
+    """figures/ imports no simulator, benchmark or data producer (docs/design.md: figures from
+    results files only); ctmhsa.sims.figure_data produces what they read."""
     from ctmhsa import figures
 
     forbidden = tuple(f"ctmhsa.sims.{m}" for m in ("simulate", "benchmarks", "figure_data", "distributed",
@@ -107,3 +107,102 @@ def test_saved_figures_are_300_dpi_marked_when_quick_and_refuse_small_text(tmp_p
     with pytest.raises(ValueError, match=r"text below 7.0 pt: \[\(5.0, 'tiny'\)\]"):
         save(fig, str(tmp_path), "g", "caption")
     assert not (tmp_path / "g.png").exists()
+
+
+# -- stage names: one table (ctmhsa.mapping.stages) for every figure ----------------------------
+
+
+def _stage_label_strings():
+    """Strings that can only be a stage's label, written by hand: a symbol that is not plain
+    ASCII (κ, ṽ, x̃), a name or long name of more than one word ("context-aware value") and the
+    cells a stage is read from in parentheses ("(L5 PT)")."""
+    from ctmhsa.mapping.stages import STAGE_TABLE
+
+    out = {s.symbol for s in STAGE_TABLE.values() if not s.symbol.isascii()}
+    out |= {n for s in STAGE_TABLE.values() for n in (s.name, s.long) if " " in n or "-" in n}
+    out |= {f"({s.cells})" for s in STAGE_TABLE.values()}
+    return out
+
+
+def _hard_coded_stage_labels(source: str) -> list:
+    """(line, text) of every string in ``source`` outside a docstring (figure text, labels,
+    captions) that holds a stage label of its own instead of taking it from the stage table."""
+    tree = ast.parse(source)
+    docs = {id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    labels = _stage_label_strings()
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+            and any(label in node.value for label in labels)]
+
+
+@pytest.mark.codegen_independent
+def test_figures_take_stage_labels_from_the_stage_table():
+    from ctmhsa import figures
+
+    where = os.path.dirname(figures.__file__)
+    found = {name: _hard_coded_stage_labels(open(os.path.join(where, name)).read())
+             for name in sorted(os.listdir(where)) if name.endswith(".py")}
+    assert not any(found.values()), {k: v for k, v in found.items() if v}
+    # the check finds what it looks for
+    assert _hard_coded_stage_labels('ax.set_title("ṽ (L5 PT)")\nax.plot(label=f"{k}: x̃")') == \
+        [(1, "ṽ (L5 PT)"), (2, ": x̃")]
+    assert _hard_coded_stage_labels('PANELS = (("y", "modulated value  (L5 IT soma)"),)') != []
+    assert _hard_coded_stage_labels('"""The ṽ panel."""\nx = "v_tilde"') == []
+
+
+@pytest.mark.codegen_independent
+def test_stage_table_is_one_numpy_free_table_that_sims_result_re_exports():
+    import ctmhsa.mapping.stages as stages
+    import ctmhsa.sims.result as result
+
+    tree = ast.parse(open(stages.__file__).read())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imported <= {"__future__", "typing"}, imported
+    assert result.STAGE_ORDER is stages.STAGE_ORDER and result.STAGE_LABELS is stages.STAGE_LABELS
+    assert stages.STAGE_ORDER == ("q", "k", "v", "s", "kappa", "S", "z", "Z", "y", "v_tilde", "x_tilde")
+    assert stages.STAGE_LABELS["v_tilde"] == ("ṽ", "context value, L5 PT")
+    assert stages.title("kappa") == "κ: attention (L2/3 soma)" and stages.symbol("x_tilde") == "x̃"
+    with pytest.raises(KeyError, match="unknown stage 'w'"):
+        stages.symbol("w")
+
+
+def _results_dir(path, level, noise):
+    """The plain files plot_accuracy reads, for a one-head problem (n = 3, d = 2)."""
+    from ctmhsa.figures.accuracy import PANELS
+
+    rng = np.random.default_rng(0)
+    shapes = {"q": (1, 3, 2), "k": (1, 3, 2), "v": (1, 3, 2), "s": (1, 3, 3, 2), "y": (1, 3, 3, 2),
+              "v_tilde": (1, 3, 2), "x_tilde": (3, 2)}
+    ref = {k: rng.normal(size=shapes[k]) for k in PANELS}
+    dec = {k: ref[k] + 0.1 * rng.normal(size=shapes[k]) for k in PANELS}
+    os.makedirs(path)
+    np.savez(os.path.join(path, "stages.npz"), **dec)
+    np.savez(os.path.join(path, "reference.npz"), **ref)
+    if noise:
+        np.savez(os.path.join(path, "noise.npz"), **{k: np.full(shapes[k], 0.01) for k in PANELS})
+    met = {k: dict(nrmse=0.1, r=0.99, noise_floor=0.1 if noise else 0.0) for k in PANELS}
+    (path / "metrics.json").write_text(json.dumps(met))
+    (path / "provenance.json").write_text(json.dumps(dict(level=level, counts=dict(neurons=100),
+                                                          config=dict(n=3, H=1, dk=2, dv=2, de=2))))
+    return str(path)
+
+
+@pytest.mark.codegen_independent
+def test_accuracy_figure_names_stages_from_the_table_and_draws_the_noise_band(tmp_path):
+    from ctmhsa.figures.accuracy import PANELS, noise_band, plot_accuracy
+    from ctmhsa.figures.style import plt
+    from ctmhsa.mapping.stages import title
+
+    fig = plot_accuracy(_results_dir(tmp_path / "escape", "escape", noise=True))
+    assert [ax.get_title() for ax in fig.axes] == [title(k) for k in PANELS]
+    assert all(len(ax.collections) == 2 for ax in fig.axes)            # the band and the points
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["±2σ spike-count noise"]
+    assert "floor 0.100" in fig.axes[0].texts[0].get_text()
+    plt.close(fig)
+    fig = plot_accuracy(_results_dir(tmp_path / "rate", "rate", noise=False))      # no noise: no band
+    assert all(len(ax.collections) == 1 for ax in fig.axes) and fig.axes[0].get_legend() is None
+    plt.close(fig)
+    x, lo, hi = noise_band([0.0, 1.0, 2.0, 3.0], [0.04] * 4)             # σ = 0.2: ± 0.4
+    assert np.allclose(hi - x, 0.4) and np.allclose(x - lo, 0.4) and x[0] == 0 and x[-1] == 3

@@ -1,0 +1,220 @@
+"""The standalone cache (``ctmhsa.circuits.standalone``): a damaged project repairs itself, a killed
+build or split run leaves nothing behind, and a new duration compiles nothing.
+
+One tiny project (n = dk = dv = de = 1) is compiled once in a cache of this module's own, so that
+damaging it cannot disturb other tests; the tests then damage it in turn and run it again.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+from conftest import random_problem
+from ctmhsa.sims import simulate_mhsa
+
+pytestmark = pytest.mark.standalone
+
+PROBLEM = random_problem(seed=3, n=1, H=1, dk=1, dv=1, de=1)
+KW = dict(neuron="escape", duration=0.2, warmup=0.1, seed=1, device="cpp_standalone", threads=0,
+          record_spikes=("nucleus1", "l5pt"))
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(**kw):
+    X, _, WQ, WK, WV, WO = PROBLEM
+    return simulate_mhsa(X, WQ, WK, WV, WO, **dict(KW, **kw))
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """The compiled project's directory, and the spikes of its first run."""
+    cache = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CTMHSA_CACHE", str(cache))
+        first = _run()
+        root = os.path.join(cache, "standalone")
+        [key] = [d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and "." not in d]
+        yield dict(dir=os.path.join(root, key), spikes=first.spikes)
+
+
+def _same_spikes(res, spikes):
+    assert set(res.spikes) == set(spikes)
+    for pop in spikes:
+        for k in (0, 1):
+            np.testing.assert_array_equal(res.spikes[pop][k], spikes[pop][k], err_msg=pop)
+
+
+def _truncate(path):
+    size = os.path.getsize(path)
+    with open(path, "r+b") as fh:
+        fh.truncate(size // 2)
+
+
+def _quiet_run():
+    """A run that must not warn about the cache (it is intact)."""
+    from ctmhsa.circuits.standalone import StandaloneCacheWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StandaloneCacheWarning)
+        return _run()
+
+
+def test_a_truncated_binary_is_rebuilt_with_a_warning(project):
+    from ctmhsa.circuits.standalone import StandaloneCacheWarning
+
+    _truncate(os.path.join(project["dir"], "main"))
+    with pytest.warns(StandaloneCacheWarning, match=r"changed since the project was built \(main\)"):
+        res = _run()
+    _same_spikes(res, project["spikes"])
+    _same_spikes(_quiet_run(), project["spikes"])   # repaired once, for good
+
+
+def test_a_truncated_object_file_is_rebuilt_with_a_warning(project):
+    from ctmhsa.circuits.standalone import StandaloneCacheWarning
+
+    objects = os.path.join(project["dir"], "code_objects")
+    smallest = min((f for f in os.listdir(objects) if f.endswith(".o")),
+                   key=lambda f: os.path.getsize(os.path.join(objects, f)))   # the quickest to compile again
+    _truncate(os.path.join(objects, smallest))
+    with pytest.warns(StandaloneCacheWarning, match=smallest):
+        res = _run()
+    _same_spikes(res, project["spikes"])
+    _same_spikes(_quiet_run(), project["spikes"])
+
+
+def test_a_new_duration_on_a_cached_shape_compiles_nothing(project, tmp_path, monkeypatch):
+    """The run's length is a run argument: the same project, the new duration simulated (the
+    relays spike up to its end), also a shorter one and another warm-up."""
+    log = tmp_path / "calls.log"
+    for name in ("g++", "gcc", "cc", "c++"):   # every compiler call is logged
+        real = next((os.path.join(d, name) for d in os.environ["PATH"].split(os.pathsep)
+                     if os.path.isfile(os.path.join(d, name))), None)
+        if real is not None:
+            (tmp_path / name).write_text(f'#!/bin/sh\necho "$@" >> "{log}"\nexec "{real}" "$@"\n')
+            os.chmod(tmp_path / name, 0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    binary = os.path.join(project["dir"], "main")
+    built = os.stat(binary).st_mtime_ns
+    longer, shorter = _run(duration=0.4), _run(duration=0.1, warmup=0.05)
+    calls = [c for c in (log.read_text().splitlines() if log.exists() else []) if "brian_flag_test" not in c]
+    assert calls == [], calls[:3]
+    assert os.stat(binary).st_mtime_ns == built
+    t_long, t_short = longer.spikes["nucleus1"][1], shorter.spikes["nucleus1"][1]
+    assert 0.1 + 0.2 < t_long.max() < 0.1 + 0.4   # past the compiled run's end (0.3 s)
+    assert t_short.max() < 0.05 + 0.1
+    assert longer.spikes["nucleus1"][1].size > 1.5 * project["spikes"]["nucleus1"][1].size
+
+
+def test_copies_of_dead_processes_are_removed_at_the_next_start(project, tmp_path):
+    from ctmhsa.circuits.standalone import _process_identity
+
+    host = socket.gethostname()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        copies = project["dir"] + ".copies"
+        made = {}
+        for name, owner in [(f"{host}-{dead.pid}", ""),                        # killed
+                            (f"{host}-{dead.pid}.tmp0123abcd", None),            # killed while copying
+                            (f"{host}-{live.pid}", "0:0"),                       # its pid since reused
+                            (f"{host}-{live.pid}.tmp4567ef01", _process_identity(live.pid)),   # alive
+                            (f"elsewhere-{dead.pid}", "")]:                      # another host's
+            made[name] = os.path.join(copies, name)
+            os.makedirs(made[name])
+            open(os.path.join(made[name], ".complete"), "w").close()
+            if owner is not None:
+                with open(os.path.join(made[name], ".owner"), "w") as fh:
+                    fh.write(owner)
+        _run()
+        left = sorted(os.listdir(copies))
+    finally:
+        live.kill()
+        live.wait()
+    assert left == sorted([f"{host}-{live.pid}.tmp4567ef01", f"elsewhere-{dead.pid}"])
+
+
+def _processes_in(root):
+    """``(pid, command line)`` of every process working in ``root`` or naming it."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:   # gone, or a zombie
+            continue
+        if cwd.startswith(root) or root in cmd:
+            out.append((int(pid), cmd))
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_a_killed_compile_leaves_no_compiler_running(tmp_path):
+    """A process killed (SIGKILL: nothing of it runs after) while it compiles: make and its
+    compilers die with it, and the project keeps no record of a finished build."""
+    cache = str(tmp_path / "cache")
+    code = (f"import sys; sys.path.insert(0, {TESTS!r})\n"
+            "from conftest import random_problem\n"
+            "from ctmhsa.sims import simulate_mhsa\n"
+            "X, _, WQ, WK, WV, WO = random_problem(seed=3, n=1, H=1, dk=1, dv=1, de=1)\n"
+            f"simulate_mhsa(X, WQ, WK, WV, WO, **{KW!r})\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, CTMHSA_CACHE=cache),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    compiling = []
+    try:
+        deadline = time.monotonic() + 240
+        while not compiling and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            compiling = [c for _, c in _processes_in(cache) if "make" in c or "++" in c or "cc1" in c]
+        assert compiling, "no compiler seen"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        left = _processes_in(cache)
+        deadline = time.monotonic() + 10
+        while left and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = _processes_in(cache)
+        assert left == [], left[:3]
+        [project] = [os.path.join(cache, "standalone", d) for d in os.listdir(os.path.join(cache, "standalone"))
+                     if "." not in d]
+        assert not os.path.exists(os.path.join(project, ".build.json"))   # not trusted next time
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid, _ in _processes_in(cache):   # what the killed process started (before the fix)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def test_a_second_failure_of_make_names_the_project(project, tmp_path, monkeypatch):
+    """A cached project whose ``make`` fails is built from scratch once (with a warning); if that
+    fails too, the error names the project. (On a copy of the project, with a failing compiler.)"""
+    import shutil
+
+    from ctmhsa.circuits import standalone
+
+    where = str(tmp_path / "project")
+    shutil.copytree(project["dir"], where, symlinks=True, ignore=shutil.ignore_patterns("results"))
+    for name in ("g++", "c++"):
+        (tmp_path / name).write_text("#!/bin/sh\nexit 1\n")
+        os.chmod(tmp_path / name, 0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    _truncate(os.path.join(where, "main.o"))
+    with pytest.warns(standalone.StandaloneCacheWarning) as caught, \
+            pytest.raises(RuntimeError, match=f"standalone project {where}: compilation failed again"):
+        standalone._compile(where)
+    messages = [str(w.message) for w in caught]
+    assert any("main.o" in m for m in messages) and any("from scratch" in m for m in messages)
