@@ -16,6 +16,8 @@ import numpy as np
 
 from ctmhsa.mapping.stages import title
 
+from .style import read_json_numbers
+
 __all__ = ["plot_accuracy", "PANELS", "noise_band"]
 
 PANELS = ("q", "k", "v", "s", "y", "v_tilde", "x_tilde")
@@ -60,8 +62,7 @@ def plot_accuracy(results_dir: str, out: str | None = None):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with open(os.path.join(results_dir, "metrics.json")) as fh:
-        met = json.load(fh)
+    met = read_json_numbers(os.path.join(results_dir, "metrics.json"))
     with open(os.path.join(results_dir, "provenance.json")) as fh:
         prov = json.load(fh)
     noise_path = os.path.join(results_dir, "noise.npz")

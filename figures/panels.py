@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -11,7 +10,7 @@ from ctmhsa.mapping.stages import STAGE_TABLE, symbol, title
 from ctmhsa.neurons.laws import law_numpy
 from ctmhsa.sims.io import load
 
-from .style import PROJECTION_COLOURS, plt
+from .style import PROJECTION_COLOURS, plt, read_json_numbers
 
 __all__ = ["fig2", "raster", "draw_raster", "error_scaling", "counts_vs_n", "circuits_vs_n", "laws"]
 
@@ -124,8 +123,7 @@ def error_scaling(time_dirs: dict, p_dirs: dict):
     fig, ax = plt.subplots(1, 2, figsize=(8.5, 3.2), constrained_layout=True)
     for stage, col in (("v_tilde", PROJECTION_COLOURS["it_pt"]), ("x_tilde", PROJECTION_COLOURS["pt_out"])):
         for label, path in time_dirs.items():
-            with open(os.path.join(path, "provenance.json")) as fh:
-                cps = json.load(fh)["diagnostics"]["checkpoints"]
+            cps = read_json_numbers(os.path.join(path, "provenance.json"))["diagnostics"]["checkpoints"]
             T = np.array([c["T"] for c in cps])
             e = np.array([c["metrics"][stage]["nrmse"] for c in cps])
             f = np.array([c["metrics"][stage]["noise_floor"] for c in cps])
@@ -135,8 +133,7 @@ def error_scaling(time_dirs: dict, p_dirs: dict):
         P = np.array(sorted(p_dirs))
         e, f = [], []
         for p in P:
-            with open(os.path.join(p_dirs[p], "metrics.json")) as fh:
-                met = json.load(fh)
+            met = read_json_numbers(os.path.join(p_dirs[p], "metrics.json"))
             e.append(met[stage]["nrmse"])
             f.append(met[stage]["noise_floor"])
         ax[1].loglog(P, e, "o-", color=col, label=f"{symbol(stage)} NRMSE")

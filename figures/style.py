@@ -7,9 +7,10 @@ saved) and legends inside the figure.
 
 from __future__ import annotations
 
+import json
 import os
 
-__all__ = ["PROJECTION_COLOURS", "POP_COLOURS", "save", "plt", "DPI", "MIN_FONT", "check_fonts",
+__all__ = ["read_json_numbers", "PROJECTION_COLOURS", "POP_COLOURS", "save", "plt", "DPI", "MIN_FONT", "check_fonts",
            "QUICK_MARK", "mark_quick"]
 
 DPI = 300
@@ -83,3 +84,11 @@ def save(fig, out_dir: str, name: str, caption: str, quick: bool = False) -> lis
         fh.write(caption.strip() + "\n")
     plt.close(fig)
     return paths
+
+
+def read_json_numbers(path: str):
+    """A results JSON file (metrics.json, provenance.json) with ``null`` read as NaN: the files
+    are strict JSON, where an undefined number (r of a constant stage, an unknown floor) is
+    ``null``, and the figures plot it as a gap."""
+    with open(path) as fh:
+        return json.load(fh, object_hook=lambda d: {k: float("nan") if v is None else v for k, v in d.items()})

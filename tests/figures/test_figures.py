@@ -206,3 +206,18 @@ def test_accuracy_figure_names_stages_from_the_table_and_draws_the_noise_band(tm
     plt.close(fig)
     x, lo, hi = noise_band([0.0, 1.0, 2.0, 3.0], [0.04] * 4)             # σ = 0.2: ± 0.4
     assert np.allclose(hi - x, 0.4) and np.allclose(x - lo, 0.4) and x[0] == 0 and x[-1] == 3
+
+
+@pytest.mark.codegen_independent
+def test_accuracy_figure_reads_undefined_numbers_of_strict_json(tmp_path):
+    """metrics.json is strict JSON: an undefined r or floor is ``null`` (it used to crash the
+    figure's number formatting)."""
+    from ctmhsa.figures.accuracy import plot_accuracy
+    from ctmhsa.figures.style import plt
+
+    path = _results_dir(tmp_path / "rate", "rate", noise=False)
+    met = json.loads((tmp_path / "rate" / "metrics.json").read_text())
+    met["q"]["r"] = None
+    met["q"]["noise_floor"] = None
+    (tmp_path / "rate" / "metrics.json").write_text(json.dumps(met))
+    plt.close(plot_accuracy(path))
