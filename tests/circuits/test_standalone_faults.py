@@ -1,8 +1,10 @@
 """The standalone cache (``ctmhsa.circuits.standalone``): a damaged project repairs itself, a killed
 build or split run leaves nothing behind, and a new duration compiles nothing.
 
-One tiny project (n = dk = dv = de = 1) is compiled once in a cache of this module's own, so that
-damaging it cannot disturb other tests; the tests then damage it in turn and run it again.
+The project is the one tests/sims/test_devices.py runs (same shape and options; compiled once, in
+the shared cache, for both modules), copied into a cache of this module's own so that damaging it
+cannot disturb other tests; the tests then damage it in turn and run it again. Runs record no
+spike trains (as there), so "the same spikes" is the same spike counts: every decoded stage equal.
 """
 
 import os
@@ -21,9 +23,11 @@ from ctmhsa.sims import simulate_mhsa
 
 pytestmark = pytest.mark.standalone
 
-PROBLEM = random_problem(seed=3, n=1, H=1, dk=1, dv=1, de=1)
-KW = dict(neuron="escape", duration=0.2, warmup=0.1, seed=1, device="cpp_standalone", threads=0,
-          record_spikes=("nucleus1", "l5pt"))
+PROBLEM = random_problem(seed=3, n=3, H=2, dk=3, dv=3, de=4)     # conftest's problem2
+KW = dict(neuron="escape", duration=0.5, warmup=0.2, seed=1, device="cpp_standalone", threads=0)
+# a tiny project for the compile that is killed (it must be a fresh one)
+TINY = dict(seed=3, n=1, H=1, dk=1, dv=1, de=1)
+TINY_KW = dict(KW, duration=0.2, warmup=0.1)
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -34,21 +38,33 @@ def _run(**kw):
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    """The compiled project's directory, and the spikes of its first run."""
+    """The compiled project's directory in this module's cache, and its first run's result."""
+    import shutil
+
+    from ctmhsa.circuits import standalone
+    from ctmhsa.sims import runners
+
+    keys = []
+    real = runners.run_project
+    with pytest.MonkeyPatch.context() as mp:     # compiled (or reused) in the shared cache
+        mp.setattr(runners, "run_project", lambda key, *a, **k: keys.append(key) or real(key, *a, **k))
+        _run()
+    shared = standalone.project_dir(keys[0])
     cache = tmp_path_factory.mktemp("cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CTMHSA_CACHE", str(cache))
-        first = _run()
-        root = os.path.join(cache, "standalone")
-        [key] = [d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and "." not in d]
-        yield dict(dir=os.path.join(root, key), spikes=first.spikes)
+        own = standalone.project_dir(keys[0])
+        shutil.copytree(shared, own, symlinks=True, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("results", "*.lock"))
+        yield dict(dir=own, result=_quiet_run())   # the copy is intact: nothing is rebuilt
 
 
-def _same_spikes(res, spikes):
-    assert set(res.spikes) == set(spikes)
-    for pop in spikes:
-        for k in (0, 1):
-            np.testing.assert_array_equal(res.spikes[pop][k], spikes[pop][k], err_msg=pop)
+def _same_spikes(res, first):
+    """The same spike counts: every stage decoded from them, and the Fano factors, equal."""
+    assert set(res.stages) == set(first.stages)
+    for st in first.stages:
+        np.testing.assert_array_equal(res.stages[st], first.stages[st], err_msg=st)
+    assert res.diagnostics["fano"] == first.diagnostics["fano"]
 
 
 def _truncate(path):
@@ -72,8 +88,8 @@ def test_a_truncated_binary_is_rebuilt_with_a_warning(project):
     _truncate(os.path.join(project["dir"], "main"))
     with pytest.warns(StandaloneCacheWarning, match=r"changed since the project was built \(main\)"):
         res = _run()
-    _same_spikes(res, project["spikes"])
-    _same_spikes(_quiet_run(), project["spikes"])   # repaired once, for good
+    _same_spikes(res, project["result"])
+    _same_spikes(_quiet_run(), project["result"])   # repaired once, for good
 
 
 def test_a_truncated_object_file_is_rebuilt_with_a_warning(project):
@@ -85,13 +101,14 @@ def test_a_truncated_object_file_is_rebuilt_with_a_warning(project):
     _truncate(os.path.join(objects, smallest))
     with pytest.warns(StandaloneCacheWarning, match=smallest):
         res = _run()
-    _same_spikes(res, project["spikes"])
-    _same_spikes(_quiet_run(), project["spikes"])
+    _same_spikes(res, project["result"])
+    _same_spikes(_quiet_run(), project["result"])
 
 
 def test_a_new_duration_on_a_cached_shape_compiles_nothing(project, tmp_path, monkeypatch):
     """The run's length is a run argument: the same project, the new duration simulated (the
-    relays spike up to its end), also a shorter one and another warm-up."""
+    relays' window rates stay those of the compiled length: a binary that stopped at its old end
+    would halve them), also a shorter one and another warm-up."""
     log = tmp_path / "calls.log"
     for name in ("g++", "gcc", "cc", "c++"):   # every compiler call is logged
         real = next((os.path.join(d, name) for d in os.environ["PATH"].split(os.pathsep)
@@ -102,14 +119,14 @@ def test_a_new_duration_on_a_cached_shape_compiles_nothing(project, tmp_path, mo
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     binary = os.path.join(project["dir"], "main")
     built = os.stat(binary).st_mtime_ns
-    longer, shorter = _run(duration=0.4), _run(duration=0.1, warmup=0.05)
+    longer, shorter = _run(duration=1.0), _run(duration=0.25, warmup=0.1)
     calls = [c for c in (log.read_text().splitlines() if log.exists() else []) if "brian_flag_test" not in c]
     assert calls == [], calls[:3]
     assert os.stat(binary).st_mtime_ns == built
-    t_long, t_short = longer.spikes["nucleus1"][1], shorter.spikes["nucleus1"][1]
-    assert 0.1 + 0.2 < t_long.max() < 0.1 + 0.4   # past the compiled run's end (0.3 s)
-    assert t_short.max() < 0.05 + 0.1
-    assert longer.spikes["nucleus1"][1].size > 1.5 * project["spikes"]["nucleus1"][1].size
+    first = project["result"].rates["nucleus1"]
+    assert (longer.duration, shorter.duration, shorter.warmup) == (1.0, 0.25, 0.1)
+    for res in (longer, shorter):       # the whole window simulated: the same relay rates
+        assert np.nanmean(res.rates["nucleus1"]) == pytest.approx(np.nanmean(first), rel=0.15)
 
 
 def test_copies_of_dead_processes_are_removed_at_the_next_start(project, tmp_path):
@@ -166,8 +183,8 @@ def test_a_killed_compile_leaves_no_compiler_running(tmp_path):
     code = (f"import sys; sys.path.insert(0, {TESTS!r})\n"
             "from conftest import random_problem\n"
             "from ctmhsa.sims import simulate_mhsa\n"
-            "X, _, WQ, WK, WV, WO = random_problem(seed=3, n=1, H=1, dk=1, dv=1, de=1)\n"
-            f"simulate_mhsa(X, WQ, WK, WV, WO, **{KW!r})\n")
+            f"X, _, WQ, WK, WV, WO = random_problem(**{TINY!r})\n"
+            f"simulate_mhsa(X, WQ, WK, WV, WO, **{TINY_KW!r})\n")
     proc = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, CTMHSA_CACHE=cache),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     compiling = []
