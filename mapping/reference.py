@@ -129,9 +129,10 @@ def resolve_phi(phi) -> tuple[str, Callable, Callable]:
 def plain_array(name: str, value):
     """``value`` without a unit or a mask, or a ``ValueError`` naming ``name``.
 
-    Tokens and weights are numbers in the units of the circuit's codes: a Brian2 quantity (or a
-    pint/astropy one) must be dimensionless (``X * mV`` would otherwise lose its unit and be
-    read 1000 times too small). A numpy masked array with masked entries is refused (the
+    Tokens and weights are numbers in the units of the circuit's codes: a Brian2 quantity must be
+    dimensionless (``X * mV`` would otherwise lose its unit and be read 1000 times too small);
+    a pint or astropy quantity is refused (a scaled dimensionless one, mV/V, hands over
+    unscaled numbers). A numpy masked array with masked entries is refused (the
     circuit has no missing values, and numpy would hand over the entries under the mask); one
     with nothing masked is its data.
     """
@@ -152,11 +153,11 @@ def plain_array(name: str, value):
             raise ValueError(f"{name}: expected dimensionless numbers (tokens and weights are in units of "
                              f"the circuit's codes), got a quantity in units of {b2.get_unit(value.dim)!s}")
         return np.asarray(value)
-    unit = getattr(value, "units", getattr(value, "unit", None))    # pint, astropy
-    if unit is not None and not (getattr(value, "dimensionless", False) or str(unit) in ("", "dimensionless")):
-        raise ValueError(f"{name}: expected dimensionless numbers (tokens and weights are in units of the "
-                         f"circuit's codes), got a quantity in units of {unit!s}")
-    return getattr(value, "magnitude", getattr(value, "value", value)) if unit is not None else value
+    unit = getattr(value, "units", getattr(value, "unit", None))    # pint, astropy: scaled units too
+    if unit is not None:
+        raise ValueError(f"{name}: expected plain numbers (tokens and weights are in units of the circuit's "
+                         f"codes), got a quantity in units of {unit!s}; pass its dimensionless magnitude")
+    return value
 
 
 def _as_real_array(name: str, a) -> np.ndarray:

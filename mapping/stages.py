@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["Stage", "STAGE_TABLE", "STAGE_ORDER", "STAGE_LABELS", "stage", "symbol", "title"]
+__all__ = ["Stage", "STAGE_TABLE", "STAGE_ORDER", "CIRCUIT_STAGES", "STAGE_LABELS", "stage", "symbol", "title"]
 
 
 class Stage(NamedTuple):
@@ -62,6 +62,11 @@ STAGE_TABLE = {s.key: s for s in (
 STAGE_ORDER = tuple(STAGE_TABLE)
 """Stages in circuit order (thalamus → L2/3 → interneurons → L5 IT → L5 PT → thalamus; the
 linear circuit's memory S, z in place of s, κ, y)."""
+
+CIRCUIT_STAGES = {"quadratic": tuple(k for k in STAGE_ORDER if k not in ("S", "z")),
+                  "linear": tuple(k for k in STAGE_ORDER if k not in ("s", "kappa", "y"))}
+"""The stages each circuit computes and compares (the linear circuit's memory S, z in place of
+s, κ, y)."""
 
 STAGE_LABELS = {k: (s.symbol, f"{s.name}, {s.cells}") for k, s in STAGE_TABLE.items()}
 """Symbol of every stage and what it is, where it is read: ``(symbol, "name, cells")``, e.g.

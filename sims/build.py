@@ -151,7 +151,8 @@ class Simulation:
         if changes:
             ro = ro.replace(**changes).resolved(self.options.neuron)
             check_run(self.options, ro)
-            self.runtime_estimate = _check_runtime(self.circuit, self.options, ro, self.simulated_synapses)
+            self.runtime_estimate = _check_runtime(self.circuit, self.options, ro, self.simulated_synapses,
+                                                   self.sizes["H"] if ro.scheduler is not None else 1)
         self._ran = True
         log.info("simulating %g s: warm-up %g s + window %g s (estimated %.3g s of wall time)",
                  ro.warmup + ro.duration, ro.warmup, ro.duration, self.runtime_estimate)
@@ -166,12 +167,14 @@ class Simulation:
                 f"{self.circuit.n_synapses():,} synapses on {type(self.runner).__name__}>")
 
 
-def _check_runtime(circuit, options: CircuitOptions, run_options: RunOptions, synapses: int) -> float:
-    """The run's :func:`estimate_runtime` (s); a ``ValueError`` naming ``max_runtime`` past it."""
+def _check_runtime(circuit, options: CircuitOptions, run_options: RunOptions, synapses: int,
+                   per: int = 1) -> float:
+    """The run's :func:`estimate_runtime` (s); a ``ValueError`` naming ``max_runtime`` past it.
+    A split run's ``per`` heads run as parallel tasks: one task's share is estimated."""
     ro = run_options
     simulated = ro.warmup + ro.duration
     steps = int(round(simulated / ro.dt))
-    estimate = estimate_runtime(options.neuron, ro.device, steps, circuit.n_neurons(), synapses)
+    estimate = estimate_runtime(options.neuron, ro.device, steps, circuit.n_neurons() // per, synapses // per)
     limit = float("inf") if ro.max_runtime is None else ro.max_runtime
     if estimate > limit:
         raise ValueError(
@@ -256,7 +259,7 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
             f"{need / 2**30:.2f} GiB "
             f"({circuit.n_neurons():,} neurons, {circuit.n_synapses():,} synapses) but the limit is "
             f"{limit / 2**30:.2f} GiB; reduce n, m, H, dk, dv or de, or raise max_memory")
-    runtime = _check_runtime(circuit, co, ro, n_simulated)
+    runtime = _check_runtime(circuit, co, ro, n_simulated, per)
     if ro.codegen == "auto":
         ro = ro.replace(codegen="cython" if circuit.n_synapses() >= AUTO_CYTHON_SYNAPSES else "numpy")
     inputs = {k: a[k] for k in ("X", "WQ", "WK", "WV", "WO", "Y", "WS")}

@@ -439,8 +439,7 @@ def min_window(options: CircuitOptions, dt: float) -> tuple[float, str]:
     q, k, v a noise floor of 0 beside an NRMSE of 0.9). Hence ``N_CHUNKS`` times that time
     constant (0.1 s by default), and at least one step per chunk.
     """
-    p = options.params
-    taus = {k: getattr(p, k) for k in ("tau_m", "tau_d", "tau_int", "tau_syn")}
+    taus = _time_constants(options)
     name = max(taus, key=taus.get)
     t_min = max(N_CHUNKS * taus[name], N_CHUNKS * dt)
     return t_min, (f"spike counts are taken in {N_CHUNKS} chunks, whose spread gives the noise floor, each "

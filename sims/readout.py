@@ -14,6 +14,7 @@ from ctmhsa.mapping.baseline import remove_baselines
 from ctmhsa.mapping.decode import decode, range_report
 from ctmhsa.mapping.noise import spike_generation_fano, stage_noise_variance
 from ctmhsa.mapping.operating import check_operating, enforce
+from ctmhsa.mapping.stages import CIRCUIT_STAGES
 from ctmhsa.neurons.conductance import affine_range, soma_calibration
 from ctmhsa.neurons.window import fano_factors
 
@@ -21,8 +22,7 @@ from .result import SimulationResult
 
 __all__ = ["read_out", "QUADRATIC_STAGES", "LINEAR_STAGES"]
 
-QUADRATIC_STAGES = ("q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde")
-LINEAR_STAGES = ("q", "k", "v", "S", "z", "Z", "v_tilde", "x_tilde")
+QUADRATIC_STAGES, LINEAR_STAGES = CIRCUIT_STAGES["quadratic"], CIRCUIT_STAGES["linear"]
 
 
 def read_out(sim, obs, run_options) -> SimulationResult:
@@ -30,7 +30,7 @@ def read_out(sim, obs, run_options) -> SimulationResult:
     (:class:`ctmhsa.sims.runners.Observations`) of a run under ``run_options``."""
     circuit, enc, o, ro, x = sim.circuit, sim.encoding, sim.options, run_options, sim.inputs
     ref = sim.reference
-    compared = LINEAR_STAGES if o.circuit == "linear" else QUADRATIC_STAGES
+    compared = CIRCUIT_STAGES[o.circuit]
     ref_stages = {k: ref[k] for k in compared if o.normalize or k not in ("Z", "z")}  # no division without interneurons
     for snap in [s for _, s in obs.snapshots] + ([obs.early] if obs.early is not None else []):
         remove_baselines(circuit, enc.values, snap)    # lif: rates above the somata's baseline

@@ -8,7 +8,7 @@ import numpy as np
 
 from ctmhsa.mapping.reference import check_attention_inputs, linear_mhsa, plain_array
 
-__all__ = ["check_inputs", "available_memory", "plain_array"]
+__all__ = ["check_inputs", "available_memory"]
 
 
 def available_memory() -> int:
@@ -34,10 +34,8 @@ def check_inputs(X, WQ, WK, WV, WO, Y=None, WS=None, causal=False, normalize=Tru
     ------
     ValueError, TypeError
         With a message naming the argument and the expected value: also a quantity with a unit
-        or a masked array with masked entries (:func:`plain_array`).
+        or a masked array with masked entries (:func:`ctmhsa.mapping.reference.plain_array`).
     """
-    X, WQ, WK, WV, WO, Y, WS = (plain_array(k, v) for k, v in
-                                dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, Y=Y, WS=WS).items())
     a = check_attention_inputs(X, WQ, WK, WV, WO, Y=Y, causal=causal, normalize=normalize)
     if a["batched"]:
         raise ValueError(
@@ -47,6 +45,6 @@ def check_inputs(X, WQ, WK, WV, WO, Y=None, WS=None, causal=False, normalize=Tru
     if WS is not None:   # the reference checks the skip weights' shape and values
         linear_mhsa(a["X"], a["WQ"], a["WK"], a["WV"], a["WO"], phi=phi, Y=a["Y"], causal=causal,
                     normalize=normalize, WS=WS)
-        WS = np.asarray(WS, float)
+        WS = np.asarray(plain_array("WS", WS), float)
     a["WS"] = WS
     return a
