@@ -26,7 +26,7 @@ from .config import (DEFAULTS, SIZE_KEYS, default_config_path, make_inputs, outp
 from .config import options as config_options
 from .figure_data import make_data
 from .io import check_output, dumps_json, estimate_result_bytes, write_result
-from .options import CODEGEN, check_record_spikes, check_scheduler
+from .options import CODEGEN, check_record_spikes
 from .progress import set_quiet
 from .result import STAGE_LABELS
 from .simulate import simulate_mhsa
@@ -243,7 +243,7 @@ def _cmd_figures(args) -> int:
 
 
 def _cmd_train(args) -> int:
-    from .train import default_train_config_path, estimate_training_bytes, resolve_train_config, run_training
+    from .train import default_train_config_path, resolve_train_config, run_training
 
     path = args.config or default_train_config_path()
     raw = read_config(path)
@@ -252,13 +252,9 @@ def _cmd_train(args) -> int:
         train["levels"] = args.levels
     if args.steps is not None:
         train["steps"] = args.steps
-    if isinstance(raw.get("run"), dict):     # named as the file's key, before the options check it
-        check_scheduler(raw["run"].get("scheduler"), name="run.scheduler")
     cfg = resolve_train_config(dict(raw, train=train))      # validated before anything is simulated
-    check_record_spikes(cfg["run"].get("record_spikes"), _train_populations(cfg), name="run.record_spikes")
     out, setting = _out(args, cfg, _config_base(args.config))
-    out = check_output(out, estimate_training_bytes(cfg, figure=not args.no_figure), what=setting)
-    cfg["output"]["dir"] = out
+    cfg["output"]["dir"] = out = os.path.abspath(out)
     p, t = cfg["problem"], cfg["train"]
     if not args.quiet:
         print(f"ctmhsa train: {os.path.abspath(path) if args.config else '(shipped default)'}")
@@ -278,7 +274,7 @@ def _cmd_train(args) -> int:
         draw_training(directory, os.path.join(directory, "training.png"))
 
     t0 = time.perf_counter()
-    path = run_training(cfg, out, draw=draw, progress=progress)
+    path = run_training(cfg, out, draw=draw, progress=progress, what=setting)   # out checked first
     if not args.quiet:
         with open(os.path.join(path, "summary.json")) as fh:    # null: a NaN in strict JSON
             summ = json.load(fh, object_hook=lambda d: {k: float("nan") if v is None else v for k, v in d.items()})
@@ -291,15 +287,6 @@ def _cmd_train(args) -> int:
         files = sorted(f for f in os.listdir(path) if not f.startswith("."))
         print(f"results in {path} ({time.perf_counter() - t0:.0f} s): {', '.join(files)}")
     return 0
-
-
-def _train_populations(cfg: dict):
-    """The populations of the circuit a training configuration builds (for ``record_spikes``)."""
-    from .options import split_options
-
-    p = cfg["problem"]
-    co = split_options(None, None, **cfg["circuit"])[0]
-    return co.describe(p["n"], p["dk"], p["dv"], p["de"], H=p["H"]).populations
 
 
 def _common() -> argparse.ArgumentParser:

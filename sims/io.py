@@ -445,7 +445,7 @@ def write_result(result: SimulationResult, path: str, config: dict | None = None
     OutputError
         ``path`` holds something this project did not write (checked before writing anything).
     """
-    path = check_target(path, "path")
+    path = _target(path, "path")       # checked by results_directory
     with results_directory(path, "path") as tmp:
         cfg = config if config is not None else tables_of(result.config)
         cfg = {k: v for k, v in cfg.items() if not k.startswith("_")}

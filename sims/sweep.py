@@ -7,7 +7,7 @@ import os
 
 from .distributed import client_for
 from .figure_data import param_key
-from .io import check_output, is_complete, write_result
+from .io import check_output, check_target, is_complete, write_result
 from .options import check_scheduler
 from .progress import progress
 from .simulate import simulate_mhsa
@@ -88,8 +88,10 @@ def sweep(items, scheduler="local", out_dir: str | None = None):
     paths = [os.path.join(out_dir, f"item_{k}") for k in range(len(items))]
     keys = [item_key(it) for it in items]
     todo = [k for k, p in enumerate(paths) if not (is_complete(p) and _stored_key(p) == keys[k])]
-    for k in todo:     # before anything runs: never replace what this project did not write
-        check_output(paths[k], what=f"out_dir (item {k})")
+    if todo:           # before anything runs: never replace what this project did not write
+        for k in todo:
+            check_target(paths[k], what=f"out_dir (item {k})")
+        check_output(paths[todo[0]], what="out_dir")       # writable (one probe for all items)
     if todo:
         with client_for(scheduler) as client, progress(total=len(items), initial=len(items) - len(todo),
                                                        desc="sweep", unit="run") as bar:

@@ -38,7 +38,7 @@ from ctmhsa.neurons.models import FIDELITY_LEVELS
 
 from .build import build_mhsa
 from .config import check_output_dir
-from .options import split_options
+from .options import check_record_spikes, check_scheduler, split_options
 
 __all__ = ["train_mhsa", "TrainingResult", "default_lr", "WEIGHT_NAMES", "measured_stages", "teacher_student",
            "curve_summary", "exact_descent", "estimate_training_bytes"]
@@ -454,6 +454,8 @@ def resolve_train_config(raw: dict) -> dict:
                 raise ValueError(f"config: unknown key {table}.{key}; expected one of {sorted(cfg[table])}")
             if table in ("circuit", "run") and key in ("neuron", "seed"):
                 raise ValueError(f"config: {table}.{key} is set by [train] levels / [problem] seed")
+            if (table, key) == ("run", "scheduler"):     # named as the file's key, before the options check it
+                check_scheduler(val, name="run.scheduler")
             cfg[table][key] = val
     p, t = cfg["problem"], cfg["train"]
     for key, val in p.items():
@@ -474,6 +476,9 @@ def resolve_train_config(raw: dict) -> dict:
         raise ValueError(f"config: train.tied must be true or false, got {t['tied']!r}")
     for lv in levels:    # the options of every level, validated now
         split_options(None, None, neuron=lv, seed=p["seed"], **_level_options(dict(cfg["circuit"], **cfg["run"]), lv))
+    co = split_options(None, None, **cfg["circuit"])[0]
+    populations = co.describe(p["n"], p["dk"], p["dv"], p["de"], H=p["H"]).populations
+    check_record_spikes(cfg["run"].get("record_spikes"), populations, name="run.record_spikes")
     check_output_dir(cfg["output"]["dir"])
     return cfg
 
@@ -501,7 +506,7 @@ def _level_options(opts: dict, level: str) -> dict:
     return {k: v for k, v in opts.items() if k not in ("warmup", "record_spikes", "checkpoints")}
 
 
-def run_training(cfg: dict, out: str, draw=None, progress=None) -> str:
+def run_training(cfg: dict, out: str, draw=None, progress=None, what: str = "out") -> str:
     """Train the teacher–student problem of a resolved configuration at every level of
     ``[train] levels`` beside exact gradient descent, and write the results directory ``out``
     (one directory, atomically): ``config.toml``, ``training.npz`` (per level
@@ -512,11 +517,12 @@ def run_training(cfg: dict, out: str, draw=None, progress=None) -> str:
 
     ``out`` is checked before anything is trained (:func:`ctmhsa.sims.io.check_output`: it must
     be new, empty or a results directory of this project; writable, with room for the results)
-    and written as one directory, atomically (:func:`ctmhsa.sims.io.results_directory`)."""
+    and written as one directory, atomically (:func:`ctmhsa.sims.io.results_directory`); ``what``
+    names the argument or setting ``out`` came from in the messages."""
     from .config import dumps_toml
     from .io import check_output, dumps_json, git_commit, results_directory, versions
 
-    out = check_output(out, estimate_training_bytes(cfg, figure=draw is not None), what="out")
+    out = check_output(out, estimate_training_bytes(cfg, figure=draw is not None), what=what)
     p, t = cfg["problem"], cfg["train"]
     prob = teacher_student(n=p["n"], H=p["H"], dk=p["dk"], dv=p["dv"], de=p["de"], batch=p["batch"], seed=p["seed"])
     X, T, W0 = prob["X"], prob["T"], prob["W0"]
@@ -538,7 +544,7 @@ def run_training(cfg: dict, out: str, draw=None, progress=None) -> str:
         summary["levels"][lv] = dict(curve_summary(tr.loss, tr.exact_loss, tr.cosines, tr.step_time),
                                      spread_end=dict(zip(WEIGHT_NAMES, tr.spread[-1].tolist())))
     summary.update(versions=versions(), git=git_commit())
-    with results_directory(out, "out", kind="train") as tmp:
+    with results_directory(out, what, kind="train") as tmp:
         with open(os.path.join(tmp, "config.toml"), "w") as fh:
             fh.write(dumps_toml({k: ({kk: vv for kk, vv in v.items() if vv is not None} if isinstance(v, dict) else v)
                                  for k, v in cfg.items() if not k.startswith("_") and v}))

@@ -14,7 +14,7 @@ import ctmhsa
 from ctmhsa.sims.config import problem_inputs
 
 __all__ = ["square_problem", "peak_rss_mb", "fresh_process", "one_shot_main", "add_out_argument",
-           "add_size_arguments", "machine_state", "add_machine_state", "check_json_target"]
+           "add_size_arguments", "load_average", "machine_state", "add_machine_state", "check_json_target"]
 
 # the folder that holds the ctmhsa package (a source checkout or site-packages): a fresh process
 # imports the same ctmhsa as this one
@@ -67,9 +67,14 @@ def add_size_arguments(parser, H: int = 1, H_help: str = "heads") -> None:
     parser.add_argument("--H", type=int, default=H, help=f"{H_help} (default {H})")
 
 
+def load_average() -> list:
+    """The 1-, 5- and 15-minute load averages now, rounded to 0.01."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 def machine_state() -> dict:
     """The load average (1, 5, 15 min), core count and wall-clock time now."""
-    return dict(load_average=list(os.getloadavg()), cpus=os.cpu_count(),
+    return dict(load_average=load_average(), cpus=os.cpu_count(),
                 time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
 
@@ -106,8 +111,9 @@ def check_json_target(path) -> None:
         return
     try:
         with open(path) as fh:
-            ours = "benchmark" in json.load(fh)
-    except (OSError, ValueError, TypeError):
+            doc = json.load(fh)
+        ours = isinstance(doc, dict) and "benchmark" in doc
+    except (OSError, ValueError):
         ours = False
     if not ours:
         raise OutputError(f"--out: {path} exists and is not a benchmark's JSON file; "

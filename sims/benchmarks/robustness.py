@@ -150,7 +150,7 @@ def main(args) -> int:
             tot = c["exact"] + c["refused"]
             cells.append(f"{c['refused']}/{tot}".rjust(14) if tot else "-".rjust(14))
         print(f"    {phi:<9} " + "".join(cells))
-    out = dict(instances=len(rows), seed=args.seed, wide=bool(args.wide), wall_s=wall, counts=dict(counts),
+    out = dict(benchmark="robustness", instances=len(rows), seed=args.seed, wide=bool(args.wide), wall_s=wall, counts=dict(counts),
                worst_error=worst["error"] if worst else None, rows=rows)
     if args.out:
         atomic_write_json(args.out, out)

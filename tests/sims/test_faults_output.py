@@ -462,6 +462,10 @@ def test_bench_out_replaces_only_a_benchmarks_json(tmp_path, capsys, monkeypatch
     assert notes.read_text() == "my notes"
     assert main(["bench", "robustness", "--out", str(tmp_path)]) == 2
     _refused(capsys, "--out", "directory")
+    quoted = tmp_path / "quoted.json"          # JSON, but a string that merely contains the word
+    quoted.write_text('"my benchmark notes"')
+    assert main(["bench", "robustness", "--out", str(quoted)]) == 2
+    _refused(capsys, "--out", str(quoted))
     assert not ran
     previous = tmp_path / "rob.json"           # a benchmark's own JSON is replaced
     previous.write_text('{"benchmark": "robustness"}')
