@@ -465,7 +465,8 @@ COMPILE_TIMEOUT_S = 3600.0
 """Longest ``make`` of a standalone project (s); a longer one is stopped, its compilers with it."""
 
 MANIFEST = ".build.json"
-"""File of a project recording the digests of its compiled files after a successful ``make``."""
+"""File of a project recording the size and modification time of its compiled files after a
+successful ``make``."""
 
 # Runs ``make`` (the arguments after the parent's pid) as the leader of a new process group, and
 # kills the group — make and every compiler it started — when the Python process that started it
@@ -495,16 +496,27 @@ def _outputs(directory: str) -> list:
     return sorted(out)
 
 
-def _digest(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def _stamp(path: str) -> list:
+    """Size and modification time (ns) of a file: what a truncated, rewritten or half-written
+    compiled file changes (the damage to find; a killed build leaves no record at all)."""
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _sources_newer(directory: str) -> bool:
+    """Whether Brian2 wrote a generated source or the makefile after the record (Brian2 rewrites
+    only a file whose content changed): then ``make`` has work to do."""
+    since = os.stat(os.path.join(directory, MANIFEST)).st_mtime_ns
+    for sub in ("", "code_objects", "brianlib"):
+        with contextlib.suppress(OSError), os.scandir(os.path.join(directory, sub)) as it:
+            for e in it:
+                if (e.name == "makefile" or e.name.endswith((".cpp", ".h"))) and e.stat().st_mtime_ns > since:
+                    return True
+    return False
 
 
 def _manifest(directory: str) -> dict | None:
-    """The digests recorded after the project's last successful ``make`` (``None``: none)."""
+    """The stamps recorded after the project's last successful ``make`` (``None``: none)."""
     try:
         with open(os.path.join(directory, MANIFEST)) as fh:
             return json.load(fh)
@@ -518,9 +530,9 @@ def _damaged(directory: str) -> list | None:
     if manifest is None:
         return None
     bad = []
-    for rel, digest in manifest.items():
+    for rel, stamp in manifest.items():
         path = os.path.join(directory, rel)
-        if os.path.exists(path) and _digest(path) != digest:
+        if os.path.exists(path) and _stamp(path) != stamp:
             bad.append(rel)
     return bad
 
@@ -579,8 +591,11 @@ def _compile(directory: str) -> None:
     :class:`StandaloneCacheWarning`. If ``make`` then fails on a project that held compiled
     files, the project is built from scratch once, with a warning; a second failure (or a failure
     of a first build) is a ``RuntimeError`` naming the project. A successful build records the
-    digests of what it compiled (:data:`MANIFEST`).
+    size and modification time of what it compiled (:data:`MANIFEST`). An intact project whose
+    sources did not change since is left alone: no ``make`` on a cached run.
     """
+    if _intact(directory) and not _sources_newer(directory):
+        return
     damaged = _damaged(directory)
     present = _outputs(directory)
     if damaged is None and present:
@@ -608,7 +623,7 @@ def _compile(directory: str) -> None:
         except _MakeFailed as again:
             raise RuntimeError(f"standalone project {directory}: compilation failed again after a clean "
                                f"rebuild ({again}); remove the directory to start afresh") from None
-    record = {rel: _digest(os.path.join(directory, rel)) for rel in _outputs(directory)}
+    record = {rel: _stamp(os.path.join(directory, rel)) for rel in _outputs(directory)}
     tmp = os.path.join(directory, f"{MANIFEST}.{uuid.uuid4().hex[:8]}")
     with open(tmp, "w") as fh:
         json.dump(record, fh, indent=0, sort_keys=True)

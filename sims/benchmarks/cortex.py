@@ -33,7 +33,7 @@ from ctmhsa.circuits.standalone import release
 from ctmhsa.sims.distributed import client_for
 from ctmhsa.sims.io import atomic_write_json, versions
 
-from .common import add_out_argument, add_size_arguments, peak_rss_mb, square_problem
+from .common import add_out_argument, add_size_arguments, load_average, peak_rss_mb, square_problem
 
 __all__ = ["HELP", "add_arguments", "main", "PARTS", "memory_mb"]
 
@@ -81,9 +81,6 @@ def memory_mb() -> dict:
     return dict(self=peak_rss_mb(),
                 children=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
 
-
-def _load() -> list:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def _check(args) -> list:
@@ -231,14 +228,14 @@ def main(args) -> int:
         for part in parts:
             if part != "single" and client is None:
                 client = stack.enter_context(_cluster(args))
-            out["load"][part] = dict(before=_load())
+            out["load"][part] = dict(before=load_average())
             if part == "single":
                 out[part] = _single(args, x)
             elif part == "eight":
                 out[part] = _eight(args, x, client)
             else:
                 out[part] = _cortex(args, x, client)
-            out["load"][part]["after"] = _load()
+            out["load"][part]["after"] = load_average()
             dict(single=_report_single, eight=_report_eight, cortex=_report_cortex)[part](out[part], args)
             print(f"    load average (1, 5, 15 min) before {out['load'][part]['before']}, "
                   f"after {out['load'][part]['after']}")

@@ -31,7 +31,7 @@ import time
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.io import atomic_write_json, versions
 
-from .common import add_out_argument, square_problem
+from .common import add_out_argument, load_average, square_problem
 
 __all__ = ["HELP", "add_arguments", "main", "parse_variant", "busy_load", "WARMUP"]
 
@@ -95,8 +95,10 @@ def _check(args) -> tuple[list, list]:
 
 @contextlib.contextmanager
 def busy_load(n: int, limit: float):
-    """``n`` busy-loop processes (each ending by itself after ``limit`` s), killed on exit."""
-    code = f"import time\nend = time.monotonic() + {float(limit)!r}\nwhile time.monotonic() < end:\n    pass\n"
+    """``n`` busy-loop processes, killed on exit; each also ends by itself after ``limit`` s or
+    as soon as this process is gone (killed, it runs no ``finally``)."""
+    code = (f"import os, time\nend = time.monotonic() + {float(limit)!r}\n"
+            f"while time.monotonic() < end and os.getppid() == {os.getpid()}:\n    pass\n")
     procs = []
     try:
         for _ in range(n):
@@ -134,9 +136,6 @@ def _run(x, variant: str, duration: float, seed: int) -> dict:
     return dict(run_s=res.timings["run"], compile_s=res.timings["compile"], wall_s=wall)
 
 
-def _load() -> list:
-    return [round(x, 2) for x in os.getloadavg()]
-
 
 def main(args) -> int:
     variants, loads = _check(args)
@@ -154,7 +153,7 @@ def main(args) -> int:
     seed = 1
     for load in loads:
         runs = {v: [] for v in variants}
-        before = _load()
+        before = load_average()
         with busy_load(load, args.load_limit):
             time.sleep(1.0 if load else 0.0)   # let the busy loops start
             for r in range(args.repeats):
@@ -163,7 +162,7 @@ def main(args) -> int:
                     seed += 1
                     runs[v].append(rep["run_s"])
                     print(f"  load {load}, {v}: run {rep['run_s']:.2f} s (round {r + 1}/{args.repeats})", flush=True)
-        out["load_average"][str(load)] = dict(before=before, after=_load())
+        out["load_average"][str(load)] = dict(before=before, after=load_average())
         out["results"][str(load)] = {v: dict(run_s=t, median_s=statistics.median(t),
                                              per_bio_s=statistics.median(t) / bio) for v, t in runs.items()}
         atomic_write_json(args.out, out)
