@@ -22,7 +22,7 @@ from ctmhsa.mapping.weights import LAYOUTS
 
 from .benchmarks import BENCHMARKS, benchmark, run_benchmark
 from .config import (DEFAULTS, SIZE_KEYS, default_config_path, make_inputs, output_dir, read_config, resolve_config,
-                     sizes_of)
+                     sizes_from_files, sizes_of)
 from .config import options as config_options
 from .figure_data import make_data
 from .io import check_output, dumps_json, estimate_result_bytes, write_result
@@ -101,11 +101,7 @@ def _run_config(args) -> dict:
         for k in ("n", "m"):
             problem.pop(k, None)
     # size flags set the random problem; sizes that files provide are checked against them after
-    from_files = set()
-    if problem.get("inputs", "random") != "random":
-        from_files |= {"n", "m"} | ({"H", "dk", "dv", "de"} if problem.get("weights") is None else set())
-    if problem.get("weights") is not None:
-        from_files |= {"H", "dk", "dv", "de"}
+    from_files = sizes_from_files(problem.get("inputs", "random"), problem.get("weights"))
     for key in SIZE_FLAGS:
         if getattr(args, key) is not None:
             if key in from_files:

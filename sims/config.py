@@ -84,7 +84,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["DEFAULTS", "SIZE_KEYS", "options", "load_config", "read_config", "resolve_config", "make_inputs",
+__all__ = ["DEFAULTS", "SIZE_KEYS", "options", "load_config", "read_config", "resolve_config", "sizes_from_files", "make_inputs",
            "sizes_of", "problem_inputs", "tables_of", "dumps_toml", "default_config_path", "output_dir",
            "check_output_dir"]
 
@@ -145,6 +145,17 @@ def load_config(path: str | os.PathLike | None = None) -> dict:
     return cfg
 
 
+def sizes_from_files(inputs, weights) -> set:
+    """The problem sizes that its files give: ``n, m`` (and, without a weights file, ``H, dk, dv,
+    de``) from an inputs file, ``H, dk, dv, de`` from a weights file."""
+    out = set()
+    if inputs not in (None, "random"):
+        out |= {"n", "m"} | (set() if weights is not None else {"H", "dk", "dv", "de"})
+    if weights is not None:
+        out |= {"H", "dk", "dv", "de"}
+    return out
+
+
 def resolve_config(raw: dict) -> dict:
     """Merge ``raw`` into the defaults, rejecting unknown tables and keys."""
     cfg = copy.deepcopy(DEFAULTS)
@@ -180,11 +191,7 @@ def resolve_config(raw: dict) -> dict:
         raise ValueError("config: problem.layer, heads and n_heads select from a weights file; "
                          "set problem.weights")
     # sizes that files provide are read from them unless the configuration states them
-    from_files = set()
-    if p["inputs"] != "random":
-        from_files |= {"n", "m"} | (set() if p["weights"] is not None else {"H", "dk", "dv", "de"})
-    if p["weights"] is not None:
-        from_files |= {"H", "dk", "dv", "de"}
+    from_files = sizes_from_files(p["inputs"], p["weights"])
     for key in from_files - given:
         p[key] = None
     for key in ("n", "H", "dk", "dv", "de", "input_seed", "n_heads"):
@@ -215,8 +222,7 @@ def output_dir(value: str, base: str | None, setting: str = "output.dir") -> str
     ``base``, the directory of the configuration file (like its input paths; the working
     directory for the shipped configurations), ``~`` expanded."""
     check_output_dir(value, setting)
-    path = os.path.expanduser(value)
-    return os.path.abspath(path if os.path.isabs(path) else os.path.join(base or os.getcwd(), path))
+    return os.path.abspath(_path(value, base))
 
 
 def options(cfg: dict) -> tuple[CircuitOptions, RunOptions]:
@@ -246,6 +252,9 @@ def problem_inputs(**problem) -> dict:
 
 
 def _path(src: str, base_dir: str | None) -> str:
+    """A path of a configuration file: ``~`` expanded, a relative one resolved against
+    ``base_dir`` (the file's directory; ``None``: the working directory)."""
+    src = os.path.expanduser(src)
     return src if os.path.isabs(src) or base_dir is None else os.path.join(base_dir, src)
 
 
