@@ -54,6 +54,7 @@ has fewer neurons from n ≈ 45 on.
 from __future__ import annotations
 
 from .graph import Circuit, Population, Projection
+from .parts import Part, get_part, register_part
 
 __all__ = ["microcolumn", "macrocolumn", "area", "pathway", "build", "SCALES", "CIRCUITS", "DEFAULT_N_INH",
            "SIGNED_CODES"]
@@ -91,6 +92,7 @@ def build(
     signed: str = "onoff",
     skip: bool = False,
     circuit: str = "quadratic",
+    parts: tuple = (),
 ) -> Circuit:
     """Build a circuit description (the common constructor behind every level).
 
@@ -135,7 +137,11 @@ def build(
     circuit : {"quadratic", "linear"}
         Algorithm 1 (one microcolumn per query-key pair) or the linear-time key-value-memory
         circuit (module docstring). The linear circuit has no causal variant: a causal memory is
-        a different memory per query (prefix sums), which is not built.
+        a different memory per query (prefix sums), which is not built. Each is a registered part
+        (:mod:`ctmhsa.circuits.parts`).
+    parts : tuple of str
+        Further registered parts (:func:`ctmhsa.circuits.parts.register_part`), built after the
+        pathway's own in this order and recorded in ``meta["parts"]`` for the encoder.
     """
     for arg, val in (("n", n), ("dk", dk), ("dv", dv), ("de", de), ("H", H), ("n_inh", n_inh)):
         _check_size(arg, val)
@@ -171,7 +177,7 @@ def build(
                                 skip=bool(skip), circuit=circuit))
 
     def pop(pname, cell_type, axes, sizes, *args, **kw):
-        if copies[pname] > 1:   # population coding: copies of every cell along axis p
+        if copies.get(pname, 1) > 1:   # population coding: copies of every cell along axis p
             axes, sizes = axes + ("p",), sizes + (copies[pname],)
         return c.add_population(Population(pname, cell_type, axes, sizes, *args, **kw))
 
@@ -184,10 +190,8 @@ def build(
         kv = "nucleus1_kv"
         pop(kv, "relay", ("token", "e") + pair[0], (m, de) + pair[1], area="thalamus")
     w_in = ("post.head", "post.c", "pre.e") + tuple(f"pre.{a}" for a in pair[0])
-    if linear:
-        src_pt = _key_value_memory(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w)
-    else:
-        src_pt = _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, mask, w_in)
+    ctx = dict(pop=pop, kv=kv, pair=pair, sign_w=sign_w, mask=mask, w_in=w_in)
+    src_pt = get_part(circuit).build(c, ctx)
     if with_pt:
         pop("l5pt", "l5pt", ("head", "i", "c") + pair[0], (H, n, dv) + pair[1])
         pre_pop, pname = src_pt
@@ -199,6 +203,9 @@ def build(
                                         "WS", w_in + sign_w, "core"))
     elif skip:
         raise ValueError("skip: the skip connection ends on L5 PT; with_pt must be True")
+    for name in parts:   # registered parts beyond the pathway's own (checked by get_part)
+        get_part(name).build(c, dict(ctx, pt_source=src_pt))
+    c.meta["parts"] = [circuit, *parts]
     if with_nucleus2:
         pop("nucleus2", "relay_out", ("token", "e") + pair[0], (n, de) + pair[1], area="thalamus")
         signs = ("pre.sign", "post.sign") if signed == "onoff" else ()
@@ -206,6 +213,43 @@ def build(
                                     "WO", ("pre.head", "post.e", "pre.c") + signs, "corticothalamic"))
     c.check()
     return c
+
+
+class _Area(Part):
+    """An attention area of every head: structure here, values registered by
+    :mod:`ctmhsa.mapping.encode` (:func:`ctmhsa.circuits.parts.register_values`)."""
+
+    def build(self, c, ctx):
+        m = c.meta
+        args = (c, ctx["pop"], ctx["kv"], m["H"], m["n"], m["m"], m["dk"], m["dv"], m["n_inh"], m["normalize"],
+                ctx["pair"], ctx["sign_w"])
+        return self.structure(*args, **self.extra(ctx))
+
+
+@register_part("quadratic")
+class Microcolumns(_Area):
+    """Algorithm 1: n x m microcolumns per head and the macrocolumns' interneurons."""
+
+    @staticmethod
+    def structure(*args, **kw):
+        return _microcolumns(*args, **kw)
+
+    @staticmethod
+    def extra(ctx):
+        return dict(mask=ctx["mask"], w_in=ctx["w_in"])
+
+
+@register_part("linear")
+class KeyValueMemory(_Area):
+    """The linear-time key-value-memory circuit."""
+
+    @staticmethod
+    def structure(*args, **kw):
+        return _key_value_memory(*args, **kw)
+
+    @staticmethod
+    def extra(ctx):
+        return {}
 
 
 def _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, mask, w_in):
@@ -299,7 +343,7 @@ def area(n: int, dk: int, dv: int, de: int, m: int | None = None, cross: bool = 
 def pathway(n: int, dk: int, dv: int, de: int, H: int = 1, m: int | None = None,
             cross: bool = False, causal: bool = False, normalize: bool = True,
             n_inh: int = DEFAULT_N_INH, P: int | dict = 1, signed: str = "onoff", skip: bool = False,
-            circuit: str = "quadratic") -> Circuit:
+            circuit: str = "quadratic", parts: tuple = ()) -> Circuit:
     """Thalamo-cortico-thalamic pathway: nucleus 1 → H areas → nucleus 2 (a full MHSA block)."""
     return build(n, dk, dv, de, H=H, m=m, cross=cross, causal=causal, normalize=normalize,
-                 name="pathway", n_inh=n_inh, P=P, signed=signed, skip=skip, circuit=circuit)
+                 name="pathway", n_inh=n_inh, P=P, signed=signed, skip=skip, circuit=circuit, parts=parts)

@@ -21,10 +21,11 @@ import brian2 as b2
 import numpy as np
 
 from ctmhsa.neurons.backend import configure_brian2
-from ctmhsa.neurons.models import add_step_code, get_model, initial_draws, synapse_model
+from ctmhsa.neurons.models import PHI_COVARIANCE, add_step_code, count_variance, get_model, initial_draws, synapse_model
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, with_units
 from ctmhsa.neurons.window import COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, Probe, measure
 
+from . import perturb
 from .fold import class_values, fold_plan, simulated_pairs, split_equations
 from .graph import Circuit
 from .values import CircuitValues
@@ -154,6 +155,12 @@ class BuiltCircuit:
         group, cls = self.holder(pop, var)
         out = np.array(getattr(group, var + "_")[:], dtype=float)
         return out if cls is None else out[cls]
+
+    def set_cells(self, pop: str, var: str, value) -> None:
+        """Write ``value`` (SI; a scalar or one per cell) into variable ``var`` of ``pop``'s cells
+        (into their fold classes where ``var`` is folded), as the instantiation does."""
+        _set_cells(self.groups[pop], self.folds.get(pop, []), var, value, self.circuit.population(pop).N,
+                   f"{pop}.{var}", self.run_args)
 
     def all_groups(self) -> list:
         """Every NeuronGroup simulated: the populations' and their folded groups."""
@@ -287,6 +294,8 @@ def instantiate(
     clock = b2.Clock(dt=dt * b2.second, name=f"clock_{circuit.name}")
     replay_source, replay = replay, dict(replay or {})
     plan = {k: v for k, v in fold_plan(circuit, level).items() if k not in replay} if fold else {}
+    for name, comps in perturb.unfolded(circuit).items():   # a partial cut removes synapses one by one
+        plan[name] = [pl for pl in plan.get(name, []) if not set(pl[0].compartments) & comps]
     # a compiled run is read only when it ends: its cells count their spikes, and only the
     # populations whose trains are wanted carry a monitor (whose spike times the binary writes
     # out and the caller reads back: millions per barrel head and second)
@@ -295,7 +304,10 @@ def instantiate(
     if replay_steps is not None and run_args is None:
         raise ValueError("replay_steps: a replay table is a run argument of a compiled device (run_args)")
     groups, folds, tables = _populations(circuit, level, phi, law, ns, clock, plan, replay, counting, replay_steps)
-    synapses, pairs = _projections(circuit, level, ns, clock, groups, folds, plan)
+    synapses, pairs = _projections(circuit, level, ns, clock, groups, folds, plan, replay)
+    cov = _covariance_synapses(circuit, level, ns, clock, groups, values)
+    synapses.update({k: v[0] for k, v in cov.items()})
+    pairs.update({k: v[1] for k, v in cov.items()})
     recorded = record_spikes or ()
     spiking = [name for name in groups
                if name not in replay and get_model(level, circuit.population(name).cell_type).spiking]
@@ -362,15 +374,118 @@ def _write_values(built: BuiltCircuit, values: CircuitValues, seed, run_args) ->
         for kind, items in (("params", values.params.get(name, {})), ("init", init)):
             for var, val in items.items():
                 _set_cells(g, folds, var, val, pop.N, f"values.{kind}[{name!r}][{var!r}]", run_args)
-    for pname, proj in built.circuit.projections.items():
+    for name, vals in perturb.silence_values(built.circuit).items():
+        for var, val in vals.items():
+            _set(built.groups[name], var, val, built.circuit.population(name).N, f"{name}.{var}", run_args)
+    for pname in built.synapses:
         S, (i, j) = built.synapses[pname], built.pairs[pname]
-        w = built.circuit.synapse_weights(proj, values.weights[pname], i, j)
+        proj = built.circuit.projections.get(pname)
+        w = (built.circuit.synapse_weights(proj, values.weights[pname], i, j) if proj is not None
+             else covariance_coefficients(built.circuit, values, pname[:-len(COV_SUFFIX)], i, j))
+        keep = perturb.cut_mask(built.circuit, pname, i, j, seed) if proj is not None else None
+        if keep is not None:
+            w = np.where(keep, w, 0.0)
         if run_args is not None:
             run_args[S.w] = b2.Quantity(np.ascontiguousarray(w, dtype=float), dim=S.w.dim)
         else:
             S.w_[:] = w
+        if "pvar" in S.variables:   # a replayed source's count variance, from its rates (values)
+            r = np.broadcast_to(np.asarray(values.params[proj.source]["r_in"], float),
+                                (built.circuit.population(proj.source).N,))[i]
+            p = np.clip(r * built.dt, 0.0, 1.0)
+            if run_args is not None:
+                run_args[S.pvar] = b2.Quantity(np.ascontiguousarray(p * (1 - p)), dim=S.pvar.dim)
+            else:
+                S.pvar_[:] = p * (1 - p)
     if run_args is not None:
         run_args[built.network["rng"].seed_value] = float(0 if seed is None else seed)
+
+
+SILENCE_EQUATIONS = """sil_on : second (constant)
+sil_off : second (constant)
+gate = 1 - int(t >= sil_on)*int(t < sil_off) : 1"""
+"""A silenced population's gate: 0 over ``[sil_on, sil_off)`` (:class:`ctmhsa.circuits.perturb.Silence`)."""
+
+COV_SUFFIX = "_cov"
+"""Name suffix of a population's covariance synapses (:func:`_covariance_synapses`)."""
+
+
+def _shared_dendrite_inputs(circuit: Circuit, name: str) -> tuple[str, dict]:
+    """The one source population contacting both the basal and apical dendrite of ``name``,
+    and ``{compartment: [projections from it]}``."""
+    projs = {c: [p for p, pr in circuit.projections.items() if pr.target == name and pr.compartment == c]
+             for c in ("basal", "apical")}
+    sources = ({circuit.projections[p].source for p in projs["basal"]}
+               & {circuit.projections[p].source for p in projs["apical"]})
+    if len(sources) > 1:
+        raise ValueError(f"{name}: the covariance correction needs one population contacting both its basal "
+                         f"and apical dendrites, found {sorted(sources)}")
+    if not sources:   # no input shared by the dendrites: no covariance (the parameter stays 0)
+        return None, {}
+    src = sources.pop()
+    return src, {c: [p for p in ps if circuit.projections[p].source == src] for c, ps in projs.items()}
+
+
+def _weights_per_pair(circuit: Circuit, values: CircuitValues, projs: list, n_pre: int) -> tuple:
+    """``(keys, w)``: the summed weight of every (post, pre) pair of ``projs``, keys ``post * n_pre
+    + pre`` sorted."""
+    keys, ws = [], []
+    for pname in projs:
+        proj = circuit.projections[pname]
+        i, j = circuit.pairs(proj)
+        keys.append(j.astype(np.int64) * n_pre + i)
+        ws.append(circuit.synapse_weights(proj, values.weights[pname], i, j))
+    key, inv = np.unique(np.concatenate(keys), return_inverse=True)
+    return key, np.bincount(inv.ravel(), weights=np.concatenate(ws))
+
+
+def covariance_coefficients(circuit: Circuit, values: CircuitValues, name: str, i=None, j=None) -> np.ndarray:
+    """``w_b w_a (k_syn)²``-free coefficient of every covariance synapse of ``name``: the product of
+    the summed basal and apical weights of each presynaptic cell contacting both (V² s²), in the
+    order of :func:`covariance_pairs` (or of the given pairs ``i``, ``j``)."""
+    src, projs = _shared_dendrite_inputs(circuit, name)
+    n_pre = circuit.populations[src].N
+    (kb, wb), (ka, wa) = (_weights_per_pair(circuit, values, projs[c], n_pre) for c in ("basal", "apical"))
+    common, ib, ia = np.intersect1d(kb, ka, assume_unique=True, return_indices=True)
+    coef = wb[ib] * wa[ia]
+    if i is None:
+        return coef
+    want = np.asarray(j, np.int64) * n_pre + np.asarray(i, np.int64)
+    return coef[np.searchsorted(common, want)]
+
+
+def covariance_pairs(circuit: Circuit, values: CircuitValues, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(pre, post)`` of the cells of ``name``'s shared source contacting both its dendrites."""
+    src, projs = _shared_dendrite_inputs(circuit, name)
+    n_pre = circuit.populations[src].N
+    kb, ka = (_weights_per_pair(circuit, values, projs[c], n_pre)[0] for c in ("basal", "apical"))
+    common = np.intersect1d(kb, ka, assume_unique=True)
+    return common % n_pre, common // n_pre
+
+
+def _covariance_synapses(circuit: Circuit, level: str, ns, clock, groups: dict, values: CircuitValues) -> dict:
+    """Synapses summing, every step, the covariance of the soma and apical dendrite of the cells
+    whose model removes it (:data:`ctmhsa.neurons.models.PHI_COVARIANCE`, the linear circuit's
+    outer-product cells): one per presynaptic cell contacting both dendrites, coefficient
+    ``w_b w_a`` (from the weights, :func:`covariance_coefficients`) times that cell's spike-count
+    variance per step (from its intensity, at run time) and ``k_syn² G_cross / u²``. Returns
+    ``{name: (Synapses, (pre, post))}``."""
+    out = {}
+    for name, pop in circuit.populations.items():
+        model = get_model(level, pop.cell_type)
+        if not getattr(model, "covariance", False) or name not in groups:
+            continue
+        src, _ = _shared_dendrite_inputs(circuit, name)
+        if src is None:
+            continue
+        rate = get_model(level, circuit.populations[src].cell_type).output
+        S = b2.Synapses(groups[src], groups[name], namespace=ns, clock=clock, name=name + COV_SUFFIX,
+                        model=f"w : volt**2*second**2 (constant)\n"
+                              f"{PHI_COVARIANCE}_post = w*(k_syn/u)**2*G_cross*{count_variance(rate + '_pre')} : 1 (summed)")
+        i, j = covariance_pairs(circuit, values, name)
+        S.connect(i=i.astype(np.int32), j=j.astype(np.int32))
+        out[name + COV_SUFFIX] = (S, (i, j))
+    return out
 
 
 def _incoming(circuit: Circuit) -> dict[str, dict[str, list[str]]]:
@@ -413,6 +528,7 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
     with ``counting``, the spiking cells count their own spikes
     (:data:`ctmhsa.neurons.window.COUNTER_EQUATIONS`)."""
     incoming = _incoming(circuit)
+    gated = perturb.silenced(circuit)
     groups, folds, tables = {}, {}, {}
     for name, pop in circuit.populations.items():
         if name in replay and replay_steps is not None:
@@ -432,6 +548,11 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
         folds[name], eqs = _folded_groups(name, model, model.render(phi, incoming[name], law=law),
                                           incoming[name], plans, ns, clock)
         reset, extra = model.reset, []
+        threshold = model.threshold
+        if name in gated:   # Silence: no output over [sil_on, sil_off)
+            extra.append(SILENCE_EQUATIONS)
+            if threshold:
+                threshold = f"({threshold}) and gate > 0.5"
         if counting and model.spiking:
             extra.append(COUNTER_EQUATIONS)
             reset = f"{reset}\n{COUNTER_RESET}"
@@ -441,7 +562,7 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
         if extra:
             eqs = (eqs if isinstance(eqs, b2.Equations) else b2.Equations(eqs)) + b2.Equations("\n".join(extra))
         g = b2.NeuronGroup(pop.N, eqs, method=model.method, namespace=ns, clock=clock, name=name,
-                           threshold=model.threshold or None,
+                           threshold=threshold or None,
                            reset=reset or None, refractory=model.refractory or False)
         for fg in folds[name]:
             setattr(g, f"cls_{fg.fold.name}", fg.cls.astype(np.int32))   # structure: compiled in on standalone
@@ -471,14 +592,17 @@ def replay_table(cells, times, N: int, steps: int, dt: float) -> np.ndarray:
     return table
 
 
-def _projections(circuit: Circuit, level: str, ns, clock, groups: dict, folds: dict, plan: dict) -> tuple:
+def _projections(circuit: Circuit, level: str, ns, clock, groups: dict, folds: dict, plan: dict,
+                 replay=()) -> tuple:
     """One Synapses object per projection (onto the folded group where its compartment folds),
     and its synapses' cells in the description ``(i, j)`` (the weights' order)."""
     synapses, pairs = {}, {}
     pops = circuit.populations
+    gated = perturb.silenced(circuit)
     for pname, proj in circuit.projections.items():
         kw = synapse_model(get_model(level, pops[proj.source].cell_type),
-                           get_model(level, pops[proj.target].cell_type), proj.compartment, pname)
+                           get_model(level, pops[proj.target].cell_type), proj.compartment, pname,
+                           gated=proj.source in gated, replayed=proj.source in replay)
         i, j, post, f = simulated_pairs(circuit, proj, plan)
         target = groups[proj.target] if f is None else \
             next(fg.group for fg in folds[proj.target] if fg.fold is f)

@@ -36,12 +36,18 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 # Brian2 is imported the first time a simulator name is used.
 _EXPORTS = {"linear_mhsa": "mapping.reference", "simulate_mhsa": "sims", "build_mhsa": "sims",
             "train_mhsa": "sims", "load": "sims", "Simulation": "sims", "SimulationResult": "sims",
-            "TrainingResult": "sims", "CircuitOptions": "sims", "RunOptions": "sims"}
+            "TrainingResult": "sims", "CircuitOptions": "sims", "RunOptions": "sims",
+            "InputRange": "mapping.inputs", "Model": "mapping.model", "load_model": "mapping.model"}
+_SUBMODULES = ("perturb",)   # ctmhsa.perturb.Silence, ... (lesions and drive)
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = ["__version__", *_EXPORTS, *_SUBMODULES]
 
 
 def __getattr__(name):
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     if name in _EXPORTS:
         import importlib
 
@@ -52,4 +58,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBMODULES))

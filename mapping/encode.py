@@ -37,13 +37,18 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ctmhsa.circuits.graph import Circuit
+from ctmhsa.circuits.builders import CIRCUITS  # noqa: F401 - registers the attention areas' parts
+from ctmhsa.circuits.parts import get_part, register_values
 from ctmhsa.circuits.values import CircuitValues
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams
 
 from .codes import DEFAULT_GAINS, AffineCode, CodeGains
-from .operating import copies, l23_cells, operating_point, pooled_drive, set_points
+from .inputs import as_input_range
+from .operating import (check_division, copies, expected_drive, l23_cells, operating_point, pooled_drive,
+                        set_points)
 
-__all__ = ["Encoding", "encode", "cell_weights", "value_offset", "output_offset", "copies", "SIGNS"]
+__all__ = ["Encoding", "encode", "relay_rates", "cell_weights", "value_offset", "output_offset", "copies",
+           "SIGNS"]
 
 SIGNS = np.array([1.0, -1.0])
 """Sign of the ON (index 0) and OFF (index 1) cell of a pair along a ``sign`` axis."""
@@ -82,14 +87,35 @@ def cell_weights(circuit, proj, w) -> np.ndarray:
     return w / copies(circuit.population(proj.source))
 
 
-def value_offset(WV: np.ndarray, Y: np.ndarray, margin: float = 1.0) -> np.ndarray:
-    """Per-head offset ``v_0,h = margin * max_{j,c} Σ_e |WV[h,c,e]| |y_je|`` (>= every |v|)."""
-    return margin * np.einsum("hce,me->hmc", np.abs(WV), np.abs(Y)).max(axis=(1, 2))
+def value_offset(WV: np.ndarray, norm: float, margin: float = 1.0) -> np.ndarray:
+    """Per-head offset ``v_0,h = margin * norm * max_c ||WV[h,c,:]||`` (>= every |v| of a token of
+    norm <= ``norm``, Cauchy-Schwarz): from the weights and the declared range only."""
+    return margin * float(norm) * np.linalg.norm(np.asarray(WV, float), axis=2).max(axis=1)
 
 
 def output_offset(WO: np.ndarray, v0: np.ndarray, margin: float = 1.0) -> float:
     """``x_0 = margin * max_e Σ_{h,c} |WO[h,e,c]| v_0,h`` (>= every |x̃| when κ is normalised)."""
     return float(margin * np.einsum("hec,h->e", np.abs(WO), v0).max())
+
+
+def relay_rates(circuit: Circuit, tokens: AffineCode, X, Y=None, onoff: bool = True) -> dict:
+    """The thalamic relays' rates for tokens ``X`` (and keys/values ``Y``): the only values of
+    the encoding that depend on the tokens shown (``{population: {"r_in": rates (Hz)}}``).
+
+    Per cell, so that population-coding copies share their token's rate; ON/OFF relays fire
+    ``rho_in [±x]_+``, single relays ``rho_in (x_b + x)``.
+    """
+    X = np.asarray(X, float)
+    Yk = X if Y is None else np.asarray(Y, float)
+    out = {}
+    for name, toks in (("nucleus1", X), ("nucleus1_kv", Yk)):
+        if name in circuit.populations:
+            nuc = circuit.populations[name]
+            x = toks[nuc.axis("token"), nuc.axis("e")]
+            if onoff:
+                x = np.maximum(SIGNS[nuc.axis("sign")] * x, 0.0)
+            out[name] = {"r_in": tokens.encode(x)}
+    return out
 
 
 def encode(
@@ -104,8 +130,12 @@ def encode(
     params: CellParams = DEFAULT_PARAMS,
     phi: str = "elu1",
     WS=None,
+    input_range=None,
 ) -> Encoding:
     """Compute input rates, synaptic weights and biases for ``circuit``.
+
+    Every value except the relays' rates (:func:`relay_rates`) comes from the weights and the
+    declared ``input_range`` alone, so two token sets of the range give the same circuit.
 
     Parameters
     ----------
@@ -120,6 +150,15 @@ def encode(
     WS : ndarray (H, dv, de), optional
         Skip weights, required when the circuit has the ``core_skip`` projection: the PT
         potential gains ``u WS x_i`` (synapses ``±u WS / rho_in`` from the ON/OFF relays).
+    input_range : InputRange, float or None
+        The tokens the circuit is built for (:mod:`ctmhsa.mapping.inputs`); ``None``: the range
+        of ``X`` (and ``Y``). Tokens outside it are refused.
+
+    Raises
+    ------
+    ValueError
+        Tokens outside the declared range; :class:`ctmhsa.mapping.operating.OperatingRangeError`
+        where the circuit built for the range cannot divide these tokens.
     """
     meta = circuit.meta
     X = np.asarray(X, float)
@@ -129,6 +168,10 @@ def encode(
         raise ValueError(
             f"encode: arrays (X {X.shape}, Y {Yk.shape}, H={WQ.shape[0]}) do not match circuit "
             f"{circuit.name} (n={n}, m={m}, de={meta['de']}, H={H})")
+    rng = as_input_range(input_range, X, Y)
+    rng.check(X, "X")
+    if Y is not None:
+        rng.check(Yk, "Y")
     u = params.u
     pops = circuit.populations
     onoff = meta.get("signed") == "onoff"
@@ -142,38 +185,37 @@ def encode(
         gains = replace(gains, rho_in=gains.rho_in / 2, rho_it=gains.rho_it / 2,
                         rho_pt=gains.rho_pt / 2, rho_out=gains.rho_out / 2,
                         rho_outer=gains.rho_outer / 2, rho_memory=gains.rho_memory / 2)
-    # ON/OFF relays fire rho_in [±x]_+ (no offset); single relays rho_in (x_b + x)
-    xb = 0.0 if onoff else float(max(np.abs(X).max(), np.abs(Yk).max()))
+    # ON/OFF relays fire rho_in [±x]_+ (no offset); single relays rho_in (x_b + x), x_b >= |x_e|
+    xb = 0.0 if onoff else rng.norm
     tokens = AffineCode(gain=gains.rho_in, offset=xb)
-    v0 = value_offset(WV, Yk, gains.margin)
+    v0 = value_offset(WV, rng.norm, gains.margin)
     # offset code with a skip path: the PT cells also carry WS x_i, which the value offset v0
     # does not bound (found by `ctmhsa bench robustness`: PT cells rectified); they get an extra
     # offset s0 >= every |WS x_i|, removed at decoding like v0
     s0 = np.zeros(H)
     if not onoff and "core_skip" in circuit.projections and WS is not None:
-        s0 = gains.margin * np.einsum("hce,ne->hnc", np.abs(np.asarray(WS, float)), np.abs(X)).max(axis=(1, 2))
+        s0 = value_offset(WS, rng.norm, gains.margin)
     x0 = output_offset(WO, v0 + s0, gains.margin)
 
     vals = CircuitValues()
-    for name, toks in (("nucleus1", X), ("nucleus1_kv", Yk)):
-        if name in pops:   # per cell, so that population-coding copies share their token's rate
-            nuc = pops[name]
-            x = toks[nuc.axis("token"), nuc.axis("e")]
-            if onoff:
-                x = np.maximum(SIGNS[nuc.axis("sign")] * x, 0.0)
-            vals.params[name] = {"r_in": tokens.encode(x)}
+    vals.params.update(relay_rates(circuit, tokens, X, Y, onoff))
     for pname, W in (("core_q", WQ), ("core_qz", WQ), ("matrix_k", WK), ("matrix_kz", WK), ("matrix_v", WV)):
         if pname in circuit.projections:
             vals.weights[pname] = u * W / gains.rho_in
-    # the normalisation's operating point: one L2/3 gain per head that lets every macrocolumn's
-    # interneurons divide (refused here, before building, where no such gain exists)
+    # the normalisation's operating point: one L2/3 gain per head, centred on the drive the
+    # declared range predicts (weights and range only); these tokens are then checked against it
+    # (refused here, before building, where the built circuit could not divide them)
     R_set = set_points(circuit, gains) if "interneuron" in pops else None
-    op = operating_point(pooled_drive(circuit, X, Yk, WQ, WK, phi) / R_set, gains) if R_set is not None else None
+    op = None
+    if R_set is not None:
+        op = operating_point(expected_drive(circuit, WQ, WK, rng, phi) / R_set, gains)
+        check_division(op, pooled_drive(circuit, X, Yk, WQ, WK, phi) / R_set, "X, WQ, WK")
     rho_h = np.full(H, gains.rho_l23) if op is None else op.rho
     ctx = dict(u=u, xb=xb, v0=v0, onoff=onoff, WQ=WQ, WK=WK, WV=WV, rho_l23=rho_h, tau_syn=params.tau_syn,
                R_set=R_set)
-    middle = _key_value_memory if meta.get("circuit", "quadratic") == "linear" else _microcolumns
-    gains, R_set = middle(circuit, vals, gains, ctx)   # also the weights onto L5 PT
+    # the head's attention area (a registered part, ctmhsa.circuits.parts): also the weights onto L5 PT
+    area = meta.get("circuit", "quadratic")
+    gains, R_set = get_part(area).values(circuit, vals, gains, ctx)
 
     if "l5pt" in pops:   # ON/OFF: ON PT sums u ṽ from its source pairs, OFF PT its negative
         vals.params["l5pt"] = {"b": 0.0, "rho": gains.rho_pt}
@@ -190,6 +232,10 @@ def encode(
         b = 0.0 if onoff else u * (x0 - np.einsum("hec,h->e", WO, v0 + s0))[pops["nucleus2"].axis("e")]
         vals.params["nucleus2"] = {"b": b, "rho": gains.rho_out}
 
+    ctx.update(gains=gains, R_set=R_set, params=params, phi=phi, input_range=rng, WO=WO, WS=WS)
+    for name in meta.get("parts", [area])[1:]:   # further registered parts
+        get_part(name).values(circuit, vals, gains, ctx)
+
     for pname, proj in circuit.projections.items():
         vals.weights[pname] = cell_weights(circuit, proj, vals.weights[pname])
 
@@ -203,7 +249,7 @@ def encode(
     }
     consts = dict(u=u, R_set=R_set, a=ctx.get("n_keys"), v0=v0, s0=s0, x0=x0, xb=xb,
                   gains={**gains.to_dict(), "rho_l23": rho_h[:, None]},
-                  onoff=onoff, normalize="interneuron" in pops, phi=phi, operating=op)
+                  onoff=onoff, normalize="interneuron" in pops, phi=phi, operating=op, input_range=rng)
     return Encoding(vals, codes, consts)
 
 
@@ -219,6 +265,7 @@ def _normalisation(vals, gains, R_set, n_inh, tau_syn, inh, shunts=("shunt",)):
     vals.params["interneuron"] = {"I_set": 1.0 / gains.g_sh, "e_max": e_max[inh.axis("head"), inh.axis("i")]}
 
 
+@register_values("quadratic")
 def _microcolumns(circuit, vals, gains, ctx):
     """Algorithm 1's cortical values (L2/3, interneurons, L5 IT, IT -> PT weights); returns the
     (possibly rescaled) gains and the set points ``R_set (H, n)``."""
@@ -260,6 +307,7 @@ def _microcolumns(circuit, vals, gains, ctx):
     return gains, R_set
 
 
+@register_values("linear")
 def _key_value_memory(circuit, vals, gains, ctx):
     """Values of the linear circuit (see ctmhsa.circuits.builders): outer-product cells fire
     ``rho_outer phi(k_jf) [±v_jc]_+``; memory cells hold ``u S_fc / m`` and ``u z_f / m`` (mean over

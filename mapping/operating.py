@@ -16,13 +16,16 @@ The shunt is ``g_i = g_sh r_inh,i`` (``r_inh,i`` the macrocolumn's mean interneu
 physiological range of interneuron rates ``[r_inh_min, r_inh_max]`` (:class:`ctmhsa.mapping.codes.CodeGains`)
 is a range of divisions ``[D_min, D_max]``.
 
-**Operating point.** :func:`operating_point` chooses one L2/3 gain per head such that every
-macrocolumn of the head divides within ``[D_min, D_max]``: the feasible gains are
-``[D_min / min_i a_i, D_max / max_i a_i]`` and the default gain ``rho_l23`` is kept
-when every division stays 2× inside both bounds (typical inputs run as before), else the gain
-nearest to it with that margin (less where the feasible interval is narrower than 4×). A head whose drive ratio ``max_i a_i / min_i a_i`` exceeds
-``D_max / D_min`` has no physiological setting: :class:`OperatingRangeError` (a ``ValueError``)
-is raised before anything is built, with the measured ratio and what to change.
+**Operating point.** :func:`operating_point` chooses one L2/3 gain per head from the drive the
+*declared input range* predicts (:func:`expected_drive`: the weights and the range's statistics,
+never the tokens shown): the feasible gains are ``[D_min / min_i a_i, D_max / max_i a_i]`` and
+the gain is their geometric centre, so tokens whose drive departs from the expectation by up
+to ``sqrt(D_max / D_min)`` either way are still divided. A head whose expected drive ratio
+``max_i a_i / min_i a_i`` (from causal masks and set points) exceeds ``D_max / D_min`` has no
+physiological setting: :class:`OperatingRangeError` (a ``ValueError``) is raised before anything
+is built. The tokens shown are then *checked* (:func:`check_division`), never used to set the
+gain: a token set whose macrocolumns need a division outside ``[D_min, D_max]`` at that gain is
+refused before building, with the range of drives the circuit is exact for.
 
 What the gain may know, and what it must not: ``a`` enters only through its minimum and maximum
 per head, which set one gain per head — the setting a slow homeostatic process would reach for the
@@ -49,13 +52,19 @@ from .decode import per_dimension
 from .reference import FEATURE_MAPS
 
 __all__ = ["OperatingPoint", "OperatingRangeError", "CircuitRangeError", "OperatingRangeWarning",
-           "division_bounds", "pooled_drive", "set_points", "l23_cells", "copies", "operating_point", "check_operating", "enforce",
-           "RATE_TOLERANCE"]
+           "division_bounds", "pooled_drive", "expected_drive", "set_points", "l23_cells", "copies",
+           "operating_point", "check_division", "check_operating", "enforce", "RATE_TOLERANCE", "ROOM_BELOW"]
 
 RATE_TOLERANCE = 1e-5
 """Rate level: largest relative departure of a macrocolumn's pooled L2/3 rate from its set
 point, and largest relative change of any observable over the last 10 % of the run, that still
 counts as settled (the rate level's stages then match the reference to ~1e-5)."""
+
+
+ROOM_BELOW = 30.0
+"""Largest factor by which the chosen gain puts the expected division above ``D_min`` (the
+geometric centre of ``[D_min, D_max]`` is 7.6 above it with the default gains, so the cap only
+acts for ranges wider than 900)."""
 
 
 class OperatingRangeError(ValueError):
@@ -170,6 +179,56 @@ def pooled_drive(circuit, X, Yk, WQ, WK, phi: str) -> np.ndarray:
     return total / copies(l23)
 
 
+def expected_drive(circuit, WQ, WK, input_range, phi: str) -> np.ndarray:
+    """The pooled drive of every macrocolumn that the declared input range predicts (units of
+    ``phi(q) phi(k)``), from the weights and the range's statistics only: every L2/3 cell of
+    microcolumn (i, j) contributes ``E[phi(q_c)] E[phi(k_c)]`` with ``q = WQ x``, ``k = WK y`` for
+    independent tokens of the range (:func:`ctmhsa.mapping.inputs.expected_feature`). The same
+    structure as :func:`pooled_drive` (only the microcolumns present; the linear circuit's mean
+    over tokens), so the two differ only by the tokens.
+
+    Returns
+    -------
+    ndarray (H, n)
+    """
+    from .inputs import expected_feature, projection_moments
+
+    fq = expected_feature(phi, *projection_moments(WQ, input_range))      # (H, dk)
+    fk = expected_feature(phi, *projection_moments(WK, input_range))
+    per_key = np.einsum("hc,hc->h", fq, fk)                                # one key, all dk features
+    meta = circuit.meta
+    if meta.get("circuit", "quadratic") == "linear":
+        return np.repeat(per_key[:, None], meta["n"], axis=1)
+    return per_key[:, None] * l23_cells(circuit) / meta["dk"]
+
+
+def check_division(op: OperatingPoint, drive: np.ndarray, where: str = "X") -> None:
+    """Refuse tokens whose pooled drive the built circuit cannot divide.
+
+    The gain ``rho_h`` was fixed from the weights and the declared input range; macrocolumn i of
+    these tokens divides exactly where ``D_min <= rho_h a_i <= D_max``. A check, never a setting:
+    nothing of ``drive`` enters the circuit.
+
+    Raises
+    ------
+    OperatingRangeError
+        Naming the head, the query, the division these tokens need and the range.
+    """
+    d_min, d_max = op.bounds
+    division = op.rho[:, None] * np.asarray(drive, float)
+    bad = (division < d_min * (1 - 1e-9)) | (division > d_max * (1 + 1e-9))
+    if np.any(bad):
+        h, i = (int(v[0]) for v in np.nonzero(bad))
+        low = division[h, i] < d_min
+        raise OperatingRangeError(
+            f"{where}: macrocolumn (head {h}, query {i}) of these tokens needs a division of {division[h, i]:.4g}, "
+            f"{'below' if low else 'above'} what its interneurons can exert ({d_min:.4g}-{d_max:.4g}) at the "
+            f"gain fixed from the weights and the declared input range (rho = {op.rho[h]:.4g} Hz); "
+            f"{int(bad.sum())} of {bad.size} macrocolumns are outside. The circuit is exact for tokens whose "
+            f"pooled drive Z_i/R_set,i lies in [{d_min / op.rho[h]:.4g}, {d_max / op.rho[h]:.4g}]: declare the "
+            f"statistics of these tokens (input_range=InputRange.from_tokens(data)), or scale down WQ and WK")
+
+
 def operating_point(drive: np.ndarray, gains) -> OperatingPoint:
     """Choose every head's L2/3 gain so that all its macrocolumns divide within bounds.
 
@@ -208,13 +267,13 @@ def operating_point(drive: np.ndarray, gains) -> OperatingPoint:
                 f"(outside the physiological range of fast-spiking interneurons above ~400 Hz)")
     lo = d_min / lo_a
     hi = d_max / hi_a
-    # the default gain where it keeps a margin of 2x from both ends of the interneurons' range
-    # (spike noise around a barely active pool rectifies the loop: measured, pooled rate 22 %
-    # below its set point at D_min = 1.6), else the gain nearest to it with that margin, or the
-    # middle where the range is narrower than 4x (not the middle of a wide range: an unbounded
-    # range would put it at absurd divisions, whose transients take longer to settle)
-    f = np.minimum(2.0, np.sqrt(hi / lo))
-    rho = np.clip(gains.rho_l23, lo * f, hi / f)
+    # the geometric centre of the feasible gains: the drive is an expectation from the declared
+    # input range (expected_drive), and the tokens shown scatter around it by factors either way,
+    # so the gain keeps the largest factor sqrt(D_max/D_min) (7.6 by default) on both sides; the
+    # tokens are then checked against the bounds (check_division). At most ROOM_BELOW above the
+    # lowest division: an unbounded range (r_inh_max -> inf) would put the centre at absurd
+    # divisions, whose transients take long to settle (measured: D ~ 1e7 unsettled after 0.3 s)
+    rho = lo * np.minimum(np.sqrt(hi / lo), ROOM_BELOW)
     division = rho[:, None] * drive
     return OperatingPoint(rho=rho, drive=drive, division=division, bounds=(d_min, d_max), g_sh=gains.g_sh)
 

@@ -35,7 +35,7 @@ from .threshold import CellThresholder
 __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
            "add_step_code", "PHI_VARIANCE", "PHI_CORRECTED", "corrected_phi_expression", "CorrectedCellModel",
-           "PHI_DERIVATIVE", "PHI_COVARIANCE"]
+           "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance"]
 
 PHI_EXPRESSIONS = {
     # elu(x) + 1 == max(x, 0) + exp(min(x, 0))
@@ -382,18 +382,47 @@ SYNAPSE_WEIGHT_UNITS = {"volt": "volt*second", "1": "second", "Hz": "1"}
 """Unit of a synaptic weight for each input unit: input = weight x presynaptic rate."""
 
 
-def synapse_model(source: CellModel, target: CellModel, compartment: str, name: str) -> dict:
+def synapse_model(source: CellModel, target: CellModel, compartment: str, name: str, gated: bool = False,
+                  replayed: bool = False) -> dict:
     """Keyword arguments of ``brian2.Synapses`` for projection ``name`` onto ``compartment``.
 
     A spiking source is event-driven: each spike adds ``w * k_syn`` to the target's exponential
     current ``in_<name>``. A rate source writes ``w * r_pre`` into ``in_<name>`` every step
     (a summed variable). Either way the mean input is ``w`` times the presynaptic rate.
+
+    Onto a compartment whose phi the target corrects (:class:`CorrectedCellModel`), the
+    projection also sums the compartment's spike-noise variance every step from its
+    presynaptic cells' intensities (Campbell's theorem in discrete time, see
+    :mod:`ctmhsa.mapping.dendrites`): ``Σ p (1 - p) (w k_syn)² G_shot / u²`` with ``p = r_pre dt``.
+    The circuit thus corrects phi for whatever its inputs are, with nothing set from the tokens.
+
+    ``gated``: the source is silenced over an interval (its subexpression ``gate``, see
+    :mod:`ctmhsa.circuits.perturb`); a rate source's output is multiplied by it (a spiking one
+    stops spiking: its threshold is gated by the instantiation).
+
+    ``replayed``: the source replays recorded spikes (a split run's heads) and has no intensity
+    variable; each synapse then holds its presynaptic cell's count variance ``pvar`` (from the
+    relay's rate, written with the rates: run-time data, :func:`ctmhsa.circuits.instantiate.assign`).
     """
     unit = target.inputs[compartment][1]
+    rate = f"{source.output}_pre*gate_pre" if gated else f"{source.output}_pre"
     w = f"w : {SYNAPSE_WEIGHT_UNITS[unit]} (constant)"
+    lines = [w]
+    if compartment in getattr(target, "corrected", ()):
+        var = "pvar" if replayed else count_variance(rate)
+        lines.append(f"{PHI_VARIANCE[compartment]}_post = (w*k_syn/u)**2*G_shot*{var} : 1 (summed)")
+        if replayed:
+            lines.append("pvar : 1 (constant)")
     if source.spiking:
-        return dict(model=w, on_pre=f"in_{name}_post += w*k_syn")
-    return dict(model=f"{w}\nin_{name}_post = w*{source.output}_pre : {unit} (summed)")
+        return dict(model="\n".join(lines), on_pre=f"in_{name}_post += w*k_syn")
+    return dict(model="\n".join(lines + [f"in_{name}_post = w*{rate} : {unit} (summed)"]))
+
+
+def count_variance(rate: str) -> str:
+    """Brian2 expression of the spike-count variance per step, ``p (1 - p)`` with
+    ``p = clip(rate dt, 0, 1)``, of an escape cell of intensity ``rate``."""
+    p = f"clip({rate}*dt, 0, 1)"
+    return f"{p}*(1 - {p})"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -517,13 +546,14 @@ def _corrected(model: CellModel, compartments: tuple) -> CorrectedCellModel:
     folded with it (the basal one enters the soma, folded with the basal dendrite; the apical one
     the apical phi, cached by the apical fold)."""
     names = tuple(PHI_VARIANCE[c] for c in compartments)
+    # the variances are summed by the projections onto the compartments (synapse_model), not set
+    # by the mapping layer: they move with their compartment's fold, like its input sums
     folds = tuple(replace(f, parameters=f.parameters + tuple(PHI_VARIANCE[c] for c in compartments
                                                                 if c in f.compartments))
                   for f in model.folds)
     eqs = model.equations.rstrip() + "".join(f"\n{v} : 1" for v in names) + "\n"
     fields = {k: getattr(model, k) for k in model.__dataclass_fields__}
-    return CorrectedCellModel(**{**fields, "equations": eqs, "parameters": model.parameters + names,
-                                 "folds": folds, "corrected": tuple(compartments)})
+    return CorrectedCellModel(**{**fields, "equations": eqs, "folds": folds, "corrected": tuple(compartments)})
 
 
 for _ct in ("relay", "l23", "interneuron", "l5it", "l5pt", "relay_out", "memory", "kv_write", "kv_read"):
@@ -548,8 +578,9 @@ def _covariance_corrected(model: CorrectedCellModel) -> CorrectedCellModel:
               "dphi_a = {DPHI_A} : 1")
     eqs = eqs.rstrip() + f"\n{PHI_COVARIANCE} : 1\n"
     folds = tuple(replace(f, cached=f.cached + ("dphi_a",)) if "phi_a" in f.cached else f for f in model.folds)
-    return replace(model, equations=eqs, parameters=model.parameters + (PHI_COVARIANCE,), folds=folds,
-                   covariance=True)
+    # summed every step by the covariance synapses of the instantiation (relay -> cell, one per
+    # relay contacting both dendrites, coefficient w_b w_a from the weights)
+    return replace(model, equations=eqs, folds=folds, covariance=True)
 
 
 MODELS[("escape", "kv_write")] = _covariance_corrected(MODELS[("escape", "kv_write")])

@@ -160,7 +160,11 @@ def with_units(params: CellParams, dt: float | None = None) -> dict:
     ns = {k: getattr(params, k) * getattr(brian2, _UNITS[k]) for k in _UNITS}
     ns.update(DEFAULT_SOMA.namespace())   # the lif somata's constants (s_...)
     if dt is not None:
+        from .shotnoise import shot_noise_gain, soma_cross_gain
+
         ns["k_syn"] = k_syn(params, dt) * brian2.Hz
+        # the dendrites' shot-noise gains (dimensionless), for the in-circuit phi correction
+        ns["G_shot"], ns["G_cross"] = shot_noise_gain(params, dt), soma_cross_gain(params, dt)
     return ns
 
 

@@ -21,11 +21,13 @@ from __future__ import annotations
 import logging
 import time
 
+from ctmhsa.circuits import perturb
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
+from ctmhsa.circuits.perturb import check_perturbations
 from ctmhsa.circuits.memory import BASE_BYTES, estimate_memory
 from ctmhsa.mapping.baseline import add_lif_drive
-from ctmhsa.mapping.dendrites import add_phi_variances
-from ctmhsa.mapping.encode import encode
+from ctmhsa.mapping.encode import encode, relay_rates
+from ctmhsa.mapping.operating import check_division, pooled_drive
 from ctmhsa.mapping.reference import linear_mhsa
 
 from .options import (AUTO_CYTHON_SYNAPSES, CircuitOptions, RunOptions, check_record_spikes, check_run,
@@ -112,6 +114,55 @@ class Simulation:
         """Population name -> Brian2 group (runtime device)."""
         return self.runner.built.groups
 
+    def set_tokens(self, X, Y=None) -> None:
+        """Show this built circuit other tokens: only the thalamic relays' rates change.
+
+        Every other value of the circuit came from the weights and the declared input range
+        (``input_range``), so the same network (the same compiled project on a standalone device)
+        runs any tokens of that range. Call before :meth:`run`.
+
+        Parameters
+        ----------
+        X : array (n, de)
+            Query tokens, of the shape the circuit was built for.
+        Y : array (m, de), optional
+            Key/value tokens (cross-attention circuits only).
+
+        Raises
+        ------
+        ValueError
+            Wrong shape, tokens outside the declared range, tokens the circuit cannot divide
+            (:class:`ctmhsa.mapping.operating.OperatingRangeError`), or a simulation that already ran.
+        """
+        if self._ran:
+            raise RuntimeError("set_tokens: this simulation has already run; build a new one")
+        x = self.inputs
+        if (Y is not None) != (x["Y"] is not None):
+            raise ValueError("Y: " + ("this circuit has no second nucleus (built without Y)" if Y is not None
+                                      else "this cross-attention circuit needs key/value tokens Y"))
+        a = check_inputs(X, x["WQ"], x["WK"], x["WV"], x["WO"], Y=Y, WS=x["WS"], causal=self.options.causal,
+                         normalize=self.options.normalize, phi=self.options.phi)
+        for k in ("X", "Y"):
+            if a[k] is not None and a[k].shape != x[k].shape:
+                raise ValueError(f"{k}: expected shape {x[k].shape} (the circuit as built), got {a[k].shape}")
+        enc, co = self.encoding, self.options
+        rng = enc.consts["input_range"]
+        rng.check(a["X"], "X")
+        if a["Y"] is not None:
+            rng.check(a["Y"], "Y")
+        if enc.consts["operating"] is not None:
+            Yk = a["X"] if a["Y"] is None else a["Y"]
+            check_division(enc.consts["operating"],
+                           pooled_drive(self.circuit, a["X"], Yk, x["WQ"], x["WK"], co.phi) / enc.consts["R_set"],
+                           "X, WQ, WK")
+        rates = relay_rates(self.circuit, enc.codes["tokens"], a["X"], a["Y"], enc.consts["onoff"])
+        for pop, vals in rates.items():
+            enc.values.params[pop].update(vals)
+            self.runner.set_values(pop, vals)
+        self.inputs = {**x, "X": a["X"], "Y": a["Y"]}
+        self.runner.inputs = self.inputs
+        self.reference = _reference(self.inputs, co)
+
     def run(self, duration=None, warmup=None) -> SimulationResult:
         """Simulate ``warmup + duration`` and read the result out.
 
@@ -167,6 +218,12 @@ class Simulation:
                 f"{self.circuit.n_synapses():,} synapses on {type(self.runner).__name__}>")
 
 
+def _reference(x: dict, co: CircuitOptions) -> dict:
+    """The exact stages, for comparison only: nothing of them enters the circuit."""
+    return linear_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], phi=co.phi, Y=x["Y"], causal=co.causal,
+                       normalize=co.normalize, WS=x["WS"], method="linear" if co.circuit == "linear" else "vectorized")
+
+
 def _check_runtime(circuit, options: CircuitOptions, run_options: RunOptions, synapses: int,
                    per: int = 1) -> float:
     """The run's :func:`estimate_runtime` (s); a ``ValueError`` naming ``max_runtime`` past it.
@@ -200,7 +257,7 @@ def _per_task(estimate: int, heads: int) -> int:
 
 
 def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOptions | None = None,
-               run_options: RunOptions | None = None, **options) -> Simulation:
+               run_options: RunOptions | None = None, perturbations=None, **options) -> Simulation:
     """Validate, describe, encode and build the attention pathway; return a :class:`Simulation`.
 
     Parameters
@@ -211,6 +268,8 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
         What is built (default :class:`ctmhsa.sims.options.CircuitOptions`).
     run_options : RunOptions, optional
         How it runs (default :class:`ctmhsa.sims.options.RunOptions`).
+    perturbations : list, optional
+        Lesions and drive (:mod:`ctmhsa.circuits.perturb`), as in :func:`ctmhsa.sims.simulate_mhsa`.
     **options
         Any field of either, overriding them (the keywords of :func:`ctmhsa.sims.simulate_mhsa`).
 
@@ -232,6 +291,10 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     circuit = co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,
                           skip=WS is not None)
     check_record_spikes(ro.record_spikes, circuit.populations)
+    perts = check_perturbations(perturbations, circuit)
+    if perts and ro.scheduler is not None:
+        raise ValueError("perturbations: a split run rebuilds every head on its worker; perturb with "
+                         "scheduler=None (runtime or standalone device)")
     # inf: no limit (float comparisons below)
     limit = int(0.8 * available_memory()) if ro.max_memory is None else float(ro.max_memory)
     # a split run holds one head per task (on a worker): the limit applies to one head
@@ -264,17 +327,14 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
         ro = ro.replace(codegen="cython" if circuit.n_synapses() >= AUTO_CYTHON_SYNAPSES else "numpy")
     inputs = {k: a[k] for k in ("X", "WQ", "WK", "WV", "WO", "Y", "WS")}
     x = inputs
-    # the reference is computed for comparison only; nothing of it enters the circuit
-    ref = linear_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], phi=co.phi, Y=x["Y"], causal=co.causal,
-                      normalize=co.normalize, WS=x["WS"], method="linear" if co.circuit == "linear" else "vectorized")
+    ref = _reference(inputs, co)
     enc = encode(circuit, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"], gains=co.code_gains, params=co.params,
-                 phi=co.phi, WS=x["WS"])
-    # escape cells correct phi for their dendrites' spike-noise variance (no-op at other levels);
-    # a split run computes them per head on its worker (the client runs only the nuclei)
-    if ro.scheduler is None:
-        add_phi_variances(circuit, enc.values, co.params, ro.dt, co.neuron)
+                 phi=co.phi, WS=x["WS"], input_range=co.input_range)
     # lif somata: drive on their calibrated affine branch, baselines cancelled (no-op otherwise)
     add_lif_drive(circuit, enc.values, co.neuron, ro.dt)
+    # lesions and drive: the description records them; drive relays get their rates and weights
+    circuit = perturb.apply(circuit, perts)
+    perturb.drive_values(circuit, enc.values)
     runner = runner_for(ro)(circuit, enc, inputs, co, ro)
     sizes = {k: a[k] for k in ("n", "m", "H", "dk", "dv", "de")}
     return Simulation(circuit, enc, ref, inputs, sizes, co, ro, runner, need, n_simulated, t_start, runtime)

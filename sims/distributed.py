@@ -53,7 +53,6 @@ from ctmhsa.circuits.instantiate import assign, instantiate
 from ctmhsa.circuits.standalone import project_key, release, run_project
 from ctmhsa.circuits.values import CircuitValues
 from ctmhsa.mapping.baseline import add_lif_drive
-from ctmhsa.mapping.dendrites import add_phi_variances
 from ctmhsa.mapping.encode import encode
 from ctmhsa.neurons.window import fano_from_sums, fano_sums
 
@@ -165,11 +164,10 @@ def run_head(spec: dict) -> dict:
     head, h, level, dt = s["head"], s["h"], s["level"], s["dt"]
     sl = slice(h, h + 1)
     e = encode(head, s["X"], s["WQ"][sl], s["WK"][sl], s["WV"][sl], s["WO"][sl], Y=s["Y"], gains=s["gains"],
-               params=s["params"], phi=s["phi"], WS=None if s["WS"] is None else s["WS"][sl])
-    add_phi_variances(head, e.values, s["params"], dt, level)   # escape phi-bias correction (no-op otherwise)
+               params=s["params"], phi=s["phi"], WS=None if s["WS"] is None else s["WS"][sl],
+               input_range=s["input_range"])
     add_lif_drive(head, e.values, level, dt)                    # lif drive and baselines (no-op otherwise)
-    for p in s["replay"]:
-        e.values.params.pop(p, None)
+    # the replayed relays keep their rates in the values: the dendrites' phi correction reads them
     if s["device"] == "runtime":
         return run_stage(head, level, e.values, s["phi"], s["params"], dt, s["codegen"], s["seed"], s["warmup"],
                          s["T"], s["n_chunks"], s["replay"], s["record"], s["law"], s["fold"])
@@ -244,7 +242,8 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
     keep = tuple(p for p in rec_head if p == "l5pt" or wanted(p))
     common = dict(head=head, X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, Y=Y, WS=WS, gains=gains, phi=phi, params=params,
                   level=level, dt=dt, codegen=codegen, warmup=warmup, T=T, n_chunks=n_chunks,
-                  replay=first["spikes"], record=keep, law=law, fold=fold, device=device, threads=threads)
+                  replay=first["spikes"], record=keep, law=law, fold=fold, device=device, threads=threads,
+                  input_range=enc.consts["input_range"])   # every head encoded for the range of the whole
     with client_for(scheduler) as client:
         # on a standalone device each process keeps its head network between heads (only the
         # binary runs for its second head on). This process releases it when the heads are

@@ -26,6 +26,7 @@ import numpy as np
 
 from ctmhsa.circuits.builders import CIRCUITS, DEFAULT_N_INH, SIGNED_CODES, pathway
 from ctmhsa.mapping.codes import CodeGains, default_gains
+from ctmhsa.mapping.inputs import as_input_range
 from ctmhsa.neurons.laws import check_law
 from ctmhsa.neurons.models import FIDELITY_LEVELS, PHI_EXPRESSIONS
 from ctmhsa.neurons.params import DEFAULT_PARAMS, DEFAULT_SOMA, CellParams, seconds
@@ -167,6 +168,11 @@ class CircuitOptions(_Options):
     gains : CodeGains, optional
         Gains of the affine codes; ``None``: the level's default
         (:func:`ctmhsa.mapping.codes.default_gains`), see :attr:`code_gains`.
+    input_range : InputRange, float, dict or None
+        The tokens the circuit is built for (:class:`ctmhsa.mapping.inputs.InputRange`; a number is
+        the largest token norm): every gain, offset and set point comes from the weights and this
+        range, so one built circuit runs any tokens of it; tokens outside it are refused.
+        ``None``: the range of the tokens given (their largest norm and statistics).
     """
 
     neuron: str = "escape"
@@ -181,6 +187,7 @@ class CircuitOptions(_Options):
     fold: bool = True
     params: CellParams = DEFAULT_PARAMS
     gains: CodeGains | None = None
+    input_range: object = None
 
     def __post_init__(self):
         _choice("neuron", self.neuron, FIDELITY_LEVELS)
@@ -214,6 +221,8 @@ class CircuitOptions(_Options):
             raise TypeError(f"params: expected ctmhsa.neurons.params.CellParams, got {type(self.params).__name__}")
         if self.gains is not None and not isinstance(self.gains, CodeGains):
             raise TypeError(f"gains: expected ctmhsa.mapping.codes.CodeGains, got {type(self.gains).__name__}")
+        if self.input_range is not None:
+            _set(self, "input_range", as_input_range(self.input_range))
 
     def __hash__(self):   # P may be a dict
         return hash(repr(self.to_dict()))
@@ -228,7 +237,8 @@ class CircuitOptions(_Options):
     @classmethod
     def from_config(cls, config: dict) -> "CircuitOptions":
         """The options recorded in a result's flat configuration (``SimulationResult.config``)."""
-        return cls(**{k: config[k] for k in CIRCUIT_FIELDS if k in config and k not in ("params", "gains")})
+        return cls(**{k: config[k] for k in CIRCUIT_FIELDS if k in config and k not in ("params", "gains")
+                      and not (k == "input_range" and config[k] is None)})
 
     @property
     def code_gains(self) -> CodeGains:

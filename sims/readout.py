@@ -59,7 +59,8 @@ def read_out(sim, obs, run_options) -> SimulationResult:
     rate_range = affine_range(soma_calibration(dt=ro.dt)) if o.neuron == "lif" else None
     operating = check_operating(circuit, enc, final, o.neuron, o.code_gains, early=obs.early, T=ro.duration,
                                 max_rate=max_rate, rate_range=rate_range)
-    enforce(operating, o.neuron)
+    # a perturbed circuit is studied where it leaves its range: flagged, not raised
+    enforce(operating, "perturbed " + o.neuron if circuit.meta.get("perturbations") else o.neuron)
     if enc.consts["operating"] is not None:
         operating["operating_point"] = enc.consts["operating"].summary()
     diagnostics = dict(range=range_report(circuit, final, max_rate), convergence=change, fano=fano,
@@ -68,7 +69,8 @@ def read_out(sim, obs, run_options) -> SimulationResult:
                        encoding=dict(v0=enc.consts["v0"].tolist(), x0=enc.consts["x0"], xb=enc.consts["xb"]))
     n = sim.sizes
     config = dict(**{k: n[k] for k in ("n", "m", "H", "dk", "dv", "de")}, **o.to_dict(), **ro.to_dict(),
-                  cross=x["Y"] is not None, skip=x["WS"] is not None)
+                  cross=x["Y"] is not None, skip=x["WS"] is not None,
+                  perturbations=list(circuit.meta.get("perturbations", [])))
     config.update(sim.runner.config())
     for k in ("report", "max_memory", "max_runtime", "checkpoints", "record_spikes"):
         config.pop(k)

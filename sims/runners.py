@@ -115,6 +115,10 @@ class Runner:
             "device compiles the run schedule into the project; a split run has one network per "
             "stage on the workers); use device='runtime' and scheduler=None to reach the Brian2 network")
 
+    def set_values(self, pop: str, params: dict) -> None:
+        """New per-cell parameters of ``pop`` (already in ``self.encoding``): a runner that builds
+        when it runs reads them from the encoding then; one holding a network writes them."""
+
     def run(self, run_options: RunOptions) -> Observations:  # pragma: no cover - interface
         raise NotImplementedError
 
@@ -177,6 +181,10 @@ class RuntimeRunner(Runner):
     @property
     def built(self):
         return self._built
+
+    def set_values(self, pop, params):
+        for var, val in params.items():
+            self._built.set_cells(pop, var, val)
 
     def run(self, run_options: RunOptions) -> Observations:
         built, ro = self.built, run_options

@@ -28,6 +28,7 @@ def simulate_mhsa(
     WS=None,
     circuit_options: CircuitOptions | None = None,
     run_options: RunOptions | None = None,
+    perturbations=None,
     **options,
 ) -> SimulationResult:
     """Simulate multihead linear self-attention in a cortico-thalamic circuit.
@@ -149,6 +150,15 @@ def simulate_mhsa(
         arguments, each head reduced on its worker (observables, L5 PT spikes, the recorded
         spike trains) before it is gathered.
 
+    input_range : InputRange or float, optional
+        The tokens the circuit is built for (:class:`ctmhsa.mapping.inputs.InputRange`; a number:
+        the largest token norm). Every gain, offset and set point comes from the weights and this
+        range; ``None`` declares the range of ``X`` (and ``Y``).
+    perturbations : list, optional
+        Lesions and drive (:mod:`ctmhsa.circuits.perturb`, also ``ctmhsa.perturb``):
+        ``Silence("l23")``, ``Cut("attention", fraction=0.5)``, ``Drive("interneuron", rate=20)``.
+        The result is returned even where they move the circuit out of its range (flagged in
+        ``res.diagnostics["operating"]``).
     circuit_options, run_options : ctmhsa.sims.options.CircuitOptions, ctmhsa.sims.options.RunOptions, optional
         The options as objects (keywords override their fields); see :mod:`ctmhsa.sims.options`.
 
@@ -173,7 +183,7 @@ def simulate_mhsa(
         built.
     """
     sim = build_mhsa(X, WQ, WK, WV, WO, Y=Y, WS=WS, circuit_options=circuit_options,
-                     run_options=run_options, **options,
+                     run_options=run_options, perturbations=perturbations, **options,
                      **{k: v for k, v in dict(phi=phi, neuron=neuron, duration=duration, seed=seed).items()
                         if v is not None})
     return sim.run()

@@ -6,8 +6,9 @@ log-uniform in [1e-2, 1e1], every phi, causal masks, ``normalize=False``, the sk
 signed codes, both circuits, P ∈ {1, 2} — runs each at the rate level and sorts it into:
 
 - ``exact``: every stage within 1e-3 (max |error| / max |reference|) of :mod:`ctmhsa.mapping.reference`;
-- ``refused``: :class:`ctmhsa.mapping.operating.OperatingRangeError` before building, where the drive
-  ratio recomputed from the reference does exceed the interneurons' range (checked here);
+- ``refused``: :class:`ctmhsa.mapping.operating.OperatingRangeError` before building, where the
+  circuit built for the tokens' declared range (their statistics, not their attention) cannot
+  divide some macrocolumn, recomputed here from the reference (:func:`refusal_justified`);
 - ``invalid``: inputs the reference itself rejects (``Z = 0`` with relu) or an unsupported
   combination refused with a ``ValueError`` before building;
 - ``failure``: anything else — a wrong answer, an error after the run, or a refusal that the
@@ -26,7 +27,8 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from ctmhsa.mapping.codes import CodeGains
-from ctmhsa.mapping.operating import OperatingRangeError, division_bounds
+from ctmhsa.mapping.inputs import InputRange, expected_feature
+from ctmhsa.mapping.operating import ROOM_BELOW, OperatingRangeError, division_bounds
 from ctmhsa.mapping.reference import linear_mhsa
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.io import atomic_write_json
@@ -34,7 +36,7 @@ from ctmhsa.sims.progress import progress
 
 from .common import add_out_argument
 
-__all__ = ["HELP", "PHIS", "add_arguments", "draw_instance", "drive_ratio", "classify", "main"]
+__all__ = ["HELP", "PHIS", "add_arguments", "draw_instance", "drive_ratio", "refusal_justified", "classify", "main"]
 
 HELP = "the rate level on random untuned instances: exact, refused, invalid, failures (target 0)"
 PHIS = ("elu1", "softplus", "exp", "relu")
@@ -86,6 +88,37 @@ def drive_ratio(ref: dict, causal: bool, linear: bool, gains) -> float:
     return float(np.max(a.max(axis=1) / a.min(axis=1)))
 
 
+def refusal_justified(ref: dict, kw: dict, gains) -> bool:
+    """Whether the circuit built for the range of these tokens cannot divide them, recomputed
+    from the reference and the range's statistics (independently of
+    :mod:`ctmhsa.mapping.operating`): the gain of head h is the geometric centre of the feasible
+    gains for the expected drive ``E[phi(q)]·E[phi(k)]`` per key (:func:`ctmhsa.mapping.inputs.expected_feature`
+    over the tokens' per-dimension statistics); a refusal is justified where some macrocolumn's
+    actual drive ``Z_i / R_set,i`` (the linear circuit's ``Z_i / m``) needs a division outside
+    ``[D_min, D_max]`` at that gain."""
+    if not kw["normalize"]:
+        return False
+    H, n, m = ref["kappa"].shape
+    dk = ref["s"].shape[-1]
+    linear = kw["circuit"] == "linear"
+    keys = np.tril(np.ones((n, m))).sum(axis=1) if kw["causal"] else np.full(n, float(m))
+    R = np.maximum(gains.r_l23 * (np.full(n, dk) if linear else keys * dk), gains.r_pool_min)
+    rng = InputRange.from_tokens(kw["X"], kw["Y"])
+    mean, std = rng.statistics(kw["X"].shape[1])
+    eq = expected_feature(kw["phi"], kw["WQ"] @ mean, np.sqrt((kw["WQ"] ** 2) @ std ** 2))
+    ek = expected_feature(kw["phi"], kw["WK"] @ mean, np.sqrt((kw["WK"] ** 2) @ std ** 2))
+    per_key = (eq * ek).sum(axis=1)[:, None]                          # (H, 1)
+    expected = per_key * (np.ones(n) if linear else keys) / R        # (H, n)
+    actual = ref["Z"] / (m if linear else 1.0) / R
+    d_min, d_max = division_bounds(gains)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lo, hi = d_min / expected.min(axis=1), d_max / expected.max(axis=1)
+        rho = (lo * np.minimum(np.sqrt(hi / lo), ROOM_BELOW))[:, None]
+        D = rho * actual
+    return bool(np.any(~((D >= d_min * (1 - 1e-9)) & (D <= d_max * (1 + 1e-9))))
+                or np.any(expected.max(axis=1) / expected.min(axis=1) > d_max / d_min))
+
+
 def classify(kw: dict, gains, duration: float = 0.5, tol: float = 1e-3) -> dict:
     """Run one instance at the rate level; return ``{"outcome", "error", "message"}``."""
     try:
@@ -96,9 +129,7 @@ def classify(kw: dict, gains, duration: float = 0.5, tol: float = 1e-3) -> dict:
     try:
         res = simulate_mhsa(neuron="rate", duration=duration, gains=gains, **kw)
     except OperatingRangeError as e:
-        d_min, d_max = division_bounds(gains)
-        ok = kw["normalize"] and drive_ratio(ref, kw["causal"], kw["circuit"] == "linear",
-                                             gains) > (d_max / d_min) * (1 - 1e-9)
+        ok = refusal_justified(ref, kw, gains)
         return dict(outcome="refused" if ok else "failure", error=float("nan"), message=str(e)[:300])
     except ValueError as e:
         if "signed: the unnormalised variant" in str(e):

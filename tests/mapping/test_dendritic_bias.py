@@ -62,7 +62,8 @@ def test_rate_level_unchanged_escape_folds_carry_the_variance():
         assert "sig2" not in rate.render("elu1", {})
         for comp in esc.corrected:
             var = PHI_VARIANCE[comp]
-            assert var in esc.parameters
+            # summed by the projection onto the compartment (in-circuit), never set by the mapping
+            assert var not in esc.parameters and f"{var} : 1" in esc.equations
             # the variance moves with the fold of its compartment
             assert any(var in f.parameters for f in esc.folds if comp in f.compartments)
         # the lif level's dendrites integrate spikes too: corrected alike, folded alike
@@ -100,24 +101,31 @@ def _relay_driven_dendrites(n_cells=300, n_in=8, T=6.0, seed=0):
     R.r_in_ = rates.ravel()
     for k, v in initial_draws(relay, R.N, seed, "relays").items():
         setattr(R, k + "_", v)
-    # cells 0..n-1 uncorrected, n..2n-1 corrected, the same inputs
-    C = b2.NeuronGroup(2 * n_cells, l23.render("elu1", {"basal": ["core_q"]}), method=l23.method,
-                       namespace=ns, clock=clock)
+    # n uncorrected cells and n corrected cells, the same inputs; the corrected cells' projection
+    # sums their dendrite's variance itself (ctmhsa.neurons.models.synapse_model), the others' none
     var = np.array([dendrite_variance(rates[c], w[c], p, dt) for c in range(n_cells)]) / u ** 2
     mean = rng.uniform(-1.5, 1.5, n_cells) - np.sum(w * rates, axis=1) / u   # E[V_b]/u spans -1.5..1.5
-    C.b_b_ = u * np.tile(mean, 2)
-    C.sig2_b_ = np.concatenate([np.zeros(n_cells), var])
-    S = b2.Synapses(R, C, namespace=ns, clock=clock, **synapse_model(relay, l23, "basal", "core_q"))
     pre = np.arange(n_cells * n_in)
-    S.connect(i=np.tile(pre, 2), j=np.concatenate([pre // n_in, n_cells + pre // n_in]))
-    S.w_[:] = np.tile(w.ravel(), 2)
+    groups, syns = [], []
+    for target in (get_model("rate", "l23"), l23):
+        C = b2.NeuronGroup(n_cells, l23.render("elu1", {"basal": ["core_q"]}), method=l23.method,
+                           namespace=ns, clock=clock)
+        C.b_b_ = u * mean
+        S = b2.Synapses(R, C, namespace=ns, clock=clock, **synapse_model(relay, target, "basal", "core_q"))
+        S.connect(i=pre, j=pre // n_in)
+        S.w_[:] = w.ravel()
+        groups.append(C)
+        syns.append(S)
     add_step_code(R, relay, clock)
-    M = b2.StateMonitor(C, ["V_b", "U"], record=True, clock=clock)
-    net = b2.Network(R, C, S, M)
+    M = [b2.StateMonitor(C, ["V_b", "U"], record=True, clock=clock) for C in groups]
+    net = b2.Network(R, *groups, *syns, *M)
     net.run((T + 0.2) * b2.second, namespace={})
+    # the circuit's own variance (from the relays' intensities) is the formula's
+    np.testing.assert_allclose(groups[0].sig2_b_[:], 0.0)
+    np.testing.assert_allclose(groups[1].sig2_b_[:], var, rtol=1e-9)
     start = int(round(0.2 / dt))
-    Vb = np.asarray(M.V_b_)[:, start:] / u
-    U = np.asarray(M.U_)[:, start:] / u
+    Vb = np.concatenate([np.asarray(m.V_b_) for m in M])[:, start:] / u
+    U = np.concatenate([np.asarray(m.U_) for m in M])[:, start:] / u
     return Vb, U, var, n_cells
 
 

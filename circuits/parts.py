@@ -1,0 +1,93 @@
+"""The registry of circuit parts: what a part adds to a description, and how it is encoded.
+
+As Nengo's ``Builder.register`` maps a description type to its build function, a :class:`Part`
+names one piece of the thalamo-cortical circuit and carries both halves of it: :meth:`Part.build`
+adds its populations and projections to a :class:`ctmhsa.circuits.graph.Circuit` (a description;
+nothing is allocated), and :meth:`Part.values` writes its weights, biases and rates into the
+encoding's :class:`ctmhsa.circuits.values.CircuitValues`. A new part is one class in one module,
+registered with :func:`register_part`; :func:`ctmhsa.circuits.builders.build` builds it when its
+name is in ``parts=``, and :func:`ctmhsa.mapping.encode.encode` encodes every part the circuit
+records in ``meta["parts"]``.
+
+Registered: the two attention areas of a head (``"quadratic"``, Algorithm 1's microcolumns;
+``"linear"``, the key-value memory), whose builders are registered in :mod:`ctmhsa.circuits.builders`
+and whose values in :mod:`ctmhsa.mapping.encode` (:func:`register_values`: the circuit layer
+never imports the mapping layer). A user's part does both in one class (tests/circuits/test_parts.py).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Part", "PARTS", "register_part", "register_values", "get_part"]
+
+
+class Part:
+    """One registered piece of a circuit (subclass it and register with :func:`register_part`).
+
+    Attributes
+    ----------
+    name : str
+        The registry name (set by :func:`register_part`).
+    """
+
+    name = ""
+
+    def build(self, circuit, ctx: dict):
+        """Add this part's populations and projections to ``circuit``.
+
+        Parameters
+        ----------
+        circuit : ctmhsa.circuits.graph.Circuit
+            The description being built; ``circuit.meta`` holds its sizes (``n, m, H, dk, dv, de``).
+        ctx : dict
+            The builder's context: ``pop(name, cell_type, axes, sizes, *args, **kw)`` adds a
+            population (with its population-coding copies), ``kv`` the key/value nucleus, ``pair``
+            the ON/OFF axes, and what the attention parts return (``pt_source``).
+        """
+
+    encoder = None
+    """The values function registered by the mapping layer (:func:`register_values`), if any."""
+
+    def values(self, circuit, vals, gains, ctx: dict):
+        """Write this part's values into ``vals`` (:class:`ctmhsa.circuits.values.CircuitValues`)
+        from the weights and the declared input range in ``ctx`` (never from the tokens' stages).
+        Returns the (possibly rescaled) ``gains`` and ``R_set`` where the part sets them, else ``None``.
+        By default the function registered for the part by :func:`register_values`."""
+        return None if self.encoder is None else self.encoder(circuit, vals, gains, ctx)
+
+
+PARTS: dict[str, Part] = {}
+"""Registered parts by name."""
+
+
+def register_part(name: str):
+    """Class decorator registering a :class:`Part` subclass under ``name`` (an instance is kept)."""
+
+    def deco(cls):
+        if not (isinstance(cls, type) and issubclass(cls, Part)):
+            raise TypeError(f"register_part({name!r}): expected a subclass of ctmhsa.circuits.parts.Part")
+        part = cls()
+        part.name = name
+        PARTS[name] = part
+        return cls
+
+    return deco
+
+
+def register_values(name: str):
+    """Decorator registering ``fn(circuit, vals, gains, ctx)`` as the values of part ``name``:
+    the mapping layer encodes the parts the circuit layer describes (the circuit layer never
+    imports the mapping layer), one entry per part either way."""
+
+    def deco(fn):
+        get_part(name).encoder = staticmethod(fn).__func__
+        return fn
+
+    return deco
+
+
+def get_part(name: str) -> Part:
+    """The registered part ``name`` (``ValueError`` listing the registered ones)."""
+    try:
+        return PARTS[name]
+    except KeyError:
+        raise ValueError(f"parts: no part named {name!r}; registered parts are {sorted(PARTS)}") from None
