@@ -215,41 +215,27 @@ def build(
     return c
 
 
-class _Area(Part):
-    """An attention area of every head: structure here, values registered by
-    :mod:`ctmhsa.mapping.encode` (:func:`ctmhsa.circuits.parts.register_values`)."""
-
-    def build(self, c, ctx):
-        m = c.meta
-        args = (c, ctx["pop"], ctx["kv"], m["H"], m["n"], m["m"], m["dk"], m["dv"], m["n_inh"], m["normalize"],
-                ctx["pair"], ctx["sign_w"])
-        return self.structure(*args, **self.extra(ctx))
+def _area_args(c, ctx) -> tuple:
+    m = c.meta
+    return (c, ctx["pop"], ctx["kv"], m["H"], m["n"], m["m"], m["dk"], m["dv"], m["n_inh"], m["normalize"],
+            ctx["pair"], ctx["sign_w"])
 
 
 @register_part("quadratic")
-class Microcolumns(_Area):
-    """Algorithm 1: n x m microcolumns per head and the macrocolumns' interneurons."""
+class Microcolumns(Part):
+    """Algorithm 1: n x m microcolumns per head and the macrocolumns' interneurons (values
+    registered by :mod:`ctmhsa.mapping.encode`)."""
 
-    @staticmethod
-    def structure(*args, **kw):
-        return _microcolumns(*args, **kw)
-
-    @staticmethod
-    def extra(ctx):
-        return dict(mask=ctx["mask"], w_in=ctx["w_in"])
+    def build(self, c, ctx):
+        return _microcolumns(*_area_args(c, ctx), ctx["mask"], ctx["w_in"])
 
 
 @register_part("linear")
-class KeyValueMemory(_Area):
-    """The linear-time key-value-memory circuit."""
+class KeyValueMemory(Part):
+    """The linear-time key-value-memory circuit (values registered by :mod:`ctmhsa.mapping.encode`)."""
 
-    @staticmethod
-    def structure(*args, **kw):
-        return _key_value_memory(*args, **kw)
-
-    @staticmethod
-    def extra(ctx):
-        return {}
+    def build(self, c, ctx):
+        return _key_value_memory(*_area_args(c, ctx))
 
 
 def _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, mask, w_in):

@@ -250,22 +250,23 @@ def apply(circuit: Circuit, perturbations: tuple) -> Circuit:
     return c
 
 
-def silenced(circuit: Circuit) -> dict:
-    """Population -> its Silence descriptions (from ``meta["perturbations"]``)."""
+def _by_target(circuit: Circuit, kind: str) -> dict:
+    """Target name -> the descriptions of ``kind`` in ``meta["perturbations"]``."""
     out: dict = {}
     for d in circuit.meta.get("perturbations", ()):
-        if d["kind"] == "silence":
+        if d["kind"] == kind:
             out.setdefault(_parse(d["target"])[2], []).append(d)
     return out
+
+
+def silenced(circuit: Circuit) -> dict:
+    """Population -> its Silence descriptions."""
+    return _by_target(circuit, "silence")
 
 
 def cuts(circuit: Circuit) -> dict:
     """Projection -> its Cut descriptions."""
-    out: dict = {}
-    for d in circuit.meta.get("perturbations", ()):
-        if d["kind"] == "cut":
-            out.setdefault(_parse(d["target"])[2], []).append(d)
-    return out
+    return _by_target(circuit, "cut")
 
 
 def unfolded(circuit: Circuit) -> dict:

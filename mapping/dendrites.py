@@ -4,9 +4,11 @@ At the escape level a dendrite integrates spikes, so its potential ``V`` fluctua
 mean the encoder set (``u`` times the encoded q or k) and a cell passing it through a curved
 phi sees ``E[phi(V/u)] != phi(E[V]/u)``: the *phi-bias* (README, "The φ-bias"). The escape cells
 that pass a dendrite through phi (:data:`ctmhsa.neurons.models.PHI_VARIANCE`) correct it to second order
-with the variance of ``V/u``, which this module computes *before* the run from what the encoder
-set: the synaptic weights and the rates of the presynaptic relays. Nothing of the reference
-enters.
+with the variance of ``V/u``. The circuit computes that variance itself, every step, from its
+presynaptic cells' intensities (summed variables, :func:`ctmhsa.neurons.models.synapse_model`;
+covariance synapses, :func:`ctmhsa.circuits.covariance.covariance_pairs`); this module derives it
+and predicts it from the weights and the relays' rates (:func:`phi_variances`, what the tests
+compare the circuit with). Nothing of the reference enters.
 
 Derivation (discrete time, as simulated; ``dt`` the step). A presynaptic escape cell of rate
 ``r`` spikes in a step with probability ``p = r dt`` (clipped at 1), a count of variance
@@ -39,11 +41,12 @@ from __future__ import annotations
 import numpy as np
 
 from ctmhsa.circuits.fold import fold_classes
+from ctmhsa.circuits.covariance import covariance_coefficients, covariance_pairs, shared_dendrite_inputs
 from ctmhsa.neurons.models import PHI_COVARIANCE, PHI_VARIANCE, get_model
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, k_syn
 from ctmhsa.neurons.shotnoise import shot_noise_gain, soma_cross_gain
 
-__all__ = ["shot_noise_gain", "soma_cross_gain", "dendrite_variance", "phi_variances", "add_phi_variances"]
+__all__ = ["shot_noise_gain", "soma_cross_gain", "dendrite_variance", "phi_variances"]
 
 
 def dendrite_variance(rates, weights, params: CellParams = DEFAULT_PARAMS, dt: float = 1e-3) -> float:
@@ -143,39 +146,14 @@ def phi_variances(circuit, values, params: CellParams = DEFAULT_PARAMS, dt: floa
 
 def _covariance(circuit, values, name, incoming, params, dt) -> np.ndarray:
     """Cov(U/u, V_a/u) of every cell of ``name`` (soma following the basal dendrite): the
-    relays that contact both compartments contribute ``p (1 - p) k_syn² w_b w_a`` each."""
-    ks = k_syn(params, dt)
-    projs = {comp: incoming.get((name, comp), []) for comp in ("basal", "apical")}
-    cls, reps = fold_classes(circuit, name, ("basal", "apical"), projs["basal"] + projs["apical"])
-    n_pre = max(circuit.populations[p].N for p in circuit.populations)
-    per_pre = {}
-    for comp, names in projs.items():     # weight per (cell, presynaptic cell), summed over projections
-        src = {}
-        for pname in names:
-            proj = circuit.projections[pname]
-            i, j = circuit.pairs(proj, post_cells=reps)
-            w = circuit.synapse_weights(proj, values.weights[pname], i, j)
-            src.setdefault(proj.source, []).append((i, j, w))
-        per_pre[comp] = src
-    cov = np.zeros(len(reps))
-    for source in set(per_pre["basal"]) & set(per_pre["apical"]):
-        p = np.clip(_source_rates(circuit, values, source) * dt, 0.0, 1.0)
-        sides = []
-        for comp in ("basal", "apical"):
-            i = np.concatenate([x[0] for x in per_pre[comp][source]])
-            j = np.concatenate([x[1] for x in per_pre[comp][source]])
-            w = np.concatenate([x[2] for x in per_pre[comp][source]])
-            key, inv = np.unique(j * n_pre + i, return_inverse=True)
-            sides.append((key, np.bincount(inv.ravel(), weights=w)))
-        (kb, wb), (ka, wa) = sides
-        common, ib, ia = np.intersect1d(kb, ka, assume_unique=True, return_indices=True)
-        pre, post = common % n_pre, np.searchsorted(reps, common // n_pre)
-        cov += np.bincount(post, weights=p[pre] * (1 - p[pre]) * ks ** 2 * wb[ib] * wa[ia], minlength=len(reps))
-    return cov[cls] * soma_cross_gain(params, dt) / params.u ** 2
-
-
-def add_phi_variances(circuit, values, params: CellParams = DEFAULT_PARAMS, dt: float = 1e-3,
-                      level: str = "escape") -> None:
-    """Add :func:`phi_variances` to ``values.params`` (in place) for the run at ``level``."""
-    for name, extra in phi_variances(circuit, values, params, dt, level).items():
-        values.params.setdefault(name, {}).update(extra)
+    relays that contact both compartments contribute ``p (1 - p) k_syn² w_b w_a`` each, over
+    the pairs and coefficients the circuit's covariance synapses hold
+    (:func:`ctmhsa.circuits.covariance.covariance_pairs`)."""
+    src = shared_dendrite_inputs(circuit, name)[0]
+    if src is None:
+        return np.zeros(circuit.populations[name].N)
+    i, j = covariance_pairs(circuit, values, name)
+    p = np.clip(_source_rates(circuit, values, src)[i] * dt, 0.0, 1.0)
+    terms = p * (1 - p) * k_syn(params, dt) ** 2 * covariance_coefficients(circuit, values, name, i, j)
+    cov = np.bincount(j, weights=terms, minlength=circuit.populations[name].N)
+    return cov * soma_cross_gain(params, dt) / params.u ** 2

@@ -47,7 +47,7 @@ from .inputs import as_input_range
 from .operating import (check_division, copies, expected_drive, l23_cells, operating_point, pooled_drive,
                         set_points)
 
-__all__ = ["Encoding", "encode", "relay_rates", "cell_weights", "value_offset", "output_offset", "copies",
+__all__ = ["Encoding", "encode", "check_tokens", "relay_rates", "cell_weights", "value_offset", "output_offset", "copies",
            "SIGNS"]
 
 SIGNS = np.array([1.0, -1.0])
@@ -118,6 +118,19 @@ def relay_rates(circuit: Circuit, tokens: AffineCode, X, Y=None, onoff: bool = T
     return out
 
 
+def check_tokens(circuit: Circuit, rng, op, R_set, X, Y, WQ, WK, phi: str) -> None:
+    """Refuse tokens the circuit built for ``rng`` does not take: outside the declared range
+    (``ValueError``), or needing a division its interneurons cannot exert at the fixed gain
+    (:class:`ctmhsa.mapping.operating.OperatingRangeError`; ``op`` None: no interneurons). A check,
+    never a setting."""
+    rng.check(X, "X")
+    if Y is not None:
+        rng.check(Y, "Y")
+    if op is not None:
+        Yk = X if Y is None else Y
+        check_division(op, pooled_drive(circuit, X, Yk, WQ, WK, phi) / R_set, "X, WQ, WK")
+
+
 def encode(
     circuit: Circuit,
     X,
@@ -169,9 +182,6 @@ def encode(
             f"encode: arrays (X {X.shape}, Y {Yk.shape}, H={WQ.shape[0]}) do not match circuit "
             f"{circuit.name} (n={n}, m={m}, de={meta['de']}, H={H})")
     rng = as_input_range(input_range, X, Y)
-    rng.check(X, "X")
-    if Y is not None:
-        rng.check(Yk, "Y")
     u = params.u
     pops = circuit.populations
     onoff = meta.get("signed") == "onoff"
@@ -206,10 +216,8 @@ def encode(
     # declared range predicts (weights and range only); these tokens are then checked against it
     # (refused here, before building, where the built circuit could not divide them)
     R_set = set_points(circuit, gains) if "interneuron" in pops else None
-    op = None
-    if R_set is not None:
-        op = operating_point(expected_drive(circuit, WQ, WK, rng, phi) / R_set, gains)
-        check_division(op, pooled_drive(circuit, X, Yk, WQ, WK, phi) / R_set, "X, WQ, WK")
+    op = None if R_set is None else operating_point(expected_drive(circuit, WQ, WK, rng, phi) / R_set, gains)
+    check_tokens(circuit, rng, op, R_set, X, Y, WQ, WK, phi)
     rho_h = np.full(H, gains.rho_l23) if op is None else op.rho
     ctx = dict(u=u, xb=xb, v0=v0, onoff=onoff, WQ=WQ, WK=WK, WV=WV, rho_l23=rho_h, tau_syn=params.tau_syn,
                R_set=R_set)

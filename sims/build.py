@@ -26,8 +26,7 @@ from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.circuits.perturb import check_perturbations
 from ctmhsa.circuits.memory import BASE_BYTES, estimate_memory
 from ctmhsa.mapping.baseline import add_lif_drive
-from ctmhsa.mapping.encode import encode, relay_rates
-from ctmhsa.mapping.operating import check_division, pooled_drive
+from ctmhsa.mapping.encode import check_tokens, encode, relay_rates
 from ctmhsa.mapping.reference import linear_mhsa
 
 from .options import (AUTO_CYTHON_SYNAPSES, CircuitOptions, RunOptions, check_record_spikes, check_run,
@@ -145,16 +144,9 @@ class Simulation:
         for k in ("X", "Y"):
             if a[k] is not None and a[k].shape != x[k].shape:
                 raise ValueError(f"{k}: expected shape {x[k].shape} (the circuit as built), got {a[k].shape}")
-        enc, co = self.encoding, self.options
-        rng = enc.consts["input_range"]
-        rng.check(a["X"], "X")
-        if a["Y"] is not None:
-            rng.check(a["Y"], "Y")
-        if enc.consts["operating"] is not None:
-            Yk = a["X"] if a["Y"] is None else a["Y"]
-            check_division(enc.consts["operating"],
-                           pooled_drive(self.circuit, a["X"], Yk, x["WQ"], x["WK"], co.phi) / enc.consts["R_set"],
-                           "X, WQ, WK")
+        enc, co, c = self.encoding, self.options, self.encoding.consts
+        check_tokens(self.circuit, c["input_range"], c["operating"], c["R_set"], a["X"], a["Y"], x["WQ"], x["WK"],
+                     co.phi)
         rates = relay_rates(self.circuit, enc.codes["tokens"], a["X"], a["Y"], enc.consts["onoff"])
         for pop, vals in rates.items():
             enc.values.params[pop].update(vals)

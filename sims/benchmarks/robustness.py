@@ -27,7 +27,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from ctmhsa.mapping.codes import CodeGains
-from ctmhsa.mapping.inputs import InputRange, expected_feature
+from ctmhsa.mapping.inputs import InputRange, expected_feature, projection_moments
 from ctmhsa.mapping.operating import ROOM_BELOW, OperatingRangeError, division_bounds
 from ctmhsa.mapping.reference import linear_mhsa
 from ctmhsa.sims import simulate_mhsa
@@ -104,9 +104,8 @@ def refusal_justified(ref: dict, kw: dict, gains) -> bool:
     keys = np.tril(np.ones((n, m))).sum(axis=1) if kw["causal"] else np.full(n, float(m))
     R = np.maximum(gains.r_l23 * (np.full(n, dk) if linear else keys * dk), gains.r_pool_min)
     rng = InputRange.from_tokens(kw["X"], kw["Y"])
-    mean, std = rng.statistics(kw["X"].shape[1])
-    eq = expected_feature(kw["phi"], kw["WQ"] @ mean, np.sqrt((kw["WQ"] ** 2) @ std ** 2))
-    ek = expected_feature(kw["phi"], kw["WK"] @ mean, np.sqrt((kw["WK"] ** 2) @ std ** 2))
+    eq = expected_feature(kw["phi"], *projection_moments(kw["WQ"], rng))
+    ek = expected_feature(kw["phi"], *projection_moments(kw["WK"], rng))
     per_key = (eq * ek).sum(axis=1)[:, None]                          # (H, 1)
     expected = per_key * (np.ones(n) if linear else keys) / R        # (H, n)
     actual = ref["Z"] / (m if linear else 1.0) / R
