@@ -141,7 +141,7 @@ def build(
         (:mod:`ctmhsa.circuits.parts`).
     parts : tuple of str
         Further registered parts (:func:`ctmhsa.circuits.parts.register_part`), built after the
-        pathway's own in this order and recorded in ``meta["parts"]`` for the encoder.
+        pathway's own in this order and recorded in ``meta.parts`` for the encoder.
     """
     for arg, val in (("n", n), ("dk", dk), ("dv", dv), ("de", de), ("H", H), ("n_inh", n_inh)):
         _check_size(arg, val)
@@ -151,13 +151,10 @@ def build(
         raise ValueError(f"signed: expected 'offset' or 'onoff', got {signed!r}")
     if circuit not in CIRCUITS:
         raise ValueError(f"circuit: expected one of {list(CIRCUITS)}, got {circuit!r}")
-    linear = circuit == "linear"
-    if linear and causal:
-        raise ValueError("causal: the linear key-value-memory circuit stores one memory per head; "
-                         "causal attention needs one per query (prefix sums) and is built by "
-                         "circuit='quadratic'")
-    names = (("nucleus1", "nucleus1_kv", "outer", "outer_z", "memory", "memory_z", "readout", "readout_z")
-             if linear else ("nucleus1", "nucleus1_kv", "l23", "l5it")) + ("interneuron", "l5pt", "nucleus2")
+    area = get_part(circuit)
+    if causal and area.no_causal:
+        raise ValueError(f"causal: {area.no_causal}")
+    names = ("nucleus1", "nucleus1_kv") + area.populations + ("interneuron", "l5pt", "nucleus2")
     if isinstance(P, dict):
         unknown = set(P) - set(names)
         if unknown:
@@ -191,7 +188,7 @@ def build(
         pop(kv, "relay", ("token", "e") + pair[0], (m, de) + pair[1], area="thalamus")
     w_in = ("post.head", "post.c", "pre.e") + tuple(f"pre.{a}" for a in pair[0])
     ctx = dict(pop=pop, kv=kv, pair=pair, sign_w=sign_w, mask=mask, w_in=w_in)
-    src_pt = get_part(circuit).build(c, ctx)
+    src_pt = area.build(c, ctx)
     if with_pt:
         pop("l5pt", "l5pt", ("head", "i", "c") + pair[0], (H, n, dv) + pair[1])
         pre_pop, pname = src_pt
@@ -205,7 +202,7 @@ def build(
         raise ValueError("skip: the skip connection ends on L5 PT; with_pt must be True")
     for name in parts:   # registered parts beyond the pathway's own (checked by get_part)
         get_part(name).build(c, dict(ctx, pt_source=src_pt))
-    c.meta["parts"] = [circuit, *parts]
+    c.meta.parts = (circuit, *parts)
     if with_nucleus2:
         pop("nucleus2", "relay_out", ("token", "e") + pair[0], (n, de) + pair[1], area="thalamus")
         signs = ("pre.sign", "post.sign") if signed == "onoff" else ()
@@ -217,14 +214,15 @@ def build(
 
 def _area_args(c, ctx) -> tuple:
     m = c.meta
-    return (c, ctx["pop"], ctx["kv"], m["H"], m["n"], m["m"], m["dk"], m["dv"], m["n_inh"], m["normalize"],
-            ctx["pair"], ctx["sign_w"])
+    return (c, ctx["pop"], ctx["kv"], m.H, m.n, m.m, m.dk, m.dv, m.n_inh, m.normalize, ctx["pair"], ctx["sign_w"])
 
 
 @register_part("quadratic")
 class Microcolumns(Part):
     """Algorithm 1: n x m microcolumns per head and the macrocolumns' interneurons (values
     registered by :mod:`ctmhsa.mapping.encode`)."""
+
+    populations = ("l23", "l5it")
 
     def build(self, c, ctx):
         return _microcolumns(*_area_args(c, ctx), ctx["mask"], ctx["w_in"])
@@ -233,6 +231,10 @@ class Microcolumns(Part):
 @register_part("linear")
 class KeyValueMemory(Part):
     """The linear-time key-value-memory circuit (values registered by :mod:`ctmhsa.mapping.encode`)."""
+
+    populations = ("outer", "outer_z", "memory", "memory_z", "readout", "readout_z")
+    no_causal = ("the linear key-value-memory circuit stores one memory per head; causal attention needs "
+                 "one per query (prefix sums) and is built by circuit='quadratic'")
 
     def build(self, c, ctx):
         return _key_value_memory(*_area_args(c, ctx))

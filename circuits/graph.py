@@ -21,14 +21,14 @@ Connectivity rule
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import Iterable
 
 import networkx as nx
 import numpy as np
 
-__all__ = ["Population", "Projection", "Circuit", "connect_pairs"]
+__all__ = ["Population", "Projection", "Circuit", "CircuitMeta", "connect_pairs"]
 
 MASK_RULES = {
     None: None,
@@ -197,16 +197,94 @@ def connect_pairs(pre: Population, post: Population, match, post_cells=None) -> 
     return i, j
 
 
+
+@dataclass(eq=True)
+class CircuitMeta:
+    """What a circuit was built as: the builder's arguments, typed (plain data, like the graph).
+
+    Attributes
+    ----------
+    level : str
+        The circuit's name as built (``"pathway"``, ``"head"``, ...).
+    n, m : int
+        Query tokens (macrocolumns per area) and key/value tokens (microcolumns per macrocolumn).
+    H, dk, dv, de : int
+        Heads (areas), key/query, value and embedding dimensions.
+    cross, causal, normalize, skip : bool
+        Cross-attention nucleus, causal mask, divisive interneurons, core → L5 PT skip path.
+    n_inh : int
+        Divisive interneurons per macrocolumn.
+    P : dict
+        Population -> neurons per represented dimension, where above 1.
+    signed : {"onoff", "offset"}
+        Code of the signed read-outs.
+    circuit : str
+        The registered attention part of every area (:mod:`ctmhsa.circuits.parts`).
+    parts : tuple of str
+        Every registered part built, the area's first (what the encoder encodes).
+    perturbations : tuple of dict
+        Lesions and drive applied (:mod:`ctmhsa.circuits.perturb`), as plain data.
+    """
+
+    level: str = ""
+    n: int = 0
+    m: int = 0
+    H: int = 0
+    dk: int = 0
+    dv: int = 0
+    de: int = 0
+    cross: bool = False
+    causal: bool = False
+    normalize: bool = True
+    n_inh: int = 1
+    P: dict = field(default_factory=dict)
+    signed: str = "onoff"
+    skip: bool = False
+    circuit: str = "quadratic"
+    parts: tuple = ()
+    perturbations: tuple = ()
+
+    @classmethod
+    def from_dict(cls, d) -> "CircuitMeta":
+        """From a mapping of its fields (``TypeError`` naming an unknown key)."""
+        if isinstance(d, cls):
+            return cls(**asdict(d))
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d or {}) - known)
+        if unknown:
+            raise TypeError(f"meta: unknown field(s) {unknown}; expected some of {sorted(known)}")
+        out = dict(d or {})
+        for k in ("parts", "perturbations"):
+            if k in out:
+                out[k] = tuple(out[k])
+        return cls(**out)
+
+    def to_dict(self) -> dict:
+        """Plain data (JSON/TOML serialisable)."""
+        d = asdict(self)
+        return dict(d, parts=list(self.parts), perturbations=[dict(p) for p in self.perturbations])
+
+    def build_args(self, **changes) -> dict:
+        """The keywords of :func:`ctmhsa.circuits.builders.build` that rebuild this circuit
+        (``changes`` override them, e.g. ``H=1`` for one head of it)."""
+        args = dict(n=self.n, dk=self.dk, dv=self.dv, de=self.de, H=self.H, m=self.m, cross=self.cross,
+                    causal=self.causal, normalize=self.normalize, n_inh=self.n_inh, P=dict(self.P) or 1,
+                    signed=self.signed, skip=self.skip, circuit=self.circuit, parts=tuple(self.parts[1:]),
+                    name=self.level or "pathway")
+        return {**args, **changes}
+
+
 class Circuit:
     """A circuit description: a ``networkx.MultiDiGraph`` of populations and projections.
 
     Nodes are population names (attribute ``pop``); edges ``source -> target`` keyed by the
-    projection name (attribute ``proj``). ``meta`` holds the builder's arguments (n, m, dk, ...).
+    projection name (attribute ``proj``). ``meta`` (:class:`CircuitMeta`) holds the builder's
+    arguments (n, m, dk, ...).
     """
 
-    def __init__(self, name: str, meta: dict | None = None):
+    def __init__(self, name: str, meta: "CircuitMeta | dict | None" = None):
         self.name = name
-        self.meta = dict(meta or {})
+        self.meta = CircuitMeta.from_dict(meta)
         self.graph = nx.MultiDiGraph(name=name)
 
     # -- construction -------------------------------------------------------------------------
@@ -321,10 +399,10 @@ class Circuit:
             if "c" not in pop.axes:
                 continue
             nc = pop.sizes[pop.axes.index("c")]
-            if pop.cell_type == "l23" and nc != m.get("dk", nc):
-                raise ValueError(f"{name}: {nc} L2/3 cells per microcolumn, expected dk = {m['dk']}")
-            if pop.cell_type in ("l5it", "l5pt") and nc != m.get("dv", nc):
-                raise ValueError(f"{name}: {nc} cells per column, expected dv = {m['dv']}")
+            if pop.cell_type == "l23" and m.dk and nc != m.dk:
+                raise ValueError(f"{name}: {nc} L2/3 cells per microcolumn, expected dk = {m.dk}")
+            if pop.cell_type in ("l5it", "l5pt") and m.dv and nc != m.dv:
+                raise ValueError(f"{name}: {nc} cells per column, expected dv = {m.dv}")
         for name, pop in pops.items():
             if pop.cell_type in ("l23", "l5it", "l5pt", "interneuron", "relay_out", "kv_write", "memory",
                                  "kv_read"):
@@ -337,7 +415,7 @@ class Circuit:
         syn = self.n_synapses(by_projection=True)
         return dict(
             name=self.name,
-            meta=self.meta,
+            meta=self.meta.to_dict(),
             populations=[p.describe() for p in self.populations.values()],
             projections=[dict(p.describe(), synapses=syn[k]) for k, p in self.projections.items()],
             n_neurons=self.n_neurons(),

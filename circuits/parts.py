@@ -7,7 +7,7 @@ nothing is allocated), and :meth:`Part.values` writes its weights, biases and ra
 encoding's :class:`ctmhsa.circuits.values.CircuitValues`. A new part is one class in one module,
 registered with :func:`register_part`; :func:`ctmhsa.circuits.builders.build` builds it when its
 name is in ``parts=``, and :func:`ctmhsa.mapping.encode.encode` encodes every part the circuit
-records in ``meta["parts"]``.
+records in ``meta.parts``.
 
 Registered: the two attention areas of a head (``"quadratic"``, Algorithm 1's microcolumns;
 ``"linear"``, the key-value memory), whose builders are registered in :mod:`ctmhsa.circuits.builders`
@@ -17,7 +17,7 @@ never imports the mapping layer). A user's part does both in one class (tests/ci
 
 from __future__ import annotations
 
-__all__ = ["Part", "PARTS", "register_part", "register_values", "get_part"]
+__all__ = ["Part", "PARTS", "register_part", "register_values", "register_hook", "get_part", "area_hook"]
 
 
 class Part:
@@ -30,6 +30,10 @@ class Part:
     """
 
     name = ""
+    populations: tuple = ()
+    """An attention area's own populations (the names ``P`` may give copies to)."""
+    no_causal = ""
+    """An attention area without a causal variant: why (the ``causal=True`` refusal), else empty."""
 
     def build(self, circuit, ctx: dict):
         """Add this part's populations and projections to ``circuit``.
@@ -44,15 +48,20 @@ class Part:
             the ON/OFF axes, and what the attention parts return (``pt_source``).
         """
 
-    encoder = None
-    """The values function registered by the mapping layer (:func:`register_values`), if any."""
+    hooks: dict
+    """Functions registered by the mapping layer (:func:`register_hook`): ``"values"`` (what
+    :meth:`values` calls), and for an attention area ``"decode"`` (its stages from the
+    observables), ``"noise"`` (their spike-count variances), ``"pool_cells"`` (the cells its
+    interneurons pool per macrocolumn) and ``"pooled_drive"`` (the pooled drive of given
+    features)."""
 
     def values(self, circuit, vals, gains, ctx: dict):
         """Write this part's values into ``vals`` (:class:`ctmhsa.circuits.values.CircuitValues`)
         from the weights and the declared input range in ``ctx`` (never from the tokens' stages).
         Returns the (possibly rescaled) ``gains`` and ``R_set`` where the part sets them, else ``None``.
         By default the function registered for the part by :func:`register_values`."""
-        return None if self.encoder is None else self.encoder(circuit, vals, gains, ctx)
+        fn = self.hooks.get("values")
+        return None if fn is None else fn(circuit, vals, gains, ctx)
 
 
 PARTS: dict[str, Part] = {}
@@ -67,22 +76,29 @@ def register_part(name: str):
             raise TypeError(f"register_part({name!r}): expected a subclass of ctmhsa.circuits.parts.Part")
         part = cls()
         part.name = name
+        part.hooks = dict(getattr(PARTS.get(name), "hooks", {}))   # (re-registration keeps the mapping's)
         PARTS[name] = part
         return cls
 
     return deco
 
 
-def register_values(name: str):
-    """Decorator registering ``fn(circuit, vals, gains, ctx)`` as the values of part ``name``:
-    the mapping layer encodes the parts the circuit layer describes (the circuit layer never
-    imports the mapping layer), one entry per part either way."""
+def register_hook(name: str, hook: str):
+    """Decorator registering ``fn`` as hook ``hook`` of part ``name`` (:attr:`Part.hooks`): the
+    mapping layer encodes, decodes and predicts the noise of the parts the circuit layer
+    describes (the circuit layer never imports the mapping layer), one entry per part and job."""
 
     def deco(fn):
-        get_part(name).encoder = staticmethod(fn).__func__
+        get_part(name).hooks[hook] = fn
         return fn
 
     return deco
+
+
+def register_values(name: str):
+    """Decorator registering ``fn(circuit, vals, gains, ctx)`` as the values of part ``name``
+    (:func:`register_hook` with ``"values"``)."""
+    return register_hook(name, "values")
 
 
 def get_part(name: str) -> Part:
@@ -91,3 +107,14 @@ def get_part(name: str) -> Part:
         return PARTS[name]
     except KeyError:
         raise ValueError(f"parts: no part named {name!r}; registered parts are {sorted(PARTS)}") from None
+
+
+def area_hook(circuit, hook: str):
+    """Hook ``hook`` of the attention area ``circuit`` was built with (``circuit.meta.circuit``):
+    the one place that dispatches on the area's kind (``ValueError`` where it has none)."""
+    part = get_part(circuit.meta.circuit)
+    try:
+        return part.hooks[hook]
+    except KeyError:
+        raise ValueError(f"parts: part {part.name!r} has no {hook!r} function registered "
+                         f"(has {sorted(part.hooks)}); import ctmhsa.mapping") from None

@@ -25,7 +25,7 @@ path selects the synapses whose postsynaptic cell (or presynaptic, where the tar
 axis, e.g. ``pt_out`` onto nucleus 2) is in that place.
 
 Times are on the network's clock (t = 0 at the start of the warm-up), in seconds or Brian2
-times. A perturbed run is recorded in the circuit's description (``meta["perturbations"]``, plain
+times. A perturbed run is recorded in the circuit's description (``meta.perturbations``, plain
 data), so its compiled project and its provenance differ from the intact circuit's. Results are
 returned even where the perturbation moves the circuit out of its working range: the violations
 are flagged (``res.diagnostics["operating"]``), at the rate level too.
@@ -33,7 +33,6 @@ are flagged (``res.diagnostics["operating"]``), at the rate level too.
 
 from __future__ import annotations
 
-import copy
 import re
 from dataclasses import dataclass
 
@@ -203,8 +202,8 @@ def check_perturbations(perturbations, circuit: Circuit) -> tuple:
                              f"{list(names)}")
         if block not in (None, 0):
             raise ValueError(f"perturbations[{k}]: block {block} does not exist (the circuit has 1 block)")
-        if head is not None and not 0 <= head < circuit.meta["H"]:
-            raise ValueError(f"perturbations[{k}]: area {head} does not exist (areas 0-{circuit.meta['H'] - 1})")
+        if head is not None and not 0 <= head < circuit.meta.H:
+            raise ValueError(f"perturbations[{k}]: area {head} does not exist (areas 0-{circuit.meta.H - 1})")
         if isinstance(p, Silence) and p.cells is not None:
             N = circuit.populations[name].N
             if any(not 0 <= c < N for c in p.cells):
@@ -226,11 +225,11 @@ def select_cells(pop: Population, head: int | None) -> np.ndarray:
 
 def apply(circuit: Circuit, perturbations: tuple) -> Circuit:
     """A copy of ``circuit`` with the perturbations' structure: their plain-data description in
-    ``meta["perturbations"]`` and a relay population with a one-to-one projection per
+    ``meta.perturbations`` and a relay population with a one-to-one projection per
     :class:`Drive` (named ``drive_<population>``)."""
     if not perturbations:
         return circuit
-    c = Circuit(circuit.name, meta=copy.deepcopy(circuit.meta))
+    c = Circuit(circuit.name, meta=circuit.meta)   # (a copy)
     for p in circuit.populations.values():
         c.add_population(p)
     for q in circuit.projections.values():
@@ -245,15 +244,15 @@ def apply(circuit: Circuit, perturbations: tuple) -> Circuit:
             c.add_population(Population(src, "relay", target.axes, target.sizes, mask=target.mask, area="drive"))
             c.add_projection(Projection(src + DRIVE_SUFFIX, src, name, p.compartment,
                                         tuple((a, a) for a in target.axes), pathway="drive"))
-    c.meta["perturbations"] = [p.describe() for p in perturbations]
+    c.meta.perturbations = tuple(p.describe() for p in perturbations)
     c.check()
     return c
 
 
 def _by_target(circuit: Circuit, kind: str) -> dict:
-    """Target name -> the descriptions of ``kind`` in ``meta["perturbations"]``."""
+    """Target name -> the descriptions of ``kind`` in ``meta.perturbations``."""
     out: dict = {}
-    for d in circuit.meta.get("perturbations", ()):
+    for d in circuit.meta.perturbations:
         if d["kind"] == kind:
             out.setdefault(_parse(d["target"])[2], []).append(d)
     return out
@@ -320,7 +319,7 @@ def cut_mask(circuit: Circuit, pname: str, i: np.ndarray, j: np.ndarray, seed) -
 
 def drive_values(circuit: Circuit, values) -> None:
     """Rates and weights of the :class:`Drive` relays, into ``values`` (in place)."""
-    for d in circuit.meta.get("perturbations", ()):
+    for d in circuit.meta.perturbations:
         if d["kind"] != "drive":
             continue
         name = _parse(d["target"])[2]

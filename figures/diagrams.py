@@ -26,19 +26,19 @@ def _cell_xy(circuit, name):
     N = pop.N
     x, y = np.zeros(N), np.full(N, LAYER_Y[name])
     if name in ("l23", "l5it"):
-        c = pop.axis("c") + (pop.axis("sign") * m["dv"] if "sign" in pop.axes else 0)
-        width = m["dk"] if name == "l23" else 2 * m["dv"]
-        x = pop.axis("i") * (m["m"] + 0.6) + pop.axis("j") + 0.1 + 0.8 * c / max(width, 1)
+        c = pop.axis("c") + (pop.axis("sign") * m.dv if "sign" in pop.axes else 0)
+        width = m.dk if name == "l23" else 2 * m.dv
+        x = pop.axis("i") * (m.m + 0.6) + pop.axis("j") + 0.1 + 0.8 * c / max(width, 1)
         y = y + (0.25 * (c % 2) if name == "l23" else 0.0)
     elif name in ("interneuron", "l5pt"):
         k = pop.axis("k") if name == "interneuron" else pop.axis("c") * 2 + (pop.axis("sign") if "sign" in pop.axes else 0)
-        kmax = pop.sizes[-1] if name == "interneuron" else 2 * m["dv"]
-        x = pop.axis("i") * (m["m"] + 0.6) + m["m"] * (k + 0.5) / kmax
+        kmax = pop.sizes[-1] if name == "interneuron" else 2 * m.dv
+        x = pop.axis("i") * (m.m + 0.6) + m.m * (k + 0.5) / kmax
     else:   # thalamic relays, one row per nucleus
         tok, e = pop.axis("token"), pop.axis("e")
         s = pop.axis("sign") if "sign" in pop.axes else 0
-        span = m["n"] * (m["m"] + 0.6)
-        x = (tok * 2 * m["de"] + e * 2 + s) / (m["n"] * 2 * m["de"]) * span
+        span = m.n * (m.m + 0.6)
+        x = (tok * 2 * m.de + e * 2 + s) / (m.n * 2 * m.de) * span
     return x, y
 
 
@@ -62,10 +62,10 @@ def draw_head_cells(circuit, ax=None, max_lines: int = 4000, seed: int = 0):
     for p, (x, y) in xy.items():
         ax.scatter(x, y, s=14, color=POP_COLOURS[p], edgecolor="k", linewidth=0.3, zorder=3, label=p)
     m = circuit.meta
-    for i in range(m["n"]):   # macrocolumn boxes
-        x0 = i * (m["m"] + 0.6) - 0.1
-        ax.add_patch(plt.Rectangle((x0, 0.7), m["m"] + 0.2, 3.55, fill=False, lw=0.8, ls="--", color="0.4"))
-        ax.text(x0 + (m["m"] + 0.2) / 2, 4.35, f"macrocolumn {i}", ha="center", fontsize=7)
+    for i in range(m.n):   # macrocolumn boxes
+        x0 = i * (m.m + 0.6) - 0.1
+        ax.add_patch(plt.Rectangle((x0, 0.7), m.m + 0.2, 3.55, fill=False, lw=0.8, ls="--", color="0.4"))
+        ax.text(x0 + (m.m + 0.2) / 2, 4.35, f"macrocolumn {i}", ha="center", fontsize=7)
     ax.set_yticks([LAYER_Y[p] for p in ("nucleus1", "l5it", "l5pt", "l23", "interneuron", "nucleus2")
                    if p in circuit.populations])
     ax.set_yticklabels([p for p in ("nucleus1", "l5it", "l5pt", "l23", "interneuron", "nucleus2")
@@ -82,7 +82,7 @@ def draw_pathway(circuit, ax=None):
     and head, labelled with its synapse count; thalamus at the bottom and top."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
-    H = circuit.meta["H"]
+    H = circuit.meta.H
     nodes = {}
     for name, pop in circuit.populations.items():
         if "head" in pop.axes:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ctmhsa.circuits.builders import CIRCUITS  # noqa: F401 - registers the area parts hooked below
 from ctmhsa.circuits.graph import Circuit
+from ctmhsa.circuits.parts import area_hook, register_hook
 
 from .reference import FEATURE_MAPS
 
@@ -53,10 +55,7 @@ def decode(circuit: Circuit, encoding, obs: dict) -> dict[str, np.ndarray]:
     """
     pops, codes = circuit.populations, encoding.codes
     with np.errstate(invalid="ignore", divide="ignore"):
-        if circuit.meta.get("circuit", "quadratic") == "linear":
-            st = _decode_key_value_memory(circuit, encoding, obs)
-        else:
-            st = _decode_microcolumns(circuit, encoding, obs)
+        st = area_hook(circuit, "decode")(circuit, encoding, obs)   # the area's own stages
         if "l5pt" in pops:
             st["v_tilde"] = codes["v_tilde"].decode(signed_rate(pops["l5pt"], obs["l5pt"]["r"]))
         if "nucleus2" in pops:
@@ -95,6 +94,7 @@ def key_value_potentials(circuit, obs) -> tuple[np.ndarray, np.ndarray]:
     return va, vb
 
 
+@register_hook("quadratic", "decode")
 def _decode_microcolumns(circuit, encoding, obs):
     """q, k, v, s, κ, y and Z of Algorithm 1's circuit (L2/3, L5 IT, interneurons)."""
     pops, codes, c = circuit.populations, encoding.codes, encoding.consts
@@ -117,10 +117,11 @@ def _decode_microcolumns(circuit, encoding, obs):
     return st
 
 
+@register_hook("linear", "decode")
 def _decode_key_value_memory(circuit, encoding, obs):
     """q, k, v, the memory S (H, dk, dv) and z (H, dk), and Z of the linear circuit."""
     pops, codes, c = circuit.populations, encoding.codes, encoding.consts
-    m, g = circuit.meta["m"], c["gains"]
+    m, g = circuit.meta.m, c["gains"]
     outer, read = pops["outer"], pops["readout"]
     st = {}
     vb = per_dimension(outer, obs["outer"]["V_b"])        # (H, m, dk, dv[, sign])

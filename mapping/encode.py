@@ -44,6 +44,7 @@ from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams
 
 from .codes import DEFAULT_GAINS, AffineCode, CodeGains
 from .inputs import as_input_range
+from .model import Block
 from .operating import (check_division, copies, expected_drive, l23_cells, operating_point, pooled_drive,
                         set_points)
 
@@ -118,7 +119,7 @@ def relay_rates(circuit: Circuit, tokens: AffineCode, X, Y=None, onoff: bool = T
     return out
 
 
-def check_tokens(circuit: Circuit, rng, op, R_set, X, Y, WQ, WK, phi: str) -> None:
+def check_tokens(circuit: Circuit, rng, op, R_set, X, Y, weights, phi: str) -> None:
     """Refuse tokens the circuit built for ``rng`` does not take: outside the declared range
     (``ValueError``), or needing a division its interneurons cannot exert at the fixed gain
     (:class:`ctmhsa.mapping.operating.OperatingRangeError`; ``op`` None: no interneurons). A check,
@@ -128,21 +129,17 @@ def check_tokens(circuit: Circuit, rng, op, R_set, X, Y, WQ, WK, phi: str) -> No
         rng.check(Y, "Y")
     if op is not None:
         Yk = X if Y is None else Y
-        check_division(op, pooled_drive(circuit, X, Yk, WQ, WK, phi) / R_set, "X, WQ, WK")
+        check_division(op, pooled_drive(circuit, X, Yk, weights, phi) / R_set, "X, WQ, WK")
 
 
 def encode(
     circuit: Circuit,
     X,
-    WQ,
-    WK,
-    WV,
-    WO,
+    weights: Block,
     Y=None,
     gains: CodeGains = DEFAULT_GAINS,
     params: CellParams = DEFAULT_PARAMS,
     phi: str = "elu1",
-    WS=None,
     input_range=None,
 ) -> Encoding:
     """Compute input rates, synaptic weights and biases for ``circuit``.
@@ -154,15 +151,16 @@ def encode(
     ----------
     circuit : Circuit
         A pathway/area/macrocolumn description whose sizes match the arrays.
-    X, WQ, WK, WV, WO, Y : ndarray
-        Validated inputs (see :func:`ctmhsa.mapping.reference.check_attention_inputs`), unbatched.
+    X, Y : ndarray
+        Validated tokens (see :func:`ctmhsa.mapping.reference.check_attention_inputs`), unbatched.
+    weights : ctmhsa.mapping.model.Block
+        The block's attention weights (:meth:`ctmhsa.mapping.model.Block.from_arrays` from plain
+        arrays) and, where the circuit has the skip path (``core_skip``), its ``WS``: the PT
+        potential gains ``u WS x_i`` (synapses ``±u WS / rho_in`` from the ON/OFF relays).
     gains : CodeGains
         Gains of the codes.
     params : CellParams
         Physiological constants (``u``).
-    WS : ndarray (H, dv, de), optional
-        Skip weights, required when the circuit has the ``core_skip`` projection: the PT
-        potential gains ``u WS x_i`` (synapses ``±u WS / rho_in`` from the ON/OFF relays).
     input_range : InputRange, float or None
         The tokens the circuit is built for (:mod:`ctmhsa.mapping.inputs`); ``None``: the range
         of ``X`` (and ``Y``). Tokens outside it are refused.
@@ -174,17 +172,21 @@ def encode(
         where the circuit built for the range cannot divide these tokens.
     """
     meta = circuit.meta
+    if not isinstance(weights, Block):
+        raise TypeError(f"weights: expected a ctmhsa.mapping.model.Block (Block.from_arrays(WQ, WK, WV, WO, WS)), "
+                        f"got {type(weights).__name__}")
     X = np.asarray(X, float)
     Yk = X if Y is None else np.asarray(Y, float)
-    H, n, m = meta["H"], meta["n"], meta["m"]
-    if X.shape != (n, meta["de"]) or Yk.shape != (m, meta["de"]) or WQ.shape[0] != H:
+    H, n, m = meta.H, meta.n, meta.m
+    WQ, WK, WV, WO, WS = weights.WQ, weights.WK, weights.WV, weights.WO, weights.WS
+    if X.shape != (n, meta.de) or Yk.shape != (m, meta.de) or weights.H != H:
         raise ValueError(
-            f"encode: arrays (X {X.shape}, Y {Yk.shape}, H={WQ.shape[0]}) do not match circuit "
-            f"{circuit.name} (n={n}, m={m}, de={meta['de']}, H={H})")
+            f"encode: arrays (X {X.shape}, Y {Yk.shape}, H={weights.H}) do not match circuit "
+            f"{circuit.name} (n={n}, m={m}, de={meta.de}, H={H})")
     rng = as_input_range(input_range, X, Y)
     u = params.u
     pops = circuit.populations
-    onoff = meta.get("signed") == "onoff"
+    onoff = meta.signed == "onoff"
     if not onoff and "interneuron" not in pops:
         # the offset v0 passes through the attention only because Σ_j κ_ij = 1 (normalised)
         raise ValueError("signed: the unnormalised variant needs ON/OFF pairs (signed='onoff'); with the "
@@ -216,21 +218,19 @@ def encode(
     # declared range predicts (weights and range only); these tokens are then checked against it
     # (refused here, before building, where the built circuit could not divide them)
     R_set = set_points(circuit, gains) if "interneuron" in pops else None
-    op = None if R_set is None else operating_point(expected_drive(circuit, WQ, WK, rng, phi) / R_set, gains)
-    check_tokens(circuit, rng, op, R_set, X, Y, WQ, WK, phi)
+    op = None if R_set is None else operating_point(expected_drive(circuit, weights, rng, phi) / R_set, gains)
+    check_tokens(circuit, rng, op, R_set, X, Y, weights, phi)
     rho_h = np.full(H, gains.rho_l23) if op is None else op.rho
-    ctx = dict(u=u, xb=xb, v0=v0, onoff=onoff, WQ=WQ, WK=WK, WV=WV, rho_l23=rho_h, tau_syn=params.tau_syn,
+    ctx = dict(u=u, xb=xb, v0=v0, onoff=onoff, weights=weights, rho_l23=rho_h, tau_syn=params.tau_syn,
                R_set=R_set)
     # the head's attention area (a registered part, ctmhsa.circuits.parts): also the weights onto L5 PT
-    area = meta.get("circuit", "quadratic")
-    gains, R_set = get_part(area).values(circuit, vals, gains, ctx)
+    gains, R_set = get_part(meta.circuit).values(circuit, vals, gains, ctx)
 
     if "l5pt" in pops:   # ON/OFF: ON PT sums u ṽ from its source pairs, OFF PT its negative
         vals.params["l5pt"] = {"b": 0.0, "rho": gains.rho_pt}
     if "core_skip" in circuit.projections:
         if WS is None:
-            raise ValueError("WS: the circuit has a skip connection (core_skip); pass its weights")
-        WS = np.asarray(WS, float)
+            raise ValueError("weights: the circuit has a skip connection (core_skip); give the block its WS")
         vals.weights["core_skip"] = u * WS / gains.rho_in
         if not onoff:   # the single relays carry x_b + x: remove x_b WS through the PT bias
             pt = pops["l5pt"]
@@ -240,8 +240,8 @@ def encode(
         b = 0.0 if onoff else u * (x0 - np.einsum("hec,h->e", WO, v0 + s0))[pops["nucleus2"].axis("e")]
         vals.params["nucleus2"] = {"b": b, "rho": gains.rho_out}
 
-    ctx.update(gains=gains, R_set=R_set, params=params, phi=phi, input_range=rng, WO=WO, WS=WS)
-    for name in meta.get("parts", [area])[1:]:   # further registered parts
+    ctx.update(gains=gains, R_set=R_set, params=params, phi=phi, input_range=rng)
+    for name in meta.parts[1:]:   # further registered parts
         get_part(name).values(circuit, vals, gains, ctx)
 
     for pname, proj in circuit.projections.items():
@@ -277,37 +277,37 @@ def _normalisation(vals, gains, R_set, n_inh, tau_syn, inh, shunts=("shunt",)):
 def _microcolumns(circuit, vals, gains, ctx):
     """Algorithm 1's cortical values (L2/3, interneurons, L5 IT, IT -> PT weights); returns the
     (possibly rescaled) gains and the set points ``R_set (H, n)``."""
-    meta, pops = circuit.meta, circuit.populations
-    H, n, m = meta["H"], meta["n"], meta["m"]
-    u, xb, v0, WQ, WK, WV = (ctx[k] for k in ("u", "xb", "v0", "WQ", "WK", "WV"))
+    meta, pops, w = circuit.meta, circuit.populations, ctx["weights"]
+    H, n, m = meta.H, meta.n, meta.m
+    u, xb, v0 = (ctx[k] for k in ("u", "xb", "v0"))
     l23, it = pops["l23"], pops["l5it"]
     # keys attended by macrocolumn (h, i) and its number of L2/3 dimensions (copies excluded)
     present = l23_cells(circuit)
     if "interneuron" in pops:
-        n_keys = present / meta["dk"]
+        n_keys = present / meta.dk
         R_set = ctx["R_set"]
     else:
         # unnormalised: L2/3 fire rho_l23 s; the apical input is scaled by 1/dk, and since ṽ now
         # sums m unnormalised weights of size ~dk, the read-out gains by 1/(m dk) — structural
         # scales, nothing computed from the attention itself
-        n_keys = np.full((H, n), 1.0 / meta["dk"])
+        n_keys = np.full((H, n), 1.0 / meta.dk)
         R_set = np.full((H, n), gains.rho_l23)
-        scale = 1.0 / (m * meta["dk"])
+        scale = 1.0 / (m * meta.dk)
         gains = replace(gains, rho_pt=gains.rho_pt * scale, rho_out=gains.rho_out * scale)
     ctx["n_keys"] = n_keys
     h23, c23 = l23.axis("head"), l23.axis("c")
     vals.params["l23"] = {
-        "b_b": -u * xb * WQ.sum(axis=2)[h23, c23],
-        "b_a": -u * xb * WK.sum(axis=2)[h23, c23],
+        "b_b": -u * xb * w.WQ.sum(axis=2)[h23, c23],
+        "b_a": -u * xb * w.WK.sum(axis=2)[h23, c23],
         "rho": ctx["rho_l23"][h23],
     }
     hit, cit = it.axis("head"), it.axis("c")
     if ctx["onoff"]:   # ON sees u v, OFF -u v: the rectified pair carries v without an offset
         vals.params["l5it"] = {"b_b": 0.0, "rho": gains.rho_it}
     else:
-        vals.params["l5it"] = {"b_b": u * (v0[hit] - xb * WV.sum(axis=2)[hit, cit]), "rho": gains.rho_it}
+        vals.params["l5it"] = {"b_b": u * (v0[hit] - xb * w.WV.sum(axis=2)[hit, cit]), "rho": gains.rho_it}
     if "interneuron" in pops:
-        _normalisation(vals, gains, R_set, meta["n_inh"], ctx["tau_syn"], pops["interneuron"])
+        _normalisation(vals, gains, R_set, meta.n_inh, ctx["tau_syn"], pops["interneuron"])
     # apical potential u a_i κ_ij (normalised: a_i = keys of macrocolumn i; else 1/dk)
     vals.weights["attention"] = u * n_keys / R_set
     if "l5pt" in pops:   # PT potential u ṽ
@@ -324,19 +324,19 @@ def _key_value_memory(circuit, vals, gains, ctx):
     ``readout_z`` total at ``R_set = max(r_l23 dk, r_pool_min)``, hence ``1 + g_i = rho_l23 Z_i / (m R_set)`` and
     ``Σ_f readout = R_set ṽ_i``, hence read-out -> PT weights ``u / R_set``. Returns gains and
     ``R_set (H, n)``."""
-    meta, pops = circuit.meta, circuit.populations
-    H, n, m, dk = meta["H"], meta["n"], meta["m"], meta["dk"]
-    u, xb, v0, WQ, WK, WV = (ctx[k] for k in ("u", "xb", "v0", "WQ", "WK", "WV"))
+    meta, pops, w = circuit.meta, circuit.populations, ctx["weights"]
+    H, n, m, dk = meta.H, meta.n, meta.m, meta.dk
+    u, xb, v0 = (ctx[k] for k in ("u", "xb", "v0"))
     outer, read = pops["outer"], pops["readout"]
     ho, fo, co = outer.axis("head"), outer.axis("f"), outer.axis("c")
-    b_a = -u * xb * WK.sum(axis=2)         # removes the relays' offset x_b (offset code only)
-    vals.params["outer"] = {"b_b": 0.0 if ctx["onoff"] else u * (v0[ho] - xb * WV.sum(axis=2)[ho, co]),
+    b_a = -u * xb * w.WK.sum(axis=2)         # removes the relays' offset x_b (offset code only)
+    vals.params["outer"] = {"b_b": 0.0 if ctx["onoff"] else u * (v0[ho] - xb * w.WV.sum(axis=2)[ho, co]),
                             "b_a": b_a[ho, fo], "rho": gains.rho_outer}
     # memory potentials u S/m: outer rate differences rho_outer phi(k) v, averaged over the m tokens
     vals.weights["write"] = u / (gains.rho_outer * m)
     vals.params["memory"] = {"b": 0.0, "rho": gains.rho_memory}
     vals.weights["recall"] = u / gains.rho_memory
-    b_b = -u * xb * WQ.sum(axis=2)
+    b_b = -u * xb * w.WQ.sum(axis=2)
     rho = ctx["rho_l23"]
     vals.params["readout"] = {"b_b": b_b[read.axis("head"), read.axis("f")], "rho": rho[read.axis("head")]}
     if "interneuron" in pops:
@@ -347,7 +347,7 @@ def _key_value_memory(circuit, vals, gains, ctx):
         vals.weights["recall_z"] = u / gains.rho_memory
         vals.params["readout_z"] = {"b_b": b_b[rz.axis("head"), rz.axis("f")], "rho": rho[rz.axis("head")]}
         R_set = ctx["R_set"]
-        _normalisation(vals, gains, R_set, meta["n_inh"], ctx["tau_syn"], pops["interneuron"],
+        _normalisation(vals, gains, R_set, meta.n_inh, ctx["tau_syn"], pops["interneuron"],
                        shunts=("shunt", "shunt_z"))
     else:
         # unnormalised: Σ_f readout = rho_l23 ṽ / m; read-out gains scaled by 1/(m dk) as in

@@ -230,6 +230,33 @@ class Block:
         """Embedding dimension."""
         return self.attn.de
 
+    @property
+    def H(self) -> int:
+        """Heads."""
+        return self.attn.H
+
+    # the attention arrays, read where a layer needs one of them (the block travels whole)
+    WQ = property(lambda self: self.attn.WQ, doc="Query projections (H, dk, de).")
+    WK = property(lambda self: self.attn.WK, doc="Key projections (H, dk, de).")
+    WV = property(lambda self: self.attn.WV, doc="Value projections (H, dv, de).")
+    WO = property(lambda self: self.attn.WO, doc="Output projection (H, de, dv).")
+
+    @classmethod
+    def from_arrays(cls, WQ, WK, WV, WO, WS=None) -> "Block":
+        """An attention block (no MLP) from plain arrays: zero biases, layout ``"ctmhsa"``,
+        all heads (``ValueError`` naming an array of the wrong shape, NaN or inf)."""
+        arrays = _floats(dict(WQ=WQ, WK=WK, WV=WV, WO=WO, WS=WS), str)
+        bound = _check_shapes(arrays, _ATTN, str)
+        return cls(attn=_attention(arrays, bound, layer=0, source="", keys={}), WS=arrays["WS"])
+
+    def head(self, h: int) -> "Block":
+        """Head ``h`` alone, as a one-head block (its own WO block; the MLP is dropped)."""
+        sl = slice(h, h + 1)
+        attn = replace(self.attn, WQ=self.WQ[sl], WK=self.WK[sl], WV=self.WV[sl], WO=self.WO[sl],
+                       bq=self.attn.bq[sl], bk=self.attn.bk[sl], bv=self.attn.bv[sl],
+                       heads=(self.attn.heads[h],))
+        return Block(attn=attn, WS=None if self.WS is None else self.WS[sl])
+
     def arrays(self) -> dict:
         """``WQ, WK, WV, WO`` and, when present, ``WS``: the keywords of
         :func:`ctmhsa.mapping.reference.linear_mhsa`."""
@@ -367,10 +394,7 @@ class Model:
         ValueError
             Inconsistent shapes (naming the array), empty axes, NaN/inf.
         """
-        arrays = _floats(dict(WQ=WQ, WK=WK, WV=WV, WO=WO, WS=WS), str)
-        bound = _check_shapes(arrays, _ATTN, str)
-        attn = _attention(arrays, bound, layer=0, source="", keys={})
-        return cls(blocks=(Block(attn=attn, WS=arrays["WS"]),), name=name)
+        return cls(blocks=(Block.from_arrays(WQ, WK, WV, WO, WS),), name=name)
 
     def state_dict(self) -> dict:
         """The model in the file layout of the module docstring.

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ctmhsa.circuits.parts import area_hook, register_hook
 from ctmhsa.mapping.decode import per_dimension
 from ctmhsa.mapping.encode import copies
 from ctmhsa.mapping.reference import FEATURE_MAPS
@@ -53,7 +54,7 @@ def _rate_var(pop, obs, fano, T):
 
 
 def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, stages: dict,
-                         WQ, WK, WV, WO, phi: str, WS=None) -> dict:
+                         weights, phi: str) -> dict:
     """Per-entry variance of each decoded stage from spike-count noise alone.
 
     Parameters
@@ -66,7 +67,12 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
         Measurement window (s).
     stages : dict
         Decoded stages (used for the propagation derivatives).
+    weights : ctmhsa.mapping.model.Block
+        The block's weights (its ``WS`` where the circuit has the skip path).
+    phi : str
+        Feature map.
     """
+    WQ, WK, WV, WO, WS = weights.WQ, weights.WK, weights.WV, weights.WO, weights.WS
     pops, c = circuit.populations, encoding.consts
     g = c["gains"]
     f, df = FEATURE_MAPS[phi]
@@ -79,10 +85,7 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
     out["k"] = np.einsum("hce,me->hmc", (WK / rho_in) ** 2, rkv)
     out["v"] = np.einsum("hce,me->hmc", (WV / rho_in) ** 2, rkv)
 
-    if circuit.meta.get("circuit", "quadratic") == "linear":
-        _key_value_memory(circuit, c, obs, fano, T, stages, f, df, out)
-    else:
-        _microcolumns(circuit, c, obs, fano, T, stages, f, df, out)
+    area_hook(circuit, "noise")(circuit, c, obs, fano, T, stages, f, df, out)   # the area's own stages
     if "l5pt" in pops:   # the PT cells' own count noise, on top of what they inherit
         out["v_tilde"] = out["v_tilde"] + _rate_var(pops["l5pt"], obs["l5pt"], fano["l5pt"], T) / g["rho_pt"] ** 2
         if WS is not None and "core_skip" in circuit.projections:   # the skip path's relay noise
@@ -93,6 +96,7 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
     return out
 
 
+@register_hook("quadratic", "noise")
 def _microcolumns(circuit, c, obs, fano, T, stages, f, df, out):
     """s, κ, y, Z and ṽ of Algorithm 1's circuit (in place into ``out``)."""
     pops, g = circuit.populations, c["gains"]
@@ -134,6 +138,7 @@ def _microcolumns(circuit, c, obs, fano, T, stages, f, df, out):
         out["v_tilde"] = np.nansum(var_it + dv2 * out["kappa"][..., None] + var_kv, axis=2)
 
 
+@register_hook("linear", "noise")
 def _key_value_memory(circuit, c, obs, fano, T, stages, f, df, out):
     """S, z, Z and ṽ of the linear circuit (in place into ``out``).
 
@@ -144,7 +149,7 @@ def _key_value_memory(circuit, c, obs, fano, T, stages, f, df, out):
     (``κ_ij = phi(q_i)·phi(k_j) / Z_i``), and each population's own count noise adds.
     """
     pops, g = circuit.populations, c["gains"]
-    m = circuit.meta["m"]
+    m = circuit.meta.m
     q, k, v = stages["q"], stages["k"], stages["v"]                  # (H,n,dk) (H,m,dk) (H,m,dv)
     fq, fk, dfk, dfq = f(q), f(k), df(k), df(q)
     own_outer = _rate_var(pops["outer"], obs["outer"], fano["outer"], T) / g["rho_outer"] ** 2

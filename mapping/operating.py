@@ -48,6 +48,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ctmhsa.circuits.builders import CIRCUITS  # noqa: F401 - registers the area parts hooked below
+from ctmhsa.circuits.parts import area_hook, register_hook
+
 from .decode import per_dimension
 from .reference import FEATURE_MAPS
 
@@ -126,19 +129,15 @@ def division_bounds(gains) -> tuple[float, float]:
 def set_points(circuit, gains) -> np.ndarray:
     """Pooled set point of every macrocolumn, ``R_set,i = max(r_l23 N_i, r_pool_min)`` (Hz).
 
-    ``N_i``: the macrocolumn's L2/3 cells (population-coding copies excluded; only the
-    microcolumns present, so causal masks count), or the linear circuit's ``dk`` read-out-z cells.
+    ``N_i``: the cells the macrocolumn's interneurons pool (the area's ``"pool_cells"`` hook:
+    Algorithm 1's L2/3 cells present, population-coding copies excluded, so causal masks count;
+    the linear circuit's ``dk`` read-out-z cells).
 
     Returns
     -------
     ndarray (H, n)
     """
-    meta = circuit.meta
-    if meta.get("circuit", "quadratic") == "linear":
-        cells = np.full((meta["H"], meta["n"]), float(meta["dk"]))
-    else:
-        cells = l23_cells(circuit)
-    return np.maximum(gains.r_l23 * cells, gains.r_pool_min)
+    return np.maximum(gains.r_l23 * area_hook(circuit, "pool_cells")(circuit), gains.r_pool_min)
 
 
 def copies(pop) -> int:
@@ -146,17 +145,26 @@ def copies(pop) -> int:
     return pop.sizes[pop.axes.index("p")] if "p" in pop.axes else 1
 
 
+@register_hook("quadratic", "pool_cells")
 def l23_cells(circuit) -> np.ndarray:
     """L2/3 cells of every macrocolumn (H, n) of Algorithm 1's circuit: ``dk`` per microcolumn
     present (causal masks count), population-coding copies excluded."""
     l23 = circuit.populations["l23"]
-    cells = np.zeros((circuit.meta["H"], circuit.meta["n"]))
+    cells = np.zeros((circuit.meta.H, circuit.meta.n))
     np.add.at(cells, (l23.axis("head"), l23.axis("i")), 1.0)
     return cells / copies(l23)
 
 
-def pooled_drive(circuit, X, Yk, WQ, WK, phi: str) -> np.ndarray:
-    """Unshunted pooled drive of every macrocolumn per unit of gain (units of ``phi(q) phi(k)``).
+@register_hook("linear", "pool_cells")
+def _readout_z_cells(circuit) -> np.ndarray:
+    """The linear circuit's ``dk`` read-out-z cells per macrocolumn (H, n)."""
+    return np.full((circuit.meta.H, circuit.meta.n), float(circuit.meta.dk))
+
+
+def pooled_drive(circuit, X, Yk, weights, phi: str) -> np.ndarray:
+    """Unshunted pooled drive of every macrocolumn per unit of gain (units of ``phi(q) phi(k)``)
+    for tokens ``X`` (queries) and ``Yk`` (keys) under ``weights`` (anything with ``WQ``, ``WK``:
+    a :class:`ctmhsa.mapping.model.Block`).
 
     Quadratic circuit: ``Z_i``, the sum of ``phi(q_i) phi(k_j)`` over the L2/3 cells of
     macrocolumn i (only the microcolumns present). Linear circuit: its read-out-z cells of
@@ -167,25 +175,34 @@ def pooled_drive(circuit, X, Yk, WQ, WK, phi: str) -> np.ndarray:
     ndarray (H, n)
     """
     f = FEATURE_MAPS[phi][0]
-    fq = f(np.einsum("hce,ne->hnc", WQ, X))        # (H, n, dk)
-    fk = f(np.einsum("hce,me->hmc", WK, Yk))       # (H, m, dk)
-    meta = circuit.meta
-    if meta.get("circuit", "quadratic") == "linear":
-        return np.einsum("hnc,hmc->hn", fq, fk) / meta["m"]
+    fq = f(np.einsum("hce,ne->hnc", weights.WQ, X))        # (H, n, dk)
+    fk = f(np.einsum("hce,me->hmc", weights.WK, Yk))       # (H, m, dk)
+    return area_hook(circuit, "pooled_drive")(circuit, fq, fk)
+
+
+@register_hook("quadratic", "pooled_drive")
+def _microcolumn_drive(circuit, fq, fk) -> np.ndarray:
+    """Σ of ``fq[h,i,c] fk[h,j,c]`` over the L2/3 cells (h, i, j, c) present, copies averaged."""
     l23 = circuit.populations["l23"]
     h, i, j, c = (l23.axis(a) for a in ("head", "i", "j", "c"))
-    total = np.zeros((meta["H"], meta["n"]))
+    total = np.zeros((circuit.meta.H, circuit.meta.n))
     np.add.at(total, (h, i), fq[h, i, c] * fk[h, j, c])
     return total / copies(l23)
 
 
-def expected_drive(circuit, WQ, WK, input_range, phi: str) -> np.ndarray:
+@register_hook("linear", "pooled_drive")
+def _memory_drive(circuit, fq, fk) -> np.ndarray:
+    """``phi(q_i) · mean_j phi(k_j)``: what the read-out-z cells of macrocolumn i pool."""
+    return np.einsum("hnc,hmc->hn", fq, fk) / circuit.meta.m
+
+
+def expected_drive(circuit, weights, input_range, phi: str) -> np.ndarray:
     """The pooled drive of every macrocolumn that the declared input range predicts (units of
     ``phi(q) phi(k)``), from the weights and the range's statistics only: every L2/3 cell of
     microcolumn (i, j) contributes ``E[phi(q_c)] E[phi(k_c)]`` with ``q = WQ x``, ``k = WK y`` for
-    independent tokens of the range (:func:`ctmhsa.mapping.inputs.expected_feature`). The same
-    structure as :func:`pooled_drive` (only the microcolumns present; the linear circuit's mean
-    over tokens), so the two differ only by the tokens.
+    independent tokens of the range (:func:`ctmhsa.mapping.inputs.expected_feature`). The
+    area's own pooled drive of those expected features (every query and key alike), so it and
+    :func:`pooled_drive` differ only by the tokens.
 
     Returns
     -------
@@ -193,13 +210,11 @@ def expected_drive(circuit, WQ, WK, input_range, phi: str) -> np.ndarray:
     """
     from .inputs import expected_feature, projection_moments
 
-    fq = expected_feature(phi, *projection_moments(WQ, input_range))      # (H, dk)
-    fk = expected_feature(phi, *projection_moments(WK, input_range))
-    per_key = np.einsum("hc,hc->h", fq, fk)                                # one key, all dk features
-    meta = circuit.meta
-    if meta.get("circuit", "quadratic") == "linear":
-        return np.repeat(per_key[:, None], meta["n"], axis=1)
-    return per_key[:, None] * l23_cells(circuit) / meta["dk"]
+    m = circuit.meta
+    fq = expected_feature(phi, *projection_moments(weights.WQ, input_range))      # (H, dk)
+    fk = expected_feature(phi, *projection_moments(weights.WK, input_range))
+    return area_hook(circuit, "pooled_drive")(circuit, np.repeat(fq[:, None], m.n, axis=1),
+                                              np.repeat(fk[:, None], m.m, axis=1))
 
 
 def check_division(op: OperatingPoint, drive: np.ndarray, where: str = "X") -> None:
@@ -349,15 +364,14 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
     viol = out["violations"]
     rate_level = level == "rate"
     if "interneuron" in pops:
-        linear = circuit.meta.get("circuit", "quadratic") == "linear"
-        src = "readout_z" if linear else "l23"
+        src = circuit.projections["pool"].source    # the cells the interneurons pool
         o = obs[src]
         r = np.asarray(o.get("expected_r", o["r"]), float)
         pooled = _macrocolumn_sum(pops[src], r)
         R_set = np.asarray(consts["R_set"], float)
         err = pooled / R_set - 1.0
         inh = _macrocolumn_sum(pops["interneuron"], np.asarray(obs["interneuron"]["r"], float)) \
-            / circuit.meta["n_inh"]
+            / circuit.meta.n_inh
         out.update(pooled_error=err, interneuron_rate=inh, division=1.0 + gains.g_sh * inh)
         if rate_level:
             tol = np.full(err.shape, RATE_TOLERANCE)

@@ -34,9 +34,12 @@ from .options import (AUTO_CYTHON_SYNAPSES, CircuitOptions, RunOptions, check_re
 from .readout import read_out
 from .result import SimulationResult
 from .runners import Runner, runner_for
-from .validate import available_memory, check_inputs
+from .validate import Inputs, available_memory, check_inputs
 
 __all__ = ["build_mhsa", "Simulation", "estimate_runtime", "RUN_COST"]
+
+REFERENCE_METHOD = {"quadratic": "vectorized", "linear": "linear"}
+"""The reference's method per attention area: the same sums the circuit's area computes."""
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +96,7 @@ class Simulation:
         excluded).
     """
 
-    def __init__(self, circuit, encoding, reference, inputs: dict, sizes: dict, options: CircuitOptions,
+    def __init__(self, circuit, encoding, reference, inputs: Inputs, sizes: dict, options: CircuitOptions,
                  run_options: RunOptions, runner: Runner, memory_estimate: int, simulated_synapses: int,
                  t_start: float, runtime_estimate: float = float("nan")):
         self.circuit, self.encoding, self.reference, self.inputs, self.sizes = circuit, encoding, reference, inputs, sizes
@@ -135,23 +138,22 @@ class Simulation:
         """
         if self._ran:
             raise RuntimeError("set_tokens: this simulation has already run; build a new one")
-        x = self.inputs
-        if (Y is not None) != (x["Y"] is not None):
+        x, b = self.inputs, self.inputs.block
+        if (Y is not None) != (x.Y is not None):
             raise ValueError("Y: " + ("this circuit has no second nucleus (built without Y)" if Y is not None
                                       else "this cross-attention circuit needs key/value tokens Y"))
-        a = check_inputs(X, x["WQ"], x["WK"], x["WV"], x["WO"], Y=Y, WS=x["WS"], causal=self.options.causal,
+        a = check_inputs(X, b.WQ, b.WK, b.WV, b.WO, Y=Y, WS=b.WS, causal=self.options.causal,
                          normalize=self.options.normalize, phi=self.options.phi)
-        for k in ("X", "Y"):
-            if a[k] is not None and a[k].shape != x[k].shape:
-                raise ValueError(f"{k}: expected shape {x[k].shape} (the circuit as built), got {a[k].shape}")
+        for k, built in (("X", x.X), ("Y", x.Y)):
+            if a[k] is not None and a[k].shape != built.shape:
+                raise ValueError(f"{k}: expected shape {built.shape} (the circuit as built), got {a[k].shape}")
         enc, co, c = self.encoding, self.options, self.encoding.consts
-        check_tokens(self.circuit, c["input_range"], c["operating"], c["R_set"], a["X"], a["Y"], x["WQ"], x["WK"],
-                     co.phi)
+        check_tokens(self.circuit, c["input_range"], c["operating"], c["R_set"], a["X"], a["Y"], b, co.phi)
         rates = relay_rates(self.circuit, enc.codes["tokens"], a["X"], a["Y"], enc.consts["onoff"])
         for pop, vals in rates.items():
             enc.values.params[pop].update(vals)
             self.runner.set_values(pop, vals)
-        self.inputs = {**x, "X": a["X"], "Y": a["Y"]}
+        self.inputs = Inputs(a["X"], a["Y"], b)
         self.runner.inputs = self.inputs
         self.reference = _reference(self.inputs, co)
 
@@ -210,10 +212,10 @@ class Simulation:
                 f"{self.circuit.n_synapses():,} synapses on {type(self.runner).__name__}>")
 
 
-def _reference(x: dict, co: CircuitOptions) -> dict:
+def _reference(x: Inputs, co: CircuitOptions) -> dict:
     """The exact stages, for comparison only: nothing of them enters the circuit."""
-    return linear_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], phi=co.phi, Y=x["Y"], causal=co.causal,
-                       normalize=co.normalize, WS=x["WS"], method="linear" if co.circuit == "linear" else "vectorized")
+    return linear_mhsa(**x.arrays(), phi=co.phi, causal=co.causal, normalize=co.normalize,
+                       method=REFERENCE_METHOD[co.circuit])
 
 
 def _check_runtime(circuit, options: CircuitOptions, run_options: RunOptions, synapses: int,
@@ -317,11 +319,10 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     runtime = _check_runtime(circuit, co, ro, n_simulated, per)
     if ro.codegen == "auto":
         ro = ro.replace(codegen="cython" if circuit.n_synapses() >= AUTO_CYTHON_SYNAPSES else "numpy")
-    inputs = {k: a[k] for k in ("X", "WQ", "WK", "WV", "WO", "Y", "WS")}
-    x = inputs
+    inputs = Inputs.from_checked(a)
     ref = _reference(inputs, co)
-    enc = encode(circuit, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"], gains=co.code_gains, params=co.params,
-                 phi=co.phi, WS=x["WS"], input_range=co.input_range)
+    enc = encode(circuit, inputs.X, inputs.block, Y=inputs.Y, gains=co.code_gains, params=co.params, phi=co.phi,
+                 input_range=co.input_range)
     # lif somata: drive on their calibrated affine branch, baselines cancelled (no-op otherwise)
     add_lif_drive(circuit, enc.values, co.neuron, ro.dt)
     # lesions and drive: the description records them; drive relays get their rates and weights

@@ -154,17 +154,16 @@ def _run_standalone_stage(circuit, level, values, phi, params, dt, seed, warmup,
 def run_head(spec: dict) -> dict:
     """Encode and run head ``spec["h"]`` (a task: runs on a worker) and reduce it.
 
-    ``spec`` holds the head's description (``head``), the tokens and the full weight arrays
-    (``X, WQ, WK, WV, WO, Y, WS``), the code ``gains``, ``phi``, ``params``, ``level``, ``dt``,
+    ``spec`` holds the head's description (``head``), the tokens ``X``, ``Y`` and the whole
+    block's weights (``block``, a :class:`ctmhsa.mapping.model.Block`), the code ``gains``, ``phi``, ``params``, ``level``, ``dt``,
     ``codegen``, ``seed``, ``warmup``/``T`` (s), ``n_chunks``, the nucleus-1 spikes
     (``replay``), the populations whose spikes are returned (``record``), ``law``, ``fold``,
     ``device`` and ``threads``. Returns what :func:`run_stage` returns, for this head only.
     """
     s = spec
     head, h, level, dt = s["head"], s["h"], s["level"], s["dt"]
-    sl = slice(h, h + 1)
-    e = encode(head, s["X"], s["WQ"][sl], s["WK"][sl], s["WV"][sl], s["WO"][sl], Y=s["Y"], gains=s["gains"],
-               params=s["params"], phi=s["phi"], WS=None if s["WS"] is None else s["WS"][sl],
+    # the same encoder as the whole pathway's, for this head's weights and the whole run's range
+    e = encode(head, s["X"], s["block"].head(h), Y=s["Y"], gains=s["gains"], params=s["params"], phi=s["phi"],
                input_range=s["input_range"])
     add_lif_drive(head, e.values, level, dt)                    # lif drive and baselines (no-op otherwise)
     # the replayed relays keep their rates in the values: the dendrites' phi correction reads them
@@ -177,7 +176,7 @@ def run_head(spec: dict) -> dict:
 
 
 def _sub(full: Circuit, name: str, pops, projs) -> Circuit:
-    c = Circuit(name, meta=dict(full.meta))
+    c = Circuit(name, meta=full.meta)
     for p in pops:
         c.add_population(full.population(p))
     for q in projs:
@@ -201,18 +200,24 @@ def _collect_young():
 
 
 @_collect_young()
-def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, level, dt, codegen,
-              seed, warmup, T, n_chunks, scheduler, WS=None, law="product", fold=True,
-              device: str = "runtime", threads: int = 1, record=None) -> dict:
+def run_split(full: Circuit, enc, inputs, options, run_options, n_chunks: int, record=None) -> dict:
     """Run ``full`` split at its nuclei (see the module docstring); merge every population's
     observables back into the full circuit's cell order.
 
     Parameters
     ----------
-    device : {"runtime", "cpp_standalone", "cuda_standalone"}
-        Device of the heads (the thalamic stages run on the runtime device).
-    threads : int
-        OpenMP threads of each head's standalone binary (compiled in).
+    full : Circuit
+        The whole pathway, as built.
+    enc : ctmhsa.mapping.encode.Encoding
+        Its encoding (the nuclei's values come from it; every head is encoded on its worker
+        by the same :func:`ctmhsa.mapping.encode.encode`, for the whole run's input range).
+    inputs : ctmhsa.sims.validate.Inputs
+        Tokens and the block's weights.
+    options, run_options : ctmhsa.sims.options.CircuitOptions, ctmhsa.sims.options.RunOptions
+        What was built and how it runs: heads on ``run_options.device`` (the thalamic stages on
+        the runtime device), ``threads`` OpenMP threads per head binary, ``scheduler``.
+    n_chunks : int
+        Chunks of the window (Fano factors).
     record : None or iterable of str
         Populations whose spike trains are returned (``None``: every population). L5 PT
         spikes always travel to nucleus 2, but are returned only when recorded.
@@ -224,27 +229,26 @@ def run_split(full: Circuit, enc, X, WQ, WK, WV, WO, Y, gains, phi, params, leve
         population), ``spikes`` (the recorded populations), ``compile``/``run`` (s, summed over
         stages).
     """
-    m = full.meta
-    H = m["H"]
-    seeds = stage_seeds(seed, H + 2)
+    m, o, ro = full.meta, options, run_options
+    level, phi, params, law, fold = o.neuron, o.phi, o.params, o.law, o.fold
+    dt, codegen, warmup, T = ro.dt, ro.codegen, ro.warmup, ro.duration
+    H = m.H
+    seeds = stage_seeds(ro.seed, H + 2)
     wanted = (lambda p: True) if record is None else (lambda p, r=frozenset(record): p in r)
-    inputs = [p for p in ("nucleus1", "nucleus1_kv") if p in full.populations]
-    src = _sub(full, "thalamus_in", inputs, [])
-    vin = CircuitValues(params={p: enc.values.params[p] for p in inputs})
+    nuclei = [p for p in ("nucleus1", "nucleus1_kv") if p in full.populations]
+    src = _sub(full, "thalamus_in", nuclei, [])
+    vin = CircuitValues(params={p: enc.values.params[p] for p in nuclei})
     first = run_stage(src, level, vin, phi, params, dt, codegen, seeds[0], warmup, T, n_chunks,
-                      record=inputs)
-    P = dict(m.get("P", {}))
-    P.pop("nucleus2", None)
-    head = build(m["n"], m["dk"], m["dv"], m["de"], H=1, m=m["m"], cross=m["cross"], causal=m["causal"],
-                 with_nucleus2=False, name="head", n_inh=m["n_inh"], P=P or 1, signed=m["signed"],
-                 normalize=m["normalize"], skip=m.get("skip", False), circuit=m.get("circuit", "quadratic"))
-    rec_head = [p for p in head.populations if p not in inputs]
+                      record=nuclei)
+    P = {k: v for k, v in m.P.items() if k != "nucleus2"}
+    head = build(**m.build_args(H=1, with_nucleus2=False, name="head", P=P or 1))   # one area of ``full``
+    rec_head = [p for p in head.populations if p not in nuclei]
     keep = tuple(p for p in rec_head if p == "l5pt" or wanted(p))
-    common = dict(head=head, X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, Y=Y, WS=WS, gains=gains, phi=phi, params=params,
-                  level=level, dt=dt, codegen=codegen, warmup=warmup, T=T, n_chunks=n_chunks,
-                  replay=first["spikes"], record=keep, law=law, fold=fold, device=device, threads=threads,
+    common = dict(head=head, X=inputs.X, Y=inputs.Y, block=inputs.block, gains=o.code_gains, phi=phi,
+                  params=params, level=level, dt=dt, codegen=codegen, warmup=warmup, T=T, n_chunks=n_chunks,
+                  replay=first["spikes"], record=keep, law=law, fold=fold, device=ro.device, threads=ro.threads,
                   input_range=enc.consts["input_range"])   # every head encoded for the range of the whole
-    with client_for(scheduler) as client:
+    with client_for(ro.scheduler) as client:
         # on a standalone device each process keeps its head network between heads (only the
         # binary runs for its second head on). This process releases it when the heads are
         # done; a dask worker keeps it for the next run of the same head shape (its nucleus-1

@@ -336,7 +336,7 @@ def estimate_result_bytes(circuit, level: str, duration: float, warmup: float = 
         Whether ``summary.png`` is drawn.
     """
     c = circuit.meta
-    H, n, m, dk, dv, de = (int(c[k] if c.get(k) is not None else c["n"]) for k in ("H", "n", "m", "dk", "dv", "de"))
+    H, n, m, dk, dv, de = (int(getattr(c, k) or c.n) for k in ("H", "n", "m", "dk", "dv", "de"))
     S = H * (n * dk + m * dk + m * dv + n * m * dk + n * m + n + n * m * dv + n * dv) + n * de
     pops = circuit.populations
     grid = sum(int(np.prod(p.sizes)) for p in pops.values())

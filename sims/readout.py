@@ -46,8 +46,7 @@ def read_out(sim, obs, run_options) -> SimulationResult:
         own_fano = spike_generation_fano(circuit, o.neuron, fano)
         for mark, snap in obs.snapshots:
             st = stages if snap is final else decode(circuit, enc, snap)
-            nv = stage_noise_variance(circuit, enc, snap, own_fano, mark, st, x["WQ"], x["WK"], x["WV"], x["WO"],
-                                      o.phi, x["WS"])
+            nv = stage_noise_variance(circuit, enc, snap, own_fano, mark, st, x.block, o.phi)
             checkpoints.append(dict(T=mark, metrics=SimulationResult(
                 x_tilde=st["x_tilde"], reference=ref["x_tilde"], stages=st, reference_stages=ref_stages,
                 rates={}, spikes={}, level=o.neuron, config={}, noise_variance=nv).metrics()))
@@ -60,7 +59,7 @@ def read_out(sim, obs, run_options) -> SimulationResult:
     operating = check_operating(circuit, enc, final, o.neuron, o.code_gains, early=obs.early, T=ro.duration,
                                 max_rate=max_rate, rate_range=rate_range)
     # a perturbed circuit is studied where it leaves its range: flagged, not raised
-    enforce(operating, "perturbed " + o.neuron if circuit.meta.get("perturbations") else o.neuron)
+    enforce(operating, "perturbed " + o.neuron if circuit.meta.perturbations else o.neuron)
     if enc.consts["operating"] is not None:
         operating["operating_point"] = enc.consts["operating"].summary()
     diagnostics = dict(range=range_report(circuit, final, max_rate), convergence=change, fano=fano,
@@ -69,8 +68,8 @@ def read_out(sim, obs, run_options) -> SimulationResult:
                        encoding=dict(v0=enc.consts["v0"].tolist(), x0=enc.consts["x0"], xb=enc.consts["xb"]))
     n = sim.sizes
     config = dict(**{k: n[k] for k in ("n", "m", "H", "dk", "dv", "de")}, **o.to_dict(), **ro.to_dict(),
-                  cross=x["Y"] is not None, skip=x["WS"] is not None,
-                  perturbations=list(circuit.meta.get("perturbations", [])))
+                  cross=x.Y is not None, skip=x.block.WS is not None,
+                  perturbations=[dict(d) for d in circuit.meta.perturbations])
     config.update(sim.runner.config())
     for k in ("report", "max_memory", "max_runtime", "checkpoints", "record_spikes"):
         config.pop(k)

@@ -86,7 +86,7 @@ class Runner:
     Subclasses implement :meth:`run`; those that hold a network before running expose it.
     """
 
-    def __init__(self, circuit: Circuit, encoding: Encoding, inputs: dict, options: CircuitOptions,
+    def __init__(self, circuit: Circuit, encoding: Encoding, inputs, options: CircuitOptions,
                  run_options: RunOptions):
         self.circuit, self.encoding, self.inputs = circuit, encoding, inputs
         self.options, self.run_options = options, run_options
@@ -254,12 +254,9 @@ class SplitRunner(Runner):
         return dict(threads=ro.threads if ro.device != "runtime" else None)
 
     def run(self, run_options: RunOptions) -> Observations:
-        o, ro, x = self.options, run_options, self.inputs
+        o, ro = self.options, run_options
         record = None if ro.record_spikes is True else tuple(ro.record_spikes or ())
-        sa = run_split(self.circuit, self.encoding, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], x["Y"],
-                       o.code_gains, o.phi, o.params, o.neuron, ro.dt, ro.codegen, ro.seed, ro.warmup,
-                       ro.duration, N_CHUNKS, ro.scheduler, WS=x["WS"], law=o.law, fold=o.fold,
-                       device=ro.device, threads=ro.threads, record=record)
+        sa = run_split(self.circuit, self.encoding, self.inputs, o, ro, N_CHUNKS, record=record)
         return Observations([(ro.duration, counts_as_rates(sa["obs"]))], {}, sa["spikes"], fano=sa["fano"],
                             compile=sa["compile"], run=sa["run"])
 

@@ -183,7 +183,7 @@ def measured_stages(sim, res) -> tuple[np.ndarray, np.ndarray, dict]:
     """
     circuit, enc, obs = sim.circuit, sim.encoding, sim.observations.final
     pops, codes = circuit.populations, enc.codes
-    n = circuit.meta["n"]
+    n = circuit.meta.n
     with np.errstate(invalid="ignore"):
         va, vb = key_value_potentials(circuit, obs)                 # (H, n, m, d), NaN: absent
         k = np.stack([codes["k"].decode(va[:, i]) for i in range(n)], axis=1)

@@ -3,12 +3,48 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
+from ctmhsa.mapping.model import Block
 from ctmhsa.mapping.reference import check_attention_inputs, linear_mhsa, plain_array
 
-__all__ = ["check_inputs", "available_memory"]
+__all__ = ["check_inputs", "available_memory", "Inputs"]
+
+
+@dataclass(frozen=True, eq=False)
+class Inputs:
+    """What a built simulation is shown and computes with: its tokens and its block's weights.
+
+    Attributes
+    ----------
+    X : ndarray (n, de)
+        Query tokens (nucleus 1).
+    Y : ndarray (m, de) or None
+        Key/value tokens (cross-attention).
+    block : ctmhsa.mapping.model.Block
+        The weights, typed (attention and the skip path's ``WS``); every layer takes it whole.
+    """
+
+    X: np.ndarray
+    Y: np.ndarray | None
+    block: Block
+
+    @classmethod
+    def from_checked(cls, a: dict) -> "Inputs":
+        """From the dict :func:`check_inputs` returns."""
+        return cls(a["X"], a["Y"], Block.from_arrays(a["WQ"], a["WK"], a["WV"], a["WO"], a["WS"]))
+
+    def arrays(self) -> dict:
+        """``X, Y, WQ, WK, WV, WO, WS`` as plain arrays (``Y``, ``WS`` may be None): the
+        keywords of :func:`ctmhsa.mapping.reference.linear_mhsa`."""
+        b = self.block
+        return dict(X=self.X, Y=self.Y, WQ=b.WQ, WK=b.WK, WV=b.WV, WO=b.WO, WS=b.WS)
+
+    def __getitem__(self, key: str):
+        """One array by name (the dict of plain arrays this replaced is read the same way)."""
+        return self.arrays()[key]
 
 
 def available_memory() -> int:

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from ctmhsa.mapping.model import Block
 from ctmhsa.circuits import pathway
 from ctmhsa.mapping.codes import AffineCode, CodeGains
 from ctmhsa.mapping.encode import encode, output_offset, value_offset
@@ -35,13 +36,13 @@ def test_offsets_bound_every_value():
 def test_encoding_input_rates_are_the_token_code():
     X, _, WQ, WK, WV, WO = random_problem(seed=3, n=3, H=2, dk=2, dv=2, de=3)
     c = pathway(3, 2, 2, 3, H=2)
-    enc = encode(c, X, WQ, WK, WV, WO)
+    enc = encode(c, X, Block.from_arrays(WQ, WK, WV, WO))
     r = enc.values.params["nucleus1"]["r_in"]
     assert np.all(r >= 0)
     on_off = enc.codes["tokens"].decode(r).reshape(3, 3, 2)      # ON/OFF relays: [x]_+, [-x]_+
     np.testing.assert_allclose(on_off[..., 0] - on_off[..., 1], X, atol=1e-13)
     assert np.all(np.minimum(on_off[..., 0], on_off[..., 1]) == 0)   # one of each pair is silent
-    off = encode(pathway(3, 2, 2, 3, H=2, signed="offset"), X, WQ, WK, WV, WO)
+    off = encode(pathway(3, 2, 2, 3, H=2, signed="offset"), X, Block.from_arrays(WQ, WK, WV, WO))
     r = off.values.params["nucleus1"]["r_in"]
     assert np.all(r >= 0)
     np.testing.assert_allclose(off.codes["tokens"].decode(r).reshape(3, 3), X, atol=1e-13)
@@ -57,4 +58,4 @@ def test_gains_validation():
 def test_encode_rejects_mismatched_circuit():
     X, _, WQ, WK, WV, WO = random_problem(seed=4, n=3, H=2, dk=2, dv=2, de=3)
     with pytest.raises(ValueError, match="do not match circuit"):
-        encode(pathway(4, 2, 2, 3, H=2), X, WQ, WK, WV, WO)
+        encode(pathway(4, 2, 2, 3, H=2), X, Block.from_arrays(WQ, WK, WV, WO))

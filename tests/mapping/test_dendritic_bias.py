@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ctmhsa.mapping.model import Block
 from ctmhsa.mapping.dendrites import dendrite_variance, phi_variances, shot_noise_gain
 from ctmhsa.neurons.models import PHI_CORRECTED, PHI_VARIANCE, get_model
 from ctmhsa.neurons.params import DEFAULT_PARAMS
@@ -156,7 +157,7 @@ def test_phi_variances_per_cell_brute_force():
     for kind in ("quadratic", "linear"):
         x = problem_inputs(n=4, H=2, dk=3, dv=3, de=5, input_seed=1)
         c = pathway(4, 3, 3, 5, H=2, circuit=kind)
-        enc = encode(c, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"])
+        enc = encode(c, x["X"], Block.from_arrays(x["WQ"], x["WK"], x["WV"], x["WO"]), Y=x["Y"])
         got = phi_variances(c, enc.values, p, dt)
         pops = {"quadratic": {"l23"}, "linear": {"outer", "outer_z", "readout", "readout_z"}}[kind]
         assert set(got) == pops
@@ -184,7 +185,7 @@ def test_phi_variances_refuses_unknown_rates():
 
     x = problem_inputs(n=3, H=1, dk=2, dv=2, de=3, input_seed=0)
     c = pathway(3, 2, 2, 3, H=1)
-    enc = encode(c, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"])
+    enc = encode(c, x["X"], Block.from_arrays(x["WQ"], x["WK"], x["WV"], x["WO"]), Y=x["Y"])
     del enc.values.params["nucleus1"]["r_in"]
     with pytest.raises(ValueError, match="only relays' rates"):
         phi_variances(c, enc.values)
@@ -235,7 +236,7 @@ def test_outer_product_covariance_matches_shared_relays():
     p, dt = DEFAULT_PARAMS, 1e-3
     x = problem_inputs(n=4, H=2, dk=3, dv=3, de=5, input_seed=2)
     c = pathway(4, 3, 3, 5, H=2, circuit="linear")
-    enc = encode(c, x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], Y=x["Y"])
+    enc = encode(c, x["X"], Block.from_arrays(x["WQ"], x["WK"], x["WV"], x["WO"]), Y=x["Y"])
     got = phi_variances(c, enc.values, p, dt)
     rho_in = enc.consts["gains"]["rho_in"]
     k = (1 - np.exp(-dt / p.tau_syn)) / dt

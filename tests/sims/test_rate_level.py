@@ -6,6 +6,7 @@ These run real Brian2 networks (numpy code-generation target, no compiler needed
 import numpy as np
 import pytest
 
+from ctmhsa.mapping.model import Block
 from ctmhsa.mapping.reference import linear_mhsa
 from ctmhsa.mapping.codes import CodeGains
 from ctmhsa.mapping.operating import OperatingRangeError
@@ -83,7 +84,7 @@ def test_division_is_done_by_the_interneurons():
     ref = linear_mhsa(X, WQ, WK, WV, WO)
     errs = {}
     for shunt in (True, False):
-        enc = encode(c, X, WQ, WK, WV, WO)
+        enc = encode(c, X, Block.from_arrays(WQ, WK, WV, WO))
         if not shunt:
             enc.values.weights["pool"] = 0.0 * enc.values.weights["pool"]
         b = instantiate(c, "rate", enc.values)
