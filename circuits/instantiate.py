@@ -14,6 +14,7 @@ argument of the compiled binary instead; nothing here knows device names.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -110,6 +111,7 @@ class BuiltCircuit:
     replayed: frozenset = frozenset()
     replay_tables: dict = field(default_factory=dict)
     replay_source: dict | None = None
+    streamed: frozenset = frozenset()
     _seeded: bool = False
 
     @property
@@ -240,6 +242,7 @@ def instantiate(
     law: str = "product",
     fold: bool = True,
     replay_steps: int | None = None,
+    stream: dict | None = None,
 ) -> BuiltCircuit:
     """Create the Brian2 network of ``circuit`` at fidelity ``level``.
 
@@ -287,6 +290,12 @@ def instantiate(
         ``replay_steps`` steps by cells (a spike where the entry is 1), a run argument like any
         value, instead of a ``SpikeGeneratorGroup``, whose spikes Brian2 compiles in. The
         compiled project then does not depend on the replayed spikes.
+    stream : dict, optional
+        Population -> ``(rates, period, shift)``: the relays' input rate ``r_in`` (Hz) follows a
+        table ``rates`` of shape ``(rows, N)``, row ``floor((t + shift) / period)`` at time ``t``
+        (a ``TimedArray``: a stream of token sets presented one after another, each for
+        ``period`` s, to the one network). The population's static ``r_in`` values are then not
+        used.
     """
     if run_args is None:
         configure_brian2(codegen)
@@ -304,7 +313,9 @@ def instantiate(
     _check_values(circuit, level, values, replay)
     if replay_steps is not None and run_args is None:
         raise ValueError("replay_steps: a replay table is a run argument of a compiled device (run_args)")
-    groups, folds, tables = _populations(circuit, level, phi, law, ns, clock, plan, replay, counting, replay_steps)
+    streams = _stream_arrays(circuit, level, stream or {})
+    groups, folds, tables = _populations(circuit, level, phi, law, ns, clock, plan, replay, counting, replay_steps,
+                                         streams)
     synapses, pairs = _projections(circuit, level, ns, clock, groups, folds, plan, replay)
     cov = _covariance_synapses(circuit, level, ns, clock, groups, values)
     synapses.update({k: v[0] for k, v in cov.items()})
@@ -323,7 +334,7 @@ def instantiate(
     built = BuiltCircuit(circuit, level, b2.Network(*objects), groups, synapses, time.perf_counter() - t0, dt,
                          monitors=monitors, seed=seed, run_args=run_args, folds=folds,
                          counted=tuple(spiking) if counting else (), pairs=pairs, replayed=frozenset(replay),
-                         replay_tables=tables, replay_source=replay_source)
+                         replay_tables=tables, replay_source=replay_source, streamed=frozenset(streams))
     _write_values(built, values, seed, run_args)   # checked above, before any Brian2 object
     built.build_time = time.perf_counter() - t0
     return built
@@ -374,6 +385,8 @@ def _write_values(built: BuiltCircuit, values: CircuitValues, seed, run_args) ->
         init = {**initial_draws(model, pop.N, seed, name), **values.init.get(name, {})}
         for kind, items in (("params", values.params.get(name, {})), ("init", init)):
             for var, val in items.items():
+                if name in built.streamed and var == "r_in":   # follows its stream table
+                    continue
                 _set_cells(g, folds, var, val, pop.N, f"values.{kind}[{name!r}][{var!r}]", run_args)
     for name, vals in perturb.silence_values(built.circuit).items():
         for var, val in vals.items():
@@ -470,8 +483,30 @@ def _folded_groups(name: str, model, eqs, incoming: dict, plans: list, ns, clock
     return out, eqs
 
 
+STREAM_LINE = re.compile(r"^[ \t]*r_in[ \t]*:[ \t]*Hz[ \t]*$", re.M)
+"""The relay's input-rate parameter, replaced by its stream table in a streamed population."""
+
+
+def _stream_arrays(circuit: Circuit, level: str, stream: dict) -> dict:
+    """Check ``stream`` (see :func:`instantiate`) before any Brian2 object: population ->
+    ``(rates (rows, N) Hz, period s, shift s)``."""
+    out = {}
+    for name, (rates, period, shift) in stream.items():
+        pop = circuit.populations.get(name)
+        if pop is None or "r_in" not in get_model(level, pop.cell_type).parameters:
+            raise ValueError(f"stream: {name!r} is not a relay population with an input rate r_in")
+        rates = np.asarray(rates, float)
+        if rates.ndim != 2 or rates.shape[1] != pop.N or not np.all(np.isfinite(rates)) or np.any(rates < 0):
+            raise ValueError(f"stream[{name!r}]: expected finite non-negative rates of shape (rows, {pop.N}), "
+                             f"got shape {rates.shape}")
+        if not float(period) > 0:
+            raise ValueError(f"stream[{name!r}]: the period must be positive, got {period!r}")
+        out[name] = (rates, float(period), float(shift))
+    return out
+
+
 def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, replay: dict,
-                 counting: bool = False, replay_steps: int | None = None):
+                 counting: bool = False, replay_steps: int | None = None, streams: dict | None = None):
     """One NeuronGroup (or replaying SpikeGeneratorGroup) per population, with its folded groups;
     with ``counting``, the spiking cells count their own spikes
     (:data:`ctmhsa.neurons.window.COUNTER_EQUATIONS`)."""
@@ -493,8 +528,16 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
             continue
         model = get_model(level, pop.cell_type)
         plans = plan.get(name, [])
-        folds[name], eqs = _folded_groups(name, model, model.render(phi, incoming[name], law=law),
-                                          incoming[name], plans, ns, clock)
+        rendered = model.render(phi, incoming[name], law=law)
+        if name in (streams or {}):   # r_in from the stream table: one row per presentation
+            rates, period, shift = streams[name]
+            ta = b2.TimedArray(rates * b2.Hz, dt=period * b2.second, name=f"{name}_stream")
+            rendered, n_sub = STREAM_LINE.subn(f"r_in = {ta.name}(t + {name}_shift, i) : Hz", rendered)
+            if n_sub != 1:
+                raise ValueError(f"stream: the model of {name!r} has no single input-rate parameter r_in")
+            # in the shared namespace: synapses read the relays' rate (r_pre) too
+            ns.update({ta.name: ta, f"{name}_shift": shift * b2.second})
+        folds[name], eqs = _folded_groups(name, model, rendered, incoming[name], plans, ns, clock)
         reset, extra = model.reset, []
         threshold = model.threshold
         if name in gated:   # Silence: no output over [sil_on, sil_off)

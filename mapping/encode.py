@@ -32,7 +32,7 @@ ON/OFF code; the offset code halves them (the same worst-case rate: rho' v_0 = (
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -75,6 +75,9 @@ class Encoding:
     values: CircuitValues
     codes: dict
     consts: dict
+    stream: dict = field(default_factory=dict)
+    """A stream of token sets: relay population -> ``(rates (rows, N) Hz, period s, shift s)``,
+    the relays' rates over time (:func:`ctmhsa.circuits.instantiate.instantiate`); empty for one set."""
 
 
 def cell_weights(circuit, proj, w) -> np.ndarray:

@@ -23,7 +23,7 @@ from typing import Callable
 import brian2 as b2
 import numpy as np
 
-__all__ = ["Probe", "Window", "measure", "window_observables", "fano_factors",
+__all__ = ["Probe", "Window", "measure", "measure_stream", "window_observables", "fano_factors",
            "fano_sums", "fano_from_sums", "counts_as_rates", "chunk_ends", "COUNTER_EQUATIONS",
            "COUNTER_STEP", "COUNTER_RESET", "counter_run_args", "counted_observables"]
 
@@ -215,3 +215,79 @@ def measure(network, probes: dict, clock, run: Callable[[float, object], float],
     return dict(snapshots=snapshots, chunks={p: np.diff(np.stack(c), axis=0) for p, c in counts.items()},
                 run=t_run)
 
+
+
+def measure_stream(network, probes: dict, clock, run: Callable[[float, object], float], warmup: float,
+                   period: float, count: int, lag: float, n_chunks: int = 1, report=None,
+                   read_state: Callable[[], dict] | None = None) -> dict:
+    """Run for ``warmup`` (discarded), then ``count`` presentations of ``period`` s each, with
+    one measurement window per presentation: ``[lag, period)`` after its start.
+
+    One Brian2 ``run`` of ``count * period``; a network operation at the end of every step
+    opens each window (:class:`Window`) at its start, takes its ``n_chunks`` chunk counts and
+    reads it at its end, as :func:`measure` does for one window.
+
+    Parameters
+    ----------
+    period : float
+        Presentation period (s).
+    count : int
+        Presentations.
+    lag : float
+        Time (s) from a presentation's start to its window's: ``0 <= lag < period``.
+    read_state : callable, optional
+        Without spiking probes (the rate level): ``read_state()`` -> the observables of every
+        population, read at the end of each presentation instead of window means.
+
+    Returns
+    -------
+    dict
+        ``snapshots``: one ``(window length, {population: observables})`` per presentation, in
+        order; ``chunks``: population -> ``(count, n_chunks, N)`` spike counts; ``run``: wall
+        time (s).
+    """
+    if not 0 <= lag < period:
+        raise ValueError(f"lag: expected 0 <= lag < period = {period} s, got {lag}")
+    t_run = run(warmup, report) if warmup > 0 else 0.0
+    dt = float(clock.dt_)
+    t0 = float(network.t_)
+    T_win = period - lag
+    # (time since the stream began, action, presentation)
+    marks = []
+    for k in range(count):
+        start = k * period
+        if probes:
+            marks.append((start + lag, "open", k))
+            marks.extend((start + lag + e, "chunk", k) for e in chunk_ends(T_win, n_chunks))
+        marks.append((start + period, "read", k))
+    # by step (equal times computed two ways differ in the last bit), then open < chunk < read
+    marks.sort(key=lambda m: (round(m[0] / dt), ("open", "chunk", "read").index(m[1])))
+    snapshots, chunks = [], {p: [] for p in probes}
+    state = {"window": None, "counts": None}
+
+    def at_step_end(t):
+        elapsed = float(t[:]) + dt - t0
+        while marks and elapsed >= marks[0][0] - 0.5 * dt:
+            _, what, _k = marks.pop(0)
+            if what == "open":
+                state["window"] = Window(probes, t0 + elapsed)
+                state["counts"] = {p: [state["window"].start_counts(p)] for p in probes}
+            elif what == "chunk":
+                for p, probe in probes.items():
+                    state["counts"][p].append(probe.counts())
+            elif probes:
+                snapshots.append((T_win, {p: state["window"].read(p, T_win) for p in probes}))
+                for p, c in state["counts"].items():
+                    chunks[p].append(np.diff(np.stack(c), axis=0))
+            else:
+                snapshots.append((period, read_state()))
+
+    op = b2.NetworkOperation(at_step_end, clock=clock, when="end", order=1000, name="stream_marks")
+    network.add(op)
+    try:
+        t_run += run(count * period, report)
+    finally:
+        network.remove(op)
+    if marks:
+        raise RuntimeError(f"measure_stream: {len(marks)} marks were not reached in {count} x {period} s")
+    return dict(snapshots=snapshots, chunks={p: np.stack(c) for p, c in chunks.items()}, run=t_run)

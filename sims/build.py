@@ -21,16 +21,19 @@ from __future__ import annotations
 import logging
 import time
 
+import numpy as np
+
 from ctmhsa.circuits import perturb
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.circuits.perturb import check_perturbations
 from ctmhsa.circuits.memory import BASE_BYTES, estimate_memory
 from ctmhsa.mapping.baseline import add_lif_drive
 from ctmhsa.mapping.encode import check_tokens, encode, relay_rates
+from ctmhsa.mapping.inputs import as_input_range
 from ctmhsa.mapping.reference import linear_mhsa
 
-from .options import (AUTO_CYTHON_SYNAPSES, CircuitOptions, RunOptions, check_record_spikes, check_run,
-                      split_options)
+from .options import (AUTO_CYTHON_SYNAPSES, DEFAULT_DT, DEFAULT_PRESENTATION, CircuitOptions, RunOptions,
+                      check_record_spikes, check_run, split_options)
 from .readout import read_out
 from .result import SimulationResult
 from .runners import Runner, runner_for
@@ -138,6 +141,8 @@ class Simulation:
         """
         if self._ran:
             raise RuntimeError("set_tokens: this simulation has already run; build a new one")
+        if self.run_options.presentation is not None:
+            raise ValueError("set_tokens: this circuit was built for a stream; build it for the new stream")
         x, b = self.inputs, self.inputs.block
         if (Y is not None) != (x.Y is not None):
             raise ValueError("Y: " + ("this circuit has no second nucleus (built without Y)" if Y is not None
@@ -218,6 +223,46 @@ def _reference(x: Inputs, co: CircuitOptions) -> dict:
                        method=REFERENCE_METHOD[co.circuit])
 
 
+def _stream_timing(ro: RunOptions, count: int | None, duration_given: bool, level: str) -> RunOptions:
+    """The run options of a stream of ``count`` token sets (``None``: one set): the presentation
+    period (:data:`ctmhsa.sims.options.DEFAULT_PRESENTATION` when not given) and ``duration =
+    count * presentation``."""
+    if count is None:
+        if ro.presentation is not None:
+            raise ValueError("presentation: a presentation period needs a stream of token sets, X of shape "
+                             "(T, n, de); X has one set (n, de)")
+        return ro
+    if duration_given:
+        raise ValueError("duration: a stream lasts T x presentation; give presentation= (s per token set) "
+                         "instead of duration")
+    period = DEFAULT_PRESENTATION if ro.presentation is None else ro.presentation
+    dt = DEFAULT_DT[level] if ro.dt is None else ro.dt
+    if period < 4 * dt * (1 - 1e-9):
+        raise ValueError(f"presentation: {period:g} s is shorter than four steps (dt = {dt:g} s); a presentation "
+                         "needs a decoding window of two steps or more")
+    return ro.replace(presentation=period, duration=count * period)
+
+
+def _stream_tables(circuit, enc, inputs: Inputs, co: CircuitOptions, ro: RunOptions) -> dict:
+    """Relay population -> ``(rates (rows, N), period, shift)`` of a stream (see
+    :func:`ctmhsa.circuits.instantiate.instantiate`): the first token set during the warm-up,
+    then one row per presentation. Every token set is checked against the circuit (its declared
+    range and its division) before anything is built; only the relays' rates differ per row."""
+    c = enc.consts
+    P, W = ro.presentation, ro.warmup
+    lead = int(np.ceil(W / P - 1e-9))          # rows of the first set covering the warm-up
+    rows: dict = {}
+    for k in range(inputs.X.shape[0]):
+        Xk, Yk = inputs.X[k], None if inputs.Y is None else inputs.Y[k]
+        try:
+            check_tokens(circuit, c["input_range"], c["operating"], c["R_set"], Xk, Yk, inputs.block, co.phi)
+        except ValueError as exc:
+            raise type(exc)(f"X[{k}] (presentation {k}): {exc}") from None
+        for pop, vals in relay_rates(circuit, enc.codes["tokens"], Xk, Yk, c["onoff"]).items():
+            rows.setdefault(pop, []).extend([vals["r_in"]] * (1 + (lead if k == 0 else 0)))
+    return {pop: (np.stack(r), P, lead * P - W) for pop, r in rows.items()}
+
+
 def _check_runtime(circuit, options: CircuitOptions, run_options: RunOptions, synapses: int,
                    per: int = 1) -> float:
     """The run's :func:`estimate_runtime` (s); a ``ValueError`` naming ``max_runtime`` past it.
@@ -278,7 +323,10 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     """
     t_start = time.perf_counter()
     co, ro = split_options(circuit_options, run_options, **options)
-    a = check_inputs(X, WQ, WK, WV, WO, Y=Y, WS=WS, causal=co.causal, normalize=co.normalize, phi=co.phi)
+    stream = np.ndim(X) == 3
+    a = check_inputs(X, WQ, WK, WV, WO, Y=Y, WS=WS, causal=co.causal, normalize=co.normalize, phi=co.phi,
+                     stream=stream)
+    ro = _stream_timing(ro, a["X"].shape[0] if stream else None, "duration" in options, co.neuron)
     ro = ro.resolved(co.neuron)
     check_run(co, ro)
     runner_for(ro).check(co, ro)
@@ -321,8 +369,15 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
         ro = ro.replace(codegen="cython" if circuit.n_synapses() >= AUTO_CYTHON_SYNAPSES else "numpy")
     inputs = Inputs.from_checked(a)
     ref = _reference(inputs, co)
-    enc = encode(circuit, inputs.X, inputs.block, Y=inputs.Y, gains=co.code_gains, params=co.params, phi=co.phi,
-                 input_range=co.input_range)
+    if stream:   # one circuit for the whole stream: built for the range of every token set
+        rng = as_input_range(co.input_range, inputs.X, inputs.Y)
+        first = [None if t is None else t[0] for t in (inputs.X, inputs.Y)]
+        enc = encode(circuit, first[0], inputs.block, Y=first[1], gains=co.code_gains, params=co.params,
+                     phi=co.phi, input_range=rng)
+        enc.stream = _stream_tables(circuit, enc, inputs, co, ro)
+    else:
+        enc = encode(circuit, inputs.X, inputs.block, Y=inputs.Y, gains=co.code_gains, params=co.params,
+                     phi=co.phi, input_range=co.input_range)
     # lif somata: drive on their calibrated affine branch, baselines cancelled (no-op otherwise)
     add_lif_drive(circuit, enc.values, co.neuron, ro.dt)
     # lesions and drive: the description records them; drive relays get their rates and weights

@@ -34,7 +34,7 @@ from ctmhsa.neurons.params import DEFAULT_PARAMS, DEFAULT_SOMA, CellParams, seco
 __all__ = ["CircuitOptions", "RunOptions", "split_options", "seconds", "DEFAULT_DT", "DEFAULT_WARMUP",
            "N_CHUNKS", "AUTO_CYTHON_SYNAPSES", "CODEGEN", "DEVICES", "SCHEDULERS", "STEPS_PER_TAU",
            "DEFAULT_MAX_RUNTIME", "SEED_LIMIT", "max_dt", "min_window", "check_run", "check_record_spikes",
-           "check_scheduler"]
+           "check_scheduler", "DEFAULT_PRESENTATION", "DECODE_LAG", "decode_lag", "stream_chunks"]
 
 DEFAULT_DT = {"rate": 1e-3, "escape": 1e-3, "lif": 1e-4}
 """Default integration step per level (s). The rate level's steady state does not depend on
@@ -46,6 +46,26 @@ DEFAULT_WARMUP = {"rate": 0.0, "escape": 0.5, "lif": 0.5}
 """Discarded warm-up before the measurement window (s): the interneurons settle in ~0.1 s."""
 
 N_CHUNKS = 10
+
+DEFAULT_PRESENTATION = 0.2
+"""Presentation period (s) of a stream of token sets when none is given (perception: 100-300 ms)."""
+
+DECODE_LAG = 0.05
+"""Time (s) from a presentation's start to its decoding window's: the circuit's latency to 90 %
+of a change (measured by ``ctmhsa bench timescale``), at most half the presentation."""
+
+
+def decode_lag(presentation: float) -> float:
+    """Start (s, after a presentation's start) of its decoding window: :data:`DECODE_LAG`, at
+    most half the presentation; the window runs to the presentation's end."""
+    return min(DECODE_LAG, 0.5 * float(presentation))
+
+
+def stream_chunks(window: float, options) -> int:
+    """Chunks of one presentation's window (the Fano factors): :data:`N_CHUNKS`, fewer where a
+    chunk would be shorter than the slowest cell time constant (at least 1)."""
+    tau = max(_time_constants(options).values())
+    return int(max(1, min(N_CHUNKS, np.floor(window / tau + 1e-9))))
 """Spike counts are taken at this many equal chunks of the measurement window (one run, see
 :func:`ctmhsa.neurons.window.measure`); the spread of the chunk counts gives each population's Fano
 factor."""
@@ -303,6 +323,12 @@ class RunOptions(_Options):
         (:class:`ctmhsa.sims.progress.RunProgress`; on the standalone device read from the binary's
         report), ``"text"`` prints Brian2's text report, a callable is Brian2's
         ``report(elapsed, completed, start, duration)``.
+    presentation : float, optional
+        A stream of token sets (``X`` of shape ``(T, n, de)``): each is shown for this long (s),
+        one after another, to the one built circuit; ``duration`` is then ``T * presentation``
+        (set by :func:`ctmhsa.sims.build_mhsa`). Each presentation is decoded from its own
+        window, ``[decode_lag(presentation), presentation)`` after its start
+        (:func:`decode_lag`). ``None``: one token set.
     """
 
     duration: float = 1.0
@@ -318,9 +344,11 @@ class RunOptions(_Options):
     max_memory: float | None = None
     max_runtime: float | None = DEFAULT_MAX_RUNTIME
     report: object = field(default=None, compare=False)
+    presentation: float | None = None
 
     def __post_init__(self):
         _set(self, "duration", seconds("duration", self.duration))
+        _set(self, "presentation", seconds("presentation", self.presentation, allow_none=True))
         _set(self, "dt", seconds("dt", self.dt, allow_none=True))
         try:
             _set(self, "warmup", seconds("warmup", self.warmup, allow_none=True, allow_zero=True))
@@ -470,7 +498,12 @@ def check_run(options: CircuitOptions, run_options: RunOptions) -> None:
     if ro.dt > bound * (1 + 1e-9):
         raise ValueError(f"dt: {ro.dt:g} s is too coarse for the {level} level's cells: at most {bound:g} s "
                          f"({why}); use dt <= {bound:g}")
-    if options.spiking:
+    if ro.presentation is not None:   # a stream: every presentation's window holds a step or more
+        window = ro.presentation - decode_lag(ro.presentation)
+        if window < 2 * ro.dt * (1 - 1e-9) or abs(ro.presentation / ro.dt - round(ro.presentation / ro.dt)) > 1e-6:
+            raise ValueError(f"presentation: {ro.presentation:g} s must be a whole number of steps dt = {ro.dt:g} s "
+                             f"whose decoding window (after {decode_lag(ro.presentation):g} s) holds two steps or more")
+    elif options.spiking:
         t_min, why = min_window(options, ro.dt)
         if ro.duration < t_min * (1 - 1e-9):
             raise ValueError(f"duration: {ro.duration:g} s is shorter than the minimum measurement window of "

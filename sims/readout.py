@@ -16,8 +16,9 @@ from ctmhsa.mapping.noise import spike_generation_fano, stage_noise_variance
 from ctmhsa.mapping.operating import check_operating, enforce
 from ctmhsa.mapping.stages import CIRCUIT_STAGES
 from ctmhsa.neurons.conductance import affine_range, soma_calibration
-from ctmhsa.neurons.window import fano_factors
+from ctmhsa.neurons.window import fano_factors, fano_from_sums, fano_sums
 
+from .options import decode_lag
 from .result import SimulationResult
 
 __all__ = ["read_out", "QUADRATIC_STAGES", "LINEAR_STAGES"]
@@ -28,10 +29,11 @@ QUADRATIC_STAGES, LINEAR_STAGES = CIRCUIT_STAGES["quadratic"], CIRCUIT_STAGES["l
 def read_out(sim, obs, run_options) -> SimulationResult:
     """The result of ``sim`` (a :class:`ctmhsa.sims.build.Simulation`) from its observations ``obs``
     (:class:`ctmhsa.sims.runners.Observations`) of a run under ``run_options``."""
+    if obs.stream:
+        return _read_out_stream(sim, obs, run_options)
     circuit, enc, o, ro, x = sim.circuit, sim.encoding, sim.options, run_options, sim.inputs
     ref = sim.reference
-    compared = CIRCUIT_STAGES[o.circuit]
-    ref_stages = {k: ref[k] for k in compared if o.normalize or k not in ("Z", "z")}  # no division without interneurons
+    ref_stages = _compared(ref, o)
     for snap in [s for _, s in obs.snapshots] + ([obs.early] if obs.early is not None else []):
         remove_baselines(circuit, enc.values, snap)    # lif: rates above the somata's baseline
     final = obs.final
@@ -51,20 +53,45 @@ def read_out(sim, obs, run_options) -> SimulationResult:
                 x_tilde=st["x_tilde"], reference=ref["x_tilde"], stages=st, reference_stages=ref_stages,
                 rates={}, spikes={}, level=o.neuron, config={}, noise_variance=nv).metrics()))
         noise_var = nv
-    max_rate = 1.0 / ro.dt if o.neuron == "escape" else None
+    max_rate, rate_range = _rate_limits(o, ro)
     # did the circuit work where it claims to (per macrocolumn)? raises at the rate level,
     # warns and flags at the spiking levels
-    # lif: where the somata's f-I curve is affine (the calibration is cached)
-    rate_range = affine_range(soma_calibration(dt=ro.dt)) if o.neuron == "lif" else None
     operating = check_operating(circuit, enc, final, o.neuron, o.code_gains, early=obs.early, T=ro.duration,
                                 max_rate=max_rate, rate_range=rate_range)
-    # a perturbed circuit is studied where it leaves its range: flagged, not raised
+    diagnostics = dict(range=range_report(circuit, final, max_rate), convergence=change, fano=fano,
+                       checkpoints=checkpoints)
+    return _result(sim, obs, ro, stages, ref["x_tilde"], ref_stages, _rates(circuit, final), noise_var,
+                   operating, diagnostics)
+
+
+def _compared(ref: dict, o) -> dict:
+    """The reference's stages the circuit is compared on (no Z, z without interneurons)."""
+    return {k: ref[k] for k in CIRCUIT_STAGES[o.circuit] if o.normalize or k not in ("Z", "z")}
+
+
+def _rate_limits(o, ro) -> tuple:
+    """``(max_rate, rate_range)`` of the operating check: an escape cell spikes at most once per
+    step; a lif soma is affine over its calibrated range (the calibration is cached)."""
+    return (1.0 / ro.dt if o.neuron == "escape" else None,
+            affine_range(soma_calibration(dt=ro.dt)) if o.neuron == "lif" else None)
+
+
+def _rates(circuit, obs: dict) -> dict:
+    """Spike rates as measured (every spike, a lif soma's baseline included); the rate level's
+    rates, on every population's full grid."""
+    return {name: pop.to_dense(obs[name].get("rate", obs[name]["r"]), fill=np.nan)
+            for name, pop in circuit.populations.items()}
+
+
+def _result(sim, obs, ro, stages, x_ref, ref_stages, rates, noise_var, operating, diagnostics) -> SimulationResult:
+    """The result: the operating report enforced (a perturbed circuit is studied where it leaves
+    its range: flagged, not raised), configuration, counts and timings gathered."""
+    circuit, enc, o, x = sim.circuit, sim.encoding, sim.options, sim.inputs
     enforce(operating, "perturbed " + o.neuron if circuit.meta.perturbations else o.neuron)
     if enc.consts["operating"] is not None:
         operating["operating_point"] = enc.consts["operating"].summary()
-    diagnostics = dict(range=range_report(circuit, final, max_rate), convergence=change, fano=fano,
-                       operating=operating, in_range=not operating["violations"],
-                       memory_estimate_bytes=sim.memory_estimate, checkpoints=checkpoints,
+    diagnostics.update(operating=operating, in_range=not operating["violations"],
+                       memory_estimate_bytes=sim.memory_estimate,
                        encoding=dict(v0=enc.consts["v0"].tolist(), x0=enc.consts["x0"], xb=enc.consts["xb"]))
     n = sim.sizes
     config = dict(**{k: n[k] for k in ("n", "m", "H", "dk", "dv", "de")}, **o.to_dict(), **ro.to_dict(),
@@ -77,10 +104,48 @@ def read_out(sim, obs, run_options) -> SimulationResult:
                   populations={k: p.N for k, p in circuit.populations.items()},
                   projections=circuit.n_synapses(by_projection=True))
     timings = dict(build=obs.build, compile=obs.compile, run=obs.run)
-    # spike rates as measured (every spike, a lif soma's baseline included); the rate level's final rates
-    rates = {name: pop.to_dense(final[name].get("rate", final[name]["r"]), fill=np.nan)
-             for name, pop in circuit.populations.items()}
     return SimulationResult(
-        x_tilde=stages["x_tilde"], reference=ref["x_tilde"], stages=stages, reference_stages=ref_stages,
+        x_tilde=stages["x_tilde"], reference=x_ref, stages=stages, reference_stages=ref_stages,
         rates=rates, spikes=obs.spikes, level=o.neuron, config=config, diagnostics=diagnostics,
         timings=timings, counts=counts, noise_variance=noise_var)
+
+
+def _read_out_stream(sim, obs, ro) -> SimulationResult:
+    """A stream: every presentation decoded from its own window, compared with its own token
+    set's reference; stages, reference, rates and noise variances stacked ``(T, ...)``, the
+    metrics pooled (``res.metrics()``) and per presentation (``res.presentation_metrics()``)."""
+    circuit, enc, o, x = sim.circuit, sim.encoding, sim.options, sim.inputs
+    max_rate, rate_range = _rate_limits(o, ro)
+    per, fano = [], {}
+    if o.spiking:   # pooled over every window: each window's chunk spread, summed
+        sums = {}
+        for p, c in obs.chunks.items():
+            for counts in c:
+                v, m = fano_sums({p: counts})[p]
+                sums[p] = (sums.get(p, (0.0, 0.0))[0] + v, sums.get(p, (0.0, 0.0))[1] + m)
+        fano = fano_from_sums(sums)
+        own_fano = spike_generation_fano(circuit, o.neuron, fano)
+    violations = []
+    for k, (T_win, snap) in enumerate(obs.snapshots):
+        remove_baselines(circuit, enc.values, snap)    # lif: rates above the somata's baseline
+        st = decode(circuit, enc, snap)
+        nv = (stage_noise_variance(circuit, enc, snap, own_fano, T_win, st, x.block, o.phi) if o.spiking else {})
+        op = check_operating(circuit, enc, snap, o.neuron, o.code_gains, T=T_win, max_rate=max_rate,
+                             rate_range=rate_range)
+        violations += [f"presentation {k}: {v}" for v in op["violations"]]
+        per.append(dict(stages=st, noise=nv, operating=op, range=range_report(circuit, snap, max_rate),
+                        rates=_rates(circuit, snap)))
+
+    def stack(key):
+        names = set.intersection(*(set(p[key]) for p in per)) if per else set()
+        return {k: np.stack([p[key][k] for p in per]) for k in names}
+
+    stages, noise_var, rates = stack("stages"), stack("noise"), stack("rates")
+    ref = sim.reference
+    operating = dict(violations=violations, presentations=[p["operating"] for p in per])
+    P = ro.presentation
+    diagnostics = dict(range=[p["range"] for p in per], convergence=float("nan"), fano=fano, checkpoints=[],
+                       stream=dict(presentation=P, count=len(per), window=[decode_lag(P), P],
+                                   starts=[round(ro.warmup + k * P, 12) for k in range(len(per))]))
+    return _result(sim, obs, ro, stages, ref["x_tilde"], _compared(ref, o), rates, noise_var, operating,
+                   diagnostics)

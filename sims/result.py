@@ -123,6 +123,36 @@ class SimulationResult:
         return out
 
     @property
+    def stream(self) -> dict | None:
+        """A stream of token sets (``X`` of shape ``(T, n, de)``): ``presentation`` (s),
+        ``count`` (T), ``window`` (the decoding window ``[lag, presentation)`` inside each
+        presentation, s) and ``starts`` (each presentation's start on the network's clock, s);
+        ``None`` for one token set."""
+        return self.diagnostics.get("stream")
+
+    def presentation_metrics(self) -> list[dict]:
+        """A stream's metrics per presentation (as :meth:`metrics`, each against its own token
+        set's reference and noise floor); :meth:`metrics` pools every presentation.
+
+        Raises
+        ------
+        ValueError
+            Not a stream.
+        """
+        if self.stream is None:
+            raise ValueError("presentation_metrics: this result is one token set, not a stream (X of shape (T, n, de))")
+        out = []
+        for k in range(self.stream["count"]):
+            one = SimulationResult(
+                x_tilde=self.x_tilde[k], reference=self.reference[k],
+                stages={n: v[k] for n, v in self.stages.items()},
+                reference_stages={n: v[k] for n, v in self.reference_stages.items()},
+                rates={}, spikes={}, level=self.level, config={},
+                noise_variance={n: v[k] for n, v in self.noise_variance.items()})
+            out.append(one.metrics())
+        return out
+
+    @property
     def warmup(self) -> float:
         """Simulated and discarded before the measurement window (s; 0 at the rate level)."""
         return float(self.config.get("warmup") or 0.0)

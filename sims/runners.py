@@ -30,10 +30,10 @@ from ctmhsa.circuits.graph import Circuit
 from ctmhsa.circuits.instantiate import instantiate
 from ctmhsa.circuits.standalone import project_key, run_project
 from ctmhsa.mapping.encode import Encoding
-from ctmhsa.neurons.window import counts_as_rates, fano_from_sums
+from ctmhsa.neurons.window import counts_as_rates, fano_from_sums, measure_stream
 
 from .distributed import run_split
-from .options import N_CHUNKS, CircuitOptions, RunOptions
+from .options import N_CHUNKS, CircuitOptions, RunOptions, decode_lag, stream_chunks
 from .progress import RunProgress, binary_progress
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,9 @@ class Observations:
         runs reduce every head on its worker); ``None``: computed from ``chunks``.
     early : dict, optional
         Rate level on the runtime device: the observables at 90 % of the run (settling check).
+    stream : bool
+        A stream of token sets: ``snapshots`` holds one window per presentation, in order, and
+        ``chunks`` per population ``(presentations, n_chunks, N)``.
     build, compile, run : float
         Wall-clock seconds creating Brian2 objects, generating/compiling code, simulating.
     """
@@ -70,6 +73,7 @@ class Observations:
     spikes: dict = field(default_factory=dict)
     fano: dict | None = None
     early: dict | None = None
+    stream: bool = False
     build: float = float("nan")
     compile: float = float("nan")
     run: float = float("nan")
@@ -97,6 +101,10 @@ class Runner:
         if run_options.checkpoints:
             raise ValueError("checkpoints: only the runtime device reads the network during a run; "
                              "use device='runtime' (scheduler=None) or separate runs")
+        if run_options.presentation is not None:
+            raise ValueError("presentation: a stream is read presentation by presentation during the run, "
+                             "which only the runtime device does in this release; use device='runtime' "
+                             "and scheduler=None")
 
     def config(self) -> dict:
         """Entries of the result's configuration that only this runner knows."""
@@ -126,7 +134,7 @@ class Runner:
         o = self.options
         return instantiate(self.circuit, o.neuron, self.encoding.values, phi=o.phi, params=o.params,
                            dt=run_options.dt, seed=run_options.seed, record_spikes=run_options.record_spikes,
-                           law=o.law, fold=o.fold, **kw)
+                           law=o.law, fold=o.fold, stream=self.encoding.stream or None, **kw)
 
 
 def _bar(options: CircuitOptions, run_options: RunOptions) -> RunProgress | None:
@@ -193,6 +201,8 @@ class RuntimeRunner(Runner):
         bar = _bar(self.options, ro)
         report = bar if bar is not None else ro.report
         with _ticking(built, bar):
+            if ro.presentation is not None:
+                return self._stream(built, ro, report, t_compile)
             if not built.spiking:
                 # run 90 % of the time, look, run the rest: the change of every observable over the
                 # last 10 % says how settled the rate dynamics are, without looking at the reference
@@ -206,6 +216,19 @@ class RuntimeRunner(Runner):
         return Observations([(t, counts_as_rates(o)) for t, o in m["snapshots"]], m["chunks"],
                             _recorded(built, ro), build=built.build_time,
                             compile=t_compile, run=m["run"])
+
+
+    def _stream(self, built, ro: RunOptions, report, t_compile: float) -> Observations:
+        """A stream of token sets: one window per presentation (see :func:`ctmhsa.neurons.window.measure_stream`)."""
+        P = ro.presentation
+        lag = decode_lag(P)
+        count = int(round(ro.duration / P))
+        read_state = None if built.spiking else (lambda: {p: built.read(p) for p in self.circuit.populations})
+        m = measure_stream(built.network, built.probes(), built.clock, built.run, ro.warmup, P, count, lag,
+                           stream_chunks(P - lag, self.options), report, read_state)
+        snaps = [(t, counts_as_rates(o) if built.spiking else o) for t, o in m["snapshots"]]
+        return Observations(snaps, m["chunks"], _recorded(built, ro), build=built.build_time, compile=t_compile,
+                            run=m["run"], stream=True)
 
 
 class StandaloneRunner(Runner):
@@ -245,6 +268,8 @@ class SplitRunner(Runner):
         if not options.spiking:
             raise ValueError("scheduler: heads are split at the spiking levels; the rate level is "
                              "deterministic and runs as one network (scheduler=None)")
+        if run_options.presentation is not None:
+            super().check(options, run_options.replace(checkpoints=()))   # (the stream's refusal)
         if run_options.checkpoints:
             raise ValueError("scheduler: a split run has no checkpoints (only the runtime device "
                              "reads one network during a run); use scheduler=None")

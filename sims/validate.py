@@ -62,7 +62,8 @@ def available_memory() -> int:
         return 8 * 2**30
 
 
-def check_inputs(X, WQ, WK, WV, WO, Y=None, WS=None, causal=False, normalize=True, phi="elu1") -> dict:
+def check_inputs(X, WQ, WK, WV, WO, Y=None, WS=None, causal=False, normalize=True, phi="elu1",
+                 stream: bool = False) -> dict:
     """Validate the arrays of :func:`ctmhsa.sims.simulate_mhsa` (the options are validated by
     :mod:`ctmhsa.sims.options`); return them converted, with the sizes ``n, m, H, dk, dv, de``.
 
@@ -73,11 +74,15 @@ def check_inputs(X, WQ, WK, WV, WO, Y=None, WS=None, causal=False, normalize=Tru
         or a masked array with masked entries (:func:`ctmhsa.mapping.reference.plain_array`).
     """
     a = check_attention_inputs(X, WQ, WK, WV, WO, Y=Y, causal=causal, normalize=normalize)
-    if a["batched"]:
+    if stream:   # a stream of token sets (T, n, de), shown one after another to one circuit
+        if not a["batched"]:
+            raise ValueError(f"X: a stream is T token sets of shape (T, n, de); got {np.shape(X)}")
+    elif a["batched"]:
         raise ValueError(
-            f"X: the simulator takes one sequence of shape (n, de); got a batch {np.shape(X)}. "
-            "Loop over the batch (each sequence is one network run)")
-    a["X"], a["Y"] = a["X"][0], (None if Y is None else a["Y"][0])
+            f"X: the simulator takes one sequence of shape (n, de), or a stream (T, n, de) shown one set "
+            f"after another; got {np.shape(X)}")
+    else:
+        a["X"], a["Y"] = a["X"][0], (None if Y is None else a["Y"][0])
     if WS is not None:   # the reference checks the skip weights' shape and values
         linear_mhsa(a["X"], a["WQ"], a["WK"], a["WV"], a["WO"], phi=phi, Y=a["Y"], causal=causal,
                     normalize=normalize, WS=WS)

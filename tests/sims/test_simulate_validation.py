@@ -25,7 +25,7 @@ def no_build(monkeypatch):
 
 
 @pytest.mark.parametrize("change, exc, match", [
-    (dict(X=np.zeros((2, 3, 3))), ValueError, "X: the simulator takes one sequence"),
+    (dict(X=np.zeros((2, 2, 3, 3))), ValueError, r"X: expected shape \(n, de\)"),
     (dict(X=np.zeros((3, 4))), ValueError, "WQ: last axis must equal de"),
     (dict(WV=np.zeros((2, 2, 3))), ValueError, "WV: has 2 heads"),
     (dict(WO=np.full((1, 3, 2), np.nan)), ValueError, "WO: contains 6 NaN"),
