@@ -7,7 +7,8 @@ area, and an area one head of a pathway.
 Populations of the full pathway (``H`` heads, ``n`` query tokens, ``m`` key tokens)::
 
     nucleus1      relay        (token=n, e=de, sign=2)      thalamic nucleus 1: tokens x_i (ON/OFF)
-    nucleus1_kv   relay        (token=m, e=de, sign=2)      second nucleus (cross-attention only)
+    nucleus1_kv   relay        (token=m, e=de, sign=2)      matrix relays of the key tokens (keys)
+    nucleus1_v    relay        (token=m, e=de, sign=2)      matrix relays of the key tokens onto L5 IT (values)
     l23           l23          (head, i=n, j=m, c=dk)       basal: query, apical: key, soma: salience
     interneuron   interneuron  (head, i=n, k=n_inh)         divisive normalisation per macrocolumn
     l5it          l5it         (head, i=n, j=m, c=dv, sign=2)  basal: ±value, apical: attention, soma: y (ON/OFF)
@@ -17,15 +18,25 @@ Populations of the full pathway (``H`` heads, ``n`` query tokens, ``m`` key toke
 Projections (colour code of the paper's figures in brackets)::
 
     core_q     nucleus1    -> l23.basal       ±WQ[h,c,e]  core, token = i   (green)
-    matrix_k   nucleus1*   -> l23.apical      ±WK[h,c,e]  matrix, token = j (red)
-    matrix_v   nucleus1*   -> l5it.basal      ±WV[h,c,e]  matrix, token = j (red)
+    matrix_k   nucleus1_kv -> l23.apical      ±WK[h,c,e]  matrix, token = j (red)
+    matrix_v   nucleus1_v  -> l5it.basal      ±WV[h,c,e]  matrix, token = j (red)
     pool       l23         -> interneuron     pooling     same (head, i)    (purple)
     shunt      interneuron -> l23.soma        1           same (head, i)    (purple)
     attention  l23         -> l5it.apical     1 (A=ones)  same (head, i, j)
     it_pt      l5it        -> l5pt            ±1          same (head, i, c)
     pt_out     l5pt        -> nucleus2        WO[h,e,c]   i = token         (blue)
 
-(*) ``nucleus1_kv`` for cross-attention. The ``sign`` axes (ON/OFF pairs) exist with
+Three relay sets carry the tokens, each firing at the token's rates with spikes of its own:
+``nucleus1`` (core cells: queries, and the skip path), ``nucleus1_kv`` (matrix cells: keys; the
+tokens ``Y`` in cross-attention, else ``X``) and ``nucleus1_v`` (matrix cells: values). Quantities
+multiplied in one cell then share no relay spike: the query (L2/3 basal) and key (apical) of one
+token, and the value (L5 IT basal) and the attention it multiplies (the keys, through L2/3).
+With shared relays those products carried their covariance, a bias that does not fall with the
+window (docs/design.md, "Streams and floors"). Core and matrix relay cells are distinct
+populations (Jones 2001, Trends Neurosci 24:595), and matrix cells differ in their laminar
+targets (L1 or deeper layers; Clascá et al. 2012, Eur J Neurosci 35:1524). The linear circuit's
+outer-product cells take keys and values from one set (``nucleus1_kv``) and remove that
+covariance in the cell (:mod:`ctmhsa.neurons.models`). The ``sign`` axes (ON/OFF pairs) exist with
 ``signed="onoff"`` (the default); with ``signed="offset"`` each signed quantity has one cell.
 
 Linear-time key-value-memory circuit (``circuit="linear"``, paper discussion "Beyond quadratic
@@ -41,12 +52,13 @@ Per head, ``f`` indexes key features (dk) and ``c`` value dimensions (dv)::
     interneuron interneuron  (head, i, k)             pool readout_z, shunt readout and readout_z
     l5pt, nucleus2                                    as above; l5pt sums readout over f
 
-    matrix_k/_kz nucleus1* -> outer(_z).apical  ±WK[h,f,e]   core_q/_qz nucleus1 -> readout(_z).basal ±WQ
-    matrix_v     nucleus1* -> outer.basal       ±WV[h,c,e]   write(_z)  outer(_z) -> memory(_z)  (sum over j)
+    matrix_k/_kz nucleus1_kv -> outer(_z).apical ±WK[h,f,e] core_q/_qz nucleus1 -> readout(_z).basal ±WQ
+    matrix_v     nucleus1_kv -> outer.basal      ±WV[h,c,e]   write(_z)  outer(_z) -> memory(_z)  (sum over j)
     recall(_z)   memory(_z) -> readout(_z).apical            pool / shunt(_z) as above
     readout_pt   readout -> l5pt                (sum over f)
 
-Cells: H (2 m dk dv + m dk + 2 dk dv + dk + 2 n dk dv + n dk + n n_inh + 2 n dv) — linear in n and
+Cells: H (2 m dk dv + m dk + 2 dk dv + dk + 2 n dk dv + n dk + n n_inh + 2 n dv) and the relays
+(2 n de core, 2 m de matrix, 2 n de in nucleus 2) — linear in n and
 m, against H (n m dk + 2 n m dv + ...) for the quadratic circuit; at dk = dv = 33 the linear circuit
 has fewer neurons from n ≈ 45 on.
 """
@@ -108,7 +120,7 @@ def build(
     m : int, optional
         Key/value tokens = microcolumns per macrocolumn (default ``n``).
     cross : bool
-        Keys and values come from a second nucleus ``nucleus1_kv`` (cross-attention).
+        Keys and values are other tokens (``Y``, cross-attention: ``m`` may differ from ``n``).
     causal : bool
         Microcolumns j > i are absent.
     normalize : bool
@@ -182,10 +194,11 @@ def build(
     pair = (("sign",), (2,)) if signed == "onoff" else ((), ())
     sign_w = tuple(f"post.{a}" for a in pair[0])
     pop("nucleus1", "relay", ("token", "e") + pair[0], (n, de) + pair[1], area="thalamus")
-    kv = "nucleus1"
-    if cross:
-        kv = "nucleus1_kv"
-        pop(kv, "relay", ("token", "e") + pair[0], (m, de) + pair[1], area="thalamus")
+    # the keys' (matrix) relays are cells of their own, apart from the queries' (core) relays
+    # even in self-attention: query and key of one token then share no spike (see the module
+    # docstring)
+    kv = "nucleus1_kv"
+    pop(kv, "relay", ("token", "e") + pair[0], (m, de) + pair[1], area="thalamus")
     w_in = ("post.head", "post.c", "pre.e") + tuple(f"pre.{a}" for a in pair[0])
     ctx = dict(pop=pop, kv=kv, pair=pair, sign_w=sign_w, mask=mask, w_in=w_in)
     src_pt = area.build(c, ctx)
@@ -222,7 +235,7 @@ class Microcolumns(Part):
     """Algorithm 1: n x m microcolumns per head and the macrocolumns' interneurons (values
     registered by :mod:`ctmhsa.mapping.encode`)."""
 
-    populations = ("l23", "l5it")
+    populations = ("nucleus1_v", "l23", "l5it")
 
     def build(self, c, ctx):
         return _microcolumns(*_area_args(c, ctx), ctx["mask"], ctx["w_in"])
@@ -250,7 +263,11 @@ def _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, m
                                 "WQ", w_in, "core"))
     c.add_projection(Projection("matrix_k", kv, "l23", "apical", (("token", "j"),),
                                 "WK", w_in, "matrix"))
-    c.add_projection(Projection("matrix_v", kv, "l5it", "basal", (("token", "j"),),
+    # values from their own relays (the key/value tokens, independent spikes): the L5 IT soma
+    # (value) and its attention dendrite (keys, through L2/3) then share no relay, so the
+    # rate-coded product has no value x attention covariance
+    pop("nucleus1_v", "relay", ("token", "e") + pair[0], (m, c.meta.de) + pair[1], area="thalamus")
+    c.add_projection(Projection("matrix_v", "nucleus1_v", "l5it", "basal", (("token", "j"),),
                                 "WV", w_in + sign_w, "matrix"))
     if normalize:
         pop("interneuron", "interneuron", ("head", "i", "k"), (H, n, n_inh))

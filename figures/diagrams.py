@@ -15,7 +15,7 @@ __all__ = ["draw_head_cells", "draw_pathway"]
 RAD = {"core_q": 0.25, "matrix_k": -0.1, "matrix_v": 0.05, "pool": 0.3, "shunt": 0.3, "pt_out": 0.1}
 """Curvature of each projection's arrow, so that parallel projections stay apart."""
 
-LAYER_Y = {"nucleus1": 0.0, "nucleus1_kv": 0.0, "l5it": 1.0, "l5pt": 1.9, "l23": 3.0,
+LAYER_Y = {"nucleus1": 0.0, "nucleus1_kv": 0.0, "nucleus1_v": -0.5, "l5it": 1.0, "l5pt": 1.9, "l23": 3.0,
            "interneuron": 3.9, "nucleus2": 5.0}
 
 
@@ -90,7 +90,8 @@ def draw_pathway(circuit, ax=None):
                 nodes[(name, h)] = (h * 3.2 + {"l23": 0.0, "interneuron": 1.4, "l5it": 0.0, "l5pt": 1.4}[name],
                                     {"l23": 3.0, "interneuron": 3.6, "l5it": 1.6, "l5pt": 2.2}[name])
         else:
-            x = (H - 1) * 1.6 + 0.7 + (1.6 if name == "nucleus1_kv" else 0.0) - (0.8 if name == "nucleus1" and "nucleus1_kv" in circuit.populations else 0)
+            x = ((H - 1) * 1.6 + 0.7 + {"nucleus1_kv": 1.6, "nucleus1_v": -1.6}.get(name, 0.0)
+                 - (0.8 if name == "nucleus1" and "nucleus1_kv" in circuit.populations else 0))
             nodes[(name, None)] = (x, 0.0 if name != "nucleus2" else 5.0)
     for name, proj in circuit.projections.items():
         i, j = circuit.pairs(proj)

@@ -27,7 +27,7 @@ QUICK_MARK = "QUICK (smoke-test data: short windows, small sizes)"
 PROJECTION_COLOURS = {"core_q": "#33a02c", "matrix_k": "#e31a1c", "matrix_v": "#e31a1c",
                       "pool": "#6a3d9a", "shunt": "#6a3d9a", "attention": "#ff7f00",
                       "it_pt": "#525252", "pt_out": "#1f78b4"}
-POP_COLOURS = {"nucleus1": "#b2df8a", "nucleus1_kv": "#fb9a99", "l23": "#fdbf6f", "interneuron": "#cab2d6",
+POP_COLOURS = {"nucleus1": "#b2df8a", "nucleus1_kv": "#fb9a99", "nucleus1_v": "#e31a1c", "l23": "#fdbf6f", "interneuron": "#cab2d6",
                "l5it": "#a6cee3", "l5pt": "#1f78b4", "nucleus2": "#8dd3c7",
                "outer": "#fdbf6f", "outer_z": "#ffe0a0", "memory": "#b15928", "memory_z": "#d9a27a",
                "readout": "#a6cee3", "readout_z": "#cfe5f2"}

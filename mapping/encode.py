@@ -112,7 +112,7 @@ def relay_rates(circuit: Circuit, tokens: AffineCode, X, Y=None, onoff: bool = T
     X = np.asarray(X, float)
     Yk = X if Y is None else np.asarray(Y, float)
     out = {}
-    for name, toks in (("nucleus1", X), ("nucleus1_kv", Yk)):
+    for name, toks in (("nucleus1", X), ("nucleus1_kv", Yk), ("nucleus1_v", Yk)):
         if name in circuit.populations:
             nuc = circuit.populations[name]
             x = toks[nuc.axis("token"), nuc.axis("e")]

@@ -2,15 +2,19 @@
 
 From the measured rates, the measured Fano factors and the window T only — never from the
 reference — each decoded stage gets the variance it would have if spike-count noise were its
-only error. First-order propagation through the decoding relations of :mod:`ctmhsa.mapping.decode`,
-treating different cells as independent:
+only error. First-order propagation through the decoding relations of :mod:`ctmhsa.mapping.decode`. With
+interneurons and ON/OFF pairs, every noise source is propagated with its correlations (a relay's
+count moves q, k and v of its token in every head; the pooled L2/3 count is pinned), see
+:func:`_normalised_microcolumns`; otherwise different cells are treated as independent:
 
 - q, k, v (window-mean dendritic potentials): ``Σ_e (W_ce / rho_in)² F_in r_e / T``;
 - s (L2/3 counts): own count noise ``F r / (T R²)`` plus the q and k noise through phi
   (``s² [(phi'/phi)(q)² var q + (phi'/phi)(k)² var k]``);
 - κ = Σ_c s; y: own L5 IT count noise plus ``v² var κ + κ² var v`` (``(v_0 + v)² var κ``
   in the offset code, whose L5 IT rate carries the offset);
-- Z (read from the L2/3 somata): the query noise through phi;
+- Z (read from the division of the L2/3 somata): Z^act = Σ_jc phi(q_c) phi(k_jc) as realised
+  (the interneurons pin the pooled L2/3 count), so the query's noise enters with each feature's
+  share w_c = Σ_j s_jc and the keys' with s_jc, plus the pinned count's own noise;
 - ṽ: own L5 PT count noise plus the sum over microcolumns of the L5 IT noise that feeds it,
   with the attention noise weighted by ``(v_j - ṽ_i)²`` (normalisation makes it sum to ~0);
 - x̃: own nucleus-2 noise plus ``Σ_hc WO² var ṽ``.
@@ -39,9 +43,12 @@ def spike_generation_fano(circuit, level: str, measured: dict) -> dict:
     input fluctuations, which the propagation already counts (with ON/OFF pairs, which fire
     mostly on fluctuations, using it double-counted them: floors 3x the errors). LIF spike
     generation has no such split: its measured Fano is used (an upper bound). Relays and
-    interneurons are escape cells at every spiking level.
+    interneurons are escape cells at every spiking level. A relay's intensity is constant, so its
+    measured Fano is its spike generation's alone, a Bernoulli count per step: ``1 - r dt``
+    (0.95 at the default problem's relays; taking 1 made the q, k, v floors 3 % high).
     """
-    return {p: (measured[p] if level == "lif" and pop.cell_type not in ("relay", "interneuron") else 1.0)
+    return {p: (measured[p] if (pop.cell_type == "relay" or (level == "lif" and pop.cell_type != "interneuron"))
+                and p in measured else 1.0)
             for p, pop in circuit.populations.items()}
 
 
@@ -78,27 +85,55 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
     f, df = FEATURE_MAPS[phi]
     out = {}
     rin = _rate_var(pops["nucleus1"], obs["nucleus1"], fano["nucleus1"], T)            # (n, de)
-    rkv = (_rate_var(pops["nucleus1_kv"], obs["nucleus1_kv"], fano["nucleus1_kv"], T)
-           if "nucleus1_kv" in pops else rin)
+    # the keys' and the values' relays (each the queries' where a circuit has no set of its own)
+    rkv, rv = ((_rate_var(pops[p], obs[p], fano[p], T) if p in pops else None) for p in ("nucleus1_kv", "nucleus1_v"))
+    rkv = rin if rkv is None else rkv
+    rv = rkv if rv is None else rv
     rho_in = g["rho_in"]
     out["q"] = np.einsum("hce,ne->hnc", (WQ / rho_in) ** 2, rin)
     out["k"] = np.einsum("hce,me->hmc", (WK / rho_in) ** 2, rkv)
-    out["v"] = np.einsum("hce,me->hmc", (WV / rho_in) ** 2, rkv)
+    out["v"] = np.einsum("hce,me->hmc", (WV / rho_in) ** 2, rv)
 
-    area_hook(circuit, "noise")(circuit, c, obs, fano, T, stages, f, df, out)   # the area's own stages
+    area_hook(circuit, "noise")(circuit, c, obs, fano, T, stages, f, df, out, weights)   # the area's own stages
+    # an area may split ṽ's variance: a part x̃ inherits through correlated noise (relays shared by
+    # heads and PT cells, pinned L2/3 counts), given on x̃'s grid, and a part independent per PT pair
+    shared, indep = out.pop("_x_shared", None), out.pop("_vt_indep", None)
     if "l5pt" in pops:   # the PT cells' own count noise, on top of what they inherit
-        out["v_tilde"] = out["v_tilde"] + _rate_var(pops["l5pt"], obs["l5pt"], fano["l5pt"], T) / g["rho_pt"] ** 2
+        own_pt = _rate_var(pops["l5pt"], obs["l5pt"], fano["l5pt"], T) / g["rho_pt"] ** 2
         if WS is not None and "core_skip" in circuit.projections:   # the skip path's relay noise
-            out["v_tilde"] = out["v_tilde"] + np.einsum("hce,ne->hnc", (np.asarray(WS) / rho_in) ** 2, rin)
+            own_pt = own_pt + np.einsum("hce,ne->hnc", (np.asarray(WS) / rho_in) ** 2, rin)
+        out["v_tilde"] = out["v_tilde"] + own_pt
+        indep = None if indep is None else indep + own_pt
     if "nucleus2" in pops:
         own = _rate_var(pops["nucleus2"], obs["nucleus2"], fano["nucleus2"], T) / g["rho_out"] ** 2
-        out["x_tilde"] = own + np.einsum("hec,hnc->ne", WO ** 2, out["v_tilde"])
+        if shared is not None and indep is not None:
+            out["x_tilde"] = own + shared + np.einsum("hec,hnc->ne", WO ** 2, indep)
+        else:
+            out["x_tilde"] = own + np.einsum("hec,hnc->ne", WO ** 2, out["v_tilde"])
     return out
 
 
 @register_hook("quadratic", "noise")
-def _microcolumns(circuit, c, obs, fano, T, stages, f, df, out):
-    """s, κ, y, Z and ṽ of Algorithm 1's circuit (in place into ``out``)."""
+def _microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weights=None):
+    """s, κ, y, Z and ṽ of Algorithm 1's circuit (in place into ``out``).
+
+    With interneurons: Z from :func:`_normalised_microcolumns`; with ON/OFF pairs as well, every
+    stage from it. Otherwise (offset code, no interneurons) every cell independent, below."""
+    pops = circuit.populations
+    if weights is not None and "interneuron" in pops and "Z" in stages:
+        full = c["normalize"] and "sign" in pops["l5it"].axes
+        _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weights, full=full)
+        if full:
+            return
+        z_new = out["Z"]
+        _independent_microcolumns(circuit, c, obs, fano, T, stages, f, df, out)
+        out["Z"] = z_new
+        return
+    _independent_microcolumns(circuit, c, obs, fano, T, stages, f, df, out)
+
+
+def _independent_microcolumns(circuit, c, obs, fano, T, stages, f, df, out):
+    """s, κ, y, Z and ṽ with every cell independent (the offset code, no interneurons)."""
     pops, g = circuit.populations, c["gains"]
     l23, it = pops["l23"], pops["l5it"]
     R = c["R_set"][:, :, None, None]
@@ -138,8 +173,118 @@ def _microcolumns(circuit, c, obs, fano, T, stages, f, df, out):
         out["v_tilde"] = np.nansum(var_it + dv2 * out["kappa"][..., None] + var_kv, axis=2)
 
 
+def _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weights, full=True):
+    """s, κ, y, Z, ṽ (and x̃'s shared part) of Algorithm 1's circuit with interneurons: first
+    order in the independent noise sources, correlations included.
+
+    Sources: every relay's window count (token t, entry e; variance ``D_te = F r / (P T rho_in²)``
+    summed over its ON/OFF pair), which moves ``q_t = WQ x_t``, ``k_t`` and ``v_t`` of every head
+    at once (features of one token, and q, k, v of one token, are correlated); every L2/3
+    cell's count (variance ``F s R T``, R = R_set); the L5 IT cells' counts.
+
+    The interneurons pin each macrocolumn's pooled L2/3 spike *count* at ``R T``: the common gain
+    1 / (1 + g) follows the realised ``Z^act_i = Σ_jc phi(q_ic) phi(k_jc)``. With
+    ``w_ic = Σ_j s_ijc``, ``ε'_ij = Σ_c s_ijc (λq_ic δq_ic + λk_jc δk_jc)`` (λ = phi'/phi) and
+    ``E_i = Σ_j ε'_ij = δZ^act_i / Z_i``:
+
+    - Z (read from the division, 1 + g): ``δZ_i / Z_i = E_i + Σ ε / (R T)``. The query enters
+      with the weight ``w_ic`` of each feature (~1/dk), the keys with ``s_ijc``; the floor before
+      took the query's relative noise per feature at weight 1 (dk times too much) and no keys.
+    - ``δs_ijc = s_ijc (λq_ic δq_ic + λk_jc δk_jc - E_i) + count``; counts multinomial (the
+      pooled count is fixed): variance ``F s (1 - s) / (R T)``, ``F κ (1 - κ) / (R T)`` for κ.
+    - ``δκ_ij = ε'_ij - κ_ij E_i``; ``δy_ijc = v_jc δκ_ij + κ_ij δv_jc`` (κ_ij and v_j share
+      token j's relays) plus the IT counts; ``δṽ_ic = Σ_j [(v_jc - ṽ_ic) ε'_ij + κ_ij δv_jc]``
+      plus the IT counts (Σ_j δκ_ij = 0: only deviations from ṽ_i carry attention noise).
+    - x̃ = Σ_hc WO ṽ: the heads and the PT cells share relays and L2/3 counts; that part is
+      returned as ``out["_x_shared"]`` (``(n, de)``), the independent IT counts as
+      ``out["_vt_indep"]``.
+
+    ``full=False``: only Z (the offset code keeps :func:`_independent_microcolumns`).
+    """
+    pops, g = circuit.populations, c["gains"]
+    l23, it = pops["l23"], pops["l5it"]
+    WQ, WK, WV, WO = (np.asarray(x, float) for x in (weights.WQ, weights.WK, weights.WV, weights.WO))
+    rho_in = g["rho_in"]
+    s = np.nan_to_num(np.asarray(stages["s"], float))                    # (H, n, m, dk), absent cells 0
+    kap = np.nan_to_num(np.asarray(stages["kappa"], float))              # (H, n, m)
+    q, k = stages["q"], stages["k"]
+    H, n, m, dk = s.shape
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lq = np.nan_to_num(df(q) / f(q))                                  # (H, n, dk)
+        lk = np.nan_to_num(df(k) / f(k))                                  # (H, m, dk)
+    # the relays' tokens: query token i is source i; key token j is source j, or n + j with the
+    # keys' own relays (every circuit built now has them)
+    cross = "nucleus1_kv" in pops
+    D = _rate_var(pops["nucleus1"], obs["nucleus1"], fano["nucleus1"], T) / rho_in ** 2      # (n, de)
+    if cross:
+        D = np.concatenate([D, _rate_var(pops["nucleus1_kv"], obs["nucleus1_kv"], fano["nucleus1_kv"], T)
+                            / rho_in ** 2])
+    kvsrc = vsrc = np.arange(m) + (n if cross else 0)
+    if "nucleus1_v" in pops:   # values from their own relays (independent of the keys')
+        vsrc = np.arange(m) + D.shape[0]
+        D = np.concatenate([D, _rate_var(pops["nucleus1_v"], obs["nucleus1_v"], fano["nucleus1_v"], T) / rho_in ** 2])
+    ns = D.shape[0]
+    R = np.asarray(c["R_set"], float)
+    cnt = fano["l23"] / (copies(l23) * R * T)                             # (H, n): count variance per unit of s
+    # coefficients on the relays (…, source token, e)
+    qco = np.einsum("hic,hce->hice", lq, WQ)                              # λq δq_ic on token i
+    kco = np.einsum("hjc,hce->hjce", lk, WK)                              # λk δk_jc on token j
+    epsq = np.einsum("hijc,hice->hije", s, qco)                           # ε'_ij, query part (token i)
+    epsk = np.einsum("hijc,hjce->hije", s, kco)                           # ε'_ij, key part (token j)
+    eps = np.zeros((H, n, m, ns, D.shape[1]))
+    for i in range(n):
+        eps[:, i, :, i] += epsq[:, i]
+    for j in range(m):
+        eps[:, :, j, kvsrc[j]] += epsk[:, :, j]
+    E = eps.sum(axis=2)                                                   # (H, n, ns, e): δZ^act_i / Z_i
+    out["Z"] = stages["Z"] ** 2 * (np.einsum("hite,te->hi", E * E, D) + cnt)
+    if not full:
+        return
+    # s_ijc: s (λq δq_ic + λk δk_jc - E_i) + multinomial count
+    var_s = np.zeros((H, n, m, dk))
+    for i in range(n):
+        cs = -np.broadcast_to(E[:, i, None, None], (H, m, dk) + E.shape[2:]).copy()   # (H, m, dk, ns, e)
+        cs[:, :, :, i] += qco[:, i, None]
+        for j in range(m):
+            cs[:, j, :, kvsrc[j]] += kco[:, j]
+        var_s[:, i] = s[:, i] ** 2 * np.einsum("hjcte,te->hjc", cs * cs, D)
+    out["s"] = var_s + cnt[:, :, None, None] * s * (1 - s)
+    # κ_ij = ε'_ij - κ_ij E_i
+    ck = eps - kap[..., None, None] * E[:, :, None]
+    out["kappa"] = np.einsum("hijte,te->hij", ck * ck, D) + cnt[..., None] * kap * (1 - kap)
+    # y_ijc = κ_ij v_jc: v δκ + κ δv (token j's relays) + the IT counts
+    v = np.asarray(stages["v"], float)                                    # (H, m, dv)
+    a = c["a"][:, :, None, None]
+    var_it = _rate_var(it, obs["l5it"], fano["l5it"], T) / (g["rho_it"] * a) ** 2   # (H, n, m, dv)
+    var_it = np.nan_to_num(var_it)
+    vco = WV                                                              # δv_jc = WV_c · δx_j
+    var_y = np.zeros(var_it.shape)
+    for j in range(m):
+        cy = v[:, None, j, :, None, None] * ck[:, :, j, None]             # (H, n, dv, ns, e)
+        cy[:, :, :, vsrc[j]] += kap[:, :, j, None, None] * vco[:, None]
+        var_y[:, :, j] = np.einsum("hicte,te->hic", cy * cy, D)
+    out["y"] = var_y + var_it + v[:, None] ** 2 * (cnt[..., None] * kap * (1 - kap))[..., None]
+    if "l5pt" not in pops:
+        return
+    # ṽ_ic = Σ_j κ_ij v_jc: Σ_j (v_jc - ṽ_ic) ε'_ij + κ_ij δv_jc
+    vt = np.einsum("hij,hjc->hic", kap, v)
+    dv = v[:, None] - vt[:, :, None]                                      # (H, n, m, dv)
+    cv = np.einsum("hijc,hijte->hicte", dv, eps)                          # (H, n, dv, ns, e)
+    for j in range(m):
+        cv[:, :, :, vsrc[j]] += kap[:, :, j, None, None] * vco[:, None]
+    counts_vt = np.einsum("hi,hij,hijc->hic", cnt, kap, dv ** 2)          # the L2/3 counts, pinned
+    indep = var_it.sum(axis=2)
+    out["v_tilde"] = np.einsum("hicte,te->hic", cv * cv, D) + counts_vt + indep
+    out["_vt_indep"] = indep
+    if "nucleus2" in pops:   # x̃_ie = Σ_hc WO_hec ṽ_hic: relays shared by heads, L2/3 counts by the c
+        cx = np.einsum("hoc,hicte->iote", WO, cv)                         # (n, de out, ns, e)
+        dx = np.einsum("hoc,hijc->hijo", WO, dv)                          # (H, n, m, de out)
+        out["_x_shared"] = (np.einsum("iote,te->io", cx * cx, D)
+                            + np.einsum("hi,hij,hijo->io", cnt, kap, dx ** 2))
+
+
 @register_hook("linear", "noise")
-def _key_value_memory(circuit, c, obs, fano, T, stages, f, df, out):
+def _key_value_memory(circuit, c, obs, fano, T, stages, f, df, out, weights=None):
     """S, z, Z and ṽ of the linear circuit (in place into ``out``).
 
     With ``p_jfc = phi(k_jf) v_jc`` (outer cells) and ``ṽ_c = Σ_f phi(q_f) S_fc / Z``:

@@ -235,7 +235,7 @@ def run_split(full: Circuit, enc, inputs, options, run_options, n_chunks: int, r
     H = m.H
     seeds = stage_seeds(ro.seed, H + 2)
     wanted = (lambda p: True) if record is None else (lambda p, r=frozenset(record): p in r)
-    nuclei = [p for p in ("nucleus1", "nucleus1_kv") if p in full.populations]
+    nuclei = [p for p, pop in full.populations.items() if pop.cell_type == "relay"]   # the input relays
     src = _sub(full, "thalamus_in", nuclei, [])
     vin = CircuitValues(params={p: enc.values.params[p] for p in nuclei})
     first = run_stage(src, level, vin, phi, params, dt, codegen, seeds[0], warmup, T, n_chunks,

@@ -21,8 +21,8 @@ def closed_form(n, m, H, dk, dv, de, cross, causal=False, n_inh=10):
     pairs = n * (n + 1) // 2 if causal else n * m          # microcolumns per area
     neurons = dict(nucleus1=2 * n * de, l23=H * pairs * dk, l5it=2 * H * pairs * dv,
                    interneuron=H * n * n_inh, l5pt=2 * H * n * dv, nucleus2=2 * n * de)   # ON/OFF
-    if cross:
-        neurons["nucleus1_kv"] = 2 * m * de
+    neurons["nucleus1_kv"] = 2 * m * de      # keys' (matrix) relays, apart from the queries' (core)
+    neurons["nucleus1_v"] = 2 * m * de       # the values' own relays of the key/value tokens
     synapses = dict(core_q=2 * H * pairs * dk * de, matrix_k=2 * H * pairs * dk * de,
                     matrix_v=4 * H * pairs * dv * de, pool=H * pairs * dk * n_inh,
                     shunt=H * pairs * dk * n_inh,
@@ -49,7 +49,7 @@ def test_barrel_head_is_about_1e5_neurons():
     # paper: ~1e5 neurons per head (one cell per signed quantity: the offset code)
     assert 7e4 < pathway(33, 33, 33, 33, H=1, signed="offset").n_neurons() < 1e5
     c = pathway(33, 33, 33, 33, H=1)          # ON/OFF L5 IT pairs: 36k more cells
-    assert 1e5 < c.n_neurons() < 1.2e5       # ON/OFF relays: +2,178
+    assert 1e5 < c.n_neurons() < 1.2e5       # ON/OFF relays: +2,178 (+2 x 2,178 key and value relays)
     l23 = c.population("l23")
     assert l23.sizes == (1, 33, 33, 33)       # n^2 microcolumns x dk cells
 

@@ -61,7 +61,7 @@ def test_neuron_count_is_linear_in_n():
     # the documented count formula (ctmhsa.circuits.builders), H = 1, m = n, dk = dv = d, n_inh = 10
     n, d = 16, 8
     assert counts[n][0] == 2 * n * d * d + n * d + 2 * d * d + d + 2 * n * d * d + n * d + 10 * n \
-        + 2 * n * d + 2 * (2 * n * d)
+        + 2 * n * d + 3 * (2 * n * d)      # relays: core, matrix (keys and values), nucleus 2
     # at barrel dimensions the linear circuit is larger at n = 33 and smaller from n = 64
     assert pathway(33, 33, 33, 33, circuit="linear").n_neurons() > pathway(33, 33, 33, 33).n_neurons()
     assert pathway(64, 33, 33, 33, circuit="linear").n_neurons() < pathway(64, 33, 33, 33).n_neurons()

@@ -8,7 +8,7 @@ from ctmhsa.mapping.inputs import InputRange
 from ctmhsa.mapping.operating import OperatingRangeError
 from ctmhsa.sims import build_mhsa, simulate_mhsa
 
-RELAYS = ("nucleus1", "nucleus1_kv")
+RELAYS = ("nucleus1", "nucleus1_kv", "nucleus1_v")
 
 
 def _problem(seed=0, n=3, de=4, H=2, dk=2, dv=3):
