@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 import time
-from importlib import metadata
+from importlib import import_module, metadata
 
 
 from ctmhsa.mapping.weights import LAYOUTS
@@ -306,7 +306,18 @@ def _add_benchmarks(sub, common) -> None:
         p = which.add_parser(name, help=mod.HELP, description=mod.__doc__, parents=[common],
                              formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
-        p.set_defaults(func=functools.partial(run_benchmark, mod))
+        p.set_defaults(func=functools.partial(_run_and_draw if getattr(mod, "FIGURE", None) else run_benchmark, mod))
+
+
+def _run_and_draw(mod, args) -> int:
+    """Run benchmark ``mod``; where it names a figure module (``FIGURE``), draw that module's
+    figure from the JSON the run wrote (unless ``--no-figure``): benchmarks write data, figures read it."""
+    rc = run_benchmark(mod, args)
+    figure = getattr(mod, "FIGURE", None)
+    if rc == 0 and figure and not getattr(args, "no_figure", False) and getattr(args, "out", None):
+        png = import_module(figure).draw(args.out)
+        print(f"figure {os.path.abspath(png)}")
+    return rc
 
 
 def _times(text: str) -> float:

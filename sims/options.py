@@ -51,8 +51,11 @@ DEFAULT_PRESENTATION = 0.2
 """Presentation period (s) of a stream of token sets when none is given (perception: 100-300 ms)."""
 
 DECODE_LAG = 0.05
-"""Time (s) from a presentation's start to its decoding window's: the circuit's latency to 90 %
-of a change (measured by ``ctmhsa bench timescale``), at most half the presentation."""
+"""Time (s) from a presentation's start to its decoding window's, at most half the presentation.
+A compromise: the circuit reaches 50 % of a change after 38 ms (rate level) to 53 ms (escape) and
+90 % after 69 to 85 ms (``ctmhsa bench timescale``, docs/timescale.md), so a window from 50 ms
+still holds part of the transition (at 0.2 s per presentation the streamed error is 1.14-1.23x
+the static one), while a later start shortens the window and raises the count noise as much."""
 
 
 def decode_lag(presentation: float) -> float:

@@ -26,6 +26,7 @@ BENCHMARKS = {
     "robustness": "ctmhsa.sims.benchmarks.robustness",
     "train": "ctmhsa.sims.benchmarks.train",
     "threads": "ctmhsa.sims.benchmarks.threads",
+    "timescale": "ctmhsa.sims.benchmarks.timescale",
 }
 
 
