@@ -9,7 +9,12 @@ import sys
 
 import numpy as np
 
+from ctmhsa.mapping.stages import symbol
+
 from .style import DPI, check_fonts, mark_quick, plt
+
+X = symbol("x_tilde")
+"""The output's symbol, from the stage table."""
 
 __all__ = ["draw_timescale", "draw"]
 
@@ -61,7 +66,7 @@ def draw_timescale(path: str, out: str | None = None) -> str:
     ax.yaxis.set_minor_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("presentation time (s)")
-    ax.set_ylabel("x̃ NRMSE (median over presentations)")
+    ax.set_ylabel(f"{X} NRMSE (median over presentations)")
     ax.set_title(f"stream of {doc['T']} token sets, escape level\n(dotted: noise floor, streamed)")
     ax.legend(fontsize=7, ncol=1 if len(doc["P"]) < 3 else 2, loc="best")
     if lat:
@@ -88,8 +93,8 @@ def draw_timescale(path: str, out: str | None = None) -> str:
         ax2.set_xlim(-0.25e3 * pres, 0.75e3 * pres)
         ax2.set_ylim(-0.3, 1.45)
         ax2.set_xlabel("time from the switch of token sets (ms)")
-        ax2.set_ylabel("fraction of the change of x̃")
-        ax2.set_title("latency: x̃(t) projected on x̃_ref[1] − x̃_ref[0]")
+        ax2.set_ylabel(f"fraction of the change of {X}")
+        ax2.set_title(f"latency: {X}(t) projected on {X}_ref[1] − {X}_ref[0]")
         ax2.legend(fontsize=7, loc="upper left", title="to 50 % / 90 % of the change", frameon=True)
     mark_quick(fig, bool(doc.get("quick")))
     check_fonts(fig)

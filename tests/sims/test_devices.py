@@ -82,7 +82,7 @@ def test_cells_count_their_spikes_like_the_runtime_monitors(problem2):
     for st in STAGES:
         np.testing.assert_allclose(sa.stages[st], rt.stages[st], rtol=1e-9, atol=1e-12, err_msg=st)
     assert sa.diagnostics["fano"] == pytest.approx(rt.diagnostics["fano"], rel=1e-12)
-    assert set(sa.diagnostics["fano"]) == {"nucleus1", "nucleus1_v", "l23", "interneuron", "l5it", "l5pt", "nucleus2"}
+    assert set(sa.diagnostics["fano"]) == {"nucleus1", "nucleus1_kv", "nucleus1_v", "l23", "interneuron", "l5it", "l5pt", "nucleus2"}
 
 
 def test_a_compiled_run_writes_back_only_what_it_reads(problem2, monkeypatch):
