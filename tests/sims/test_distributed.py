@@ -24,8 +24,8 @@ def serial(problem2):
 def test_split_run_on_a_local_cluster_equals_the_single_process_run(problem2, serial):
     pytest.importorskip("distributed")
     dist = simulate_mhsa(*problem2, scheduler="local", **KW)    # LocalCluster, 2 workers
-    assert set(dist.spikes) == set(serial.spikes) == {"nucleus1", "l23", "interneuron", "l5it", "l5pt",
-                                                      "nucleus2"}
+    assert set(dist.spikes) == set(serial.spikes) == {"nucleus1", "nucleus1_kv", "nucleus1_v", "l23",
+                                                      "interneuron", "l5it", "l5pt", "nucleus2"}
     for pop in serial.spikes:
         assert serial.spikes[pop][0].size > 0, pop
         for k in (0, 1):
