@@ -133,8 +133,10 @@ def counted_observables(n_win, n_chunk, s2_chunk, n_chunks: int) -> tuple[np.nda
 
 def fano_sums(chunks: dict) -> dict:
     """Per population ``(sum over cells of the chunk-count variance (ddof 1), sum over cells of
-    the mean chunk count)``: additive over cells, so over heads run apart; see :func:`fano_from_sums`."""
-    return {p: (float(c.var(axis=0, ddof=1).sum()), float(c.mean(axis=0).sum())) for p, c in chunks.items()}
+    the mean chunk count)``: additive over cells, so over heads run apart; see :func:`fano_from_sums`.
+    Counts ``(n_chunks, N)``, or ``(windows, n_chunks, N)`` (a stream: each window's chunk
+    spread, summed over the windows)."""
+    return {p: (float(c.var(axis=-2, ddof=1).sum()), float(c.mean(axis=-2).sum())) for p, c in chunks.items()}
 
 
 def fano_from_sums(sums: dict) -> dict:

@@ -16,7 +16,7 @@ from ctmhsa.mapping.noise import spike_generation_fano, stage_noise_variance
 from ctmhsa.mapping.operating import check_operating, enforce
 from ctmhsa.mapping.stages import CIRCUIT_STAGES
 from ctmhsa.neurons.conductance import affine_range, soma_calibration
-from ctmhsa.neurons.window import fano_factors, fano_from_sums, fano_sums
+from ctmhsa.neurons.window import fano_factors
 
 from .options import decode_lag
 from .result import SimulationResult
@@ -118,12 +118,7 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
     max_rate, rate_range = _rate_limits(o, ro)
     per, fano = [], {}
     if o.spiking:   # pooled over every window: each window's chunk spread, summed
-        sums = {}
-        for p, c in obs.chunks.items():
-            for counts in c:
-                v, m = fano_sums({p: counts})[p]
-                sums[p] = (sums.get(p, (0.0, 0.0))[0] + v, sums.get(p, (0.0, 0.0))[1] + m)
-        fano = fano_from_sums(sums)
+        fano = fano_factors(obs.chunks)
         own_fano = spike_generation_fano(circuit, o.neuron, fano)
     violations = []
     for k, (T_win, snap) in enumerate(obs.snapshots):
