@@ -15,7 +15,7 @@ __all__ = ["draw_head_cells", "draw_pathway"]
 RAD = {"core_q": 0.25, "matrix_k": -0.1, "matrix_v": 0.05, "pool": 0.3, "shunt": 0.3, "pt_out": 0.1}
 """Curvature of each projection's arrow, so that parallel projections stay apart."""
 
-LAYER_Y = {"nucleus1": 0.0, "nucleus1_kv": 0.0, "nucleus1_v": -0.5, "l5it": 1.0, "l5pt": 1.9, "l23": 3.0,
+LAYER_Y = {"nucleus1": 0.0, "nucleus1_kv": -0.35, "nucleus1_v": -0.7, "l5it": 1.0, "l5pt": 1.9, "l23": 3.0,
            "interneuron": 3.9, "nucleus2": 5.0}
 
 
@@ -66,10 +66,10 @@ def draw_head_cells(circuit, ax=None, max_lines: int = 4000, seed: int = 0):
         x0 = i * (m.m + 0.6) - 0.1
         ax.add_patch(plt.Rectangle((x0, 0.7), m.m + 0.2, 3.55, fill=False, lw=0.8, ls="--", color="0.4"))
         ax.text(x0 + (m.m + 0.2) / 2, 4.35, f"macrocolumn {i}", ha="center", fontsize=7)
-    ax.set_yticks([LAYER_Y[p] for p in ("nucleus1", "l5it", "l5pt", "l23", "interneuron", "nucleus2")
-                   if p in circuit.populations])
-    ax.set_yticklabels([p for p in ("nucleus1", "l5it", "l5pt", "l23", "interneuron", "nucleus2")
-                        if p in circuit.populations], fontsize=7)
+    rows = [p for p in ("nucleus1_v", "nucleus1_kv", "nucleus1", "l5it", "l5pt", "l23", "interneuron", "nucleus2")
+            if p in circuit.populations]
+    ax.set_yticks([LAYER_Y[p] for p in rows])
+    ax.set_yticklabels(rows, fontsize=7)
     ax.set_xticks([])
     ax.autoscale()
     for s in ("top", "right", "bottom"):
