@@ -224,6 +224,11 @@ class CircuitMeta:
         Every registered part built, the area's first (what the encoder encodes).
     perturbations : tuple of dict
         Lesions and drive applied (:mod:`ctmhsa.circuits.perturb`), as plain data.
+    blocks : tuple of dict
+        Transformer blocks in series (:mod:`ctmhsa.circuits.transformer`): per block ``H``,
+        ``dk``, ``dv``, ``dh`` (MLP hidden units, 0: none) and ``prefix``; empty for a pathway.
+    classes : int
+        Class cells of a transformer's read-out (0: none).
     """
 
     level: str = ""
@@ -243,6 +248,8 @@ class CircuitMeta:
     circuit: str = "quadratic"
     parts: tuple = ()
     perturbations: tuple = ()
+    blocks: tuple = ()
+    classes: int = 0
 
     @classmethod
     def from_dict(cls, d) -> "CircuitMeta":
@@ -254,15 +261,16 @@ class CircuitMeta:
         if unknown:
             raise TypeError(f"meta: unknown field(s) {unknown}; expected some of {sorted(known)}")
         out = dict(d or {})
-        for k in ("parts", "perturbations"):
+        for k in ("parts", "perturbations", "blocks"):
             if k in out:
-                out[k] = tuple(out[k])
+                out[k] = tuple(dict(v) if isinstance(v, dict) else v for v in out[k])
         return cls(**out)
 
     def to_dict(self) -> dict:
         """Plain data (JSON/TOML serialisable)."""
         d = asdict(self)
-        return dict(d, parts=list(self.parts), perturbations=[dict(p) for p in self.perturbations])
+        return dict(d, parts=list(self.parts), perturbations=[dict(p) for p in self.perturbations],
+                    blocks=[dict(b) for b in self.blocks])
 
     def build_args(self, **changes) -> dict:
         """The keywords of :func:`ctmhsa.circuits.builders.build` that rebuild this circuit

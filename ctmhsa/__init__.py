@@ -37,7 +37,8 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 _EXPORTS = {"linear_mhsa": "mapping.reference", "simulate_mhsa": "sims", "build_mhsa": "sims",
             "train_mhsa": "sims", "load": "sims", "Simulation": "sims", "SimulationResult": "sims",
             "TrainingResult": "sims", "CircuitOptions": "sims", "RunOptions": "sims",
-            "InputRange": "mapping.inputs", "Model": "mapping.model", "load_model": "mapping.model"}
+            "InputRange": "mapping.inputs", "Model": "mapping.model", "load_model": "mapping.model",
+            "transformer_forward": "mapping.transformer", "simulate_model": "sims", "ModelResult": "sims"}
 _SUBMODULES = ("perturb",)   # ctmhsa.perturb.Silence, ... (lesions and drive)
 
 __all__ = ["__version__", *_EXPORTS, *_SUBMODULES]

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["Stage", "STAGE_TABLE", "STAGE_ORDER", "CIRCUIT_STAGES", "STAGE_LABELS", "stage", "symbol", "title"]
+__all__ = ["Stage", "STAGE_TABLE", "STAGE_ORDER", "CIRCUIT_STAGES", "STAGE_LABELS", "stage", "symbol", "title",
+           "BLOCK_TABLE", "BLOCK_STAGES"]
 
 
 class Stage(NamedTuple):
@@ -59,6 +60,16 @@ STAGE_TABLE = {s.key: s for s in (
 )}
 """Every stage by key, in circuit order."""
 
+BLOCK_TABLE = {s.key: s for s in (
+    Stage("x", "x", "stream", "residual stream in", "stream relays"),
+    Stage("x_norm", "N(x)", "normalised stream", "normalised stream", "TRN-shunted relays"),
+    Stage("h", "h", "residual", "stream after attention, x + x̃", "nucleus 2"),
+    Stage("h_norm", "N(h)", "normalised residual", "normalised residual", "MLP relays"),
+    Stage("hidden", "a", "hidden", "MLP hidden units, relu(W1 N(h) + b1)", "L6 CT"),
+    Stage("out", "x'", "block output", "stream out, h + W2 a + b2", "output nucleus"),
+)}
+"""The stages a transformer block adds to its attention's (:mod:`ctmhsa.circuits.transformer`)."""
+
 STAGE_ORDER = tuple(STAGE_TABLE)
 """Stages in circuit order (thalamus → L2/3 → interneurons → L5 IT → L5 PT → thalamus; the
 linear circuit's memory S, z in place of s, κ, y)."""
@@ -68,6 +79,11 @@ CIRCUIT_STAGES = {"quadratic": tuple(k for k in STAGE_ORDER if k not in ("S", "z
 """The stages each circuit computes and compares (the linear circuit's memory S, z in place of
 s, κ, y)."""
 
+BLOCK_STAGES = ("x", "x_norm", "q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde", "h", "h_norm",
+                "hidden", "out")
+"""Stages of one transformer block, in circuit order (``x_tilde`` only in the reference: the
+circuit carries ``h = x + x̃`` in nucleus 2)."""
+
 STAGE_LABELS = {k: (s.symbol, f"{s.name}, {s.cells}") for k, s in STAGE_TABLE.items()}
 """Symbol of every stage and what it is, where it is read: ``(symbol, "name, cells")``, e.g.
 ``STAGE_LABELS["v_tilde"] == ("ṽ", "context value, L5 PT")``."""
@@ -76,9 +92,9 @@ STAGE_LABELS = {k: (s.symbol, f"{s.name}, {s.cells}") for k, s in STAGE_TABLE.it
 def stage(key: str) -> Stage:
     """The :class:`Stage` of ``key`` (``KeyError`` naming the known keys if there is none)."""
     try:
-        return STAGE_TABLE[key]
+        return STAGE_TABLE[key] if key in STAGE_TABLE else BLOCK_TABLE[key]
     except KeyError:
-        raise KeyError(f"stage: unknown stage {key!r}; known: {', '.join(STAGE_ORDER)}") from None
+        raise KeyError(f"stage: unknown stage {key!r}; known: {', '.join(STAGE_ORDER + tuple(BLOCK_TABLE))}") from None
 
 
 def symbol(key: str) -> str:

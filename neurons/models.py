@@ -359,6 +359,43 @@ def _rate_linear():
 
 register("rate", "l5pt")(_rate_linear)
 register("rate", "relay_out")(_rate_linear)
+# transformer blocks (ctmhsa.circuits.transformer): the MLP's hidden units (L6 corticothalamic
+# cells, rate rho [W1 N(h) + b1]_+: the rectification is the MLP's relu) and the read-out's
+# class cells are the same leaky linear-rectified cell
+register("rate", "decoder")(_rate_linear)
+
+
+@register("rate", "l6ct")
+def _rate_l6ct():
+    # the MLP's hidden unit: the linear cell with the relays' slow integration (tau_relay): its
+    # rate is rectified (the relu), so fluctuations of its potential around a mean near 0 would
+    # add to its mean rate (E[relu] > relu(E)); a slow membrane keeps them small
+    m = _rate_linear()
+    return replace(m, equations=m.equations.replace("/tau_m", "/tau_relay"))
+
+
+@register("rate", "relay_norm")
+def _rate_relay_norm():
+    # thalamic relay of a transformer block's stream, divisively normalised per token: the
+    # dendrite integrates the stream (driver input, u x per unit), the soma follows it shunted
+    # by the token's TRN interneurons (g_sh, relative to the leak), rate rho [U/u]_+. The TRN
+    # pool holds the token's summed ON + OFF rate at its set point, so the rates are
+    # rho_in [±N(x)]_+ for every stream scale (as the L2/3 somata divide by Z). The dendrite is
+    # slow (tau_relay): the pool sums the rectified ON and OFF rates, so the dendrite's spike
+    # fluctuations would count as signal and shrink N(x) (CellParams.tau_relay).
+    return CellModel(
+        equations="""
+        dV_b/dt = (I_b - V_b)/tau_relay : volt
+        dU/dt = (V_b - U*(1 + g_sh))/tau_m : volt
+        r = rho*clip(U/u, 0, inf) : Hz
+        rho : Hz (shared, constant)
+        """,
+        inputs={"basal": ("I_b", "volt"), "soma": ("g_sh", "1")},
+        parameters=("rho",),
+        observables=("V_b", "U", "r"),
+    )
+
+
 # key-value memory cells of the linear circuit: sum their write cells' rates over tokens j
 register("rate", "memory")(_rate_linear)
 
@@ -556,7 +593,8 @@ def _corrected(model: CellModel, compartments: tuple) -> CorrectedCellModel:
     return CorrectedCellModel(**{**fields, "equations": eqs, "folds": folds, "corrected": tuple(compartments)})
 
 
-for _ct in ("relay", "l23", "interneuron", "l5it", "l5pt", "relay_out", "memory", "kv_write", "kv_read"):
+for _ct in ("relay", "l23", "interneuron", "l5it", "l5pt", "relay_out", "memory", "kv_write", "kv_read",
+            "l6ct", "decoder", "relay_norm"):
     MODELS[("escape", _ct)] = _escape(MODELS[("rate", _ct)])
 # L2/3: basal query (shunted soma drive) and apical key; the linear circuit's outer-product
 # cells: apical key; its read-out cells: basal query (shunted soma drive)

@@ -47,6 +47,13 @@ class CellParams:
         Synaptic current time constant at the spiking levels (s).
     u : float
         Dendritic potential per encoded unit (V).
+    tau_relay : float
+        Dendritic time constant of the normalising thalamic relays of transformer blocks (s,
+        :mod:`ctmhsa.circuits.transformer`). Their ON and OFF cells are rectified and their TRN
+        pool holds the sum of both, which counts the dendrite's fluctuations as signal: at
+        10 ms a second block's normalised stream came out 13 % low (two seeds), at 40 ms 4 %,
+        and the output reached its floor (docs/transformer.md). Thalamocortical cells'
+        membrane time constants are 10-40 ms (in vitro, e.g. Crunelli et al. 1987).
     """
 
     tau_m: float = 10e-3
@@ -54,6 +61,7 @@ class CellParams:
     tau_int: float = 10e-3
     tau_syn: float = 5e-3
     u: float = 1e-3
+    tau_relay: float = 40e-3
 
     def __post_init__(self):
         for f in fields(self):
@@ -138,7 +146,8 @@ class SomaParams:
 
 DEFAULT_SOMA = SomaParams()
 
-_UNITS = {"tau_m": "second", "tau_d": "second", "tau_int": "second", "tau_syn": "second", "u": "volt"}
+_UNITS = {"tau_m": "second", "tau_d": "second", "tau_int": "second", "tau_syn": "second", "u": "volt",
+          "tau_relay": "second"}
 
 
 def k_syn(params: CellParams, dt: float) -> float:

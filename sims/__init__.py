@@ -12,10 +12,11 @@ runners, configurations, results on disk and the command line (benchmarks in
 
 from .build import Simulation, build_mhsa  # noqa: F401
 from .io import load  # noqa: F401
+from .model import ModelResult, simulate_model  # noqa: F401
 from .options import CircuitOptions, RunOptions  # noqa: F401
 from .result import SimulationResult, stage_metrics  # noqa: F401
 from .simulate import simulate_mhsa  # noqa: F401
 from .train import TrainingResult, train_mhsa  # noqa: F401
 
 __all__ = ["simulate_mhsa", "build_mhsa", "Simulation", "CircuitOptions", "RunOptions", "SimulationResult",
-           "stage_metrics", "load", "train_mhsa", "TrainingResult"]
+           "stage_metrics", "load", "train_mhsa", "TrainingResult", "simulate_model", "ModelResult"]

@@ -17,6 +17,8 @@ import sys
 import time
 from importlib import import_module, metadata
 
+import numpy as np
+
 
 from ctmhsa.mapping.weights import LAYOUTS
 
@@ -152,7 +154,54 @@ def _check_size_flags(flags: dict, sizes: dict) -> None:
                              f"leave --{key} out to take it from them")
 
 
+def _model_inputs(args, model):
+    """Tokens for ``run --model``: ``--tokens FILE.npz`` (its ``X``: (n, de) or a stream (T, n, de); raw
+    inputs (n, p) where the model has an embedding) or random ones of the model's shape."""
+    if args.tokens:
+        with np.load(args.tokens) as f:
+            if "X" not in f:
+                raise ValueError(f"--tokens: {args.tokens} has no array X (keys: {sorted(f.files)})")
+            return np.asarray(f["X"], float)
+    n = args.n or (model.embed_pos.shape[0] if model.embed_pos is not None else 8)
+    if model.embed_pos is not None and n != model.embed_pos.shape[0]:
+        raise ValueError(f"--n: the model's positional embedding has {model.embed_pos.shape[0]} tokens, got {n}")
+    width = model.embed_W.shape[1] if model.embed_W is not None else model.de
+    return np.random.default_rng(0 if args.seed is None else args.seed).standard_normal((n, width))
+
+
+def _cmd_run_model(args) -> int:
+    """``ctmhsa run --model FILE``: a transformer model's circuit (:func:`ctmhsa.sims.model.simulate_model`)."""
+    from ctmhsa.mapping.model import load_model
+    from .model import simulate_model
+
+    model = load_model(args.model)
+    X = _model_inputs(args, model)
+    out = check_output(args.out or os.path.join("results", f"model-{model.name or 'model'}"), 0, what="--out")
+    opts = {k: v for k, v in dict(duration=args.duration, seed=args.seed, codegen=args.codegen,
+                                  presentation=args.presentation).items() if v is not None}
+    neuron = args.neuron or "escape"
+    if not args.quiet:
+        print(f"ctmhsa run --model {args.model}: {model!r}")
+        print(f"  tokens {X.shape}; {neuron} level")
+    t0 = time.perf_counter()
+    res = simulate_model(model, X, neuron=neuron, report=None if args.quiet else "progress", **opts)
+    path = res.save(out)
+    if not args.quiet:
+        t = res.timings
+        print(f"  {res.counts['total']:,} neurons; build {t['build']:.1f} s, compile {t['compile']:.1f} s, "
+              f"run {t['run']:.1f} s, total {time.perf_counter() - t0:.1f} s")
+        print("  decoded stage vs transformer_forward, per block:")
+        print("  " + res.table().replace("\n", "\n  "))
+        rng = {k: v for k, v in res.diagnostics["range"].items() if v.get("silent_interneurons") or v.get("saturated")}
+        if rng:
+            print(f"  WARNING: cells outside their working range: {rng}")
+        print(f"results in {path}")
+    return 0
+
+
 def _cmd_run(args) -> int:
+    if getattr(args, "model", None):
+        return _cmd_run_model(args)
     quiet = args.quiet
     cfg = _run_config(args)
     co, ro = config_options(cfg)    # validated before anything is built
@@ -397,6 +446,12 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--layout", choices=("auto", *LAYOUTS), help="key layout of the weights file")
     w.add_argument("--tokens", metavar="FILE.npz", help="token embeddings: an .npz with X (n, de) (and Y)")
     run.add_argument("--no-summary", action="store_true", help="do not draw summary.png")
+    mg = run.add_argument_group("a transformer model (blocks, MLPs, read-out; ctmhsa.load_model)")
+    mg.add_argument("--model", metavar="FILE",
+                    help="run a model file (.npz/.safetensors in the blocks.{l}.attn/mlp layout) or a shipped "
+                         "model's name instead of the configuration; tokens from --tokens or random (--n)")
+    mg.add_argument("--presentation", type=_times, metavar="S",
+                    help="seconds per token set when --tokens holds a stream X (T, n, de)")
     run.set_defaults(func=_cmd_run)
 
     circ = sub.add_parser("circuit", parents=[common], help="print the circuit a configuration describes")

@@ -57,6 +57,8 @@ AXIS_DESCRIPTIONS = {
     "token": "token (thalamic relay group)",
     "e": "embedding dimension",
     "p": "copy (population coding)",
+    "d": "hidden unit of a transformer block's MLP (L6 corticothalamic cell)",
+    "class": "class of a transformer's read-out",
 }
 """Meaning of every index axis of the circuit's populations (NWB column descriptions)."""
 

@@ -27,6 +27,7 @@ BENCHMARKS = {
     "train": "ctmhsa.sims.benchmarks.train",
     "threads": "ctmhsa.sims.benchmarks.threads",
     "timescale": "ctmhsa.sims.benchmarks.timescale",
+    "depth": "ctmhsa.sims.benchmarks.depth",
 }
 
 

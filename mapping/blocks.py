@@ -1,0 +1,364 @@
+"""A transformer model -> the values of its circuit (:mod:`ctmhsa.circuits.transformer`), and back.
+
+Codes (ON/OFF pairs everywhere; ``ρ`` in Hz per unit):
+
+=====================  ===============================  =====================================
+quantity               cells                            rate
+=====================  ===============================  =====================================
+stream X of block l    ``input`` / ``b{l-1}_out``       ``ρ_x,l [±x]_+``
+N(X) (three sets)      ``b{l}_nucleus1, _kv, _v``       ``rho_in [±N(x)]_+`` (TRN-held total)
+attention stages       the block's pathway              as :mod:`ctmhsa.mapping.encode`
+H = X + x̃              ``b{l}_nucleus2``                ``ρ_h,l [±H]_+``
+N(H)                   ``b{l}_mlp_relay``               ``rho_in [±N(H)]_+``
+hidden units           ``b{l}_hidden``                  ``ρ_a,l [W1 N(H) + b1]_+``
+X' (next stream)       ``b{l}_out``                     ``ρ_x,l+1 [±x']_+``
+mean of last stream    ``readout_pool``                 ``ρ_m [±mean_i x_i]_+``
+N(mean)                ``readout_relay``                ``rho_in [±N(mean)]_+``
+logits                 ``classes``                      ``ρ_c [±(R N(mean) + c)]_+``
+=====================  ===============================  =====================================
+
+Every gain comes from the weights and the declared input range only (:func:`calibrate`): tokens
+drawn from the range's statistics (seeded, never the tokens shown) are run through the model,
+and each stream's ``ρ`` puts its RMS at :data:`STREAM_RATE`; each normalising relay set gets an
+unshunted gain that centres the division its TRN pool exerts for the median calibration token in
+the interneurons' range. The tokens shown only set the input relays' rates, and are *checked*
+(never used as a setting) against every division of the circuit before anything is built.
+
+The normalisation makes the attention's input range known a priori: a normalised token has
+``mean |x| = 1``, so ``||N(x)||_2 <= de``, and every block's attention area is encoded for the
+range ``InputRange(norm=de)`` with the calibration's per-dimension statistics.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ctmhsa.circuits.graph import Circuit
+from ctmhsa.circuits.transformer import RELAY_SETS, attention_circuit, block_prefix, stream_source
+from ctmhsa.circuits.values import CircuitValues
+from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams
+
+from .codes import DEFAULT_GAINS, CodeGains
+from .decode import decode, per_dimension, signed_rate
+from .encode import SIGNS, Encoding, cell_weights, check_tokens, encode
+from .inputs import InputRange, as_input_range
+from .model import Block, Model
+from .operating import OperatingRangeError, copies, division_bounds
+from .transformer import plain_model, transformer_forward
+
+__all__ = ["ModelEncoding", "calibrate", "encode_model", "decode_model", "model_sizes", "STREAM_RATE",
+           "HIDDEN_RATE", "CALIBRATION_SAMPLES"]
+
+STREAM_RATE = 60.0
+"""Rate (Hz) of a stream's cells per RMS unit of the stream (as ``rho_in`` per unit token)."""
+HIDDEN_RATE = 60.0
+"""Rate (Hz) of the MLP's hidden cells per RMS unit of their activity."""
+CALIBRATION_SAMPLES = 64
+"""Token sets drawn from the declared range to fix the gains (:func:`calibrate`)."""
+CALIBRATION_SEED = 20250101
+"""Seed of those draws: the same model and range give the same circuit."""
+
+
+def model_sizes(model: Model) -> list[dict]:
+    """Per block ``{"H", "dk", "dv", "dh"}`` (``dh`` 0 without an MLP), for
+    :func:`ctmhsa.circuits.transformer.model_circuit`."""
+    return [dict(H=b.H, dk=int(b.WQ.shape[1]), dv=int(b.WV.shape[1]), dh=0 if b.mlp is None else b.mlp.dh)
+            for b in model.blocks]
+
+
+def _rms(a) -> float:
+    v = float(np.sqrt(np.mean(np.square(a))))
+    return v if v > 0 else 1.0
+
+
+def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples: int = CALIBRATION_SAMPLES,
+              seed: int = CALIBRATION_SEED) -> dict:
+    """Typical scales of every stage of ``model`` for tokens of the declared range.
+
+    ``samples`` sets of ``n`` tokens are drawn with the range's per-dimension mean and standard
+    deviation (Gaussian, rescaled to the range's norm where above it) and run through
+    :func:`ctmhsa.mapping.transformer.transformer_forward`. Nothing of the tokens shown enters.
+
+    Returns
+    -------
+    dict
+        ``blocks``: per block ``x_rms``, ``x_mean_abs`` (median over tokens of mean |x|),
+        ``h_rms``, ``h_mean_abs``, ``hidden_rms``, ``xn`` (the normalised calibration tokens,
+        ``(samples * n, de)``); ``out_rms`` of the last stream; ``pooled_rms``,
+        ``pooled_mean_abs`` and ``logits_rms`` where the model has a read-out.
+    """
+    de = model.de
+    mean, std = rng.statistics(de)
+    g = np.random.default_rng(seed)
+    X = mean + std * g.standard_normal((samples, n, de))
+    norms = np.linalg.norm(X, axis=-1, keepdims=True)
+    X = X * np.minimum(1.0, rng.norm / np.maximum(norms, 1e-300))
+    ref = transformer_forward(X, plain_model(model), phi=phi, stages=True)
+    blocks = []
+    for st in ref["blocks"]:
+        b = dict(x_rms=_rms(st["x"]), x_mean_abs=float(np.median(np.abs(st["x"]).mean(axis=-1))),
+                 h_rms=_rms(st["h"]), h_mean_abs=float(np.median(np.abs(st["h"]).mean(axis=-1))),
+                 xn=st["x_norm"].reshape(-1, de))
+        if "hidden" in st:
+            b["hidden_rms"] = _rms(st["hidden"])
+        blocks.append(b)
+    out = dict(blocks=blocks, out_rms=_rms(ref["output"]))
+    if ref["logits"] is not None:
+        out.update(pooled_rms=_rms(ref["pooled"]),
+                   pooled_mean_abs=float(np.median(np.abs(ref["pooled"]).mean(axis=-1))),
+                   logits_rms=_rms(ref["logits"]))
+    return out
+
+
+@dataclass
+class ModelEncoding:
+    """What the mapping layer hands to the simulator for a model, and keeps for decoding.
+
+    Attributes
+    ----------
+    values : CircuitValues
+        Every weight, bias and input rate of the circuit.
+    blocks : list of Encoding
+        Each block's attention encoding (unprefixed, for :func:`ctmhsa.mapping.decode.decode`).
+    rho : dict
+        Population -> Hz per unit of its code (stream, relay, hidden and read-out cells).
+    divisions : dict
+        Normalising relay set -> ``(rho_unshunted, rho_held)``: its cells' gain before the shunt
+        and the rate per unit of N(x) its TRN pool holds.
+    consts : dict
+        ``gains`` (a dict), ``input_range``, ``calibration`` (the scales, without the tokens),
+        ``u``, ``phi``, ``bounds`` (the divisions the interneurons can exert).
+    input_rates : ndarray, shape (T, N)
+        The input relays' rates (Hz) of every token set shown.
+    stream : dict
+        ``{"input": (rates (rows, N), period, shift)}`` for a stream of token sets (set by the
+        simulator, which knows the warm-up).
+    """
+
+    values: CircuitValues
+    blocks: list
+    rho: dict
+    divisions: dict
+    consts: dict
+    input_rates: np.ndarray
+    stream: dict = field(default_factory=dict)
+
+
+def input_rates(circuit: Circuit, rho: float, tokens) -> np.ndarray:
+    """The input relays' rates ``rho [±x]_+`` (Hz, per cell) of tokens ``(n, de)`` or ``(T, n, de)``
+    (then ``(T, N)``)."""
+    pop = circuit.population("input")
+    x = np.asarray(tokens, float)[..., pop.axis("token"), pop.axis("e")]
+    return rho * np.maximum(SIGNS[pop.axis("sign")] * x, 0.0)
+
+
+def _divide(vals, c: Circuit, relays: str, trn: str, gains: CodeGains, tau_syn: float, held: float,
+            unshunted: float, n_inh: int) -> None:
+    """Values of a normalising relay set and its TRN pool: the pool holds the summed ON + OFF
+    rate of a token's cells (copies included) at ``held * de * P``, so each relay fires
+    ``held [±N(x)]_+``."""
+    R_set = held * c.meta.de * copies(c.population(relays))
+    vals.params[relays] = {"rho": unshunted}
+    vals.weights[trn + "_pool"] = 1.0 / (gains.g_sh * R_set)
+    vals.weights[trn + "_shunt"] = gains.g_sh / n_inh
+    vals.params[trn] = {"I_set": 1.0 / gains.g_sh, "e_max": 9.0 + 5.0 / (tau_syn * R_set)}
+
+
+def _signed_bias(pop, b) -> np.ndarray:
+    """Per-cell bias ``±b`` of an ON/OFF population over axis ``e`` or ``class``."""
+    ax = "e" if "e" in pop.axes else "class"
+    return np.asarray(b, float)[pop.axis(ax)] * SIGNS[pop.axis("sign")]
+
+
+def _check_divisions(where: str, mean_abs: np.ndarray, unshunted: float, held: float, bounds) -> None:
+    """Refuse tokens whose normalisation needs a division outside the interneurons' range (a
+    check of the tokens shown, never a setting)."""
+    d = unshunted / held * np.asarray(mean_abs, float)
+    lo, hi = bounds
+    bad = (d < lo * (1 - 1e-9)) | (d > hi * (1 + 1e-9))
+    if np.any(bad):
+        k = tuple(int(v) for v in np.argwhere(bad)[0])
+        raise OperatingRangeError(
+            f"{where}: token {k[-1] if len(k) == 1 else k} needs a normalising division of {d[k]:.4g}, outside "
+            f"what its TRN interneurons can exert ({lo:.4g}-{hi:.4g}) at the gain fixed from the weights and "
+            f"the declared input range; {int(bad.sum())} of {bad.size} tokens are outside. Declare the range "
+            "of these inputs (input_range=InputRange.from_tokens(data))")
+
+
+def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFAULT_GAINS,
+                 params: CellParams = DEFAULT_PARAMS, phi: str = "elu1", input_range=None) -> ModelEncoding:
+    """Compute every value of a model's circuit.
+
+    Parameters
+    ----------
+    circuit : Circuit
+        :func:`ctmhsa.circuits.transformer.model_circuit` of the model's sizes.
+    model : Model
+        The weights (attention without biases or skip path).
+    tokens : ndarray, shape (n, de) or (T, n, de)
+        The tokens shown (embedded), one set or a stream.
+    gains : CodeGains
+        ``rho_in`` (relays per unit of N(x)), the interneurons' ``g_sh``, ``r_inh_min``,
+        ``r_inh_max``; the attention's own gains.
+    params : CellParams
+        ``u`` (V per unit), ``tau_syn``.
+    phi : str
+        Feature map of the attention.
+    input_range : InputRange, float or None
+        The tokens the circuit is built for; ``None``: the statistics of ``tokens``.
+
+    Raises
+    ------
+    ValueError
+        Tokens outside the declared range.
+    OperatingRangeError
+        A division (an attention macrocolumn's or a token's normalisation) these tokens need that
+        the circuit built for the range cannot exert.
+    """
+    tokens = np.asarray(tokens, float)
+    sets = tokens[None] if tokens.ndim == 2 else tokens
+    T, n, de = sets.shape
+    rng = as_input_range(input_range, sets.reshape(-1, de))
+    rng.check(sets.reshape(-1, de), "X")
+    u, tau_syn = params.u, params.tau_syn
+    cal = calibrate(model, rng, n, phi)
+    blocks_meta = circuit.meta.blocks
+    n_inh = circuit.meta.n_inh
+    bounds = division_bounds(gains)
+    centre = math.sqrt(bounds[0] * bounds[1])
+    ref = transformer_forward(sets, plain_model(model), phi=phi, stages=True)   # for the checks only
+    vals = CircuitValues()
+    rho, divisions, encs = {}, {}, []
+    stream_rho = [STREAM_RATE / b["x_rms"] for b in cal["blocks"]] + [STREAM_RATE / cal["out_rms"]]
+    rho["input"] = stream_rho[0]
+    for l, (b, bm) in enumerate(zip(model.blocks, blocks_meta)):
+        p, cb, st = block_prefix(l), cal["blocks"][l], ref["blocks"][l]
+        # the attention area: encoded for normalised tokens (range known a priori), checked on these
+        P = copies(circuit.population(p + "nucleus2"))
+        sub = attention_circuit(n, de, bm["H"], bm["dk"], bm["dv"], n_inh, P=P)
+        xn = st["x_norm"]
+        rng_l = InputRange(norm=float(de), mean=cb["xn"].mean(axis=0), std=cb["xn"].std(axis=0))
+        enc = encode(sub, xn[0], Block(attn=b.attn), gains=gains, params=params, phi=phi, input_range=rng_l)
+        c = enc.consts
+        for t in range(1, T):
+            check_tokens(sub, c["input_range"], c["operating"], c["R_set"], xn[t], None, Block(attn=b.attn), phi)
+        rho_h = STREAM_RATE / cb["h_rms"]
+        encs.append(enc)
+        for name, w in enc.values.weights.items():   # encoded for one relay per value: average the copies
+            src = sub.projections[name].source
+            vals.weights[p + name] = w / (copies(circuit.population(p + src)) / copies(sub.population(src)))
+        for name, prm in enc.values.params.items():
+            if name not in RELAY_SETS.values():          # relays: driven by the stream, not r_in
+                vals.params[p + name] = dict(prm)
+        vals.params[p + "nucleus2"] = {"b": 0.0, "rho": rho_h}
+        rho[p + "nucleus2"] = rho_h
+        # normalising relays: drive u x from the stream, unshunted gain centring the division
+        unshunted = gains.rho_in * centre / cb["x_mean_abs"]
+        mean_abs = np.abs(st["x"]).mean(axis=-1)
+        _check_divisions(f"X (block {l} input, TRN)", mean_abs, unshunted, gains.rho_in, bounds)
+        for what, relays in RELAY_SETS.items():
+            _weights(vals, circuit, p + f"drive_{what}", u / stream_rho[l])
+            _divide(vals, circuit, p + relays, p + f"trn_{what}", gains, tau_syn, gains.rho_in, unshunted, n_inh)
+            rho[p + relays] = gains.rho_in
+            divisions[p + relays] = (unshunted, gains.rho_in)
+        _weights(vals, circuit, p + "residual", u / stream_rho[l])
+        # with pt_out as encoded (u WO / rho_pt), nucleus 2 sits at u (x̃ + x) = u H
+        if b.mlp is not None:
+            unshunted_h = gains.rho_in * centre / cb["h_mean_abs"]
+            _check_divisions(f"H (block {l}, MLP relays, TRN)", np.abs(st["h"]).mean(axis=-1), unshunted_h,
+                             gains.rho_in, bounds)
+            _weights(vals, circuit, p + "drive_mlp", u / rho_h)
+            _divide(vals, circuit, p + "mlp_relay", p + "trn_mlp", gains, tau_syn, gains.rho_in, unshunted_h, n_inh)
+            rho[p + "mlp_relay"] = gains.rho_in
+            divisions[p + "mlp_relay"] = (unshunted_h, gains.rho_in)
+            rho_a = HIDDEN_RATE / cb["hidden_rms"]
+            hid = circuit.population(p + "hidden")
+            _weights(vals, circuit, p + "w1", u * b.mlp.W1 / gains.rho_in)
+            vals.params[p + "hidden"] = {"b": u * b.mlp.b1[hid.axis("d")], "rho": rho_a}
+            rho[p + "hidden"] = rho_a
+            _weights(vals, circuit, p + "w2", u * b.mlp.W2 / rho_a)
+            _weights(vals, circuit, p + "skip", u / rho_h)
+            out = circuit.population(p + "out")
+            vals.params[p + "out"] = {"b": u * _signed_bias(out, b.mlp.b2), "rho": stream_rho[l + 1]}
+            rho[p + "out"] = stream_rho[l + 1]
+        else:
+            # nucleus 2 is the next stream: its code is that stream's
+            vals.params[p + "nucleus2"]["rho"] = stream_rho[l + 1]
+            rho[p + "nucleus2"] = stream_rho[l + 1]
+    if model.readout_W is not None:
+        rho_m = STREAM_RATE / cal["pooled_rms"]
+        _weights(vals, circuit, "readout_mean", u / (stream_rho[-1] * n))
+        vals.params["readout_pool"] = {"b": 0.0, "rho": rho_m}
+        rho["readout_pool"] = rho_m
+        unshunted_r = gains.rho_in * centre / cal["pooled_mean_abs"]
+        _check_divisions("pooled output (read-out, TRN)", np.abs(ref["pooled"]).mean(axis=-1), unshunted_r,
+                         gains.rho_in, bounds)
+        _weights(vals, circuit, "readout_drive", u / rho_m)
+        _divide(vals, circuit, "readout_relay", "readout_trn", gains, tau_syn, gains.rho_in, unshunted_r, n_inh)
+        rho["readout_relay"] = gains.rho_in
+        divisions["readout_relay"] = (unshunted_r, gains.rho_in)
+        rho_c = STREAM_RATE / cal["logits_rms"]
+        _weights(vals, circuit, "readout_classes", u * model.readout_W / gains.rho_in)
+        cls = circuit.population("classes")
+        vals.params["classes"] = {"b": u * _signed_bias(cls, model.readout_b), "rho": rho_c}
+        rho["classes"] = rho_c
+    rates = input_rates(circuit, rho["input"], sets)
+    vals.params["input"] = {"r_in": rates[0]}
+    consts = dict(gains=gains.to_dict(), input_range=rng, u=u, phi=phi, bounds=bounds,
+                  calibration={k: v for k, v in cal.items() if k != "blocks"}
+                  | {"blocks": [{k: v for k, v in b.items() if k != "xn"} for b in cal["blocks"]]})
+    return ModelEncoding(vals, encs, rho, divisions, consts, rates)
+
+
+def _weights(vals: CircuitValues, circuit: Circuit, name: str, w) -> None:
+    """``vals.weights[name]``: ``w`` over the signal, expanded over the ON/OFF cells."""
+    vals.weights[name] = cell_weights(circuit, circuit.projections[name], w)
+
+
+def _signed(circuit: Circuit, obs: dict, pop: str, rho: float) -> np.ndarray:
+    p = circuit.population(pop)
+    return signed_rate(p, obs[pop]["r"]) / rho
+
+
+def decode_model(circuit: Circuit, menc: ModelEncoding, obs: dict) -> dict:
+    """Every stage of every block from the observables (inverse of :func:`encode_model`).
+
+    Returns
+    -------
+    dict
+        ``blocks``: per block ``x``, ``x_norm`` (the mean of the three relay sets), ``x_norm_sets``
+        (``{"q", "k", "v"}``), the attention stages of :func:`ctmhsa.mapping.decode.decode`
+        (``q, k, v, s, kappa, Z, y, v_tilde``), ``h`` and, with an MLP, ``h_norm``, ``hidden``;
+        ``out``; ``output`` (the last stream), and with a read-out ``pooled`` and ``logits``.
+    """
+    meta = circuit.meta
+    blocks = []
+    for l, bm in enumerate(meta.blocks):
+        p = block_prefix(l)
+        src = stream_source(l, meta.blocks)
+        # the cortical stages, decoded as the block's pathway (its relays and nucleus 2 may have copies)
+        sub = attention_circuit(meta.n, meta.de, bm["H"], bm["dk"], bm["dv"], meta.n_inh, with_nucleus2=False,
+                                P=copies(circuit.population(p + "nucleus2")))
+        sub_obs = {name: obs[p + name] for name in sub.populations if p + name in obs}
+        st = decode(sub, menc.blocks[l], sub_obs)
+        st["h"] = _signed(circuit, obs, p + "nucleus2", menc.rho[p + "nucleus2"])
+        st["x"] = _signed(circuit, obs, src, menc.rho[src])
+        sets = {what: _signed(circuit, obs, p + relays, menc.rho[p + relays]) for what, relays in RELAY_SETS.items()}
+        st["x_norm_sets"] = sets
+        st["x_norm"] = np.mean([sets[w] for w in RELAY_SETS], axis=0)
+        if bm["dh"]:
+            st["h_norm"] = _signed(circuit, obs, p + "mlp_relay", menc.rho[p + "mlp_relay"])
+            hid = circuit.population(p + "hidden")
+            st["hidden"] = per_dimension(hid, obs[p + "hidden"]["r"]) / menc.rho[p + "hidden"]
+            st["out"] = _signed(circuit, obs, p + "out", menc.rho[p + "out"])
+        else:
+            st["out"] = st["h"]
+        blocks.append(st)
+    out = dict(blocks=blocks, output=blocks[-1]["out"])
+    if meta.classes:
+        out["pooled"] = _signed(circuit, obs, "readout_pool", menc.rho["readout_pool"])
+        out["logits"] = _signed(circuit, obs, "classes", menc.rho["classes"])
+    return out

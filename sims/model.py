@@ -1,0 +1,323 @@
+"""Simulate a transformer model, block by block in one network: :func:`simulate_model`.
+
+The circuit (:func:`ctmhsa.circuits.transformer.model_circuit`) is built once from the model's
+weights and the declared input range (:mod:`ctmhsa.mapping.blocks`); the tokens shown only set the
+input relays' rates (a table over time for a stream). Every stage of every block is decoded from
+the cells and compared with :func:`ctmhsa.mapping.transformer.transformer_forward`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ctmhsa.circuits.transformer import model_circuit
+from ctmhsa.mapping.blocks import decode_model, encode_model, model_sizes
+from ctmhsa.mapping.decode import range_report
+from ctmhsa.mapping.model import Model, load_model
+from ctmhsa.mapping.model_noise import model_floors
+from ctmhsa.mapping.stages import BLOCK_STAGES, symbol
+from ctmhsa.mapping.transformer import plain_model, tokens_of, transformer_forward
+
+from .io import atomic_savez, atomic_write_json, results_directory
+from .jsonfile import to_json
+from .options import DEFAULT_WARMUP, N_CHUNKS, split_options
+from .build import _stream_timing
+from .result import stage_metrics
+from .runners import RuntimeRunner
+
+__all__ = ["simulate_model", "ModelResult", "MODEL_WARMUP_PER_BLOCK", "MODEL_COPIES", "RATE_TIME_PER_BLOCK"]
+
+MODEL_WARMUP_PER_BLOCK = 0.25
+"""Warm-up per block (s) at the spiking levels: each block adds about eight cell stages of
+10-20 ms and two integral-feedback loops before its output settles (measured, docs/transformer.md)."""
+
+MODEL_COPIES = 4
+"""Cells per represented value (``P``) of a model's spiking populations by default: with 60 Hz
+per RMS unit a random two-block model's output reached r = 0.95-0.99 in a 2 s window (three
+seeds; one cell per value: 0.78-0.92; docs/transformer.md). The rate level uses one."""
+
+RATE_TIME_PER_BLOCK = 1.0
+"""Simulated time per block (s) at the rate level (docs/transformer.md, "Settling");
+``diagnostics["settled"]`` reports the change over the last 10 % of the run."""
+
+SETTLED = 1e-4
+"""Largest relative change of the rate-level output over the last 10 % of a run before
+:func:`simulate_model` warns that it has not settled."""
+
+_REFUSED = {"causal": False, "circuit": "quadratic", "signed": "onoff", "law": "product", "normalize": True, "device": "runtime", "scheduler": None, "checkpoints": ()}
+
+
+@dataclass
+class ModelResult:
+    """A simulated transformer model.
+
+    Attributes
+    ----------
+    output, reference : ndarray, shape ((T,) n, de)
+        The last block's stream, decoded from its cells, and :func:`transformer_forward`'s.
+    logits, reference_logits : ndarray, shape ((T,) classes), or None
+        Class scores from the read-out's cells and exact (``None`` without a read-out).
+    blocks, reference_blocks : list of dict
+        Per block every stage (:data:`ctmhsa.mapping.stages.BLOCK_STAGES`), decoded and exact;
+        a stream adds a leading presentation axis.
+    metrics : dict
+        ``blocks``: per block ``{stage: stage_metrics}``; ``output``, ``logits``;
+        for a stream also ``presentations``: the output's metrics per presentation.
+    counts : dict
+        Population -> neurons; ``parts`` groups them (input, per block: relays, TRN, attention,
+        residual, MLP; read-out).
+    rates : dict
+        Population -> per-cell rate (Hz) of the (last) window.
+    spikes : dict
+        Population -> ``(cell_index, time_s)`` of the recorded populations.
+    config : dict
+        Options, model, sizes, gains (Hz per unit of every code), calibration scales.
+    timings : dict
+        ``build``, ``compile``, ``run``, ``total`` (s).
+    diagnostics : dict
+        ``range``: per population the cells outside their working range
+        (:func:`ctmhsa.mapping.decode.range_report`); ``settled`` (rate level): the largest change
+        of the output over the last 10 % of the run, relative to its largest entry.
+    """
+
+    output: np.ndarray
+    reference: np.ndarray
+    logits: np.ndarray | None
+    reference_logits: np.ndarray | None
+    blocks: list
+    reference_blocks: list
+    metrics: dict
+    counts: dict
+    rates: dict
+    spikes: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    diagnostics: dict = field(default_factory=dict)
+
+    def table(self) -> str:
+        """Error per stage per block (NRMSE, r) as text."""
+        lines = [f"{'block':<6}{'stage':<8}{'NRMSE':>9}{'floor':>9}{'ratio':>7}{'r':>8}"]
+
+        def row(l, label, m):
+            fl = m.get("floor")
+            extra = f"{fl:>9.4f}{m['nrmse'] / fl:>7.2f}" if fl else f"{'-':>9}{'-':>7}"
+            return f"{l:<6}{label:<8}{m['nrmse']:>9.4f}{extra}{m['r']:>8.4f}"
+
+        for l, st in enumerate(self.metrics["blocks"]):
+            lines.extend(row(l, symbol(k), m) for k, m in st.items())
+        for k in ("output", "logits"):
+            if self.metrics.get(k):
+                lines.append(row("-", k, self.metrics[k]))
+        return "\n".join(lines)
+
+    def save(self, path) -> str:
+        """Write a results directory (``kind`` "model"): ``stages.npz`` (decoded and exact, every
+        block), ``metrics.json``, ``config.json`` and, where recorded, ``spikes.npz``.
+
+        Written atomically beside ``path`` and moved over it (:func:`ctmhsa.sims.io.results_directory`):
+        an existing path that is not a results directory of this project is never replaced or
+        deleted (``OutputError``). Returns the absolute path.
+        """
+        arrays = {"output": self.output, "reference": self.reference}
+        if self.logits is not None:
+            arrays.update(logits=self.logits, reference_logits=self.reference_logits)
+        for l, (d, r) in enumerate(zip(self.blocks, self.reference_blocks)):
+            for k in d:
+                if isinstance(d[k], np.ndarray) and k in r:
+                    arrays[f"blocks.{l}.{k}"] = d[k]
+                    arrays[f"reference.blocks.{l}.{k}"] = r[k]
+        with results_directory(path, "path", kind="model") as tmp:
+            atomic_savez(os.path.join(tmp, "stages.npz"), **arrays)
+            atomic_write_json(os.path.join(tmp, "metrics.json"), self.metrics)
+            atomic_write_json(os.path.join(tmp, "config.json"), to_json(self.config))
+            if self.spikes:
+                atomic_savez(os.path.join(tmp, "spikes.npz"),
+                             **{f"{p}.{k}": v for p, (i, t) in self.spikes.items() for k, v in (("i", i), ("t", t))})
+            if self.config.get("neuron") != "rate" and self.config.get("presentation") is None:
+                self.write_nwb(os.path.join(tmp, "spikes.nwb"))
+        return os.path.abspath(os.fspath(path))
+
+    def circuit(self):
+        """The circuit description the result was built from (rebuilt from ``config``)."""
+        c = self.config
+        return model_circuit(c["n"], c["de"], c["blocks"], classes=c["classes"], n_inh=c["n_inh"], P=c["P"])
+
+    def write_nwb(self, path) -> str:
+        """Every cell's population, index axes, window rate and (where recorded) spike train in a
+        Neurodata Without Borders file (:func:`ctmhsa.sims.nwb.write_nwb`; spiking levels)."""
+        from types import SimpleNamespace
+
+        from .nwb import write_nwb
+
+        circuit = self.circuit()
+        c, b0 = self.config, self.config["blocks"][0]
+        view = SimpleNamespace(
+            level=c["neuron"], spikes=self.spikes,
+            rates={p: circuit.population(p).to_dense(r) for p, r in self.rates.items()},
+            config=dict(n=c["n"], de=c["de"], H=b0["H"], dk=b0["dk"], dv=b0["dv"], dt=c["dt"], seed=c["seed"],
+                        warmup=c["warmup"], duration=c["duration"], blocks=len(c["blocks"]), model=c["model"]))
+        return write_nwb(view, os.fspath(path), circuit=circuit)
+
+
+def _counts(circuit) -> dict:
+    pops = circuit.populations
+    parts: dict = {}
+    for name, pop in pops.items():
+        if name.startswith("b") and "_" in name:
+            blk, rest = name.split("_", 1)
+            part = ("TRN" if rest.startswith("trn") else "relays (N)" if rest.startswith(("nucleus1", "mlp_relay"))
+                    else "residual (nucleus 2)" if rest == "nucleus2" else "MLP hidden" if rest == "hidden"
+                    else "output nucleus" if rest == "out" else "attention")
+            parts.setdefault(blk, {}).setdefault(part, 0)
+            parts[blk][part] += pop.N
+        else:
+            key = "input" if name == "input" else "read-out"
+            parts[key] = parts.get(key, 0) + pop.N
+    return dict(populations={k: p.N for k, p in pops.items()}, parts=parts, total=circuit.n_neurons())
+
+
+def _compare(dec: dict, ref: dict) -> dict:
+    return {k: stage_metrics(dec[k], ref[k]) for k in BLOCK_STAGES if k in dec and k in ref
+            and np.shape(dec[k]) == np.shape(ref[k])}
+
+
+def simulate_model(model, X, neuron: str = "escape", presentation: float | None = None, **options) -> ModelResult:
+    """Simulate ``model`` on tokens ``X`` with spiking (or rate) cells.
+
+    Parameters
+    ----------
+    model : Model, str or path-like
+        A :class:`ctmhsa.mapping.model.Model`, a model file or a shipped model's name
+        (:func:`ctmhsa.load_model`).
+    X : array, shape (n, de) or (T, n, de)
+        Tokens, or a stream of ``T`` token sets (raw inputs ``(n, p)`` where the model has an
+        embedding; the embedding is applied before the input relays).
+    neuron : {"rate", "escape"}
+        Fidelity level. ``"lif"`` is refused: its somata fire a baseline that the TRN pools
+        would divide with the signal (not calibrated for the normalising relays yet).
+    presentation : float, optional
+        Seconds per token set of a stream (default 0.2 s).
+    **options
+        ``duration`` (s; the window at the spiking levels, default 1 s; the simulated time at
+        the rate level, default :data:`RATE_TIME_PER_BLOCK` per block), ``warmup`` (s; default
+        :data:`MODEL_WARMUP_PER_BLOCK` per block, at least the level's), ``P`` (cells per
+        value, default :data:`MODEL_COPIES` at the spiking levels, 1 at the rate level),
+        ``seed``, ``dt``, ``phi``, ``n_inh``, ``gains``, ``params``, ``input_range``,
+        ``record_spikes``, ``codegen``, ``report``, ``fold``.
+
+    Returns
+    -------
+    ModelResult
+
+    Raises
+    ------
+    ValueError, TypeError
+        A bad argument (naming it), an option that does not apply to models (``causal``,
+        ``circuit``, ``signed``, ``law``, ``P``, ``normalize``, a standalone device, a scheduler,
+        checkpoints), tokens outside the declared range, or a division of the circuit these
+        tokens need that it cannot exert (:class:`ctmhsa.mapping.operating.OperatingRangeError`)
+        — before any network is built.
+    """
+    t0 = time.perf_counter()
+    if not isinstance(model, Model):
+        if isinstance(model, (str, os.PathLike)):
+            model = load_model(model)
+        else:
+            raise TypeError(f"model: expected a ctmhsa Model, a model file or a shipped model's name, "
+                            f"got {type(model).__name__}")
+    if neuron not in ("rate", "escape"):
+        raise ValueError(f"neuron: simulate_model runs the 'rate' and 'escape' levels, got {neuron!r} (the lif "
+                         "somata's baseline would be divided with the signal by the TRN pools)")
+    for k, ok in _REFUSED.items():
+        if k in options and options[k] != ok:
+            raise ValueError(f"{k}: a transformer model's circuit is built with {k}={ok!r}; got {options[k]!r}")
+    if "P" not in options:
+        options["P"] = 1 if neuron == "rate" else MODEL_COPIES
+    co, ro = split_options(neuron=neuron, presentation=presentation, **options)
+    tokens = tokens_of(model, X)
+    stream = tokens.ndim == 3
+    ro = _stream_timing(ro, tokens.shape[0] if stream else None, "duration" in options, co.neuron)
+    if "warmup" not in options and co.spiking:
+        ro = ro.replace(warmup=max(DEFAULT_WARMUP[co.neuron], MODEL_WARMUP_PER_BLOCK * model.n_blocks))
+    if co.neuron == "rate" and "duration" not in options and not stream:
+        ro = ro.replace(duration=RATE_TIME_PER_BLOCK * model.n_blocks)
+    ro = ro.resolved(co.neuron)
+    n = tokens.shape[-2]
+    if isinstance(co.P, dict):
+        raise ValueError("P: a model's streams take one number of copies per value (an int), got a dict")
+    circuit = model_circuit(n, model.de, model_sizes(model), classes=0 if model.readout_W is None
+                            else int(model.readout_W.shape[0]), n_inh=co.n_inh, P=int(co.P))
+    ref = transformer_forward(tokens, plain_model(model), phi=co.phi, stages=True)
+    menc = encode_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
+                        input_range=co.input_range)
+    if stream:
+        menc.stream = _stream_table(menc, ro)
+    if ro.codegen == "auto":
+        ro = ro.replace(codegen="cython" if circuit.n_synapses() >= 200_000 else "numpy")
+    runner = RuntimeRunner(circuit, menc, None, co, ro)
+    obs = runner.run(ro)
+    snaps = [o for _, o in obs.snapshots] if obs.stream else [obs.final]
+    decoded = [decode_model(circuit, menc, o) for o in snaps]
+    dec = _stack(decoded, stream)
+    blocks_ref = ref["blocks"]
+    metrics = dict(blocks=[_compare(d, r) for d, r in zip(dec["blocks"], blocks_ref)],
+                   output=stage_metrics(dec["output"], ref["output"]))
+    if ref["logits"] is not None:
+        metrics["logits"] = stage_metrics(dec["logits"], ref["logits"])
+    if stream:
+        metrics["presentations"] = [stage_metrics(d["output"], r) for d, r in zip(decoded, ref["output"])]
+    if co.spiking and not stream:
+        floors = model_floors(circuit, menc, obs.final, ref, model, ro.duration, co.phi)
+        for l, fl in enumerate(floors["blocks"]):
+            for k, m in metrics["blocks"][l].items():
+                if k in fl:
+                    m["floor"] = fl[k]
+        for k in ("output", "logits"):
+            if k in metrics and k in floors:
+                metrics[k]["floor"] = floors[k]
+    diag = dict(range=range_report(circuit, obs.final, max_rate=1.0 / ro.dt if co.spiking else None))
+    if obs.early is not None:
+        early = decode_model(circuit, menc, obs.early)["output"]
+        diag["settled"] = float(np.max(np.abs(early - dec["output"])) / (np.max(np.abs(dec["output"])) or 1.0))
+        if diag["settled"] > SETTLED:
+            warnings.warn(f"duration: the rate-level output still changed by {diag['settled']:.2g} of its largest "
+                          f"entry over the last 10 % of the run (more than {SETTLED:g}); run longer", stacklevel=2)
+    config = dict(model=repr(model), model_source=model.source, neuron=co.neuron, phi=co.phi, n=n, de=model.de,
+                  blocks=model_sizes(model), classes=0 if model.readout_W is None else int(model.readout_W.shape[0]),
+                  n_inh=co.n_inh, P=int(co.P), dt=ro.dt, warmup=ro.warmup, duration=ro.duration,
+                  presentation=ro.presentation, seed=ro.seed, codegen=ro.codegen, rho=menc.rho,
+                  divisions={k: list(v) for k, v in menc.divisions.items()},
+                  calibration=menc.consts["calibration"], input_range=menc.consts["input_range"].to_dict(),
+                  n_neurons=circuit.n_neurons(), n_synapses=circuit.n_synapses(), circuit=circuit.to_dict())
+    return ModelResult(
+        output=dec["output"], reference=ref["output"], logits=dec.get("logits"), reference_logits=ref["logits"],
+        blocks=dec["blocks"], reference_blocks=blocks_ref, metrics=metrics, counts=_counts(circuit),
+        rates={p: np.asarray(o["r"], float) for p, o in obs.final.items() if "r" in o}, spikes=obs.spikes,
+        config=config, diagnostics=diag,
+        timings=dict(build=obs.build, compile=obs.compile, run=obs.run, total=time.perf_counter() - t0))
+
+
+def _stream_table(menc, ro) -> dict:
+    """The input relays' rates over time: the first set during the warm-up, then one row per
+    presentation (as :func:`ctmhsa.sims.build._stream_tables`)."""
+    P, W = ro.presentation, ro.warmup
+    lead = int(np.ceil(W / P - 1e-9))
+    rates = menc.input_rates
+    rows = np.concatenate([np.repeat(rates[:1], lead + 1, axis=0), rates[1:]], axis=0)
+    return {"input": (rows, P, lead * P - W)}
+
+
+def _stack(decoded: list, stream: bool) -> dict:
+    """One decoded dict, or a stream's stacked along a leading presentation axis."""
+    if not stream:
+        return decoded[0]
+    out = {k: np.stack([d[k] for d in decoded]) for k in decoded[0] if k != "blocks"}
+    out["blocks"] = [{k: np.stack([d["blocks"][l][k] for d in decoded]) for k in decoded[0]["blocks"][l]
+                      if isinstance(decoded[0]["blocks"][l][k], np.ndarray)}
+                     for l in range(len(decoded[0]["blocks"]))]
+    return out

@@ -1,0 +1,248 @@
+"""Transformer models as circuits (:func:`ctmhsa.simulate_model`): the rate level equals an
+independent transcription of the block maths, the escape level spikes its way to the output
+within its floors, streams, the model file and the CLI, and refusals before any network."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ctmhsa
+from ctmhsa.mapping.inputs import InputRange
+from ctmhsa.mapping.model import Block, MLPWeights, Model
+from ctmhsa.mapping.operating import OperatingRangeError
+from ctmhsa.mapping.stages import BLOCK_STAGES
+
+pytestmark = pytest.mark.brian2
+
+TOL = 1e-3   # relative to the largest entry
+
+
+# ------------------------------------------------------------------------------------------
+# the maths, transcribed from its statement (nothing from the package)
+# ------------------------------------------------------------------------------------------
+
+def _N(x):
+    return x / np.abs(x).mean(axis=-1, keepdims=True)
+
+
+def _elu1(z):
+    return np.where(z > 0, z + 1.0, np.exp(np.minimum(z, 0.0)))
+
+
+def forward(X, arrays, L, readout=True):
+    """``H = X + MHSA(N(X))``, ``X = H + W2 relu(W1 N(H) + b1) + b2`` per block; logits
+    ``R N(mean_i X_i) + c``. ``arrays``: the model file's keys."""
+    for l in range(L):
+        a = lambda k: arrays[f"blocks.{l}.{k}"]
+        xn = _N(X)
+        att = np.zeros_like(X)
+        for h in range(a("attn.WQ").shape[0]):
+            fq, fk = _elu1(xn @ a("attn.WQ")[h].T), _elu1(xn @ a("attn.WK")[h].T)
+            A = fq @ fk.T
+            A = A / A.sum(axis=1, keepdims=True)
+            att += (A @ (xn @ a("attn.WV")[h].T)) @ a("attn.WO")[h].T
+        H = X + att
+        X = H + np.maximum(_N(H) @ a("mlp.W1").T + a("mlp.b1"), 0.0) @ a("mlp.W2").T + a("mlp.b2") \
+            if f"blocks.{l}.mlp.W1" in arrays else H
+    logits = _N(X.mean(axis=0)) @ arrays["readout.W"].T + arrays["readout.b"] if readout else None
+    return X, logits
+
+
+def random_arrays(seed, L=2, H=2, dk=3, dv=3, de=5, dh=6, classes=3, mlp=None, scale=1.0):
+    """A model in the file layout (keys exactly as documented)."""
+    g = np.random.default_rng(seed)
+    s = scale / np.sqrt(de)
+    out = {}
+    for l in range(L):
+        p = f"blocks.{l}."
+        out[p + "attn.WQ"] = g.normal(0, s, (H, dk, de))
+        out[p + "attn.WK"] = g.normal(0, s, (H, dk, de))
+        out[p + "attn.WV"] = g.normal(0, s, (H, dv, de))
+        out[p + "attn.WO"] = g.normal(0, scale / np.sqrt(H * dv), (H, de, dv))
+        if mlp is None or l in mlp:
+            out[p + "mlp.W1"] = g.normal(0, 1 / np.sqrt(de), (dh, de))
+            out[p + "mlp.b1"] = g.normal(0, 0.3, dh)
+            out[p + "mlp.W2"] = g.normal(0, 1 / np.sqrt(dh), (de, dh))
+            out[p + "mlp.b2"] = g.normal(0, 0.3, de)
+    if classes:
+        out["readout.W"] = g.normal(0, 1 / np.sqrt(de), (classes, de))
+        out["readout.b"] = g.normal(0, 0.3, classes)
+    return out
+
+
+def assert_close(got, want, what):
+    tol = TOL * float(np.abs(want).max())
+    err = float(np.abs(np.asarray(got) - want).max())
+    assert err <= tol, f"{what}: max |error| {err:.3g} > {tol:.3g}"
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("model") / "two_blocks.npz"
+    arrays = random_arrays(7)
+    np.savez(path, **arrays)
+    return str(path), arrays
+
+
+# ------------------------------------------------------------------------------------------
+# rate level: exact
+# ------------------------------------------------------------------------------------------
+
+def test_two_block_file_at_the_rate_level_equals_the_maths(model_file):
+    path, arrays = model_file
+    model = ctmhsa.load_model(path)
+    X = np.random.default_rng(1).normal(size=(4, 5))
+    res = ctmhsa.simulate_model(model, X, neuron="rate")
+    want, logits = forward(X, arrays, 2)
+    assert_close(res.output, want, "output")
+    assert_close(res.logits, logits, "logits")
+    assert_close(res.reference, want, "reference")
+    for l in range(2):          # every stage of every block, from its own cells
+        for k in BLOCK_STAGES:
+            if k in res.blocks[l] and k in res.reference_blocks[l]:
+                assert_close(res.blocks[l][k], res.reference_blocks[l][k], f"block {l} {k}")
+    assert res.diagnostics["settled"] < 1e-4
+    assert res.counts["total"] == res.config["n_neurons"] > 0
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), L=st.integers(1, 3), H=st.integers(1, 2), dk=st.integers(1, 3),
+       dv=st.integers(1, 3), de=st.integers(2, 4), dh=st.integers(1, 4), n=st.integers(1, 3),
+       scale=st.sampled_from([0.05, 0.3, 1.0, 3.0]), classes=st.integers(0, 2),
+       mlp=st.sets(st.integers(0, 2)))
+def test_rate_level_equals_the_maths_on_random_models(seed, L, H, dk, dv, de, dh, n, scale, classes, mlp):
+    arrays = random_arrays(seed, L, H, dk, dv, de, dh, classes, mlp={m for m in mlp if m < L}, scale=scale)
+    model = Model.from_state_dict(arrays)
+    X = np.random.default_rng(seed + 1).normal(size=(n, de))
+    res = ctmhsa.simulate_model(model, X, neuron="rate", duration=0.7 * L)   # settled to < 1e-5 (docs/transformer.md)
+    want, logits = forward(X, arrays, L, readout=bool(classes))
+    assert_close(res.output, want, "output")
+    if classes:
+        assert_close(res.logits, logits, "logits")
+    else:
+        assert res.logits is None and res.reference_logits is None
+
+
+def test_stream_at_the_rate_level_equals_each_set():
+    arrays = random_arrays(3, L=1, classes=0)
+    model = Model.from_state_dict(arrays)
+    X = np.random.default_rng(2).normal(size=(3, 4, 5))
+    res = ctmhsa.simulate_model(model, X, neuron="rate", presentation=1.0)
+    assert res.output.shape == (3, 4, 5)
+    for t in range(3):
+        assert_close(res.output[t], forward(X[t], arrays, 1, readout=False)[0], f"presentation {t}")
+    assert len(res.metrics["presentations"]) == 3
+
+
+# ------------------------------------------------------------------------------------------
+# escape level: spikes
+# ------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def escape_run(model_file):
+    path, arrays = model_file
+    X = np.random.default_rng(1).normal(size=(4, 5))
+    return ctmhsa.simulate_model(path, X, neuron="escape", duration=2.0, seed=3), X, arrays
+
+
+def test_escape_two_blocks_output_within_2_s(escape_run):
+    res, X, arrays = escape_run
+    want, logits = forward(X, arrays, 2)
+    r = np.corrcoef(res.output.ravel(), want.ravel())[0, 1]
+    assert r >= 0.95, f"output r = {r:.3f}"
+    assert res.metrics["output"]["r"] >= 0.95
+    # every block reports every stage against its floor, and none is far above it
+    for l, st in enumerate(res.metrics["blocks"]):
+        assert {"x", "x_norm", "q", "k", "v", "s", "kappa", "y", "v_tilde", "h", "h_norm", "hidden", "out"} <= set(st)
+        for k, m in st.items():
+            if k != "Z":    # the normaliser is decoded through the division: no floor model
+                assert m["nrmse"] <= 3.0 * m["floor"], f"block {l} {k}: {m['nrmse']:.3f} vs floor {m['floor']:.3f}"
+    assert res.metrics["output"]["nrmse"] <= 2.0 * res.metrics["output"]["floor"]
+    sat = {p: v for p, v in res.diagnostics["range"].items() if v.get("saturated") or v.get("silent_interneurons")}
+    assert not sat, sat
+
+
+def test_escape_same_seed_same_spikes(model_file):
+    path, _ = model_file
+    X = np.random.default_rng(1).normal(size=(4, 5))
+    a, b = (ctmhsa.simulate_model(path, X, neuron="escape", duration=0.1, warmup=0.1, seed=5,
+                                  record_spikes=("b1_out",)) for _ in range(2))
+    ia, ta = a.spikes["b1_out"]
+    ib, tb = b.spikes["b1_out"]
+    assert len(ia) > 0 and np.array_equal(ia, ib) and np.array_equal(ta, tb)
+
+
+def test_result_saved_atomically_and_never_over_a_users_folder(escape_run, tmp_path):
+    res, _, _ = escape_run
+    out = res.save(tmp_path / "run")
+    with np.load(os.path.join(out, "stages.npz")) as f:
+        assert "blocks.1.hidden" in f.files and "reference.blocks.0.q" in f.files
+    assert json.load(open(os.path.join(out, "metrics.json")))["output"]["r"] > 0.9
+    res.save(out)          # its own results directory: replaced
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "notes.txt").write_text("keep")
+    with pytest.raises(ValueError, match="mine"):
+        res.save(user)
+    assert (user / "notes.txt").read_text() == "keep"
+
+
+# ------------------------------------------------------------------------------------------
+# refusals, before any network
+# ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(neuron="lif"), "neuron"),
+    (dict(causal=True), "causal"),
+    (dict(circuit="linear"), "circuit"),
+    (dict(device="cpp_standalone"), "device"),
+    (dict(P={"l23": 2}), "P"),
+])
+def test_options_that_do_not_apply_are_refused(kw, match):
+    model = Model.from_state_dict(random_arrays(1, L=1, classes=0))
+    with pytest.raises(ValueError, match=match):
+        ctmhsa.simulate_model(model, np.ones((2, 5)), **kw)
+
+
+def test_bad_model_and_tokens_are_refused():
+    model = Model.from_state_dict(random_arrays(1, L=1, classes=0))
+    with pytest.raises(TypeError, match="model"):
+        ctmhsa.simulate_model({"blocks.0.attn.WQ": 1}, np.ones((2, 5)))
+    with pytest.raises(ValueError, match="de=5"):
+        ctmhsa.simulate_model(model, np.ones((2, 4)))
+    with pytest.raises(ValueError, match="mean \\|x\\| = 0"):
+        ctmhsa.simulate_model(model, np.zeros((2, 5)))
+
+
+def test_tokens_outside_the_declared_range_are_refused():
+    model = Model.from_state_dict(random_arrays(1, L=1, classes=0))
+    X = np.random.default_rng(0).normal(size=(3, 5))
+    with pytest.raises(ValueError, match="declared input range"):
+        ctmhsa.simulate_model(model, 10 * X, neuron="rate", input_range=InputRange(norm=5.0, std=1.0))
+    # a token far smaller than the range: its normalisation needs a division the TRN cannot exert
+    small = X.copy()
+    small[1] *= 1e-4
+    with pytest.raises(OperatingRangeError, match="TRN"):
+        ctmhsa.simulate_model(model, small, neuron="rate", input_range=InputRange(norm=5.0, std=1.0))
+
+
+def test_block_with_attention_biases_is_refused():
+    arrays = random_arrays(1, L=1, classes=0)
+    arrays["blocks.0.attn.bq"] = np.ones((2, 3))
+    with pytest.raises(ValueError, match="bq"):
+        ctmhsa.simulate_model(Model.from_state_dict(arrays), np.ones((2, 5)), neuron="rate")
+
+
+def test_cli_runs_a_model_file(model_file, tmp_path, capsys):
+    from ctmhsa.sims.cli import main
+
+    path, _ = model_file
+    out = tmp_path / "res"
+    assert main(["run", "--model", path, "--neuron", "rate", "--out", str(out), "--n", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "output" in text and "x'" in text
+    assert json.load(open(out / "metrics.json"))["output"]["max_rel_error"] < TOL
