@@ -240,11 +240,16 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
         P = copies(circuit.population(p + "nucleus2"))
         sub = attention_circuit(n, de, bm["H"], bm["dk"], bm["dv"], n_inh, P=P)
         xn = st["x_norm"]
+        t = 0
         rng_l = InputRange(norm=float(de), mean=cb["xn"].mean(axis=0), std=cb["xn"].std(axis=0))
-        enc = encode(sub, xn[0], Block(attn=b.attn), gains=gains, params=params, phi=phi, input_range=rng_l)
-        c = enc.consts
-        for t in range(1, T):
-            check_tokens(sub, c["input_range"], c["operating"], c["R_set"], xn[t], None, Block(attn=b.attn), phi)
+        try:
+            enc = encode(sub, xn[0], Block(attn=b.attn), gains=gains, params=params, phi=phi, input_range=rng_l)
+            c = enc.consts
+            for t in range(1, T):
+                check_tokens(sub, c["input_range"], c["operating"], c["R_set"], xn[t], None, Block(attn=b.attn), phi)
+        except OperatingRangeError as exc:
+            raise OperatingRangeError(f"block {l} attention (N(X) of {'these tokens' if T == 1 else f'token set {t}'}): "
+                                      f"{exc}") from None
         rho_h = STREAM_RATE / cb["h_rms"]
         encs.append(enc)
         for name, w in enc.values.weights.items():   # encoded for one relay per value: average the copies

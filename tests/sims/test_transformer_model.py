@@ -109,7 +109,7 @@ def test_two_block_file_at_the_rate_level_equals_the_maths(model_file):
     assert res.counts["total"] == res.config["n_neurons"] > 0
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**16), L=st.integers(1, 3), H=st.integers(1, 2), dk=st.integers(1, 3),
        dv=st.integers(1, 3), de=st.integers(2, 4), dh=st.integers(1, 4), n=st.integers(1, 3),
        scale=st.sampled_from([0.05, 0.3, 1.0, 3.0]), classes=st.integers(0, 2),
@@ -118,7 +118,11 @@ def test_rate_level_equals_the_maths_on_random_models(seed, L, H, dk, dv, de, dh
     arrays = random_arrays(seed, L, H, dk, dv, de, dh, classes, mlp={m for m in mlp if m < L}, scale=scale)
     model = Model.from_state_dict(arrays)
     X = np.random.default_rng(seed + 1).normal(size=(n, de))
-    res = ctmhsa.simulate_model(model, X, neuron="rate", duration=0.7 * L)   # settled to < 1e-5 (docs/transformer.md)
+    try:
+        res = ctmhsa.simulate_model(model, X, neuron="rate", duration=0.7 * L)   # settles within 1e-5 of its output
+    except OperatingRangeError as exc:   # a refusal names the block: never a silent wrong answer
+        assert "block" in str(exc)
+        return
     want, logits = forward(X, arrays, L, readout=bool(classes))
     assert_close(res.output, want, "output")
     if classes:
