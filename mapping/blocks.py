@@ -46,11 +46,11 @@ from .decode import decode, per_dimension, signed_rate
 from .encode import SIGNS, Encoding, cell_weights, check_tokens, encode
 from .inputs import InputRange, as_input_range
 from .model import Block, Model
-from .operating import OperatingRangeError, copies, division_bounds
+from .operating import OperatingRangeError, copies, division_bounds, pooled_drive, set_points
 from .transformer import plain_model, transformer_forward
 
 __all__ = ["ModelEncoding", "calibrate", "encode_model", "decode_model", "model_sizes", "STREAM_RATE",
-           "HIDDEN_RATE", "CALIBRATION_SAMPLES"]
+           "HIDDEN_RATE", "CALIBRATION_SAMPLES", "CALIBRATION_MARGIN"]
 
 STREAM_RATE = 60.0
 """Rate (Hz) of a stream's cells per RMS unit of the stream (as ``rho_in`` per unit token)."""
@@ -58,6 +58,9 @@ HIDDEN_RATE = 60.0
 """Rate (Hz) of the MLP's hidden cells per RMS unit of their activity."""
 CALIBRATION_SAMPLES = 64
 """Token sets drawn from the declared range to fix the gains (:func:`calibrate`)."""
+CALIBRATION_MARGIN = 1.5
+"""Factor on a calibration set's largest token norm: the declared range's bound when the range
+is declared by a calibration set alone."""
 CALIBRATION_SEED = 20250101
 """Seed of those draws: the same model and range give the same circuit."""
 
@@ -75,12 +78,14 @@ def _rms(a) -> float:
 
 
 def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples: int = CALIBRATION_SAMPLES,
-              seed: int = CALIBRATION_SEED) -> dict:
+              seed: int = CALIBRATION_SEED, tokens=None) -> dict:
     """Typical scales of every stage of ``model`` for tokens of the declared range.
 
     ``samples`` sets of ``n`` tokens are drawn with the range's per-dimension mean and standard
-    deviation (Gaussian, rescaled to the range's norm where above it) and run through
-    :func:`ctmhsa.mapping.transformer.transformer_forward`. Nothing of the tokens shown enters.
+    deviation (Gaussian, rescaled to the range's norm where above it), or ``tokens`` (sets
+    ``(S, n, de)`` declared as the inputs the circuit is built for, e.g. a training set) are
+    taken, and run through :func:`ctmhsa.mapping.transformer.transformer_forward`. Nothing of the
+    tokens shown enters.
 
     Returns
     -------
@@ -91,11 +96,14 @@ def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples:
         ``pooled_mean_abs`` and ``logits_rms`` where the model has a read-out.
     """
     de = model.de
-    mean, std = rng.statistics(de)
-    g = np.random.default_rng(seed)
-    X = mean + std * g.standard_normal((samples, n, de))
-    norms = np.linalg.norm(X, axis=-1, keepdims=True)
-    X = X * np.minimum(1.0, rng.norm / np.maximum(norms, 1e-300))
+    if tokens is not None:
+        X = np.asarray(tokens, float)
+    else:
+        mean, std = rng.statistics(de)
+        g = np.random.default_rng(seed)
+        X = mean + std * g.standard_normal((samples, n, de))
+        norms = np.linalg.norm(X, axis=-1, keepdims=True)
+        X = X * np.minimum(1.0, rng.norm / np.maximum(norms, 1e-300))
     ref = transformer_forward(X, plain_model(model), phi=phi, stages=True)
     blocks = []
     for st in ref["blocks"]:
@@ -155,6 +163,22 @@ def input_rates(circuit: Circuit, rho: float, tokens) -> np.ndarray:
     return rho * np.maximum(SIGNS[pop.axis("sign")] * x, 0.0)
 
 
+DRIVE_QUANTILES = (0.01, 0.99)
+"""Quantiles of the calibration tokens' pooled drives (per head) that the attention's operating
+point must divide: the tails beyond are left to the check of the tokens shown."""
+
+
+def _central_drive(drive: np.ndarray, gains: CodeGains) -> np.ndarray:
+    """The drives ``(H, k)`` an attention area's operating point is centred on: each head's
+    :data:`DRIVE_QUANTILES` of its calibration drives, or, where they span more than the
+    interneurons can divide, its median (the shown tokens' divisions are checked either way)."""
+    q = np.quantile(drive, DRIVE_QUANTILES, axis=1).T              # (H, 2)
+    lo, hi = division_bounds(gains)
+    wide = q[:, 1] / q[:, 0] > hi / lo
+    q[wide] = np.median(drive[wide], axis=1)[:, None]
+    return q
+
+
 def _divide(vals, c: Circuit, relays: str, trn: str, gains: CodeGains, tau_syn: float, held: float,
             unshunted: float, n_inh: int) -> None:
     """Values of a normalising relay set and its TRN pool: the pool holds the summed ON + OFF
@@ -189,7 +213,8 @@ def _check_divisions(where: str, mean_abs: np.ndarray, unshunted: float, held: f
 
 
 def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFAULT_GAINS,
-                 params: CellParams = DEFAULT_PARAMS, phi: str = "elu1", input_range=None) -> ModelEncoding:
+                 params: CellParams = DEFAULT_PARAMS, phi: str = "elu1", input_range=None,
+                 calibration=None) -> ModelEncoding:
     """Compute every value of a model's circuit.
 
     Parameters
@@ -209,6 +234,10 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
         Feature map of the attention.
     input_range : InputRange, float or None
         The tokens the circuit is built for; ``None``: the statistics of ``tokens``.
+    calibration : ndarray, shape (S, n, de), optional
+        Token sets declared as the inputs the circuit is built for (e.g. a training set's): the
+        gains and operating points are fixed from them instead of from Gaussian draws with the
+        range's statistics (:func:`calibrate`). Never the tokens shown.
 
     Raises
     ------
@@ -221,10 +250,18 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
     tokens = np.asarray(tokens, float)
     sets = tokens[None] if tokens.ndim == 2 else tokens
     T, n, de = sets.shape
+    if calibration is not None and input_range is None:
+        # built for the calibration set: its statistics, and room above its largest token
+        input_range = InputRange.from_tokens(np.asarray(calibration, float), margin=CALIBRATION_MARGIN)
     rng = as_input_range(input_range, sets.reshape(-1, de))
     rng.check(sets.reshape(-1, de), "X")
     u, tau_syn = params.u, params.tau_syn
-    cal = calibrate(model, rng, n, phi)
+    if calibration is not None:
+        calibration = np.asarray(calibration, float)
+        if calibration.ndim != 3 or calibration.shape[1:] != (n, de):
+            raise ValueError(f"calibration: expected token sets (S, n={n}, de={de}), got shape {calibration.shape}")
+        rng.check(calibration.reshape(-1, de), "calibration")
+    cal = calibrate(model, rng, n, phi, tokens=calibration)
     blocks_meta = circuit.meta.blocks
     n_inh = circuit.meta.n_inh
     bounds = division_bounds(gains)
@@ -242,11 +279,17 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
         xn = st["x_norm"]
         t = 0
         rng_l = InputRange(norm=float(de), mean=cb["xn"].mean(axis=0), std=cb["xn"].std(axis=0))
+        blk = Block(attn=b.attn)
+        # the operating point centred on the calibration tokens' own drives (every set, every query)
+        R_set = set_points(sub, gains)
+        xc = cb["xn"].reshape(-1, n, de)
         try:
-            enc = encode(sub, xn[0], Block(attn=b.attn), gains=gains, params=params, phi=phi, input_range=rng_l)
+            drive = _central_drive(np.concatenate([pooled_drive(sub, x, x, blk, phi) / R_set for x in xc], axis=1),
+                                   gains)
+            enc = encode(sub, xn[0], blk, gains=gains, params=params, phi=phi, input_range=rng_l, drive=drive)
             c = enc.consts
             for t in range(1, T):
-                check_tokens(sub, c["input_range"], c["operating"], c["R_set"], xn[t], None, Block(attn=b.attn), phi)
+                check_tokens(sub, c["input_range"], c["operating"], c["R_set"], xn[t], None, blk, phi)
         except OperatingRangeError as exc:
             raise OperatingRangeError(f"block {l} attention (N(X) of {'these tokens' if T == 1 else f'token set {t}'}): "
                                       f"{exc}") from None

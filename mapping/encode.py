@@ -144,6 +144,7 @@ def encode(
     params: CellParams = DEFAULT_PARAMS,
     phi: str = "elu1",
     input_range=None,
+    drive=None,
 ) -> Encoding:
     """Compute input rates, synaptic weights and biases for ``circuit``.
 
@@ -167,6 +168,12 @@ def encode(
     input_range : InputRange, float or None
         The tokens the circuit is built for (:mod:`ctmhsa.mapping.inputs`); ``None``: the range
         of ``X`` (and ``Y``). Tokens outside it are refused.
+    drive : ndarray (H, k), optional
+        Pooled drives per Hz of set point of macrocolumns of tokens drawn from the declared range
+        (:func:`ctmhsa.mapping.operating.pooled_drive` / set points, any number ``k`` of them per
+        head) that the normalisation's operating point is centred on, instead of the drive the
+        range's statistics predict (:func:`ctmhsa.mapping.operating.expected_drive`). Never the
+        tokens shown.
 
     Raises
     ------
@@ -221,7 +228,12 @@ def encode(
     # declared range predicts (weights and range only); these tokens are then checked against it
     # (refused here, before building, where the built circuit could not divide them)
     R_set = set_points(circuit, gains) if "interneuron" in pops else None
-    op = None if R_set is None else operating_point(expected_drive(circuit, weights, rng, phi) / R_set, gains)
+    if R_set is None:
+        op = None
+    elif drive is not None:
+        op = operating_point(np.asarray(drive, float), gains)
+    else:
+        op = operating_point(expected_drive(circuit, weights, rng, phi) / R_set, gains)
     check_tokens(circuit, rng, op, R_set, X, Y, weights, phi)
     rho_h = np.full(H, gains.rho_l23) if op is None else op.rho
     ctx = dict(u=u, xb=xb, v0=v0, onoff=onoff, weights=weights, rho_l23=rho_h, tau_syn=params.tau_syn,

@@ -8,6 +8,7 @@ the cells and compared with :func:`ctmhsa.mapping.transformer.transformer_forwar
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import warnings
@@ -25,12 +26,19 @@ from ctmhsa.mapping.transformer import plain_model, tokens_of, transformer_forwa
 
 from .io import atomic_savez, atomic_write_json, results_directory
 from .jsonfile import to_json
-from .options import DEFAULT_WARMUP, N_CHUNKS, split_options
-from .build import _stream_timing
+from ctmhsa.neurons.params import seconds
+
+from .options import DEFAULT_WARMUP, split_options
+from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
+from ctmhsa.circuits.memory import estimate_memory
+
+from .build import _check_runtime, _stream_timing
+from .validate import available_memory
 from .result import stage_metrics
 from .runners import RuntimeRunner
 
-__all__ = ["simulate_model", "ModelResult", "MODEL_WARMUP_PER_BLOCK", "MODEL_COPIES", "RATE_TIME_PER_BLOCK"]
+__all__ = ["simulate_model", "ModelResult", "MODEL_WARMUP_PER_BLOCK", "MODEL_COPIES", "RATE_TIME_PER_BLOCK",
+           "MODEL_LAG_FRACTION"]
 
 MODEL_WARMUP_PER_BLOCK = 0.25
 """Warm-up per block (s) at the spiking levels: each block adds about eight cell stages of
@@ -44,6 +52,9 @@ seeds; one cell per value: 0.78-0.92; docs/transformer.md). The rate level uses 
 RATE_TIME_PER_BLOCK = 1.0
 """Simulated time per block (s) at the rate level (docs/transformer.md, "Settling");
 ``diagnostics["settled"]`` reports the change over the last 10 % of the run."""
+
+MODEL_LAG_FRACTION = 0.5
+"""A stream's decoding window starts this fraction of each presentation after its start."""
 
 SETTLED = 1e-4
 """Largest relative change of the rate-level output over the last 10 % of a run before
@@ -142,6 +153,23 @@ class ModelResult:
                 self.write_nwb(os.path.join(tmp, "spikes.nwb"))
         return os.path.abspath(os.fspath(path))
 
+    @classmethod
+    def load(cls, path) -> "ModelResult":
+        """Read a results directory written by :meth:`save` (stages, metrics and configuration;
+        rates and spikes are not stored there, see ``spikes.nwb``)."""
+        folder = os.fspath(path)
+        with np.load(os.path.join(folder, "stages.npz")) as f:
+            arrays = {k: f[k] for k in f.files}
+        metrics = json.load(open(os.path.join(folder, "metrics.json")))
+        config = json.load(open(os.path.join(folder, "config.json")))
+        L = len(config["blocks"])
+        blocks = [{k.split(".", 2)[2]: v for k, v in arrays.items() if k.startswith(f"blocks.{l}.")} for l in range(L)]
+        refs = [{k.split(".", 3)[3]: v for k, v in arrays.items() if k.startswith(f"reference.blocks.{l}.")}
+                for l in range(L)]
+        return cls(output=arrays["output"], reference=arrays["reference"], logits=arrays.get("logits"),
+                   reference_logits=arrays.get("reference_logits"), blocks=blocks, reference_blocks=refs,
+                   metrics=metrics, counts={}, rates={}, config=config)
+
     def circuit(self):
         """The circuit description the result was built from (rebuilt from ``config``)."""
         c = self.config
@@ -186,7 +214,8 @@ def _compare(dec: dict, ref: dict) -> dict:
             and np.shape(dec[k]) == np.shape(ref[k])}
 
 
-def simulate_model(model, X, neuron: str = "escape", presentation: float | None = None, **options) -> ModelResult:
+def simulate_model(model, X, neuron: str = "escape", presentation: float | None = None, calibration=None,
+                   lag: float | None = None, **options) -> ModelResult:
     """Simulate ``model`` on tokens ``X`` with spiking (or rate) cells.
 
     Parameters
@@ -202,6 +231,16 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
         would divide with the signal (not calibrated for the normalising relays yet).
     presentation : float, optional
         Seconds per token set of a stream (default 0.2 s).
+    calibration : array, shape (S, n, de) or (S, n, p), optional
+        Inputs the circuit is built for (e.g. a training set; raw inputs where the model has an
+        embedding): every gain and operating point is fixed from them
+        (:func:`ctmhsa.mapping.blocks.calibrate`), and without ``input_range`` they declare it.
+        Default: Gaussian draws with the statistics of ``input_range`` (or of ``X``).
+    lag : float, optional
+        A stream's decoding window is ``[lag, presentation)`` after each set's start (s);
+        default :data:`MODEL_LAG_FRACTION` of the presentation (a block is a chain of about
+        eight cell stages: its output follows a new set later than one pathway's, see
+        docs/digits.md).
     **options
         ``duration`` (s; the window at the spiking levels, default 1 s; the simulated time at
         the rate level, default :data:`RATE_TIME_PER_BLOCK` per block), ``warmup`` (s; default
@@ -252,14 +291,24 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
         raise ValueError("P: a model's streams take one number of copies per value (an int), got a dict")
     circuit = model_circuit(n, model.de, model_sizes(model), classes=0 if model.readout_W is None
                             else int(model.readout_W.shape[0]), n_inh=co.n_inh, P=int(co.P))
+    _check_size(circuit, co, ro)
     ref = transformer_forward(tokens, plain_model(model), phi=co.phi, stages=True)
+    cal = None if calibration is None else tokens_of(model, calibration, "calibration")
+    if cal is not None and cal.ndim != 3:
+        raise ValueError(f"calibration: expected sets of inputs (S, n, {'p' if model.embed_W is not None else 'de'}), "
+                         f"got shape {np.shape(calibration)}")
     menc = encode_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
-                        input_range=co.input_range)
+                        input_range=co.input_range, calibration=cal)
     if stream:
         menc.stream = _stream_table(menc, ro)
     if ro.codegen == "auto":
         ro = ro.replace(codegen="cython" if circuit.n_synapses() >= 200_000 else "numpy")
     runner = RuntimeRunner(circuit, menc, None, co, ro)
+    if stream:
+        runner.lag = MODEL_LAG_FRACTION * ro.presentation if lag is None else seconds("lag", lag, allow_zero=True)
+        if not runner.lag < ro.presentation:
+            raise ValueError(f"lag: the decoding window [lag, presentation) is empty (lag {runner.lag:g} s, "
+                             f"presentation {ro.presentation:g} s)")
     obs = runner.run(ro)
     snaps = [o for _, o in obs.snapshots] if obs.stream else [obs.final]
     decoded = [decode_model(circuit, menc, o) for o in snaps]
@@ -300,6 +349,19 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
         rates={p: np.asarray(o["r"], float) for p, o in obs.final.items() if "r" in o}, spikes=obs.spikes,
         config=config, diagnostics=diag,
         timings=dict(build=obs.build, compile=obs.compile, run=obs.run, total=time.perf_counter() - t0))
+
+
+def _check_size(circuit, co, ro) -> None:
+    """``max_memory`` and ``max_runtime`` as for :func:`ctmhsa.sims.build_mhsa` (``ValueError``
+    naming them), before anything is encoded or built."""
+    n_sim = simulated_synapse_count(circuit, fold_plan(circuit, co.neuron) if co.fold else {})
+    limit = int(0.8 * available_memory()) if ro.max_memory is None else float(ro.max_memory)
+    need = estimate_memory(circuit, n_sim)
+    if need > limit:
+        raise ValueError(f"max_memory: the model's network needs an estimated {need / 2**30:.2f} GiB "
+                         f"({circuit.n_neurons():,} neurons, {circuit.n_synapses():,} synapses) but the limit is "
+                         f"{limit / 2**30:.2f} GiB; use fewer copies (P), or raise max_memory")
+    _check_runtime(circuit, co, ro, n_sim)
 
 
 def _stream_table(menc, ro) -> dict:

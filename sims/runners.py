@@ -178,6 +178,10 @@ def _recorded(built, ro: RunOptions) -> dict:
 class RuntimeRunner(Runner):
     """Brian2's runtime device, in this process; the network exists from construction on."""
 
+    lag = None
+    """Seconds from a presentation's start to its decoding window (``None``:
+    :func:`ctmhsa.sims.options.decode_lag`); a deeper circuit needs longer."""
+
     @classmethod
     def check(cls, options, run_options):   # reads the network during the run: checkpoints work
         pass
@@ -221,7 +225,7 @@ class RuntimeRunner(Runner):
     def _stream(self, built, ro: RunOptions, report, t_compile: float) -> Observations:
         """A stream of token sets: one window per presentation (see :func:`ctmhsa.neurons.window.measure_stream`)."""
         P = ro.presentation
-        lag = decode_lag(P)
+        lag = decode_lag(P) if self.lag is None else self.lag
         count = int(round(ro.duration / P))
         read_state = None if built.spiking else (lambda: {p: built.read(p) for p in self.circuit.populations})
         m = measure_stream(built.network, built.probes(), built.clock, built.run, ro.warmup, P, count, lag,

@@ -28,6 +28,7 @@ BENCHMARKS = {
     "threads": "ctmhsa.sims.benchmarks.threads",
     "timescale": "ctmhsa.sims.benchmarks.timescale",
     "depth": "ctmhsa.sims.benchmarks.depth",
+    "digits": "ctmhsa.sims.benchmarks.digits",
 }
 
 

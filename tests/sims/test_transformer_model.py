@@ -186,6 +186,13 @@ def test_result_saved_atomically_and_never_over_a_users_folder(escape_run, tmp_p
     with np.load(os.path.join(out, "stages.npz")) as f:
         assert "blocks.1.hidden" in f.files and "reference.blocks.0.q" in f.files
     assert json.load(open(os.path.join(out, "metrics.json")))["output"]["r"] > 0.9
+    back = ctmhsa.ModelResult.load(out)
+    assert np.array_equal(back.output, res.output) and np.array_equal(back.blocks[1]["hidden"], res.blocks[1]["hidden"])
+    assert back.metrics["output"]["r"] == pytest.approx(res.metrics["output"]["r"])
+    from pynwb import NWBHDF5IO
+    with NWBHDF5IO(os.path.join(out, "spikes.nwb"), "r") as io:
+        units = io.read().units.to_dataframe()
+    assert len(units) == res.counts["total"] and set(units.population) >= {"b1_hidden", "classes", "b0_trn_q"}
     res.save(out)          # its own results directory: replaced
     user = tmp_path / "mine"
     user.mkdir()
@@ -214,6 +221,8 @@ def test_options_that_do_not_apply_are_refused(kw, match):
 
 def test_bad_model_and_tokens_are_refused():
     model = Model.from_state_dict(random_arrays(1, L=1, classes=0))
+    with pytest.raises(ValueError, match="max_runtime"):
+        ctmhsa.simulate_model(model, np.ones((2, 5)), duration=1e4, max_runtime=10)
     with pytest.raises(TypeError, match="model"):
         ctmhsa.simulate_model({"blocks.0.attn.WQ": 1}, np.ones((2, 5)))
     with pytest.raises(ValueError, match="de=5"):

@@ -1,0 +1,189 @@
+"""scikit-learn's 8×8 handwritten digits as token sets of 2×2 patches, for the shipped model
+``digits`` (:func:`ctmhsa.load_model`, trained by ``sims/models/train_digits.py``).
+
+An 8×8 image (pixels 0 ... 16) becomes ``n = 16`` tokens of ``p = 4`` inputs: the image is cut
+into 2×2 patches, token ``t = 4·pr + pc`` being the patch in patch row ``pr`` and patch column
+``pc`` (both 0 ... 3), and the four pixels of a patch are its inputs in row-major order. Pixel
+``(r, c)`` is therefore input ``2·(r % 2) + (c % 2)`` of token ``4·(r // 2) + (c // 2)``. The
+inputs are the pixels divided by 16 (dimensionless, 0 ... 1).
+
+The split is fixed: the first :data:`DIGITS_TRAIN` = 1,300 images of
+``sklearn.datasets.load_digits()`` train, the remaining :data:`DIGITS_TEST` = 497 test. The test
+images ship with the package (``sims/models/digits_test.npz``: ``images`` (497, 8, 8) uint8 in
+0 ... 16 as scikit-learn gives them, ``labels`` (497,)), so :func:`test_set` needs numpy only;
+:func:`train_set` needs scikit-learn.
+
+Data: the scikit-learn digits are a copy of the test set of the UCI "Optical Recognition of
+Handwritten Digits" data set (E. Alpaydin and C. Kaynak, 1998; UCI Machine Learning Repository,
+https://doi.org/10.24432/C50P49), licensed under CC BY 4.0
+(https://creativecommons.org/licenses/by/4.0/). ``digits_test.npz`` redistributes 497 of its
+images unchanged, and ``digits_train.npz`` its first 1,300 (the training set, shipped as the
+circuit's calibration set).
+
+>>> from ctmhsa.sims.digits import test_set          # doctest: +SKIP
+>>> import ctmhsa                                    # doctest: +SKIP
+>>> U, y = test_set()                                # (497, 16, 4), (497,)  # doctest: +SKIP
+>>> logits = ctmhsa.transformer_forward(U, ctmhsa.load_model("digits"))["logits"]  # doctest: +SKIP
+>>> (logits.argmax(axis=1) == y).mean()              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["DIGITS_TRAIN", "DIGITS_TEST", "N_TOKENS", "PATCH_INPUTS", "TEST_FILE", "TRAIN_FILE", "patches",
+           "load_images", "train_set", "test_set", "calibration_set", "TAU_RELAY"]
+
+TAU_RELAY = 20e-3
+"""``CellParams.tau_relay`` (s) of the digits circuit: a stream of images needs a faster chain
+than the 40 ms default (set for accuracy on one token set): at the rate level the logits were
+within 0.3-4 % of the float model's 0.2 s after an image's start with 10 ms, 17-137 % with 40 ms;
+at the escape level 20 ms with 0.5 s per image agreed on 12 of 12 images, 10 ms on 9 (docs/digits.md)."""
+
+DIGITS_TRAIN = 1300
+"""Training images: the first 1,300 of ``sklearn.datasets.load_digits()``."""
+
+DIGITS_TEST = 497
+"""Test images: the remaining 497 (1,797 in all)."""
+
+N_TOKENS = 16
+"""Tokens per image (4 × 4 patches)."""
+
+PATCH_INPUTS = 4
+"""Inputs per token (the 2 × 2 pixels of a patch)."""
+
+PIXEL_MAX = 16
+"""Largest pixel value of the digits (pixels are integers 0 ... 16)."""
+
+TEST_FILE = Path(__file__).resolve().parent / "models" / "digits_test.npz"
+"""The shipped test images and labels."""
+
+TRAIN_FILE = Path(__file__).resolve().parent / "models" / "digits_train.npz"
+"""The shipped training images and labels (the circuit's calibration set: :func:`calibration_set`)."""
+
+
+def patches(images) -> np.ndarray:
+    """Images as token sets of 2×2 patches.
+
+    Parameters
+    ----------
+    images : array, shape (N, 8, 8) or (N, 64), or one image (8, 8)
+        Pixel values in 0 ... 16 (the counts of ``load_digits``; dimensionless), rows first.
+
+    Returns
+    -------
+    ndarray, shape (N, 16, 4), or (16, 4) for one image
+        ``pixels / 16`` (0 ... 1): pixel ``(r, c)`` is entry ``2·(r % 2) + (c % 2)`` of token
+        ``4·(r // 2) + (c // 2)``.
+
+    Raises
+    ------
+    ValueError
+        Another shape, NaN/inf, or a pixel outside 0 ... 16.
+    TypeError
+        A non-numeric array.
+    """
+    a = np.asarray(images)
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+        raise TypeError(f"images: expected a numeric array, got dtype {a.dtype}")
+    one = a.shape == (8, 8)
+    if one:
+        a = a[None]
+    if a.ndim == 2 and a.shape[1] == 64:
+        a = a.reshape(-1, 8, 8)
+    if a.ndim != 3 or a.shape[1:] != (8, 8):
+        raise ValueError(f"images: expected shape (N, 8, 8), (N, 64) or (8, 8), got {np.shape(images)}")
+    a = a.astype(float)
+    if not np.all(np.isfinite(a)):
+        raise ValueError("images: contains NaN or infinite values")
+    if a.size and (a.min() < 0 or a.max() > PIXEL_MAX):
+        raise ValueError(f"images: pixels must lie in 0 ... {PIXEL_MAX} (load_digits' counts), got "
+                         f"{a.min():g} ... {a.max():g}")
+    # (N, pr, r % 2, pc, c % 2) -> (N, pr, pc, r % 2, c % 2) -> (N, 4·pr + pc, 2·(r % 2) + c % 2)
+    out = a.reshape(-1, 4, 2, 4, 2).transpose(0, 1, 3, 2, 4).reshape(-1, N_TOKENS, PATCH_INPUTS) / PIXEL_MAX
+    return out[0] if one else out
+
+
+def load_images() -> tuple[np.ndarray, np.ndarray]:
+    """All 1,797 digits of scikit-learn, in its order.
+
+    Returns
+    -------
+    images : ndarray, shape (1797, 8, 8), uint8
+        Pixels 0 ... 16.
+    labels : ndarray, shape (1797,), int64
+        Digits 0 ... 9.
+
+    Raises
+    ------
+    ImportError
+        scikit-learn is not installed.
+    """
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise ImportError("the digits' training images come from scikit-learn: pip install scikit-learn "
+                          "(the test images ship with ctmhsa: ctmhsa.sims.digits.test_set())") from None
+    d = load_digits()
+    return d.images.astype(np.uint8), d.target.astype(np.int64)
+
+
+def train_set() -> tuple[np.ndarray, np.ndarray]:
+    """The first :data:`DIGITS_TRAIN` digits as token sets.
+
+    Returns
+    -------
+    inputs : ndarray, shape (1300, 16, 4)
+        Pixels / 16 as patches (:func:`patches`; dimensionless).
+    labels : ndarray, shape (1300,), int64
+
+    Raises
+    ------
+    ImportError
+        scikit-learn is not installed (``pip install scikit-learn``).
+    """
+    images, labels = load_images()
+    return patches(images[:DIGITS_TRAIN]), labels[:DIGITS_TRAIN]
+
+
+def calibration_set() -> np.ndarray:
+    """The training digits as token sets, read from the shipped file (numpy only): the inputs a
+    circuit of the ``digits`` model is built for (``simulate_model(..., calibration=...)``: its
+    gains and operating points come from them, never from the test images).
+
+    Returns
+    -------
+    ndarray, shape (1300, 16, 4)
+        Pixels / 16 as patches (:func:`patches`; dimensionless).
+    """
+    if not TRAIN_FILE.is_file():
+        raise FileNotFoundError(f"digits: the training images {TRAIN_FILE} are missing from the installation")
+    with np.load(TRAIN_FILE) as f:
+        return patches(f["images"])
+
+
+def test_set() -> tuple[np.ndarray, np.ndarray]:
+    """The :data:`DIGITS_TEST` test digits as token sets, read from the shipped file (numpy only).
+
+    Returns
+    -------
+    inputs : ndarray, shape (497, 16, 4)
+        Pixels / 16 as patches (:func:`patches`; dimensionless).
+    labels : ndarray, shape (497,), int64
+
+    Raises
+    ------
+    FileNotFoundError
+        ``sims/models/digits_test.npz`` is missing from the installation.
+    """
+    if not TEST_FILE.is_file():
+        raise FileNotFoundError(f"digits: the test images {TEST_FILE} are missing; regenerate them with "
+                                "python -m ctmhsa.sims.models.train_digits")
+    with np.load(TEST_FILE) as f:
+        images, labels = f["images"], f["labels"]
+    return patches(images), labels.astype(np.int64)
+
+
+test_set.__test__ = False      # not a pytest test when imported into a test module

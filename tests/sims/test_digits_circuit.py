@@ -1,0 +1,82 @@
+"""The digits task in spikes: the shipped model's circuit classifies a stream of test images
+(:func:`ctmhsa.sims.classify.classify`), the ``ctmhsa digits`` command writes its results
+directory, and the circuit is built from the training images only."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import ctmhsa
+from ctmhsa.sims.classify import classify
+from ctmhsa.neurons.params import CellParams
+from ctmhsa.sims.digits import TAU_RELAY, calibration_set, test_set
+
+pytestmark = pytest.mark.brian2
+
+
+@pytest.fixture(scope="module")
+def digits():
+    images, labels = test_set()
+    return ctmhsa.load_model("digits"), images, labels, calibration_set()
+
+
+def test_escape_stream_classifies_like_the_float_model(digits):
+    model, images, labels, cal = digits
+    c = classify(model, images[:4], labels[:4], neuron="escape", presentation=0.5, calibration=cal, seed=0,
+                 params=CellParams(tau_relay=TAU_RELAY))
+    assert c.scores.shape == (4, 10) and c.neurons <= 2e5
+    assert c.agreement >= 0.75, (c.predictions, c.float_predictions)   # 4 images: at most one miss
+    assert c.confusion.sum() == 4
+    exact = ctmhsa.transformer_forward(images[:4], model)["logits"]
+    assert np.array_equal(c.float_predictions, exact.argmax(axis=1))
+
+
+def test_the_circuit_depends_on_the_training_images_not_the_test_images(digits):
+    """Two test streams give the same circuit: every value but the input relays' rates equal."""
+    from ctmhsa.circuits.transformer import model_circuit
+    from ctmhsa.mapping.blocks import encode_model, model_sizes
+    from ctmhsa.mapping.transformer import tokens_of
+
+    model, images, _, cal = digits
+    circuit = model_circuit(16, model.de, model_sizes(model), classes=10, P=4)
+    a, b = (encode_model(circuit, model, tokens_of(model, images[k:k + 3]), calibration=tokens_of(model, cal))
+            for k in (0, 10))
+    for name in a.values.weights:
+        assert np.array_equal(a.values.weights[name], b.values.weights[name]), name
+    for pop, prm in a.values.params.items():
+        for var, val in prm.items():
+            if pop != "input":
+                assert np.array_equal(np.asarray(val), np.asarray(b.values.params[pop][var])), (pop, var)
+
+
+def test_classify_refuses_bad_labels(digits):
+    model, images, labels, _ = digits
+    with pytest.raises(ValueError, match="labels"):
+        classify(model, images[:3], labels[:2], neuron="rate")
+    with pytest.raises(ValueError, match="labels"):
+        classify(model, images[:3], np.array([0, 1, 12]), neuron="rate")
+
+
+def test_cli_digits_writes_a_results_directory(tmp_path, capsys):
+    from ctmhsa.sims.cli import main
+
+    out = tmp_path / "digits"
+    assert main(["digits", "--images", "2", "--presentation", "0.1", "--out", str(out)]) == 0
+    doc = json.load(open(out / "classification.json"))
+    assert doc["images"] == 2 and len(doc["rows"][0]["predictions"]) == 2
+    assert {"digits.png", "spikes.nwb", "metrics.json", "config.json"} <= set(os.listdir(out))
+    assert "accuracy" in capsys.readouterr().out
+
+
+def test_rate_level_equals_the_float_model_on_digits(digits):
+    """The shipped model at the rate level, one image per run: every logit within 1e-3 of the
+    largest (the circuit built for the training images, as the task runs it)."""
+    model, images, _, cal = digits
+    for k in (0, 1):
+        res = ctmhsa.simulate_model(model, images[k], neuron="rate", calibration=cal)
+        exact = ctmhsa.transformer_forward(images[k], model)["logits"]
+        err = np.abs(res.logits - exact).max() / np.abs(exact).max()
+        assert err < 1e-3, f"image {k}: {err:.2g}"
+        assert res.metrics["output"]["max_rel_error"] < 1e-3
