@@ -90,7 +90,7 @@ def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples:
     Returns
     -------
     dict
-        ``blocks``: per block ``x_rms``, ``x_mean_abs`` (median over tokens of mean |x|),
+        ``blocks``: per block ``x_rms``, ``x_mean_abs`` (median over tokens of ``mean |x|``),
         ``h_rms``, ``h_mean_abs``, ``hidden_rms``, ``xn`` (the normalised calibration tokens,
         ``(samples * n, de)``); ``out_rms`` of the last stream; ``pooled_rms``,
         ``pooled_mean_abs`` and ``logits_rms`` where the model has a read-out.

@@ -108,7 +108,7 @@ def transformer_forward(X, model: Model, phi: str = "elu1", stages: bool = False
     Raises
     ------
     ValueError
-        Bad shapes, a token with mean |x| = 0 where it is normalised (named), ``Z = 0``,
+        Bad shapes, a token with ``mean |x| = 0`` where it is normalised (named), ``Z = 0``,
         attention biases or a skip path (not part of a block).
     TypeError
         ``model`` is not a :class:`ctmhsa.mapping.model.Model`.
