@@ -217,7 +217,7 @@ def _cmd_digits(args) -> int:
     if not 1 <= count <= len(labels):
         raise ValueError(f"--images: expected 1..{len(labels)}, got {count}")
     out = check_output(args.out, 0, what="--out")
-    opts = {k: v for k, v in dict(seed=args.seed, P=args.P).items() if v is not None}
+    opts = {k: v for k, v in dict(seed=args.seed, P=args.P, codegen=args.codegen).items() if v is not None}
     if not args.quiet:
         print(f"ctmhsa digits: {model!r}\n  {count} test images, {args.neuron} level, {args.presentation:g} s each")
     record = ("classes",) if args.neuron != "rate" else False
@@ -512,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--seed", type=int, help="simulation seed (default 0)")
     dg.add_argument("--P", type=_count(1), help="cells per value (default 4 at the spiking levels)")
     dg.add_argument("--model", default="digits", help="model file or shipped name (default digits)")
+    dg.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target (default auto)")
     dg.add_argument("--out", default=os.path.join("results", "digits"), help="results directory (default results/digits)")
     dg.add_argument("--no-figure", action="store_true", help="do not draw digits.png")
     dg.set_defaults(func=_cmd_digits)
