@@ -158,10 +158,16 @@ def calibration_set() -> np.ndarray:
     ndarray, shape (1300, 16, 4)
         Pixels / 16 as patches (:func:`patches`; dimensionless).
     """
-    if not TRAIN_FILE.is_file():
-        raise FileNotFoundError(f"digits: the training images {TRAIN_FILE} are missing from the installation")
-    with np.load(TRAIN_FILE) as f:
-        return patches(f["images"])
+    return _shipped(TRAIN_FILE, "training")[0]
+
+
+def _shipped(path: Path, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Patches and labels of a shipped image file (``images`` uint8 0 ... 16, ``labels``)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"digits: the {what} images {path} are missing from the installation; regenerate "
+                                "them with python -m ctmhsa.sims.models.train_digits")
+    with np.load(path) as f:
+        return patches(f["images"]), f["labels"].astype(np.int64)
 
 
 def test_set() -> tuple[np.ndarray, np.ndarray]:
@@ -178,12 +184,7 @@ def test_set() -> tuple[np.ndarray, np.ndarray]:
     FileNotFoundError
         ``sims/models/digits_test.npz`` is missing from the installation.
     """
-    if not TEST_FILE.is_file():
-        raise FileNotFoundError(f"digits: the test images {TEST_FILE} are missing; regenerate them with "
-                                "python -m ctmhsa.sims.models.train_digits")
-    with np.load(TEST_FILE) as f:
-        images, labels = f["images"], f["labels"]
-    return patches(images), labels.astype(np.int64)
+    return _shipped(TEST_FILE, "test")
 
 
 test_set.__test__ = False      # not a pytest test when imported into a test module

@@ -91,14 +91,12 @@ def main(args) -> int:
     if rate_p:
         c = classify(model, x, y, neuron="rate", presentation=rate_p, calibration=cal, params=params)
         doc["rows"].append(classification_row(c, EXAMPLES, x))
-        print(f"rate   {rate_p:>5g} s  accuracy {c.accuracy:.4f}  agreement {c.agreement:.4f}  "
-              f"({c.neurons:,} neurons, {c.wall_per_input:.2f} s per image)", flush=True)
+        _progress_line(c)
     for p in presentations:
         c = classify(model, x, y, neuron="escape", presentation=p, seed=args.seed, calibration=cal, params=params,
                      **opts)
         doc["rows"].append(classification_row(c, EXAMPLES, x))
-        print(f"escape {p:>5g} s  accuracy {c.accuracy:.4f}  agreement {c.agreement:.4f}  "
-              f"({c.neurons:,} neurons, {c.wall_per_input:.2f} s per image)", flush=True)
+        _progress_line(c)
     doc["float_accuracy"] = c.float_accuracy
     doc["tau_relay"] = TAU_RELAY
     doc["labels"] = y.tolist()
@@ -108,6 +106,11 @@ def main(args) -> int:
     atomic_write_json(args.out, doc)
     print(f"wrote {args.out}")
     return 0
+
+
+def _progress_line(c) -> None:
+    print(f"{c.neuron:<6} {c.presentation:>5g} s  accuracy {c.accuracy:.4f}  agreement {c.agreement:.4f}  "
+          f"({c.neurons:,} neurons, {c.wall_per_input:.2f} s per image)", flush=True)
 
 
 def _print_table(doc) -> None:
