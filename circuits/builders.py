@@ -75,10 +75,13 @@ SCALES = ("microcolumn", "macrocolumn", "area", "pathway")
 """The scales a circuit composes through (each usable alone); the *fidelity levels* of the
 cells are :data:`ctmhsa.neurons.models.FIDELITY_LEVELS`."""
 CIRCUITS = ("quadratic", "linear")
-SIGNED_CODES = ("onoff", "offset")
-DEFAULT_N_INH = 10
-"""Divisive interneurons per macrocolumn."""
 """Circuit families: Algorithm 1 (n x m microcolumns per head) or the key-value memory."""
+SIGNED_CODES = ("onoff", "offset")
+DEFAULT_N_INH = 30
+"""Divisive interneurons per macrocolumn (and reticular cells per token and relay set in a
+transformer's thalamus). Thirty share the shunt so that each fires at the rates of fast-spiking
+interneurons in vivo (~20-35 Hz with ``CodeGains.g_sh`` = 0.6 s; docs/physiology.md); on the
+n = d = 8 problem they are 18 % of the cortical cells, about the fraction of GABAergic neurons in cortex."""
 
 
 def _check_size(name, value, minimum=1):

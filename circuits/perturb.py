@@ -43,10 +43,16 @@ from ctmhsa.neurons.params import seconds
 from .graph import Circuit, Population, Projection
 
 __all__ = ["Silence", "Cut", "Drive", "PERTURBATIONS", "check_perturbations", "apply", "select_cells",
-           "cut_mask", "silence_values", "drive_values", "DRIVE_PREFIX", "DRIVE_SUFFIX"]
+           "cut_mask", "silence_values", "drive_values", "drive_source", "DRIVE_PREFIX", "DRIVE_SUFFIX"]
 
 DRIVE_PREFIX, DRIVE_SUFFIX = "drive_", "_in"
-"""A :class:`Drive` of population ``p`` adds relays ``drive_p`` and their projection ``drive_p_in``."""
+"""A :class:`Drive` of population ``p`` adds relays ``drive_p`` and their projection ``drive_p_in``
+(``drive_p_basal``/``drive_p_apical`` for a dendrite: one Drive per population and compartment)."""
+
+
+def drive_source(population: str, compartment: str = "soma") -> str:
+    """Name of the relay population of a :class:`Drive` of ``population`` on ``compartment``."""
+    return DRIVE_PREFIX + population + ("" if compartment == "soma" else f"_{compartment}")
 
 _PLACE = re.compile(r"^(?:(block)(\d+)\.)?(?:(area|head)(\d+)\.)?([A-Za-z_][A-Za-z0-9_]*)$")
 
@@ -238,9 +244,9 @@ def apply(circuit: Circuit, perturbations: tuple) -> Circuit:
         if isinstance(p, Drive):
             _, _, name = _parse(p.population)
             target = circuit.populations[name]
-            src = DRIVE_PREFIX + name
+            src = drive_source(name, p.compartment)
             if src in c.populations:
-                raise ValueError(f"perturbations: two Drives target {name!r}; give one")
+                raise ValueError(f"perturbations: two Drives target {name!r}.{p.compartment}; give one")
             c.add_population(Population(src, "relay", target.axes, target.sizes, mask=target.mask, area="drive"))
             c.add_projection(Projection(src + DRIVE_SUFFIX, src, name, p.compartment,
                                         tuple((a, a) for a in target.axes), pathway="drive"))
@@ -323,11 +329,11 @@ def drive_values(circuit: Circuit, values) -> None:
         if d["kind"] != "drive":
             continue
         name = _parse(d["target"])[2]
-        src = DRIVE_PREFIX + name
+        src = drive_source(name, d["compartment"])
         w = d["weight"]
         if w is None:
-            usual = [p for p, q in circuit.projections.items()
-                     if q.target == name and q.compartment == d["compartment"] and q.source != src]
+            usual = [p for p, q in circuit.projections.items() if q.target == name and q.pathway != "drive"
+                     and q.compartment == d["compartment"]]
             ws = [np.abs(np.asarray(values.weights[p], float)).mean() for p in usual]
             if not ws:
                 raise ValueError(f"Drive.weight: {name!r}.{d['compartment']} receives no synapses to take a "

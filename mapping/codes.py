@@ -86,7 +86,11 @@ class CodeGains:
         ``rho * mean(phi(q) phi(k)) > r_l23`` in every macrocolumn: the encoder moves a head's
         L2/3 gain off ``rho_l23`` where that fails (:mod:`ctmhsa.mapping.operating`).
     g_sh : float
-        Shunting conductance (relative to the leak) per Hz of interneuron rate (s).
+        Shunting conductance (relative to the leak) per Hz of interneuron rate (s). With
+        ``n_inh`` = 30 interneurons per macrocolumn, 0.6 s puts their population mean in the
+        range of fast-spiking interneurons in vivo (34 Hz on the n = d = 8 problem, 22 Hz on a
+        barrel head, against 97 and 64 Hz with 0.2 s and 10 cells; docs/physiology.md): a
+        spike then shunts 3× more, spread over 3× more cells, so the shunt's noise is unchanged.
     r_pool_min : float
         Smallest pooled set point of a macrocolumn (Hz): ``R_set,i = max(r_l23 N_i, r_pool_min)``.
         The interneurons' feedback counts the pool's spikes; below ~200 Hz each spike moves
@@ -94,11 +98,11 @@ class CodeGains:
         spiking levels, drove the interneurons of 9-cell macrocolumns past 400 Hz (measured).
         Barrel size (R_set = 5445 Hz) and n = d = 8 (320 Hz) are unaffected.
     r_inh_min, r_inh_max : float
-        Range of the divisive interneurons' mean rate per macrocolumn (Hz): fast-spiking
-        interneurons sustain up to ~400 Hz; the lower bound keeps every macrocolumn's pool
-        active (at 0 Hz the integral feedback sits at its rectification). With ``g_sh`` it is
-        the range of divisions ``1 + g_sh r_inh`` (1.4-81 by default), hence the largest spread
-        of ``Z_i / N_i`` across one head's macrocolumns that can be normalised (58×); see
+        Range of the divisive interneurons' mean rate per macrocolumn (Hz): 135 Hz is well
+        inside what fast-spiking interneurons sustain; the lower bound keeps every macrocolumn's
+        pool active (at 0 Hz the integral feedback sits at its rectification). With ``g_sh`` it
+        is the range of divisions ``1 + g_sh r_inh`` (1.42-82 by default), hence the largest
+        spread of ``Z_i / N_i`` across one head's macrocolumns that can be normalised (58×); see
         :mod:`ctmhsa.mapping.operating`.
     rho_it, rho_pt, rho_out : float
         L5 IT, L5 PT and nucleus-2 rates per unit of y·n, ṽ and x̃ (Hz) in the ON/OFF code
@@ -117,10 +121,10 @@ class CodeGains:
     rho_in: float = 40.0
     rho_l23: float = 25.0
     r_l23: float = 5.0
-    g_sh: float = 0.2
-    r_inh_min: float = 2.0
+    g_sh: float = 0.6
+    r_inh_min: float = 0.7
     r_pool_min: float = 200.0
-    r_inh_max: float = 400.0
+    r_inh_max: float = 135.0
     rho_it: float = 20.0
     rho_pt: float = 100.0
     rho_out: float = 100.0
@@ -144,14 +148,14 @@ class CodeGains:
 
 DEFAULT_GAINS = CodeGains()
 
-LEVEL_GAINS = {"lif": replace(DEFAULT_GAINS, r_l23=15.0, r_inh_min=10.0, rho_out=50.0)}
+LEVEL_GAINS = {"lif": replace(DEFAULT_GAINS, r_l23=15.0, r_inh_min=3.4, rho_out=50.0)}
 """Default gains where a level departs from :data:`DEFAULT_GAINS`. The lif somata fire a
 baseline (``r_base`` = 20 Hz, :mod:`ctmhsa.mapping.baseline`) that the interneurons pool with the
 signal: the loop holds the total, and an error of the total counts against the signal in
 proportion ``1 + r_base / r_l23``. With 15 Hz per L2/3 cell above the baseline instead of 5, the
 division's bias fell from 2-8 % to 0-5 % (n = 6, d = 6, 3 s; docs/lif.md). Thresholded cells
 also need busier interneurons: a macrocolumn of lif cells held its pooled rate within 1 % of the
-set point at divisions 4-14 but 9 % low at 2 (interneurons at 21 Hz); ``r_inh_min`` = 10 Hz
+set point at divisions 4-14 but 9 % low at 2; ``r_inh_min`` = 3.4 Hz (with ``g_sh`` = 0.6 s)
 makes the smallest division 3 and the encoder keep a head's divisions above 6 where it can.
 The lif somata follow their affine law only up to about 136 Hz (:func:`ctmhsa.neurons.conductance.affine_range`);
 with ``rho_out`` = 100 Hz the nucleus-2 relays of a three-head pathway reached 176 Hz and x̃ was

@@ -279,7 +279,7 @@ def operating_point(drive: np.ndarray, gains) -> OperatingPoint:
                 f"{gains.r_inh_min:g}-{gains.r_inh_max:g} Hz divide by {d_min:.4g}-{d_max:.4g}, a ratio of at "
                 f"most {d_max / d_min:.4g}. Scale down WQ and WK (the spread of phi(q) phi(k) grows with "
                 f"their scale), or widen the interneurons' range: gains=CodeGains(r_inh_max={need:.4g}) "
-                f"(outside the physiological range of fast-spiking interneurons above ~400 Hz)")
+                f"(the interneurons' rates then leave the range recorded in vivo; docs/physiology.md)")
     lo = d_min / lo_a
     hi = d_max / hi_a
     # the geometric centre of the feasible gains: the drive is an expectation from the declared

@@ -321,7 +321,10 @@ def _rate_interneuron():
     # E[I_pool] = I_set: one L2/3 spike raises it by ~1/(tau_syn R_set), 13 in a macrocolumn of
     # 3 cells at 5 Hz, where a fixed bound of 9 clipped every spike and drove the interneurons to
     # 1/dt (measured); the encoder sets e_max = 9 + 5/(tau_syn R_set) (ctmhsa.mapping.encode).
-    # Rectified at 0 after every step, which also prevents integrator wind-up.
+    # Rectified at 0 after every step, which also prevents integrator wind-up; capped at 10/dt
+    # (far above any working rate: 10 kHz at the escape level's 1 ms), so that interneurons whose
+    # output is silenced (ctmhsa.perturb.Silence), whose error then never closes, stop growing
+    # instead of overflowing to inf and NaN.
     return CellModel(
         equations="""
         dr/dt = (r + I_set)*clip(I_pool/I_set - 1, -1, e_max)/tau_int : Hz
@@ -330,7 +333,7 @@ def _rate_interneuron():
         """,
         inputs={"soma": ("I_pool", "Hz")},
         parameters=("I_set", "e_max"),
-        regular="r = clip(r, 0*Hz, inf*Hz)",
+        regular="r = clip(r, 0*Hz, 10/dt)",
     )
 
 

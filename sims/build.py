@@ -366,7 +366,7 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
             f"{limit / 2**30:.2f} GiB; reduce n, m, H, dk, dv or de, or raise max_memory")
     runtime = _check_runtime(circuit, co, ro, n_simulated, per)
     if ro.codegen == "auto":
-        ro = ro.replace(codegen="cython" if circuit.n_synapses() >= AUTO_CYTHON_SYNAPSES else "numpy")
+        ro = ro.replace(codegen="cython" if n_simulated >= AUTO_CYTHON_SYNAPSES else "numpy")
     inputs = Inputs.from_checked(a)
     ref = _reference(inputs, co)
     if stream:   # one circuit for the whole stream: built for the range of every token set

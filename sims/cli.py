@@ -192,6 +192,9 @@ def _cmd_run_model(args) -> int:
               f"run {t['run']:.1f} s, total {time.perf_counter() - t0:.1f} s")
         print("  decoded stage vs transformer_forward, per block:")
         print("  " + res.table().replace("\n", "\n  "))
+        if neuron != "rate":
+            print("  firing rates (Hz) and the mean's bound in vivo for the cell type (docs/physiology.md):")
+            print("  " + str(res.rate_table()).replace("\n", "\n  "))
         rng = {k: v for k, v in res.diagnostics["range"].items() if v.get("silent_interneurons") or v.get("saturated")}
         if rng:
             print(f"  WARNING: cells outside their working range: {rng}")
@@ -241,6 +244,37 @@ def _cmd_digits(args) -> int:
     if not args.quiet:
         print(f"  accuracy {c.accuracy:.4f} (float model {c.float_accuracy:.4f}), agreement {c.agreement:.4f}; "
               f"{c.neurons:,} neurons, {c.wall_per_input:.2f} s per image")
+        print(f"results in {out}")
+    return 0
+
+
+def _cmd_experiment(args) -> int:
+    """``ctmhsa experiment NAME``: an in-silico experiment (:mod:`ctmhsa.sims.experiments`), written as a
+    results directory: experiment.json, one NWB file per spiking run, NAME.png."""
+    from .experiments import experiment, run_experiment
+
+    mod = experiment(args.name)
+    out = check_output(args.out or os.path.join("results", f"experiment-{args.name}"), 0, what="--out")
+    problem = {k: v for k, v in dict(n=args.n, H=args.H, dk=args.d, dv=args.d, de=args.d).items() if v is not None}
+    if not args.quiet:
+        print(f"ctmhsa experiment {args.name}: {mod.TITLE} ({mod.SOURCE})\n  {mod.PROTOCOL}")
+
+    def report(k, total, run):
+        if not args.quiet:
+            print(f"  run {k + 1}/{total}: {run.condition}, {mod.SWEEP[0]} {run.value:g}", flush=True)
+
+    def draw(directory, doc):
+        from ctmhsa.figures.experiments import draw as draw_figure   # matplotlib: only when drawing
+
+        draw_figure(os.path.join(directory, "experiment.json"), os.path.join(directory, f"{args.name}.png"))
+
+    doc = run_experiment(args.name, out, neuron=args.neuron, seed=args.seed, duration=args.duration,
+                         warmup=args.warmup, problem=problem or None, nwb=not args.no_nwb, codegen=args.codegen,
+                         report=report, draw=None if args.no_figure else draw)
+    if not args.quiet:
+        print(f"  {doc['neurons']:,} neurons, {len(doc['rows'])} runs, {doc['wall_s']:.1f} s")
+        for line in doc["predictions"]:
+            print(f"  - {line}")
         print(f"results in {out}")
     return 0
 
@@ -295,6 +329,9 @@ def _cmd_run(args) -> int:
         print("  decoded stage vs exact attention (NRMSE), beside the error spike-count noise alone "
               "would give (floor):" if co.spiking else "  decoded stage vs exact attention (NRMSE):")
         print(stage_table(res))
+        if co.spiking:
+            print("  firing rates (Hz) and the mean's bound in vivo for the cell type (docs/physiology.md):")
+            print("  " + str(res.rate_table()).replace("\n", "\n  "))
         rng = {k: v for k, v in res.diagnostics["range"].items()
                if v.get("rectified") or v.get("silent_interneurons") or v.get("saturated")}
         if rng:
@@ -516,6 +553,29 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--out", default=os.path.join("results", "digits"), help="results directory (default results/digits)")
     dg.add_argument("--no-figure", action="store_true", help="do not draw digits.png")
     dg.set_defaults(func=_cmd_digits)
+
+    from .experiments import EXPERIMENTS
+
+    ex = sub.add_parser("experiment", parents=[common],
+                        help="in-silico experiments of the paper's fig. 2: lesions and drive, with predictions",
+                        description="Run an in-silico experiment on the circuit (default: the two-head n = d = 8 "
+                                    "pathway, escape level) and write a results directory: experiment.json (protocol, "
+                                    "one row per run, summary, predictions), one NWB file per spiking run, NAME.png. "
+                                    "docs/experiments.md describes each.")
+    ex.add_argument("name", choices=sorted(EXPERIMENTS), metavar="NAME",
+                    help="one of: " + ", ".join(sorted(EXPERIMENTS)))
+    ex.add_argument("--neuron", choices=["rate", "escape", "lif"], default="escape", help="fidelity level (default escape)")
+    ex.add_argument("--duration", type=_times, default=1.0, help="measurement window of every run (s, default 1)")
+    ex.add_argument("--warmup", type=_times, help="discarded before each window (s; default 0.3, 0 at the rate level)")
+    ex.add_argument("--seed", type=int, default=0, help="seed of every run (default 0)")
+    ex.add_argument("--n", type=_count(1), help="tokens = macrocolumns per area (default 8)")
+    ex.add_argument("--H", type=_count(1), help="heads = cortical areas (default 2)")
+    ex.add_argument("--d", type=_count(1), help="dk = dv = de (default 8)")
+    ex.add_argument("--codegen", choices=CODEGEN, default="auto", help="Brian2 code generation target")
+    ex.add_argument("--out", help="results directory (default results/experiment-NAME)")
+    ex.add_argument("--no-nwb", action="store_true", help="do not write the runs' NWB files")
+    ex.add_argument("--no-figure", action="store_true", help="do not draw NAME.png")
+    ex.set_defaults(func=_cmd_experiment)
 
     circ = sub.add_parser("circuit", parents=[common], help="print the circuit a configuration describes")
     circ.add_argument("config", nargs="?", default=None)

@@ -28,7 +28,7 @@ A configuration has four tables; ``[circuit]`` and ``[run]`` are the fields of
     neuron = "rate"
     phi = "elu1"
     P = 1                # neurons per dimension, or per population: P = {l5pt = 10, nucleus2 = 10}
-    n_inh = 10           # divisive interneurons per macrocolumn
+    n_inh = 30           # divisive interneurons per macrocolumn
     signed = "onoff"     # code of the signed read-outs: "onoff" (default) or "offset"
     circuit = "quadratic"  # Algorithm 1, or "linear": the key-value-memory circuit
     law = "product"      # L5 IT soma: Algorithm 1's product, or "co4", "tm1".."tm4" (ctmhsa.neurons.laws)

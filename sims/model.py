@@ -26,9 +26,10 @@ from ctmhsa.mapping.transformer import plain_model, tokens_of, transformer_forwa
 
 from .io import atomic_savez, atomic_write_json, results_directory
 from .jsonfile import to_json
+from .physiology import RateTable, rate_table
 from ctmhsa.neurons.params import seconds
 
-from .options import DEFAULT_WARMUP, split_options
+from .options import AUTO_CYTHON_SYNAPSES, DEFAULT_WARMUP, split_options
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.circuits.memory import estimate_memory
 
@@ -126,9 +127,15 @@ class ModelResult:
                 lines.append(row("-", k, self.metrics[k]))
         return "\n".join(lines)
 
+    def rate_table(self):
+        """Firing rates per population beside the range recorded in vivo for its cell type
+        (:func:`ctmhsa.sims.physiology.rate_table`; ``str()`` of it is a text table)."""
+        return RateTable(self.diagnostics.get("rates", []))
+
     def save(self, path) -> str:
         """Write a results directory (``kind`` "model"): ``stages.npz`` (decoded and exact, every
-        block), ``metrics.json``, ``config.json`` and, where recorded, ``spikes.npz``.
+        block), ``metrics.json``, ``config.json``, ``rates.json`` (:meth:`rate_table`) and, where
+        recorded, ``spikes.npz``.
 
         Written atomically beside ``path`` and moved over it (:func:`ctmhsa.sims.io.results_directory`):
         an existing path that is not a results directory of this project is never replaced or
@@ -146,6 +153,7 @@ class ModelResult:
             atomic_savez(os.path.join(tmp, "stages.npz"), **arrays)
             atomic_write_json(os.path.join(tmp, "metrics.json"), self.metrics)
             atomic_write_json(os.path.join(tmp, "config.json"), to_json(self.config))
+            atomic_write_json(os.path.join(tmp, "rates.json"), list(self.rate_table()))
             if self.spikes:
                 atomic_savez(os.path.join(tmp, "spikes.npz"),
                              **{f"{p}.{k}": v for p, (i, t) in self.spikes.items() for k, v in (("i", i), ("t", t))})
@@ -162,13 +170,15 @@ class ModelResult:
             arrays = {k: f[k] for k in f.files}
         metrics = json.load(open(os.path.join(folder, "metrics.json")))
         config = json.load(open(os.path.join(folder, "config.json")))
+        rates = os.path.join(folder, "rates.json")
+        diagnostics = {"rates": json.load(open(rates))} if os.path.exists(rates) else {}
         L = len(config["blocks"])
         blocks = [{k.split(".", 2)[2]: v for k, v in arrays.items() if k.startswith(f"blocks.{l}.")} for l in range(L)]
         refs = [{k.split(".", 3)[3]: v for k, v in arrays.items() if k.startswith(f"reference.blocks.{l}.")}
                 for l in range(L)]
         return cls(output=arrays["output"], reference=arrays["reference"], logits=arrays.get("logits"),
                    reference_logits=arrays.get("reference_logits"), blocks=blocks, reference_blocks=refs,
-                   metrics=metrics, counts={}, rates={}, config=config)
+                   metrics=metrics, counts={}, rates={}, config=config, diagnostics=diagnostics)
 
     def circuit(self):
         """The circuit description the result was built from (rebuilt from ``config``)."""
@@ -301,8 +311,9 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
                         input_range=co.input_range, calibration=cal)
     if stream:
         menc.stream = _stream_table(menc, ro)
-    if ro.codegen == "auto":
-        ro = ro.replace(codegen="cython" if circuit.n_synapses() >= 200_000 else "numpy")
+    if ro.codegen == "auto":   # the synapses Brian2 holds decide, as for one attention layer
+        held = simulated_synapse_count(circuit, fold_plan(circuit, co.neuron) if co.fold else {})
+        ro = ro.replace(codegen="cython" if held >= AUTO_CYTHON_SYNAPSES else "numpy")
     runner = RuntimeRunner(circuit, menc, None, co, ro)
     if stream:
         runner.lag = MODEL_LAG_FRACTION * ro.presentation if lag is None else seconds("lag", lag, allow_zero=True)
@@ -343,10 +354,13 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
                   divisions={k: list(v) for k, v in menc.divisions.items()},
                   calibration=menc.consts["calibration"], input_range=menc.consts["input_range"].to_dict(),
                   n_neurons=circuit.n_neurons(), n_synapses=circuit.n_synapses(), circuit=circuit.to_dict())
+    rates = {p: np.asarray(o["r"], float) for p, o in obs.final.items() if "r" in o}
+    diag["rates"] = rate_table(rates, {k: p.cell_type for k, p in circuit.populations.items()},
+                               window=ro.duration if co.spiking else None)
     return ModelResult(
         output=dec["output"], reference=ref["output"], logits=dec.get("logits"), reference_logits=ref["logits"],
         blocks=dec["blocks"], reference_blocks=blocks_ref, metrics=metrics, counts=_counts(circuit),
-        rates={p: np.asarray(o["r"], float) for p, o in obs.final.items() if "r" in o}, spikes=obs.spikes,
+        rates=rates, spikes=obs.spikes,
         config=config, diagnostics=diag,
         timings=dict(build=obs.build, compile=obs.compile, run=obs.run, total=time.perf_counter() - t0))
 

@@ -9,7 +9,8 @@ One NWB file per spiking run, written by :func:`ctmhsa.sims.io.write_result`:
   ``f``, ``p``; -1 where the population has no such axis), ``rate`` (Hz, measured over the
   window) and ``spike_times`` (s from the start of the network, warm-up included; empty for
   populations whose spikes were not recorded — the ``recorded`` column says which).
-- ``epochs``: the warm-up and the measurement window.
+- ``epochs``: the warm-up, the measurement window and every perturbation (tags: its kind and
+  target; a ``Silence`` over its interval, a ``Cut`` or ``Drive`` over the whole run).
 - ``units.resolution``: the simulation time step ``dt`` (s): spike times are multiples of it.
 - ``subject``: the simulated circuit (:data:`SUBJECT`). A model is not an animal: its species is
   NCBI Taxonomy's "synthetic construct" (NCBITaxon_32630, the term for man-made entities, in the
@@ -176,6 +177,11 @@ def write_nwb(result, path: str, circuit=None) -> str:
     if warm > 0:
         nwb.add_epoch(start_time=0.0, stop_time=warm, tags=["warmup"])
     nwb.add_epoch(start_time=warm, stop_time=warm + dur, tags=["window"])
+    for d in conf.get("perturbations") or ():   # a silence is an epoch ("light on"); cuts and drives last the run
+        start = d.get("start") or 0.0
+        stop = warm + dur if d.get("stop") is None else min(d["stop"], warm + dur)
+        if stop > start:
+            nwb.add_epoch(start_time=float(start), stop_time=float(stop), tags=[d["kind"], d["target"]])
     with NWBHDF5IO(path, "w") as io:
         io.write(nwb)
     log.info("wrote %s: %d units, %d spikes", path, n_units, n_spikes)

@@ -19,6 +19,7 @@ from ctmhsa.neurons.conductance import affine_range, soma_calibration
 from ctmhsa.neurons.window import fano_factors
 
 from .options import decode_lag
+from .physiology import rate_table
 from .result import SimulationResult
 
 __all__ = ["read_out", "QUADRATIC_STAGES", "LINEAR_STAGES"]
@@ -104,6 +105,10 @@ def _result(sim, obs, ro, stages, x_ref, ref_stages, rates, noise_var, operating
                   populations={k: p.N for k, p in circuit.populations.items()},
                   projections=circuit.n_synapses(by_projection=True))
     timings = dict(build=obs.build, compile=obs.compile, run=obs.run)
+    stream = diagnostics.get("stream")
+    window = ro.duration if stream is None else (stream["window"][1] - stream["window"][0]) * stream["count"]
+    diagnostics["rates"] = rate_table(rates, {k: p.cell_type for k, p in circuit.populations.items()},
+                                      window=window if o.spiking else None)
     return SimulationResult(
         x_tilde=stages["x_tilde"], reference=x_ref, stages=stages, reference_stages=ref_stages,
         rates=rates, spikes=obs.spikes, level=o.neuron, config=config, diagnostics=diagnostics,

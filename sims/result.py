@@ -72,7 +72,8 @@ class SimulationResult:
     config : dict
         The arguments of the run, as resolved.
     diagnostics : dict
-        ``range`` (cells outside their working range, per population), ``convergence``
+        ``range`` (cells outside their working range, per population), ``rates`` (the rate
+        table, :meth:`rate_table`), ``convergence``
         (rate level: relative change of x̃ over the last 10 % of the run), ``fano`` (per
         population), ``checkpoints`` (spiking levels: ``[{"T", "metrics"}]`` at each checkpoint
         and the full window).
@@ -183,6 +184,13 @@ class SimulationResult:
         half = 0.5 * float(self.config.get("dt") or 0.0)
         keep = (t >= self.t_start - half) & (t < self.t_stop - half)
         return i[keep], t[keep]
+
+    def rate_table(self):
+        """Firing rates per population beside the range recorded in vivo for its cell type
+        (:func:`ctmhsa.sims.physiology.rate_table`; ``str()`` of it is a text table)."""
+        from .physiology import RateTable
+
+        return RateTable(self.diagnostics.get("rates", []))
 
     def metrics_table(self) -> str:
         """The metrics as an aligned text table."""

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from ctmhsa.circuits import area, build, macrocolumn, microcolumn, pathway
+from ctmhsa.circuits.builders import DEFAULT_N_INH
 from ctmhsa.circuits.graph import Circuit, Population, Projection, connect_pairs
 
 pytestmark = pytest.mark.codegen_independent
@@ -17,7 +18,7 @@ SIZES = [  # (n, m, H, dk, dv, de, cross)
 ]
 
 
-def closed_form(n, m, H, dk, dv, de, cross, causal=False, n_inh=10):
+def closed_form(n, m, H, dk, dv, de, cross, causal=False, n_inh=30):
     pairs = n * (n + 1) // 2 if causal else n * m          # microcolumns per area
     neurons = dict(nucleus1=2 * n * de, l23=H * pairs * dk, l5it=2 * H * pairs * dv,
                    interneuron=H * n * n_inh, l5pt=2 * H * n * dv, nucleus2=2 * n * de)   # ON/OFF
@@ -82,7 +83,7 @@ def test_wiring_semantics():
     w = c.weight_indices(c.projections["it_pt"], i, j)   # ON/OFF IT -> ON/OFF PT, sign = pre x post
     assert np.all(w[2] == it.axis("sign")[i]) and np.all(w[3] == pt.axis("sign")[j])
     i, j = c.pairs("pool")
-    assert np.bincount(j).tolist() == [n * dk] * (H * n * 10)
+    assert np.bincount(j).tolist() == [n * dk] * (H * n * DEFAULT_N_INH)
     i, j = c.pairs("pt_out")           # every head's PT of macrocolumn i -> token i of nucleus 2
     assert np.all(pt.axis("i")[i] == out.axis("token")[j])
     w = c.weight_indices(c.projections["pt_out"], i, j)
@@ -113,7 +114,7 @@ def test_levels_are_usable_alone():
     assert "interneuron" not in mc.populations and "l5pt" not in mc.populations
     mac = macrocolumn(6, 4, 3, 5)
     assert mac.population("l23").N == 6 * 4 and mac.population("l5pt").N == 2 * 3
-    assert mac.population("interneuron").N == 10
+    assert mac.population("interneuron").N == DEFAULT_N_INH == 30
     assert macrocolumn(6, 4, 3, 5, n_inh=3).population("interneuron").N == 3
     ar = area(5, 2, 2, 3)
     assert ar.population("l23").sizes == (1, 5, 5, 2) and "nucleus2" not in ar.populations

@@ -58,9 +58,9 @@ def test_neuron_count_is_linear_in_n():
     assert np.allclose(np.diff(lin) / np.diff([8, 16, 32, 64]), (lin[1] - lin[0]) / 8)   # affine in n
     quad = np.array([counts[n][1] for n in (8, 16, 32, 64)], float)
     assert quad[-1] / quad[-2] > 3.5                                                     # ~n²
-    # the documented count formula (ctmhsa.circuits.builders), H = 1, m = n, dk = dv = d, n_inh = 10
+    # the documented count formula (ctmhsa.circuits.builders), H = 1, m = n, dk = dv = d, n_inh = 30
     n, d = 16, 8
-    assert counts[n][0] == 2 * n * d * d + n * d + 2 * d * d + d + 2 * n * d * d + n * d + 10 * n \
+    assert counts[n][0] == 2 * n * d * d + n * d + 2 * d * d + d + 2 * n * d * d + n * d + 30 * n \
         + 2 * n * d + 3 * (2 * n * d)      # relays: core, matrix (keys and values), nucleus 2
     # at barrel dimensions the linear circuit is larger at n = 33 and smaller from n = 64
     assert pathway(33, 33, 33, 33, circuit="linear").n_neurons() > pathway(33, 33, 33, 33).n_neurons()

@@ -80,3 +80,24 @@ def test_perturbation_fields_are_validated():
         P.Drive("interneuron", rate=-1)
     with pytest.raises(ValueError, match="Silence.population"):
         P.Silence("a b")
+
+
+def test_one_drive_per_population_and_compartment():
+    res, _ = _run([P.Drive("l5it", rate=20, compartment="basal"), P.Drive("l5it", rate=20, compartment="apical")],
+                  neuron="rate")
+    pops = res.counts["populations"]
+    assert pops["drive_l5it_basal"] == pops["drive_l5it_apical"] == pops["l5it"]
+    with pytest.raises(ValueError, match="two Drives target 'l5it'.apical"):
+        build_mhsa(**_problem(), neuron="rate", perturbations=[P.Drive("l5it", rate=5, compartment="apical"),
+                                                                P.Drive("l5it", rate=9, compartment="apical")])
+
+
+def test_silenced_interneurons_stay_finite():
+    # their error never closes while their output is gone: the integral is capped, not overflowed to NaN
+    sim = build_mhsa(**_problem(), neuron="escape", seed=1, duration=0.5, perturbations=[P.Silence("interneuron")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")        # out of its working range: flagged
+        res = sim.run()
+    r = np.asarray(sim.runner.built.groups["interneuron"].r_[:])
+    assert np.all(np.isfinite(r)) and r.max() <= 10 / 1e-3 + 1e-6
+    assert np.nanmax(res.rates["l23"]) > 0

@@ -9,6 +9,11 @@ import pytest
 from ctmhsa.mapping.codes import DEFAULT_GAINS as G
 from ctmhsa.neurons.cellsim import Drive, Interneurons, simulate_cells, spike_count_nrmse_floor
 
+SHUNT = 0.2
+"""Shunt per interneuron spike (s) of the macrocolumn tests: 30 interneurons at a third of the rate
+of 10, each spike shunting 0.2 as before the circuit's interneurons moved to physiological rates
+(the same spike count, so the same shunt noise)."""
+
 pytestmark = pytest.mark.brian2
 U = 1e-3          # V per encoded unit (ctmhsa.neurons.params)
 NSYN = 100
@@ -79,7 +84,7 @@ def test_escape_macrocolumn_divides_by_the_pooled_salience():
     N, T = 32, 8.0
     b0, a0 = rng.uniform(0.0, 1.0, N), rng.uniform(0.0, 1.0, N)
     R_set = G.r_l23 * N
-    inh = Interneurons(I_set=1 / G.g_sh, w_pool=1 / (G.g_sh * R_set), w_shunt=G.g_sh, n=10)
+    inh = Interneurons(I_set=1 / G.g_sh, w_pool=1 / (G.g_sh * R_set), w_shunt=SHUNT, n=30)
     norms, sums = [], []
     for k, scale in enumerate([0.2, 0.7, 1.3, 2.2]):
         b, a = b0 * scale, a0 * scale
@@ -122,7 +127,7 @@ def test_lif_macrocolumn_divides_by_the_pooled_salience():
     b0, a0 = rng.uniform(0.0, 1.0, N), rng.uniform(0.0, 1.0, N)
     R_set = 15.0 * N                    # the lif level's r_l23 (ctmhsa.mapping.codes.LEVEL_GAINS)
     rho = 50.0                          # divisions D = rho Σu / R_set from 4 to 14
-    inh = Interneurons(I_set=1 / G.g_sh, w_pool=1 / (G.g_sh * R_set), w_shunt=G.g_sh, n=10)
+    inh = Interneurons(I_set=1 / G.g_sh, w_pool=1 / (G.g_sh * R_set), w_shunt=SHUNT, n=30)
     sums = []
     for k, scale in enumerate([0.2, 0.7, 1.3, 2.2]):
         b, a = b0 * scale, a0 * scale

@@ -173,7 +173,9 @@ def test_escape_updates_from_spike_counts_are_deterministic(tiny):
     assert np.array_equal(runs[0].loss, runs[1].loss)
     for a, b in zip(runs[0].gradients[0], runs[1].gradients[0]):
         assert np.array_equal(a, b)
-    assert np.all(np.isfinite(runs[0].cosines)) and np.all(runs[0].cosines > 0)
+    # 0.1 s of counts: the value and output gradients point the right way; WQ's and WK's, read
+    # through the division, are noisier (WQ's cosine averages 0.08-0.16 over 16 seeds at 0.4 s)
+    assert np.all(np.isfinite(runs[0].cosines)) and np.all(runs[0].cosines[:, 2:] > 0.5)
 
 
 @pytest.mark.brian2

@@ -189,6 +189,10 @@ def test_result_saved_atomically_and_never_over_a_users_folder(escape_run, tmp_p
     back = ctmhsa.ModelResult.load(out)
     assert np.array_equal(back.output, res.output) and np.array_equal(back.blocks[1]["hidden"], res.blocks[1]["hidden"])
     assert back.metrics["output"]["r"] == pytest.approx(res.metrics["output"]["r"])
+    # the rate table: every population, its cell type (TRN pools are interneurons), kept on disk
+    table = {r["population"]: r for r in res.rate_table()}
+    assert table["b0_trn_q"]["cell_type"] == "interneuron" and table["b1_hidden"]["cell_type"] == "l6ct"
+    assert [r["mean"] for r in back.rate_table()] == pytest.approx([r["mean"] for r in res.rate_table()])
     from pynwb import NWBHDF5IO
     with NWBHDF5IO(os.path.join(out, "spikes.nwb"), "r") as io:
         units = io.read().units.to_dataframe()

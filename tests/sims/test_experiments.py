@@ -1,0 +1,98 @@
+"""In-silico experiments (``ctmhsa experiment NAME``): the protocols' numbers at the rate level,
+where they are exact, and the results directory at the escape level."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from ctmhsa.sims.cli import main
+from ctmhsa.sims.experiments import EXPERIMENTS, run_experiment
+from ctmhsa.sims.io import OutputError
+
+SMALL = dict(n=3, H=1, dk=3, dv=3, de=3)
+
+
+def _rate(name, **kw):
+    return run_experiment(name, neuron="rate", duration=1.0, problem=SMALL, codegen="numpy", **kw)
+
+
+def test_photoinhibition_rate_level():
+    doc = _rate("photoinhibition")
+    assert len(doc["rows"]) == 12          # the time course needs spikes: skipped at the rate level
+    s = doc["summary"]
+    assert s["gain"]["control"]["l5it"] > 0
+    assert s["gain_ratio"]["all L2/3 silenced"] == {"l5it": 0.0, "l5pt": 0.0}
+    # the interneurons restore the pool with half of L2/3 silent, at a lower rate of their own
+    assert abs(s["pooled_over_set_point"]["half of L2/3 silenced"] - 1) < 1e-3
+    assert s["interneuron_rate"]["half of L2/3 silenced"] < 0.8 * s["interneuron_rate"]["control"]
+    assert len(doc["predictions"]) == 2
+
+
+def test_interneuron_silencing_loses_normalisation():
+    doc = _rate("interneurons")
+    c, s = doc["summary"]["control"], doc["summary"]["interneurons silenced"]
+    assert np.allclose(c["pooled_over_set_point"], 1, atol=1e-3)      # divided by the drive
+    assert min(s["pooled_over_set_point"]) > 2                        # following it
+    assert max(c["x_tilde_nrmse"]) < 1e-6 < 0.5 < min(s["x_tilde_nrmse"])
+    assert all(d > 2 for d in doc["summary"]["division"])
+
+
+def test_cutting_it_pt_scales_the_output_and_nothing_upstream():
+    doc = _rate("it_pt")
+    g = doc["summary"]["gain"]
+    assert abs(g["v_tilde"][0] - 1) < 1e-6 and g["v_tilde"][-1] == 0 and g["x_tilde"][-1] == 0
+    assert doc["summary"]["upstream_change"] == {"l23": 0.0, "l5it": 0.0}
+    rows = [r for r in doc["rows"] if r["value"] in (0.0, 1.0)]
+    assert rows[0]["rates"]["l5pt"] > 0 == rows[1]["rates"]["l5pt"]
+
+
+def test_apical_drive_scales_the_slope_linearly():
+    s = _rate("apical")["summary"]
+    r = s["slope_ratio"]
+    assert r[0] == 1 and r[1] > 1.1 and r[2] > r[1]
+    # a product: the slope grows in proportion to the apical input
+    assert abs((r[2] - 1) - 2 * (r[1] - 1)) < 1e-3 * (r[2] - 1)
+
+
+def test_experiment_command_writes_json_nwb_and_figure(tmp_path, capsys):
+    out = tmp_path / "cut"
+    rc = main(["experiment", "it_pt", "--n", "2", "--H", "1", "--d", "2", "--duration", "0.2", "--warmup", "0.1",
+               "--codegen", "numpy", "--out", str(out)])
+    assert rc == 0
+    files = set(os.listdir(out))
+    assert {"experiment.json", "it_pt.png", "run00.nwb", "run04.nwb"} <= files
+    doc = json.load(open(out / "experiment.json"))
+    assert doc["experiment"] == "it_pt" and doc["neuron"] == "escape" and len(doc["rows"]) == 5
+    assert "1 - f" in capsys.readouterr().out
+    from pynwb import NWBHDF5IO
+
+    with NWBHDF5IO(str(out / "run02.nwb"), "r") as io:
+        epochs = io.read().epochs.to_dataframe()
+    assert ["cut", "it_pt"] in [list(t) for t in epochs["tags"]]
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(name="nope"), "unknown 'nope'"), (dict(neuron="hh"), "neuron"), (dict(problem={"q": 1}), "unknown keys"),
+    (dict(duration=0.01), "duration"), (dict(neuron="rate", warmup=0.2), "warmup"), (dict(seed=-1), "seed")])
+def test_bad_arguments_are_refused_before_running(kw, match):
+    name = kw.pop("name", "it_pt")
+    with pytest.raises(ValueError, match=match):
+        run_experiment(name, **kw)
+
+
+def test_a_users_file_is_never_replaced(tmp_path):
+    mine = tmp_path / "notes.txt"
+    mine.write_text("mine")
+    with pytest.raises(OutputError):
+        run_experiment("it_pt", out=str(mine), neuron="rate", problem=SMALL)
+    assert mine.read_text() == "mine"
+
+
+def test_every_experiment_is_registered_with_its_protocol():
+    from ctmhsa.sims.experiments import experiment
+
+    for name in EXPERIMENTS:
+        mod = experiment(name)
+        assert mod.NAME == name and mod.SOURCE and mod.PROTOCOL and len(mod.SWEEP) == 2

@@ -1,0 +1,51 @@
+"""The rate table of every result, and the default circuit's rates against those recorded in vivo."""
+
+import numpy as np
+import pytest
+
+import ctmhsa
+from ctmhsa.sims.io import write_result
+from ctmhsa.sims import simulate_mhsa
+from ctmhsa.sims.config import problem_inputs
+from ctmhsa.sims.physiology import REFERENCE_RATES, rate_table
+
+
+def test_rate_table_rows_bounds_and_text():
+    rates = {"l23": np.array([[1.0, np.nan], [0.0, 11.0]]),                  # NaN: an absent cell
+             "interneuron": np.full((2, 3, 4), 30.0),                       # a stream (T, ...) is pooled
+             "classes": np.array([5.0, 7.0]), "empty": np.full(3, np.nan)}
+    rows = rate_table(rates, {"l23": "l23", "interneuron": "interneuron", "classes": "decoder"})
+    by = {r["population"]: r for r in rows}
+    assert set(by) == {"l23", "interneuron", "classes"}                     # no finite rate: no row
+    assert by["l23"]["cells"] == 3 and by["l23"]["mean"] == 4.0 and by["l23"]["silent"] == pytest.approx(1 / 3)
+    assert by["l23"]["bound"] == REFERENCE_RATES["l23"][0] and by["l23"]["within"] is True
+    assert by["interneuron"]["cells"] == 24 and by["interneuron"]["within"] is True
+    assert by["classes"]["bound"] is None and by["classes"]["within"] is None
+    rates["l23"] = np.array([9.0, 8.0])
+    text = str(rate_table(rates, {"l23": "l23"}))
+    assert "l23" in text.splitlines()[2] and text.splitlines()[2].rstrip().endswith("above")
+
+
+def test_every_result_carries_its_rate_table(tmp_path):
+    rng = np.random.default_rng(2)
+    res = simulate_mhsa(rng.normal(size=(3, 3)) / 2, rng.normal(size=(1, 2, 3)) / 2, rng.normal(size=(1, 2, 3)) / 2,
+                        rng.normal(size=(1, 2, 3)), rng.normal(size=(1, 3, 2)), neuron="escape", duration=0.3,
+                        seed=1, codegen="numpy")
+    rows = res.rate_table()
+    assert {r["population"] for r in rows} == set(res.rates)
+    for r in rows:
+        assert r["cells"] == res.counts["populations"][r["population"]]
+        assert r["mean"] == pytest.approx(float(np.nanmean(res.rates[r["population"]])))
+    back = ctmhsa.load(write_result(res, str(tmp_path / "run")))
+    assert list(back.rate_table()) == list(rows)
+
+
+def test_default_circuit_fires_at_rates_recorded_in_vivo():
+    """The default problem at the escape level: interneurons <= 40 Hz, L2/3 at its 5 Hz set point,
+    relays <= 100 Hz (population means over a 1 s window)."""
+    x = problem_inputs(n=8, H=2, dk=8, dv=8, de=8)
+    res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape", duration=1.0, seed=5)
+    by = {r["population"]: r for r in res.rate_table()}
+    assert by["interneuron"]["mean"] <= 40 and by["interneuron"]["within"]
+    assert abs(by["l23"]["mean"] - 5.0) < 0.15
+    assert all(by[p]["mean"] <= 100 for p in ("nucleus1", "nucleus1_kv", "nucleus1_v", "nucleus2"))
