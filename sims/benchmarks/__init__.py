@@ -29,6 +29,7 @@ BENCHMARKS = {
     "timescale": "ctmhsa.sims.benchmarks.timescale",
     "depth": "ctmhsa.sims.benchmarks.depth",
     "digits": "ctmhsa.sims.benchmarks.digits",
+    "levels": "ctmhsa.sims.benchmarks.levels",
 }
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ctmhsa.sims import simulate_mhsa
+from ctmhsa.sims.options import DEFAULT_DT
 from conftest import random_problem
 
 pytestmark = pytest.mark.brian2
@@ -61,14 +62,14 @@ def test_same_seed_same_spikes(problem3):
                for p in a.spikes)
 
 
-@pytest.mark.long   # ~30 s with a cold cache (the soma calibration, then 1.3 s at 0.1 ms)
+@pytest.mark.long   # ~30 s with a cold cache (the soma calibration, then 1.3 s at 0.5 ms)
 def test_lif_circuit_runs_and_follows_the_reference():
     """The lif level (conductance-based adaptive somata, docs/lif.md) runs and decodes every
     stage: small problem, short window, so each stage within 1.5x its floor plus 0.05 (this test
     also carries the assertions of the former test_lif_circuit_runs)."""
     X, _, WQ, WK, WV, WO = random_problem(seed=2, n=3, H=1, dk=3, dv=3, de=3)
     res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="lif", duration=1.0, warmup=0.3, seed=1)
-    assert res.level == "lif" and res.config["dt"] == 1e-4
+    assert res.level == "lif" and res.config["dt"] == DEFAULT_DT["lif"] == 5e-4
     for st, m in res.metrics().items():
         assert m["nrmse"] <= 1.5 * m["noise_floor"] + 0.05, (st, m)
     assert np.all(np.isfinite(res.stages["x_tilde"]))
