@@ -44,7 +44,7 @@ def run_once(n: int, d: int, H: int, duration: float, device: str, threads: int,
     """One run of one level in this process."""
     x = square_problem(n, d, H)
     res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron=neuron, duration=duration,
-                        warmup=WARMUP, seed=1, device=device, threads=threads, codegen="cython", dt=dt,
+                        warmup=WARMUP, seed=1, device=device, threads=threads, codegen="auto", dt=dt,
                         max_runtime=None)
     m = res.metrics()
     return dict(neuron=neuron, dt=res.config["dt"], compile_s=res.timings["compile"], run_s=res.timings["run"],
