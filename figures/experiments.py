@@ -17,6 +17,7 @@ import sys
 import numpy as np
 
 from ctmhsa.mapping.stages import symbol
+from ctmhsa.sims.experiments.protocol import fit_line
 
 from .style import POP_COLOURS, plt, read_json_numbers, save
 
@@ -43,8 +44,8 @@ def _rate_panel(ax, doc, population, xlabel, fit=True) -> None:
     for k, c in enumerate(_conditions(doc)):
         x, y = _series(doc, c, lambda r: r["rates"][population])
         line, = ax.plot(x, y, _CONDITION_STYLES[k % len(_CONDITION_STYLES)], ms=4, label=c)
-        if fit and len(x) > 1 and np.ptp(x) > 0:
-            s, i = np.polyfit(x, y, 1)
+        s, i = fit_line(x, y)
+        if fit and np.isfinite(s):
             xx = np.linspace(0, x.max(), 2)
             ax.plot(xx, s * xx + i, color=line.get_color(), lw=0.6, alpha=0.6)
     ax.set_xlabel(xlabel)

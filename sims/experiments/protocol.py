@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,8 +28,7 @@ from ctmhsa.mapping.operating import OperatingRangeWarning
 from ..build import build_mhsa
 from ..config import problem_inputs
 from ..io import atomic_write_json, check_output, results_directory
-from ..jsonfile import to_json
-from ..options import CODEGEN, CircuitOptions
+from ..options import CircuitOptions, RunOptions, check_run
 
 __all__ = ["Run", "run", "DEFAULT_PROBLEM", "PSTH_BIN", "fit_line", "rows_of", "population_size"]
 
@@ -63,7 +62,7 @@ class Run:
     value: float
     amplitude: float = 1.0
     perturbations: tuple = ()
-    psth: tuple = field(default=())
+    psth: tuple = ()
 
 
 def population_size(problem: dict, neuron: str, population: str) -> int:
@@ -89,17 +88,10 @@ def rows_of(rows: list, condition: str) -> list:
 
 
 def _check(neuron, seed, duration, warmup, problem, codegen) -> dict:
-    if neuron not in ("rate", "escape", "lif"):
-        raise ValueError(f"neuron: expected 'rate', 'escape' or 'lif', got {neuron!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 32:
-        raise ValueError(f"seed: expected an integer in [0, 2**32), got {seed!r}")
-    for name, v, least in (("duration", duration, 0.1), ("warmup", warmup, 0.0)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < least:
-            raise ValueError(f"{name}: expected a number of seconds >= {least}, got {v!r}")
-    if neuron == "rate" and warmup:
-        raise ValueError("warmup: the rate level has no warm-up (its readout is the final state); give 0")
-    if codegen not in CODEGEN:
-        raise ValueError(f"codegen: expected one of {CODEGEN}, got {codegen!r}")
+    """The options validated by the simulator's own option objects, and the problem's sizes; before
+    anything is built."""
+    co = CircuitOptions(neuron=neuron)
+    check_run(co, RunOptions(duration=duration, warmup=warmup, seed=seed, codegen=codegen).resolved(neuron))
     p = dict(DEFAULT_PROBLEM)
     if problem is not None:
         if not isinstance(problem, dict):
@@ -241,7 +233,6 @@ def run(module, out=None, *, neuron: str = "escape", seed: int = 0, duration: fl
         doc["rows"] = rows
         doc.update(module.summarise(rows, opts))
         doc["wall_s"] = time.perf_counter() - t0
-        doc.update(to_json(dict(rows=doc["rows"])))
         if tmp is not None:
             atomic_write_json(os.path.join(tmp, "experiment.json"), doc)
             if draw is not None:
