@@ -137,6 +137,14 @@ class Projection:
     pathway : str
         Anatomical class for drawings and checks: ``"core"``, ``"matrix"``, ``"local"``,
         ``"normalisation"``, ``"corticothalamic"``.
+    sign : {"", "+", "-"}
+        Which entries of the weights the synapses carry: all (``""``), the positive ones only
+        (``"+"``, the other synapses hold 0) or the negative ones only (``"-"``). Under Dale's law
+        a signed projection is two: ``"+"`` from the excitatory cells, ``"-"`` from their
+        feedforward inhibitory followers (:mod:`ctmhsa.circuits.dale`).
+    origin : str
+        The projection whose weights and lesions (:class:`ctmhsa.circuits.perturb.Cut`) this one
+        shares (``""``: its own).
     """
 
     name: str
@@ -147,13 +155,22 @@ class Projection:
     weight: str = "ones"
     weight_index: tuple[str, ...] = ()
     pathway: str = "local"
+    sign: str = ""
+    origin: str = ""
+
+    def __post_init__(self):
+        if self.sign not in ("", "+", "-"):
+            raise ValueError(f"projection {self.name}: sign must be '', '+' or '-', got {self.sign!r}")
 
     def describe(self) -> dict:
-        return dict(
+        d = dict(
             name=self.name, source=self.source, target=self.target, compartment=self.compartment,
             match=[list(m) for m in self.match], weight=self.weight,
             weight_index=list(self.weight_index), pathway=self.pathway,
         )
+        if self.sign or self.origin:   # Dale's law split (older descriptions have neither)
+            d.update(sign=self.sign, origin=self.origin)
+        return d
 
 
 def _key(pop: Population, axes: Iterable[str], sizes: Iterable[int]) -> np.ndarray:
@@ -229,6 +246,9 @@ class CircuitMeta:
         ``dk``, ``dv``, ``dh`` (MLP hidden units, 0: none) and ``prefix``; empty for a pathway.
     classes : int
         Class cells of a transformer's read-out (0: none).
+    dale : bool
+        Dale's law: every cell excitatory or inhibitory, negative weights carried by feedforward
+        inhibitory followers (:mod:`ctmhsa.circuits.dale`).
     """
 
     level: str = ""
@@ -250,6 +270,7 @@ class CircuitMeta:
     perturbations: tuple = ()
     blocks: tuple = ()
     classes: int = 0
+    dale: bool = False
 
     @classmethod
     def from_dict(cls, d) -> "CircuitMeta":
@@ -356,6 +377,8 @@ class Circuit:
         """Weight of every synapse (pre ``i``, post ``j``) from ``weights``: a scalar, or an array
         indexed by the projection's ``weight_index`` (as the mapping layer writes them)."""
         src = np.asarray(weights, dtype=float)
+        if proj.sign:   # one sign of the weights (Dale's law), the other entries 0
+            src = np.maximum(src, 0.0) if proj.sign == "+" else np.minimum(src, 0.0)
         if src.ndim == 0:
             return np.broadcast_to(src, (len(i),))
         if src.ndim != len(proj.weight_index):

@@ -14,6 +14,7 @@ argument of the compiled binary instead; nothing here knows device names.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, with_units
 from ctmhsa.neurons.window import COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, Probe, measure
 
 from . import perturb
+from .dale import check_signs
 from .covariance import covariance_coefficients, covariance_pairs, shared_dendrite_inputs
 from .fold import class_values, fold_plan, simulated_pairs, split_equations
 from .graph import Circuit
@@ -391,6 +393,7 @@ def _write_values(built: BuiltCircuit, values: CircuitValues, seed, run_args) ->
     for name, vals in perturb.silence_values(built.circuit).items():
         for var, val in vals.items():
             _set(built.groups[name], var, val, built.circuit.population(name).N, f"{name}.{var}", run_args)
+    written = {}
     for pname in built.synapses:
         S, (i, j) = built.synapses[pname], built.pairs[pname]
         proj = built.circuit.projections.get(pname)
@@ -399,20 +402,31 @@ def _write_values(built: BuiltCircuit, values: CircuitValues, seed, run_args) ->
         keep = perturb.cut_mask(built.circuit, pname, i, j, seed) if proj is not None else None
         if keep is not None:
             w = np.where(keep, w, 0.0)
-        if run_args is not None:
-            run_args[S.w] = b2.Quantity(np.ascontiguousarray(w, dtype=float), dim=S.w.dim)
-        else:
-            S.w_[:] = w
+        written[pname] = w
+        _write(S, "w", w, run_args)
+        if "wv" in S.variables:   # the positive half of a Dale split: the whole weight, for the variance
+            wv = built.circuit.synapse_weights(dataclasses.replace(proj, sign=""), values.weights[pname], i, j)
+            _write(S, "wv", wv if keep is None else np.where(keep, wv, 0.0), run_args)
         if "pvar" in S.variables:   # a replayed source's count variance, from its rates (values)
             r = np.broadcast_to(np.asarray(values.params[proj.source]["r_in"], float),
                                 (built.circuit.population(proj.source).N,))[i]
             p = np.clip(r * built.dt, 0.0, 1.0)
-            if run_args is not None:
-                run_args[S.pvar] = b2.Quantity(np.ascontiguousarray(p * (1 - p)), dim=S.pvar.dim)
-            else:
-                S.pvar_[:] = p * (1 - p)
+            _write(S, "pvar", p * (1 - p), run_args)
+    if built.circuit.meta.dale:   # no cell makes synapses of both signs (a check, never a setting)
+        pops = built.circuit.populations
+        shunts = {(p.target, p.compartment): get_model(built.level, pops[p.target].cell_type).inputs
+                  .get(p.compartment, ("", ""))[1] == "1" for p in built.circuit.projections.values()}
+        check_signs(built.circuit, {k: v for k, v in written.items() if k in built.circuit.projections}, shunts)
     if run_args is not None:
         run_args[built.network["rng"].seed_value] = float(0 if seed is None else seed)
+
+
+def _write(S, var: str, value, run_args) -> None:
+    """Write a synaptic variable (as a run argument on a compiled device)."""
+    if run_args is not None:
+        run_args[getattr(S, var)] = b2.Quantity(np.ascontiguousarray(value, dtype=float), dim=getattr(S, var).dim)
+    else:
+        getattr(S, var + "_")[:] = value
 
 
 SILENCE_EQUATIONS = """sil_on : second (constant)
@@ -593,7 +607,7 @@ def _projections(circuit: Circuit, level: str, ns, clock, groups: dict, folds: d
     for pname, proj in circuit.projections.items():
         kw = synapse_model(get_model(level, pops[proj.source].cell_type),
                            get_model(level, pops[proj.target].cell_type), proj.compartment, pname,
-                           gated=proj.source in gated, replayed=proj.source in replay)
+                           gated=proj.source in gated, replayed=proj.source in replay, sign=proj.sign)
         i, j, post, f = simulated_pairs(circuit, proj, plan)
         target = groups[proj.target] if f is None else \
             next(fg.group for fg in folds[proj.target] if fg.fold is f)

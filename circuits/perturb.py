@@ -308,10 +308,12 @@ def cut_mask(circuit: Circuit, pname: str, i: np.ndarray, j: np.ndarray, seed) -
 
     The removed synapses are drawn from ``(seed, projection)``: the same seed removes the same
     synapses on every device."""
+    proj = circuit.projections[pname]
+    # the halves of a projection split under Dale's law lose the same synapses (same pairs, same draws)
+    pname = proj.origin or pname
     ds = cuts(circuit).get(pname)
     if not ds:
         return None
-    proj = circuit.projections[pname]
     pre, post = circuit.populations[proj.source], circuit.populations[proj.target]
     keep = np.ones(len(i), bool)
     for k, d in enumerate(ds):

@@ -35,7 +35,7 @@ from .threshold import CellThresholder
 __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
            "add_step_code", "PHI_VARIANCE", "PHI_CORRECTED", "corrected_phi_expression", "CorrectedCellModel",
-           "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance"]
+           "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance", "FollowerModel"]
 
 PHI_EXPRESSIONS = {
     # elu(x) + 1 == max(x, 0) + exp(min(x, 0))
@@ -377,6 +377,13 @@ def _rate_l6ct():
     return replace(m, equations=m.equations.replace("/tau_m", "/tau_relay"))
 
 
+@register("rate", "ffi")
+def _rate_ffi():
+    # feedforward inhibitory follower of an excitatory cell (Dale's law, ctmhsa.circuits.dale):
+    # at the rate level it fires at its cell's rate (its drive writes w r_pre, w = 1)
+    return CellModel(equations="r = I_f : Hz", inputs={"soma": ("I_f", "Hz")})
+
+
 @register("rate", "relay_norm")
 def _rate_relay_norm():
     # thalamic relay of a transformer block's stream, divisively normalised per token: the
@@ -423,7 +430,7 @@ SYNAPSE_WEIGHT_UNITS = {"volt": "volt*second", "1": "second", "Hz": "1"}
 
 
 def synapse_model(source: CellModel, target: CellModel, compartment: str, name: str, gated: bool = False,
-                  replayed: bool = False) -> dict:
+                  replayed: bool = False, sign: str = "") -> dict:
     """Keyword arguments of ``brian2.Synapses`` for projection ``name`` onto ``compartment``.
 
     A spiking source is event-driven: each spike adds ``w * k_syn`` to the target's exponential
@@ -443,14 +450,27 @@ def synapse_model(source: CellModel, target: CellModel, compartment: str, name: 
     ``replayed``: the source replays recorded spikes (a split run's heads) and has no intensity
     variable; each synapse then holds its presynaptic cell's count variance ``pvar`` (from the
     relay's rate, written with the rates: run-time data, :func:`ctmhsa.circuits.instantiate.assign`).
+
+    ``sign``: the projection carries one sign of its weights (Dale's law,
+    :mod:`ctmhsa.circuits.dale`). Onto a corrected compartment the positive half sums the variance
+    of both halves, from the whole weight ``wv`` (its synapses and the negative half's join the
+    same cells, and a follower fires with every spike of its cell); the negative half sums none
+    (two summed variables cannot write one target).
+
+    Onto a follower (:class:`FollowerModel`) a spike adds ``w`` to the follower's pending count.
     """
-    unit = target.inputs[compartment][1]
     rate = f"{source.output}_pre*gate_pre" if gated else f"{source.output}_pre"
+    if getattr(target, "follower", False) and source.spiking:
+        return dict(model="w : 1 (constant)", on_pre="pending_post += w")
+    unit = target.inputs[compartment][1]
     w = f"w : {SYNAPSE_WEIGHT_UNITS[unit]} (constant)"
     lines = [w]
-    if compartment in getattr(target, "corrected", ()):
+    if compartment in getattr(target, "corrected", ()) and sign != "-":
         var = "pvar" if replayed else count_variance(rate)
-        lines.append(f"{PHI_VARIANCE[compartment]}_post = (w*k_syn/u)**2*G_shot*{var} : 1 (summed)")
+        wv = "wv" if sign == "+" else "w"
+        lines.append(f"{PHI_VARIANCE[compartment]}_post = ({wv}*k_syn/u)**2*G_shot*{var} : 1 (summed)")
+        if sign == "+":
+            lines.append(f"wv : {SYNAPSE_WEIGHT_UNITS[unit]} (constant)")
         if replayed:
             lines.append("pvar : 1 (constant)")
     if source.spiking:
@@ -689,6 +709,26 @@ def _lif(rate_model: CellModel, apical_bias: bool = False) -> CellModel:
                    observables=rate_model.observables + ("P",))
 
 
+@dataclass(frozen=True)
+class FollowerModel(CellModel):
+    """A feedforward inhibitory follower (:mod:`ctmhsa.circuits.dale`): an integrate-and-fire
+    cell whose one-to-one drive synapse is suprathreshold, so that it fires once for every spike
+    of its cell, at the next step (``pending`` counts the spikes not yet fired; Brian2 resets
+    after propagating, so a spike arriving while the follower fires is kept). It has no
+    intensity of its own: the phi correction downstream takes the variance of both halves of a
+    split projection from the excitatory half (:func:`synapse_model`). No random number: a
+    follower adds no noise."""
+
+    follower: bool = True
+
+    def render(self, phi, projections_by_compartment, law="product"):
+        return CellModel.render(self, phi, {}, law)
+
+
+_FOLLOWER = FollowerModel(equations="pending : 1", threshold="pending > 0.5", reset="pending -= 1",
+                          observables=(), init={"pending": 0.0})
+MODELS[("escape", "ffi")] = _FOLLOWER
+MODELS[("lif", "ffi")] = _FOLLOWER
 MODELS[("lif", "relay")] = MODELS[("escape", "relay")]
 MODELS[("lif", "interneuron")] = MODELS[("escape", "interneuron")]
 for _ct in ("l5pt", "relay_out", "memory"):

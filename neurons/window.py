@@ -151,10 +151,12 @@ def fano_factors(chunks: dict) -> dict:
 
 def counts_as_rates(obs: dict) -> dict:
     """Make ``r`` the measured spike rate (decoding uses counts) and keep the window-mean
-    intensity as ``expected_r``; in place, for every population with a ``rate``."""
+    intensity as ``expected_r``; in place, for every population with a ``rate``. Cells with no
+    intensity of their own (the followers of :mod:`ctmhsa.circuits.dale`, which fire with every
+    spike of their cell) expect what they fired."""
     for o in obs.values():
         if "rate" in o and "expected_r" not in o:
-            o["expected_r"], o["r"] = o["r"], o["rate"]
+            o["expected_r"], o["r"] = o.get("r", o["rate"]), o["rate"]
     return obs
 
 

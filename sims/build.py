@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from ctmhsa.circuits import perturb
+from ctmhsa.circuits import dale, perturb
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.circuits.perturb import check_perturbations
 from ctmhsa.circuits.memory import BASE_BYTES, estimate_memory
@@ -332,7 +332,9 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     runner_for(ro).check(co, ro)
     circuit = co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,
                           skip=WS is not None)
-    check_record_spikes(ro.record_spikes, circuit.populations)
+    # Dale's law: the followers are built and counted; the mapping layer encodes the plain circuit
+    shaped = co.as_built(circuit)
+    check_record_spikes(ro.record_spikes, shaped.populations)
     perts = check_perturbations(perturbations, circuit)
     if perts and ro.scheduler is not None:
         raise ValueError("perturbations: a split run rebuilds every head on its worker; perturb with "
@@ -341,11 +343,11 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     limit = int(0.8 * available_memory()) if ro.max_memory is None else float(ro.max_memory)
     # a split run holds one head per task (on a worker): the limit applies to one head
     per = a["H"] if ro.scheduler is not None else 1
-    floor = _per_task(estimate_memory(circuit, 0), per)    # the neurons alone: refuses a huge network at once
+    floor = _per_task(estimate_memory(shaped, 0), per)    # the neurons alone: refuses a huge network at once
     if floor > limit:
         raise ValueError(
             f"max_memory: the network needs an estimated {floor / 2**30:.2f} GiB for its "
-            f"{circuit.n_neurons():,} neurons alone, but the limit is {limit / 2**30:.2f} GiB; "
+            f"{shaped.n_neurons():,} neurons alone, but the limit is {limit / 2**30:.2f} GiB; "
             "reduce n, m, H, dk, dv or de, or raise max_memory")
     # synapses Brian2 will hold: fewer than the description's when compartments are folded
     if per > 1:
@@ -356,15 +358,15 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
                           skip=WS is not None)
         n_simulated = per * simulated_synapse_count(one, fold_plan(one, co.neuron) if co.fold else {})
     else:
-        n_simulated = simulated_synapse_count(circuit, fold_plan(circuit, co.neuron) if co.fold else {})
-    need = _per_task(estimate_memory(circuit, n_simulated), per)
+        n_simulated = simulated_synapse_count(shaped, fold_plan(shaped, co.neuron) if co.fold else {})
+    need = _per_task(estimate_memory(shaped, n_simulated), per)
     if need > limit:
         raise ValueError(
             f"max_memory: the network{' (one head of the split run)' if per > 1 else ''} needs an estimated "
             f"{need / 2**30:.2f} GiB "
-            f"({circuit.n_neurons():,} neurons, {circuit.n_synapses():,} synapses) but the limit is "
+            f"({shaped.n_neurons():,} neurons, {shaped.n_synapses():,} synapses) but the limit is "
             f"{limit / 2**30:.2f} GiB; reduce n, m, H, dk, dv or de, or raise max_memory")
-    runtime = _check_runtime(circuit, co, ro, n_simulated, per)
+    runtime = _check_runtime(shaped, co, ro, n_simulated, per)
     if ro.codegen == "auto":
         ro = ro.replace(codegen="cython" if n_simulated >= AUTO_CYTHON_SYNAPSES else "numpy")
     inputs = Inputs.from_checked(a)
@@ -383,6 +385,9 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     # lesions and drive: the description records them; drive relays get their rates and weights
     circuit = perturb.apply(circuit, perts)
     perturb.drive_values(circuit, enc.values)
+    if co.dale:   # after the drive relays, which then obey it too
+        circuit = dale.apply(circuit)
+        dale.add_values(circuit, enc.values)
     runner = runner_for(ro)(circuit, enc, inputs, co, ro)
     sizes = {k: a[k] for k in ("n", "m", "H", "dk", "dv", "de")}
     return Simulation(circuit, enc, ref, inputs, sizes, co, ro, runner, need, n_simulated, t_start, runtime)

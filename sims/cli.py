@@ -115,6 +115,8 @@ def _run_config(args) -> dict:
             problem[key] = getattr(args, key)
     if args.neuron is not None:
         circuit["neuron"] = args.neuron
+    if args.dale:
+        circuit["dale"] = True
     for key in ("duration", "seed", "codegen", "device", "checkpoints", "threads"):
         if getattr(args, key) is not None:
             run[key] = getattr(args, key)
@@ -179,6 +181,8 @@ def _cmd_run_model(args) -> int:
     out = check_output(args.out or os.path.join("results", f"model-{model.name or 'model'}"), 0, what="--out")
     opts = {k: v for k, v in dict(duration=args.duration, seed=args.seed, codegen=args.codegen,
                                   presentation=args.presentation).items() if v is not None}
+    if args.dale:
+        opts["dale"] = True
     neuron = args.neuron or "escape"
     if not args.quiet:
         print(f"ctmhsa run --model {args.model}: {model!r}")
@@ -290,7 +294,7 @@ def _cmd_run(args) -> int:
     p.update(sizes_of(inputs))
     p["cross"] = inputs["Y"] is not None
     _check_size_flags(cfg["_size_flags"], p)
-    circ = co.describe(p["n"], p["dk"], p["dv"], p["de"], H=p["H"], m=p["m"], cross=p["cross"])
+    circ = co.as_built(co.describe(p["n"], p["dk"], p["dv"], p["de"], H=p["H"], m=p["m"], cross=p["cross"]))
     check_record_spikes(ro.record_spikes, circ.populations,
                         name="--record-spikes" if args.record_spikes is not None else "run.record_spikes")
     out, setting = _out(args, cfg, cfg["_base"])
@@ -500,6 +504,8 @@ def build_parser() -> argparse.ArgumentParser:
                                       "spikes.nwb (spiking levels), summary.png, provenance.json.",
                           default="the shipped two-head spiking pathway")
     run.add_argument("--neuron", choices=["rate", "escape", "lif"], help="override the fidelity level")
+    run.add_argument("--dale", action="store_true",
+                     help="Dale's law: every cell excitatory or inhibitory (feedforward inhibitory followers)")
     run.add_argument("--duration", type=_times, help="override the simulated window (s)")
     run.add_argument("--seed", type=int, help="override the simulation seed")
     run.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target")

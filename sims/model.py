@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ctmhsa.circuits import dale
 from ctmhsa.circuits.transformer import model_circuit
 from ctmhsa.mapping.blocks import decode_model, encode_model, model_sizes
 from ctmhsa.mapping.decode import range_report
@@ -257,7 +258,8 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
         :data:`MODEL_WARMUP_PER_BLOCK` per block, at least the level's), ``P`` (cells per
         value, default :data:`MODEL_COPIES` at the spiking levels, 1 at the rate level),
         ``seed``, ``dt``, ``phi``, ``n_inh``, ``gains``, ``params``, ``input_range``,
-        ``record_spikes``, ``codegen``, ``report``, ``fold``.
+        ``record_spikes``, ``codegen``, ``report``, ``fold``, ``dale`` (Dale's law: feedforward inhibitory
+        followers carry every negative weight, :mod:`ctmhsa.circuits.dale`).
 
     Returns
     -------
@@ -309,6 +311,9 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
                          f"got shape {np.shape(calibration)}")
     menc = encode_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
                         input_range=co.input_range, calibration=cal)
+    if co.dale:   # the encoding is the plain circuit's; the followers share its weights
+        circuit = dale.apply(circuit)
+        dale.add_values(circuit, menc.values)
     if stream:
         menc.stream = _stream_table(menc, ro)
     if ro.codegen == "auto":   # the synapses Brian2 holds decide, as for one attention layer

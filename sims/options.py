@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from ctmhsa.circuits.builders import CIRCUITS, DEFAULT_N_INH, SIGNED_CODES, pathway
+from ctmhsa.circuits.dale import apply as dale_apply
 from ctmhsa.mapping.codes import CodeGains, default_gains
 from ctmhsa.mapping.inputs import as_input_range
 from ctmhsa.neurons.laws import check_law
@@ -194,6 +195,10 @@ class CircuitOptions(_Options):
         Code of the signed read-outs ṽ and x̃.
     fold : bool
         Simulate deterministic compartments with identical inputs once (exact).
+    dale : bool
+        Dale's law: every cell excitatory or inhibitory; the negative weights of every excitatory
+        population are carried by feedforward inhibitory followers, one per cell
+        (:mod:`ctmhsa.circuits.dale`; docs/physiology.md gives the cost in neurons).
     params : CellParams
         Physiological constants.
     gains : CodeGains, optional
@@ -216,6 +221,7 @@ class CircuitOptions(_Options):
     n_inh: int = DEFAULT_N_INH
     signed: str = "onoff"
     fold: bool = True
+    dale: bool = False
     params: CellParams = DEFAULT_PARAMS
     gains: CodeGains | None = None
     input_range: object = None
@@ -229,8 +235,8 @@ class CircuitOptions(_Options):
                 "ctmhsa.mapping.reference only")
         if self.phi not in PHI_EXPRESSIONS:
             raise ValueError(f"phi: unknown feature map {self.phi!r}; expected one of {sorted(PHI_EXPRESSIONS)}")
-        for name in ("causal", "normalize", "fold"):
-            _flag(name, getattr(self, name), "a bool" if name == "fold" else "True or False")
+        for name in ("causal", "normalize", "fold", "dale"):
+            _flag(name, getattr(self, name), "a bool" if name in ("fold", "dale") else "True or False")
             _set(self, name, bool(getattr(self, name)))
         _choice("circuit", self.circuit, CIRCUITS)
         check_law(self.law)
@@ -240,6 +246,9 @@ class CircuitOptions(_Options):
         if self.causal and self.circuit == "linear":
             raise ValueError("causal: the linear key-value-memory circuit stores one memory per head; "
                              "it has no causal variant (use circuit='quadratic')")
+        if self.dale and self.circuit == "linear":
+            raise ValueError("dale: Dale's law is built for circuit='quadratic'; the linear circuit's "
+                             "outer-product cells remove a covariance of relays that their followers would share")
         if self.signed not in SIGNED_CODES:
             raise ValueError(f"signed: expected 'offset' or 'onoff', got {self.signed!r}")
         if isinstance(self.n_inh, bool) or not isinstance(self.n_inh, (int, np.integer)) or self.n_inh < 1:
@@ -264,6 +273,11 @@ class CircuitOptions(_Options):
         ``cross``: a second input nucleus, ``skip``: the core -> L5 PT skip connection)."""
         return pathway(n, dk, dv, de, H=H, m=m, cross=cross, causal=self.causal, normalize=self.normalize,
                        P=self.P, n_inh=self.n_inh, signed=self.signed, skip=skip, circuit=self.circuit)
+
+    def as_built(self, circuit):
+        """``circuit`` (a description of :meth:`describe`) as it is built: under Dale's law when
+        :attr:`dale` (its followers added, :func:`ctmhsa.circuits.dale.apply`), else itself."""
+        return dale_apply(circuit) if self.dale else circuit
 
     @classmethod
     def from_config(cls, config: dict) -> "CircuitOptions":
@@ -505,6 +519,9 @@ def check_run(options: CircuitOptions, run_options: RunOptions) -> None:
         Naming ``dt`` or ``duration`` and the bound.
     """
     ro, level = run_options, options.neuron
+    if options.dale and ro.scheduler is not None:
+        raise ValueError("scheduler: a split run rebuilds every head on its worker without Dale's law's "
+                         "followers; run dale=True with scheduler=None (runtime or standalone device)")
     bound, why = max_dt(options)
     if ro.dt > bound * (1 + 1e-9):
         raise ValueError(f"dt: {ro.dt:g} s is too coarse for the {level} level's cells: at most {bound:g} s "

@@ -29,6 +29,8 @@ REFERENCE_RATES = {
     "l5it": (20.0, "L5 pyramidal cells: population means below ~20 Hz (de Kock & Sakmann 2009)"),
     "l5pt": (20.0, "L5 pyramidal cells: population means below ~20 Hz (de Kock & Sakmann 2009)"),
     "l6ct": (10.0, "L6 corticothalamic cells fire sparsely, a few Hz"),
+    "ffi": (40.0, "feedforward inhibitory (fast-spiking) interneurons under Dale's law: they fire with "
+                  "their excitatory cell, so their mean is its; fast-spiking cells ~5-50 Hz in vivo"),
 }
 
 

@@ -30,6 +30,7 @@ BENCHMARKS = {
     "depth": "ctmhsa.sims.benchmarks.depth",
     "digits": "ctmhsa.sims.benchmarks.digits",
     "levels": "ctmhsa.sims.benchmarks.levels",
+    "dale": "ctmhsa.sims.benchmarks.dale",
 }
 
 
