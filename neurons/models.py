@@ -619,6 +619,32 @@ def _corrected(model: CellModel, compartments: tuple) -> CorrectedCellModel:
 for _ct in ("relay", "l23", "interneuron", "l5it", "l5pt", "relay_out", "memory", "kv_write", "kv_read",
             "l6ct", "decoder", "relay_norm"):
     MODELS[("escape", _ct)] = _escape(MODELS[("rate", _ct)])
+
+R_FS_MAX = 500.0
+"""Largest rate of a threshold interneuron (Hz): a fast-spiking cell's ~2 ms shortest interval
+(sustained rates of 300-600 Hz under strong current; McCormick et al. 1985, J Neurophysiol
+54:782; Nowak et al. 2003, Cereb Cortex 13:711)."""
+
+THRESHOLD_INTERNEURON = ("S -= clip(r*dt, 0, R_FS_MAX*dt/second)\n"
+                         "acc_r += r*dt*int(t >= t_win)")
+"""Membrane update of the threshold interneurons, before their spike condition ``S < 0``:
+``S`` is the distance to threshold of a non-leaky integrate-and-fire membrane driven by the
+integral loop's output ``r`` (at most :data:`R_FS_MAX`); a spike subtracts one threshold
+(``S += 1``), so the cell fires at rate ``r`` exactly, regularly, with no random number."""
+
+
+def _threshold_interneuron(rate_model: CellModel) -> CellModel:
+    """The divisive interneuron as a cell with a threshold (docs/physiology.md): its integral
+    feedback ``r`` on the pooled L2/3 drive is the current charging a non-leaky membrane, which
+    spikes on crossing threshold and keeps the excess (a perfect integrate-and-fire cell: its
+    rate is ``r``, its intervals regular, sub-Poisson). Every cell starts at its own phase (a
+    uniform draw of the seed), so that the cells of a macrocolumn, driven alike, stay apart."""
+    return replace(rate_model, equations=rate_model.equations.rstrip() + "\nS : 1\n",
+                   pre_threshold=THRESHOLD_INTERNEURON.replace("R_FS_MAX", repr(R_FS_MAX)),
+                   threshold="S < 0", reset="S += 1", integrated=("r",), uniform_init=("S",))
+
+
+MODELS[("escape", "interneuron")] = _threshold_interneuron(MODELS[("rate", "interneuron")])
 # L2/3: basal query (shunted soma drive) and apical key; the linear circuit's outer-product
 # cells: apical key; its read-out cells: basal query (shunted soma drive)
 for _ct, _comps in (("l23", ("basal", "apical")), ("kv_write", ("apical",)), ("kv_read", ("basal",))):
