@@ -509,8 +509,9 @@ population), so numpy, Cython and C++ give the same spikes for the same seed."""
 ESCAPE_RESET = "S = 1\nu_next = 1 - rand()"
 """Reset of the escape condition: survival restarted, the next interval's uniform drawn."""
 
-ESCAPE_SURVIVAL = ("S *= 1 - clip(r*dt, 0, 1)\n"
-                   "acc_r += r*dt*int(t >= t_win)")
+_WINDOW_INTEGRAL = "acc_r += r*dt*int(t >= t_win)"
+
+ESCAPE_SURVIVAL = "S *= 1 - clip(r*dt, 0, 1)\n" + _WINDOW_INTEGRAL
 """Survival update of the escape cells, and the window integral of their intensity ``r`` (the
 expected count) in the same loop, which computes ``r`` anyway."""
 
@@ -616,7 +617,7 @@ def _corrected(model: CellModel, compartments: tuple) -> CorrectedCellModel:
     return CorrectedCellModel(**{**fields, "equations": eqs, "folds": folds, "corrected": tuple(compartments)})
 
 
-for _ct in ("relay", "l23", "interneuron", "l5it", "l5pt", "relay_out", "memory", "kv_write", "kv_read",
+for _ct in ("relay", "l23", "l5it", "l5pt", "relay_out", "memory", "kv_write", "kv_read",
             "l6ct", "decoder", "relay_norm"):
     MODELS[("escape", _ct)] = _escape(MODELS[("rate", _ct)])
 
@@ -625,8 +626,7 @@ R_FS_MAX = 500.0
 (sustained rates of 300-600 Hz under strong current; McCormick et al. 1985, J Neurophysiol
 54:782; Nowak et al. 2003, Cereb Cortex 13:711)."""
 
-THRESHOLD_INTERNEURON = ("S -= clip(r*dt, 0, R_FS_MAX*dt/second)\n"
-                         "acc_r += r*dt*int(t >= t_win)")
+THRESHOLD_INTERNEURON = f"S -= clip(r*dt, 0, {R_FS_MAX!r}*dt/second)\n" + _WINDOW_INTEGRAL
 """Membrane update of the threshold interneurons, before their spike condition ``S < 0``:
 ``S`` is the distance to threshold of a non-leaky integrate-and-fire membrane driven by the
 integral loop's output ``r`` (at most :data:`R_FS_MAX`); a spike subtracts one threshold
@@ -640,7 +640,7 @@ def _threshold_interneuron(rate_model: CellModel) -> CellModel:
     rate is ``r``, its intervals regular, sub-Poisson). Every cell starts at its own phase (a
     uniform draw of the seed), so that the cells of a macrocolumn, driven alike, stay apart."""
     return replace(rate_model, equations=rate_model.equations.rstrip() + "\nS : 1\n",
-                   pre_threshold=THRESHOLD_INTERNEURON.replace("R_FS_MAX", repr(R_FS_MAX)),
+                   pre_threshold=THRESHOLD_INTERNEURON,
                    threshold="S < 0", reset="S += 1", integrated=("r",), uniform_init=("S",))
 
 

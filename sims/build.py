@@ -385,8 +385,8 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     # lesions and drive: the description records them; drive relays get their rates and weights
     circuit = perturb.apply(circuit, perts)
     perturb.drive_values(circuit, enc.values)
-    if co.dale:   # after the drive relays, which then obey it too
-        circuit = dale.apply(circuit)
+    circuit = co.as_built(circuit)   # Dale's law after the drive relays, which then obey it too
+    if co.dale:
         dale.add_values(circuit, enc.values)
     runner = runner_for(ro)(circuit, enc, inputs, co, ro)
     sizes = {k: a[k] for k in ("n", "m", "H", "dk", "dv", "de")}

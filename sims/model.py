@@ -303,7 +303,8 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
         raise ValueError("P: a model's streams take one number of copies per value (an int), got a dict")
     circuit = model_circuit(n, model.de, model_sizes(model), classes=0 if model.readout_W is None
                             else int(model.readout_W.shape[0]), n_inh=co.n_inh, P=int(co.P))
-    _check_size(circuit, co, ro)
+    built = co.as_built(circuit)   # Dale's followers are counted; the encoding is the plain circuit's
+    _check_size(built, co, ro)
     ref = transformer_forward(tokens, plain_model(model), phi=co.phi, stages=True)
     cal = None if calibration is None else tokens_of(model, calibration, "calibration")
     if cal is not None and cal.ndim != 3:
@@ -311,9 +312,9 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
                          f"got shape {np.shape(calibration)}")
     menc = encode_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
                         input_range=co.input_range, calibration=cal)
-    if co.dale:   # the encoding is the plain circuit's; the followers share its weights
-        circuit = dale.apply(circuit)
-        dale.add_values(circuit, menc.values)
+    if co.dale:   # the followers share the plain circuit's weights
+        dale.add_values(built, menc.values)
+    circuit = built
     if stream:
         menc.stream = _stream_table(menc, ro)
     if ro.codegen == "auto":   # the synapses Brian2 holds decide, as for one attention layer

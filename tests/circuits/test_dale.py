@@ -169,5 +169,8 @@ def test_a_transformer_model_under_dale_computes_the_same_blocks():
     pops = b.counts["populations"]
     assert {"b0_l5it_ffi", "b0_hidden_ffi", "b0_nucleus2_ffi"} <= set(pops) and "b0_interneuron_ffi" not in pops
     assert b.counts["total"] > a.counts["total"]
+    # the size check before building counts the followers
+    with pytest.raises(ValueError, match=rf"max_memory: .*\({b.counts['total']:,} neurons"):
+        ctmhsa.simulate_model(model, X, neuron="rate", dale=True, max_memory=1000)
     e = ctmhsa.simulate_model(model, X, neuron="escape", duration=0.5, seed=1, dale=True)
     assert e.metrics["output"]["nrmse"] < 2.5 * e.metrics["output"]["floor"]
