@@ -299,6 +299,25 @@ def _macrocolumn_sum(pop, values, fill=0.0):
     return d.reshape(d.shape[0], d.shape[1], -1).sum(axis=2)
 
 
+PHI_CORRECTED_CELLS = ("l23", "kv_read")
+"""Escape cells whose somatic drive is a phi-bias-corrected feature map (a shunted soma), which
+can fall below rest when the correction leaves its range (:func:`_over_intensity`)."""
+
+
+def _over_intensity(o: dict, level: str, T: float | None):
+    """Escape level: cells whose spike rate exceeds their window-mean intensity by more than
+    ``z`` standard deviations of Poisson counting over ``T`` plus 2 %, ``z = sqrt(2 ln(N / 0.01))``
+    for ``N`` cells (a Gaussian tail bound: under 1 % of runs flag a cell by chance): their
+    intensity was negative part of the time while their spikes were clipped at 0 (boolean per
+    cell); ``None`` where this cannot be measured (other levels, no spike counts)."""
+    if level != "escape" or "rate" not in o or "expected_r" not in o:
+        return None
+    T = 1.0 if T is None else T
+    rate, inten = np.asarray(o["rate"], float), np.asarray(o["expected_r"], float)
+    z = np.sqrt(2.0 * np.log(max(rate.size, 1) / 0.01))
+    return rate - inten > z * np.sqrt(np.maximum(rate, 1.0 / T) / T) + 0.02 * np.abs(rate)
+
+
 def _settling(early: dict, late: dict) -> tuple[float, str]:
     """Largest relative change of any observable between two snapshots (relative to the
     population's largest magnitude of that observable), and where it is."""
@@ -373,6 +392,8 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
         inh = _macrocolumn_sum(pops["interneuron"], np.asarray(obs["interneuron"]["r"], float)) \
             / circuit.meta.n_inh
         out.update(pooled_error=err, interneuron_rate=inh, division=1.0 + gains.g_sh * inh)
+        over = _over_intensity(o, level, T)
+        over_mc = _macrocolumn_sum(pops[src], over.astype(float)) if over is not None else np.zeros(err.shape)
         if rate_level:
             tol = np.full(err.shape, RATE_TOLERANCE)
         else:   # the pooled intensity follows the spike input: allow 5 % or 3 sigma of the pool's
@@ -382,9 +403,14 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
         d_min, d_max = division_bounds(gains)
         for h, i in zip(*np.nonzero(np.abs(err) > tol)):
             what = "below" if err[h, i] < 0 else "above"
-            cause = ("its interneurons are silent: the drive cannot reach the set point, so the "
-                     "macrocolumn is not divided" if inh[h, i] <= 0 else
-                     "the interneurons' loop has not settled: run longer (duration)")
+            if inh[h, i] <= 0:
+                cause = ("its interneurons are silent: the drive cannot reach the set point, so the "
+                         "macrocolumn is not divided")
+            elif over_mc[h, i] > 0:
+                cause = (f"{over_mc[h, i]:g} of its {src} cells fire above their intensity (rectified part "
+                         "of the time, see below): a bias that a longer run does not remove")
+            else:
+                cause = "the interneurons' loop has not settled: run longer (duration)"
             viol.append(f"macrocolumn (head {h}, query {i}): pooled {src} rate {pooled[h, i]:.6g} Hz is "
                         f"{abs(err[h, i]):.3g} {what} its set point {R_set[h, i]:.6g} Hz; {cause}")
         for h, i in zip(*np.nonzero(inh > gains.r_inh_max * (1 + 1e-9))):
@@ -406,6 +432,13 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
                 rect[name] = k
                 viol.append(f"{name}: {k} cell(s) rectified (somatic drive below rest, rate clipped at 0): "
                             f"the offset code's worst-case bound was exceeded; use signed='onoff'")
+        over = _over_intensity(o, level, T) if pop.cell_type in PHI_CORRECTED_CELLS else None
+        if over is not None and over.any():
+            rect[name] = int(over.sum())
+            viol.append(f"{name}: {rect[name]} cell(s) fire more spikes than their intensity predicts: their "
+                        "phi-bias-corrected drive is below rest part of the time (the correction is past its "
+                        "second-order range: dendritic fluctuations too large), so their rates are biased "
+                        "upward; scale down the weights or the declared input range")
         if max_rate is not None and "r" in o and np.size(o["r"]):
             inten = np.asarray(o.get("expected_r", o["r"]), float)
             k = int(np.count_nonzero(inten > max_rate))

@@ -274,3 +274,23 @@ def test_offset_code_with_a_strong_skip_path_is_exact():
     res = simulate_mhsa(X, *W, WS=WS, neuron="rate", signed="offset", duration=0.5)
     for stage, m in res.metrics().items():
         assert m["max_rel_error"] <= 1e-6, (stage, m)
+
+
+def test_escape_cells_past_the_phi_correction_are_reported_not_called_unsettled():
+    """At weight scale 3 the dendrites fluctuate past the phi-bias correction's range: corrected
+    L2/3 somata are driven below rest part of the time and fire more spikes than their intensity.
+    The warning names that bias (it does not fall with the window), not an unsettled loop."""
+    import warnings
+    from ctmhsa.sims.config import problem_inputs
+
+    x = problem_inputs(n=5, H=2, dk=4, dv=4, de=5, input_seed=13, weight_scale=3.0)
+    with pytest.warns(OperatingRangeWarning, match="fire above their intensity"):
+        res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape", duration=2.0, seed=21)
+    rep = res.diagnostics["operating"]
+    assert rep["rectified"]["l23"] > 0
+    assert any("fire more spikes than their intensity" in v for v in rep["violations"])
+    x = problem_inputs(n=5, H=2, dk=4, dv=4, de=5, input_seed=13, weight_scale=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OperatingRangeWarning)
+        res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape", duration=2.0, seed=21)
+    assert "l23" not in res.diagnostics["operating"]["rectified"]
