@@ -249,6 +249,9 @@ class CircuitMeta:
     dale : bool
         Dale's law: every cell excitatory or inhibitory, negative weights carried by feedforward
         inhibitory followers (:mod:`ctmhsa.circuits.dale`).
+    firing : str
+        How the escape level's cells fire (:data:`ctmhsa.neurons.models.FIRING`): ``"poisson"``
+        (escape noise), ``"regular"`` or ``"population"`` (perfect integrate-and-fire somata).
     """
 
     level: str = ""
@@ -271,6 +274,7 @@ class CircuitMeta:
     blocks: tuple = ()
     classes: int = 0
     dale: bool = False
+    firing: str = "poisson"
 
     @classmethod
     def from_dict(cls, d) -> "CircuitMeta":
@@ -315,6 +319,15 @@ class Circuit:
         self.name = name
         self.meta = CircuitMeta.from_dict(meta)
         self.graph = nx.MultiDiGraph(name=name)
+
+    def with_meta(self, **changes) -> "Circuit":
+        """The same populations and projections under ``meta`` with ``changes`` (a new circuit)."""
+        out = Circuit(self.name, meta=dict(self.meta.to_dict(), **changes))
+        for pop in self.populations.values():
+            out.add_population(pop)
+        for proj in self.projections.values():
+            out.add_projection(proj)
+        return out
 
     # -- construction -------------------------------------------------------------------------
     def add_population(self, pop: Population) -> Population:

@@ -23,7 +23,8 @@ import brian2 as b2
 import numpy as np
 
 from ctmhsa.neurons.backend import configure_brian2
-from ctmhsa.neurons.models import PHI_COVARIANCE, add_step_code, count_variance, get_model, initial_draws, synapse_model
+from ctmhsa.neurons.models import (PHI_COVARIANCE, add_step_code, count_variance, get_model, initial_draws,
+                                    stratify_phases, synapse_model)
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, with_units
 from ctmhsa.neurons.window import COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, Probe, measure
 
@@ -318,7 +319,7 @@ def instantiate(
     streams = _stream_arrays(circuit, level, stream or {})
     groups, folds, tables = _populations(circuit, level, phi, law, ns, clock, plan, replay, counting, replay_steps,
                                          streams)
-    synapses, pairs = _projections(circuit, level, ns, clock, groups, folds, plan, replay)
+    synapses, pairs = _projections(circuit, level, ns, clock, groups, folds, plan, replay, params)
     cov = _covariance_synapses(circuit, level, ns, clock, groups, values)
     synapses.update({k: v[0] for k, v in cov.items()})
     pairs.update({k: v[1] for k, v in cov.items()})
@@ -377,14 +378,32 @@ def assign(built: BuiltCircuit, values: CircuitValues, seed: int | None, run_arg
         built.replay_source = replay
 
 
+def copies(pop) -> int:
+    """Copies per dimension of a population (the size of its ``p`` axis, else 1)."""
+    return pop.sizes[pop.axes.index("p")] if "p" in pop.axes else 1
+
+
+def _phases(pop, model, draws: dict) -> dict:
+    """``draws`` with a ``"population"``'s phases evenly spread over each dimension's copies
+    (:func:`ctmhsa.neurons.models.stratify_phases`); other models' draws unchanged."""
+    P = copies(pop)
+    if model.firing != "population" or P == 1 or "S" not in draws:
+        return draws
+    others = [a for a in pop.axes if a != "p"]
+    dim = np.ravel_multi_index([pop.axis(a) for a in others], [pop.sizes[pop.axes.index(a)] for a in others]) \
+        if others else np.zeros(pop.N, int)
+    return dict(draws, S=stratify_phases(draws["S"], pop.axis("p"), dim, P))
+
+
 def _write_values(built: BuiltCircuit, values: CircuitValues, seed, run_args) -> None:
     built.seed = seed
     for name, pop in built.circuit.populations.items():
         if name in built.replayed:
             continue
-        model, g, folds = get_model(built.level, pop.cell_type), built.groups[name], built.folds.get(name, [])
+        model = get_model(built.level, pop.cell_type, built.circuit.meta.firing)
+        g, folds = built.groups[name], built.folds.get(name, [])
         # the escape cells' first uniform draws: seeded per population, the same on every device
-        init = {**initial_draws(model, pop.N, seed, name), **values.init.get(name, {})}
+        init = {**_phases(pop, model, initial_draws(model, pop.N, seed, name)), **values.init.get(name, {})}
         for kind, items in (("params", values.params.get(name, {})), ("init", init)):
             for var, val in items.items():
                 if name in built.streamed and var == "r_in":   # follows its stream table
@@ -540,7 +559,7 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
             groups[name] = b2.SpikeGeneratorGroup(pop.N, np.asarray(idx, np.int32),
                                                   np.asarray(times, float) * b2.second, name=name, clock=clock)
             continue
-        model = get_model(level, pop.cell_type)
+        model = get_model(level, pop.cell_type, circuit.meta.firing)
         plans = plan.get(name, [])
         rendered = model.render(phi, incoming[name], law=law)
         if name in (streams or {}):   # r_in from the stream table: one row per presentation
@@ -598,16 +617,17 @@ def replay_table(cells, times, N: int, steps: int, dt: float) -> np.ndarray:
 
 
 def _projections(circuit: Circuit, level: str, ns, clock, groups: dict, folds: dict, plan: dict,
-                 replay=()) -> tuple:
+                 replay=(), params: CellParams = DEFAULT_PARAMS) -> tuple:
     """One Synapses object per projection (onto the folded group where its compartment folds),
     and its synapses' cells in the description ``(i, j)`` (the weights' order)."""
     synapses, pairs = {}, {}
     pops = circuit.populations
     gated = perturb.silenced(circuit)
     for pname, proj in circuit.projections.items():
-        kw = synapse_model(get_model(level, pops[proj.source].cell_type),
+        kw = synapse_model(get_model(level, pops[proj.source].cell_type, circuit.meta.firing),
                            get_model(level, pops[proj.target].cell_type), proj.compartment, pname,
-                           gated=proj.source in gated, replayed=proj.source in replay, sign=proj.sign)
+                           gated=proj.source in gated, replayed=proj.source in replay, sign=proj.sign,
+                           source_copies=copies(pops[proj.source]), params=params)
         i, j, post, f = simulated_pairs(circuit, proj, plan)
         target = groups[proj.target] if f is None else \
             next(fg.group for fg in folds[proj.target] if fg.fold is f)

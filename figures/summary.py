@@ -137,7 +137,8 @@ def draw_summary(results_dir, out: str | None = None, head: int = 0, macro: int 
                  for k in stages]
         ax.text(0.0, 1.0, "\n".join(lines), va="top", family="monospace", fontsize=7, transform=ax.transAxes)
     counts = res.counts
-    fig.suptitle(f"ctmhsa run: {res.level} level, n = {c['n']}, H = {c['H']}, dk = {c['dk']}, dv = {c['dv']}, "
+    firing = f" ({c['firing']} firing)" if c.get("firing", "poisson") != "poisson" else ""
+    fig.suptitle(f"ctmhsa run: {res.level} level{firing}, n = {c['n']}, H = {c['H']}, dk = {c['dk']}, dv = {c['dv']}, "
                  f"de = {c['de']}; {counts.get('neurons', 0):,} neurons, {counts.get('synapses', 0):,} synapses; "
                  f"window {c['duration']:g} s, seed {c.get('seed')}", fontsize=9)
     check_fonts(fig)

@@ -67,7 +67,10 @@ def draw_timescale(path: str, out: str | None = None) -> str:
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("presentation time (s)")
     ax.set_ylabel(f"{X} NRMSE (median over presentations)")
-    ax.set_title(f"stream of {doc['T']} token sets, escape level\n(dotted: noise floor, streamed)")
+    cells = doc.get("firing", "poisson") + " firing"
+    if doc.get("params", {}).get("tau_m", 0.01) != 0.01:
+        cells += f", τ_m {1e3 * doc['params']['tau_m']:g} ms"
+    ax.set_title(f"stream of {doc['T']} token sets, escape level, {cells}\n(dotted: noise floor, streamed)")
     ax.legend(fontsize=7, ncol=1 if len(doc["P"]) < 3 else 2, loc="best")
     if lat:
         ax2 = axes[1]

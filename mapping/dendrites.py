@@ -44,7 +44,7 @@ from ctmhsa.circuits.fold import fold_classes
 from ctmhsa.circuits.covariance import covariance_coefficients, covariance_pairs, shared_dendrite_inputs
 from ctmhsa.neurons.models import PHI_COVARIANCE, PHI_VARIANCE, get_model
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, k_syn
-from ctmhsa.neurons.shotnoise import shot_noise_gain, soma_cross_gain
+from ctmhsa.neurons.shotnoise import regular_ratio, shot_noise_gain, soma_cross_gain
 
 __all__ = ["shot_noise_gain", "soma_cross_gain", "dendrite_variance", "phi_variances"]
 
@@ -134,14 +134,27 @@ def phi_variances(circuit, values, params: CellParams = DEFAULT_PARAMS, dt: floa
             for pname in projs:
                 proj = circuit.projections[pname]
                 i, j = circuit.pairs(proj, post_cells=reps)
-                p = np.clip(_source_rates(circuit, values, proj.source)[i] * dt, 0.0, 1.0)
+                rate = _source_rates(circuit, values, proj.source)[i]
+                p = np.clip(rate * dt, 0.0, 1.0)
                 w = circuit.synapse_weights(proj, values.weights[pname], i, j)
-                var += np.bincount(np.searchsorted(reps, j), weights=_count_variance_terms(p, w, ks),
-                                   minlength=len(reps))
+                terms = _count_variance_terms(p, w, ks) * _periodic(circuit, level, proj.source, rate, params)
+                var += np.bincount(np.searchsorted(reps, j), weights=terms, minlength=len(reps))
             out.setdefault(name, {})[PHI_VARIANCE[comp]] = var[cls] * G / params.u ** 2
         if getattr(model, "covariance", False):
             out.setdefault(name, {})[PHI_COVARIANCE] = _covariance(circuit, values, name, incoming, params, dt)
     return out
+
+
+def _periodic(circuit, level: str, source: str, rate, params: CellParams):
+    """1 for a Poisson source; for a perfect integrator (``meta.firing``) the fraction of the
+    Poisson variance its periodic train makes (:func:`ctmhsa.neurons.shotnoise.regular_ratio`):
+    at its own rate (``"regular"``), or at its dimension's summed rate (``"population"``)."""
+    pop = circuit.populations[source]
+    firing = get_model(level, pop.cell_type, circuit.meta.firing).firing
+    if firing == "poisson":
+        return 1.0
+    n = pop.sizes[pop.axes.index("p")] if firing == "population" and "p" in pop.axes else 1
+    return regular_ratio(n * np.asarray(rate, float), params)
 
 
 def _covariance(circuit, values, name, incoming, params, dt) -> np.ndarray:

@@ -20,11 +20,22 @@ import numpy as np
 
 from ctmhsa.circuits.transformer import RELAY_SETS, block_prefix, stream_source
 
+from ctmhsa.neurons.models import get_model
+
 from .decode import per_dimension
+from .noise import quantisation_fano
 from .reference import FEATURE_MAPS
 from .transformer import normalise
 
 __all__ = ["model_floors"]
+
+
+def _fano(circuit, obs, pop: str, T: float) -> float:
+    """Fano factor of a population's counts: 1 (Poisson), or the quantisation of perfect
+    integrators (``meta.firing``, :func:`ctmhsa.mapping.noise.quantisation_fano`)."""
+    p = circuit.population(pop)
+    firing = get_model("escape", p.cell_type, circuit.meta.firing).firing
+    return 1.0 if firing == "poisson" else quantisation_fano(p, obs[pop]["r"], T, firing)
 
 
 def _signed_var(circuit, obs, pop: str, rho: float, T: float) -> np.ndarray:
@@ -32,14 +43,14 @@ def _signed_var(circuit, obs, pop: str, rho: float, T: float) -> np.ndarray:
     p = circuit.population(pop)
     d = per_dimension(p, obs[pop]["r"])
     copies = p.sizes[p.axes.index("p")] if "p" in p.axes else 1
-    return (d[..., 0] + d[..., 1]) / (T * copies * rho ** 2)
+    return _fano(circuit, obs, pop, T) * (d[..., 0] + d[..., 1]) / (T * copies * rho ** 2)
 
 
 def _plain_var(circuit, obs, pop: str, scale, T: float) -> np.ndarray:
     """Variance of a decoded single-cell value ``r / scale``."""
     p = circuit.population(pop)
     copies = p.sizes[p.axes.index("p")] if "p" in p.axes else 1
-    return per_dimension(p, obs[pop]["r"]) / (T * copies * np.asarray(scale, float) ** 2)
+    return _fano(circuit, obs, pop, T) * per_dimension(p, obs[pop]["r"]) / (T * copies * np.asarray(scale, float) ** 2)
 
 
 def model_floors(circuit, menc, obs: dict, reference: dict, model, T: float, phi: str = "elu1",

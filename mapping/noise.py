@@ -31,8 +31,9 @@ from ctmhsa.circuits.parts import area_hook, register_hook
 from ctmhsa.mapping.decode import per_dimension
 from ctmhsa.mapping.encode import copies
 from ctmhsa.mapping.reference import FEATURE_MAPS
+from ctmhsa.neurons.models import get_model
 
-__all__ = ["stage_noise_variance", "spike_generation_fano"]
+__all__ = ["stage_noise_variance", "spike_generation_fano", "quantisation_fano"]
 
 
 def spike_generation_fano(circuit, level: str, measured: dict) -> dict:
@@ -46,10 +47,59 @@ def spike_generation_fano(circuit, level: str, measured: dict) -> dict:
     interneurons are escape cells at every spiking level. A relay's intensity is constant, so its
     measured Fano is its spike generation's alone, a Bernoulli count per step: ``1 - r dt``
     (0.95 at the default problem's relays; taking 1 made the q, k, v floors 3 % high).
+
+    Cells whose soma is a perfect integrator (``meta.firing`` ``"regular"`` or ``"population"``,
+    :func:`ctmhsa.neurons.models.integrator_model`) have no Fano factor of their own: their
+    count is the integral of their intensity to within one spike. Their entry is the firing
+    mode, which :func:`stage_noise_variance` turns into the Fano factor of that quantisation
+    in its window (:func:`quantisation_fano`).
     """
-    return {p: (measured[p] if (pop.cell_type == "relay" or (level == "lif" and pop.cell_type != "interneuron"))
-                and p in measured else 1.0)
-            for p, pop in circuit.populations.items()}
+    out = {}
+    for p, pop in circuit.populations.items():
+        firing = get_model(level, pop.cell_type, circuit.meta.firing).firing
+        if firing != "poisson":
+            out[p] = firing
+        elif (pop.cell_type == "relay" or (level == "lif" and pop.cell_type != "interneuron")) and p in measured:
+            out[p] = measured[p]
+        else:
+            out[p] = 1.0
+    return out
+
+
+def quantisation_fano(pop, rates, T: float, firing: str) -> float:
+    """Effective Fano factor of a population of perfect integrators in a window of ``T`` s.
+
+    A perfect integrator's count in the window is the integral ``x`` of its intensity to within
+    one spike: with its phase at the window's start uniform, the count is ``floor(x)`` or
+    ``ceil(x)``, of variance ``f (1 - f)``, ``f = frac(x)``; over the spread of ``x`` between
+    cells that is ``1/6`` on average, and ``x (1 - x) ~ x`` where ``x < 1/6``: ``q(x) = min(x, 1/6)``
+    is used. ``"regular"`` cells count alone (``x = r T`` per cell), a ``"population"`` counts as
+    one integrator per dimension (``x = Σ_copies r T``). Returned as the Fano factor that gives
+    the same summed variance, ``Σ q(x) / Σ x`` (1 for Poisson counts), so that every propagation
+    of :func:`stage_noise_variance` applies unchanged.
+
+    Parameters
+    ----------
+    pop : Population
+    rates : array_like
+        Window rate of each cell (Hz).
+    T : float
+        Window (s).
+    firing : {"regular", "population"}
+    """
+    x = np.asarray(rates, float) * T
+    if firing == "population" and "p" in pop.axes:
+        x = per_dimension(pop, x, fill=0.0) * copies(pop)        # the dimension's summed count
+    x = x[np.isfinite(x)]
+    total = float(x.sum())
+    return float(np.minimum(x, 1.0 / 6.0).sum() / total) if total > 0 else 1.0
+
+
+def _resolved_fano(circuit, obs: dict, fano: dict, T: float) -> dict:
+    """``fano`` with each perfect integrator's firing mode replaced by its window's effective
+    Fano factor (:func:`quantisation_fano`)."""
+    return {p: (quantisation_fano(circuit.populations[p], obs[p]["rate"], T, f) if isinstance(f, str) else f)
+            for p, f in fano.items() if not isinstance(f, str) or p in obs}
 
 
 def _rate_var(pop, obs, fano, T):
@@ -69,7 +119,8 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
     obs : dict
         Window observables per population (``rate`` in Hz).
     fano : dict
-        Measured Fano factor per population (1 for Poisson counts).
+        Fano factor of each population's own spike generation (1 for Poisson counts), or its
+        firing mode for perfect integrators (:func:`spike_generation_fano`).
     T : float
         Measurement window (s).
     stages : dict
@@ -81,6 +132,7 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
     """
     WQ, WK, WV, WO, WS = weights.WQ, weights.WK, weights.WV, weights.WO, weights.WS
     pops, c = circuit.populations, encoding.consts
+    fano = _resolved_fano(circuit, obs, fano, T)
     g = c["gains"]
     f, df = FEATURE_MAPS[phi]
     out = {}

@@ -18,7 +18,10 @@ at the rate level) and every cell spikes with probability ``r dt`` per step, wit
 spike on the membrane (escape noise, Urbanczik & Senn 2014). Because the rate is linear in the
 somatic potential and in the apical factor, the expected rate equals the rate-level rate when
 the inputs to a product are independent: the level's error is spike-count noise. The spikes are
-sampled one interval at a time, with one random number per spike (see :data:`ESCAPE`).
+sampled one interval at a time, with one random number per spike (see :data:`ESCAPE`). With
+``firing="regular"`` or ``"population"`` (:data:`FIRING`) the same cells have a perfect
+integrate-and-fire soma instead, which fires the window integral of ``r`` to within one spike
+(:func:`integrator_model`).
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from .threshold import CellThresholder
 __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
            "add_step_code", "PHI_VARIANCE", "PHI_CORRECTED", "corrected_phi_expression", "CorrectedCellModel",
-           "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance", "FollowerModel"]
+           "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance", "FollowerModel", "FIRING", "integrator_model",
+           "stratify_phases"]
 
 PHI_EXPRESSIONS = {
     # elu(x) + 1 == max(x, 0) + exp(min(x, 0))
@@ -130,6 +134,10 @@ class CellModel:
     uniform_init : tuple of str
         Variables that start from independent uniform draws in (0, 1], one per cell (seeded per
         run by the instantiation, see :func:`initial_draws`).
+    firing : str
+        How the soma turns its intensity ``r`` into spikes (:data:`FIRING`): ``"poisson"`` (the
+        escape cells' Bernoulli draws), or a perfect integrator (``"regular"``, ``"population"``,
+        see :func:`integrator_model`); informational for the other cells.
     """
 
     equations: str
@@ -147,6 +155,7 @@ class CellModel:
     integrated: tuple = ()
     init: dict = field(default_factory=dict)
     uniform_init: tuple = ()
+    firing: str = "poisson"
     units: dict = field(default_factory=lambda: {"r": "Hz", "V_b": "volt", "V_a": "volt", "U": "volt",
                                                  "P": "1", "v": "volt"})
 
@@ -206,9 +215,11 @@ def register(level: str, cell_type: str):
     return deco
 
 
-def get_model(level: str, cell_type: str) -> CellModel:
+def get_model(level: str, cell_type: str, firing: str = "poisson") -> CellModel:
+    """The model of ``cell_type`` at ``level``, its escape-noise soma made a perfect integrator
+    for ``firing`` ``"regular"`` or ``"population"`` (:func:`integrator_model`)."""
     try:
-        return MODELS[(level, cell_type)]
+        return integrator_model(MODELS[(level, cell_type)], firing)
     except KeyError:
         levels = sorted({lv for lv, _ in MODELS})
         raise ValueError(
@@ -230,6 +241,28 @@ def initial_draws(model: CellModel, n: int, seed, stream: str) -> dict:
         rng = np.random.default_rng(np.random.SeedSequence(None if seed is None else [int(seed), tag]))
         out.update({v: 1.0 - rng.random(n) for v in model.uniform_init})
     return out
+
+
+def stratify_phases(phases: np.ndarray, copy: np.ndarray, dimension: np.ndarray, copies: int) -> np.ndarray:
+    """Phases of a ``"population"`` (:data:`FIRING`): the copies of a dimension evenly spread,
+    ``S_k = 1 - frac(U + k/P)`` for copy ``k`` of ``P``, ``U`` the first copy's seeded draw
+    (``1 - phases`` of it), so that ``P`` integrators driven alike fire in turn.
+
+    Parameters
+    ----------
+    phases : ndarray
+        The cells' independent draws in (0, 1] (:func:`initial_draws`).
+    copy, dimension : ndarray of int
+        Each cell's copy index (``0 .. copies - 1``) and an integer key of its dimension (the
+        cells sharing every other axis).
+    copies : int
+        Copies per dimension.
+    """
+    phases, copy, dimension = np.asarray(phases, float), np.asarray(copy), np.asarray(dimension)
+    first = copy == 0
+    offset = np.zeros(int(dimension.max()) + 1 if dimension.size else 0)
+    offset[dimension[first]] = 1.0 - phases[first]
+    return 1.0 - np.mod(offset[dimension] + copy / copies, 1.0)
 
 
 def add_step_code(group, model: CellModel, clock) -> None:
@@ -430,7 +463,7 @@ SYNAPSE_WEIGHT_UNITS = {"volt": "volt*second", "1": "second", "Hz": "1"}
 
 
 def synapse_model(source: CellModel, target: CellModel, compartment: str, name: str, gated: bool = False,
-                  replayed: bool = False, sign: str = "") -> dict:
+                  replayed: bool = False, sign: str = "", source_copies: int = 1, params=None) -> dict:
     """Keyword arguments of ``brian2.Synapses`` for projection ``name`` onto ``compartment``.
 
     A spiking source is event-driven: each spike adds ``w * k_syn`` to the target's exponential
@@ -458,6 +491,9 @@ def synapse_model(source: CellModel, target: CellModel, compartment: str, name: 
     (two summed variables cannot write one target).
 
     Onto a follower (:class:`FollowerModel`) a spike adds ``w`` to the follower's pending count.
+
+    ``source_copies`` (the source's copies per dimension) and ``params`` (``tau_d``, ``tau_syn``)
+    give the variance of a source whose soma is a perfect integrator (:func:`count_variance`).
     """
     rate = f"{source.output}_pre*gate_pre" if gated else f"{source.output}_pre"
     if getattr(target, "follower", False) and source.spiking:
@@ -466,7 +502,7 @@ def synapse_model(source: CellModel, target: CellModel, compartment: str, name: 
     w = f"w : {SYNAPSE_WEIGHT_UNITS[unit]} (constant)"
     lines = [w]
     if compartment in getattr(target, "corrected", ()) and sign != "-":
-        var = "pvar" if replayed else count_variance(rate)
+        var = "pvar" if replayed else count_variance(rate, source.firing, source_copies, params)
         wv = "wv" if sign == "+" else "w"
         lines.append(f"{PHI_VARIANCE[compartment]}_post = ({wv}*k_syn/u)**2*G_shot*{var} : 1 (summed)")
         if sign == "+":
@@ -478,11 +514,22 @@ def synapse_model(source: CellModel, target: CellModel, compartment: str, name: 
     return dict(model="\n".join(lines + [f"in_{name}_post = w*{rate} : {unit} (summed)"]))
 
 
-def count_variance(rate: str) -> str:
+def count_variance(rate: str, firing: str = "poisson", copies: int = 1, params=None) -> str:
     """Brian2 expression of the spike-count variance per step, ``p (1 - p)`` with
-    ``p = clip(rate dt, 0, 1)``, of an escape cell of intensity ``rate``."""
+    ``p = clip(rate dt, 0, 1)``, of an escape cell of intensity ``rate``; for a perfect
+    integrator (``firing`` ``"regular"``, or ``"population"`` of ``copies`` cells of evenly
+    spread phases, one periodic train at ``copies`` times the rate), the same times the
+    fraction of a Poisson train's dendritic variance that a periodic train makes
+    (:func:`ctmhsa.neurons.shotnoise.regular_ratio`, with ``params``' ``tau_d`` and ``tau_syn``)."""
     p = f"clip({rate}*dt, 0, 1)"
-    return f"{p}*(1 - {p})"
+    if firing == "poisson":
+        return f"{p}*(1 - {p})"
+    from .shotnoise import regular_ratio_expression
+
+    if params is None:
+        raise ValueError("count_variance: a perfect integrator's variance needs params (tau_d, tau_syn)")
+    train = f"{int(copies)}*{rate}" if firing == "population" else rate
+    return f"{p}*(1 - {p})*{regular_ratio_expression(train, params)}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -645,6 +692,42 @@ def _threshold_interneuron(rate_model: CellModel) -> CellModel:
 
 
 MODELS[("escape", "interneuron")] = _threshold_interneuron(MODELS[("rate", "interneuron")])
+
+FIRING = ("poisson", "regular", "population")
+"""How the escape level's cells turn their intensity into spikes: ``"poisson"`` (escape noise,
+:data:`ESCAPE`), ``"regular"`` (a perfect integrate-and-fire soma per cell, independent phases)
+and ``"population"`` (the same, the phases of a dimension's copies evenly spread: the copies
+fire as one integrator of their summed rate). See :func:`integrator_model`, docs/timescale.md."""
+
+INTEGRATOR = "S -= clip(r*dt, 0, 1)\n" + _WINDOW_INTEGRAL
+"""Membrane update of a perfect integrate-and-fire soma before its spike condition ``S < 0``:
+``S`` is the distance to threshold, charged by the intensity ``r`` (at most one spike a step)."""
+
+
+def integrator_model(model: CellModel, firing: str) -> CellModel:
+    """``model`` with its escape-noise soma replaced by a perfect integrate-and-fire soma when
+    ``firing`` is ``"regular"`` or ``"population"`` (other models, and ``"poisson"``, unchanged).
+
+    The soma integrates the same intensity ``r`` the escape cell would draw its spikes from,
+    fires when it reaches threshold and keeps the excess (``S += 1``): its count in any window
+    is the window integral of ``r`` to within one spike, whatever the window, and it draws no
+    random number (its phase, ``S`` at the start, is the seed's: :func:`initial_draws`). The
+    expected rate is the escape cell's, so the mapping and the decoding are the same; only the
+    count noise changes, from Poisson (variance = mean) to the quantisation of one spike (the
+    noise floors, :func:`ctmhsa.mapping.noise.spike_generation_fano`). ``"population"`` also
+    spreads the phases of a dimension's copies evenly (:func:`ctmhsa.circuits.instantiate`):
+    copies driven alike then fire in turn, as one integrator of their summed rate, so the
+    population's count is within one spike of its integral (an efficient population code,
+    Boerlin, Machens & Deneve 2013, where a cell's spike removes the shared error the others
+    would have fired on).
+    """
+    if firing not in FIRING:
+        raise ValueError(f"firing: expected one of {list(FIRING)}, got {firing!r}")
+    if firing == "poisson" or model.pre_threshold != ESCAPE_SURVIVAL:
+        return model
+    eqs = "\n".join(line for line in model.equations.splitlines() if line.strip() != "u_next : 1")
+    return replace(model, equations=eqs, pre_threshold=INTEGRATOR, threshold="S < 0", reset="S += 1",
+                   init={k: v for k, v in model.init.items() if k != "S"}, uniform_init=("S",), firing=firing)
 # L2/3: basal query (shunted soma drive) and apical key; the linear circuit's outer-product
 # cells: apical key; its read-out cells: basal query (shunted soma drive)
 for _ct, _comps in (("l23", ("basal", "apical")), ("kv_write", ("apical",)), ("kv_read", ("basal",))):

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
-__all__ = ["CellParams", "DEFAULT_PARAMS", "SomaParams", "DEFAULT_SOMA", "with_units", "k_syn", "seconds"]
+__all__ = ["CellParams", "DEFAULT_PARAMS", "HIGH_CONDUCTANCE", "SomaParams", "DEFAULT_SOMA", "with_units", "k_syn", "seconds"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,14 @@ class CellParams:
 
 
 DEFAULT_PARAMS = CellParams()
+
+HIGH_CONDUCTANCE = CellParams(tau_m=5e-3, tau_d=5e-3)
+"""Somatic and dendritic time constants of 5 ms: cortical cells under the synaptic bombardment
+of the awake state (the high-conductance state, Destexhe, Rudolph & Pare 2003, Nat Rev Neurosci
+4:739: membrane time constants fall to a fifth of their value at rest). The circuit follows a
+change of its tokens in half the time (90 % of a change in 55 ms, docs/timescale.md); where the
+cells fire Poisson spikes, their dendrites then average fewer spikes (16 % more error at one
+window)."""
 
 
 @dataclass(frozen=True)

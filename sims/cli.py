@@ -19,8 +19,8 @@ from importlib import import_module, metadata
 
 import numpy as np
 
-
 from ctmhsa.mapping.weights import LAYOUTS
+from ctmhsa.neurons.models import FIRING
 
 from .benchmarks import BENCHMARKS, benchmark, run_benchmark
 from .config import (DEFAULTS, SIZE_KEYS, default_config_path, make_inputs, output_dir, read_config, resolve_config,
@@ -117,6 +117,8 @@ def _run_config(args) -> dict:
         circuit["neuron"] = args.neuron
     if args.dale:
         circuit["dale"] = True
+    if args.firing is not None:
+        circuit["firing"] = args.firing
     for key in ("duration", "seed", "codegen", "device", "checkpoints", "threads"):
         if getattr(args, key) is not None:
             run[key] = getattr(args, key)
@@ -183,6 +185,8 @@ def _cmd_run_model(args) -> int:
                                   presentation=args.presentation).items() if v is not None}
     if args.dale:
         opts["dale"] = True
+    if args.firing is not None:
+        opts["firing"] = args.firing
     neuron = args.neuron or "escape"
     if not args.quiet:
         print(f"ctmhsa run --model {args.model}: {model!r}")
@@ -212,9 +216,7 @@ def _cmd_digits(args) -> int:
     from ctmhsa.mapping.model import load_model
     from ctmhsa.sims.benchmarks.digits import EXAMPLES, classification_row
     from .classify import classify
-    from ctmhsa.neurons.params import CellParams
-
-    from .digits import TAU_RELAY, calibration_set, test_set
+    from .digits import calibration_set, cells, test_set, window_lag
     from .io import atomic_write_json, results_directory
 
     model = load_model(args.model)
@@ -228,9 +230,13 @@ def _cmd_digits(args) -> int:
     if not args.quiet:
         print(f"ctmhsa digits: {model!r}\n  {count} test images, {args.neuron} level, {args.presentation:g} s each")
     record = ("classes",) if args.neuron != "rate" else False
+    spiking = cells(args.firing if args.neuron == "escape" else "poisson")
+    if args.neuron == "escape":
+        spiking["lag"] = window_lag(args.presentation, args.firing)
+    else:   # the rate level has no spikes; its time constants are the circuit's
+        spiking.pop("firing")
     c = classify(model, images[:count], labels[:count], neuron=args.neuron, presentation=args.presentation,
-                 report=None if args.quiet else "progress", record_spikes=record, calibration=cal,
-                 params=CellParams(tau_relay=TAU_RELAY), **opts)
+                 report=None if args.quiet else "progress", record_spikes=record, calibration=cal, **spiking, **opts)
     doc = dict(benchmark="digits", quick=False, model=model.name, source=model.source, images=count,
                presentations=[args.presentation], seed=args.seed, P=args.P, rows=[classification_row(c, EXAMPLES, images)],
                float_accuracy=c.float_accuracy, labels=c.labels.tolist(),
@@ -506,6 +512,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--neuron", choices=["rate", "escape", "lif"], help="override the fidelity level")
     run.add_argument("--dale", action="store_true",
                      help="Dale's law: every cell excitatory or inhibitory (feedforward inhibitory followers)")
+    run.add_argument("--firing", choices=FIRING,
+                     help="escape level: how cells fire (poisson: escape noise, the default; regular: perfect "
+                          "integrate-and-fire somata; population: the same, each dimension's copies in turn)")
     run.add_argument("--duration", type=_times, help="override the simulated window (s)")
     run.add_argument("--seed", type=int, help="override the simulation seed")
     run.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target")
@@ -554,6 +563,9 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--images", type=_count(1), help="test images (default all 497)")
     dg.add_argument("--seed", type=int, help="simulation seed (default 0)")
     dg.add_argument("--P", type=_count(1), help="cells per value (default 4 at the spiking levels)")
+    dg.add_argument("--firing", choices=FIRING, default="population",
+                    help="escape level: how cells fire (default population: each value's copies as one perfect "
+                         "integrator, 5 ms cells; poisson: escape noise)")
     dg.add_argument("--model", default="digits", help="model file or shipped name (default digits)")
     dg.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target (default auto)")
     dg.add_argument("--out", default=os.path.join("results", "digits"), help="results directory (default results/digits)")

@@ -34,13 +34,50 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["DIGITS_TRAIN", "DIGITS_TEST", "N_TOKENS", "PATCH_INPUTS", "TEST_FILE", "TRAIN_FILE", "patches",
-           "load_images", "train_set", "test_set", "calibration_set", "TAU_RELAY"]
+           "load_images", "train_set", "test_set", "calibration_set", "TAU_RELAY", "FIRING", "cells", "SETTLE",
+           "window_lag"]
 
 TAU_RELAY = 20e-3
-"""``CellParams.tau_relay`` (s) of the digits circuit: a stream of images needs a faster chain
-than the 40 ms default (set for accuracy on one token set): at the rate level the logits were
-within 0.3-4 % of the float model's 0.2 s after an image's start with 10 ms, 17-137 % with 40 ms;
-at the escape level 20 ms with 0.5 s per image agreed on 12 of 12 images, 10 ms on 9 (docs/digits.md)."""
+"""``CellParams.tau_relay`` (s) of the digits circuit with Poisson (escape-noise) cells: a stream
+of images needs a faster chain than the 40 ms default (set for accuracy on one token set): at the
+rate level the logits were within 0.3-4 % of the float model's 0.2 s after an image's start with
+10 ms, 17-137 % with 40 ms; at the escape level 20 ms with 0.5 s per image agreed on 12 of 12
+images, 10 ms on 9 (docs/digits.md)."""
+
+FIRING = "population"
+"""How the digits circuit's cells fire by default (:data:`ctmhsa.neurons.models.FIRING`): each
+value's copies as one perfect integrator (docs/digits.md: 94 % at 0.2 s per image, against 26 %
+with Poisson cells)."""
+
+
+SETTLE = 0.125
+"""s after an image's start at which the digits circuit of integrators (:func:`cells`) is read:
+its decoding window is ``[min(SETTLE, presentation / 2), presentation)``. Chosen on training
+images only (the first 150, 0.2 s each, agreement with the float model: lag 0.10 s 96.7 %,
+0.12 and 0.13 s 99.3 %, 0.14 and 0.15 s 98.7 %, 0.16 s 96.7 %; docs/digits.md): the chain
+settles in about 0.12 s, and a later start leaves a shorter window."""
+
+
+def window_lag(presentation: float, firing: str = FIRING):
+    """The decoding lag (s) of the digits circuit: :data:`SETTLE` (at most half the presentation)
+    for integrators, ``None`` (the models' default, half the presentation) for Poisson cells."""
+    return None if firing == "poisson" else min(SETTLE, 0.5 * float(presentation))
+
+
+def cells(firing: str = FIRING) -> dict:
+    """``firing`` and ``params`` of the digits circuit. Perfect integrators
+    (``"population"``, ``"regular"``) run in the high-conductance state
+    (:data:`ctmhsa.neurons.params.HIGH_CONDUCTANCE`: 5 ms somata and dendrites) with 5 ms relays:
+    their counts carry little noise, so the chain can be fast without the relays' rectified pools
+    counting fluctuations as signal (the bias that set :data:`TAU_RELAY` for Poisson cells)."""
+    from ctmhsa.neurons.models import FIRING as MODES
+    from ctmhsa.neurons.params import HIGH_CONDUCTANCE, CellParams
+
+    if firing not in MODES:
+        raise ValueError(f"firing: expected one of {list(MODES)}, got {firing!r}")
+    if firing == "poisson":
+        return dict(firing=firing, params=CellParams(tau_relay=TAU_RELAY))
+    return dict(firing=firing, params=HIGH_CONDUCTANCE.replace(tau_relay=5e-3))
 
 DIGITS_TRAIN = 1300
 """Training images: the first 1,300 of ``sklearn.datasets.load_digits()``."""

@@ -29,7 +29,7 @@ from ctmhsa.circuits.dale import apply as dale_apply
 from ctmhsa.mapping.codes import CodeGains, default_gains
 from ctmhsa.mapping.inputs import as_input_range
 from ctmhsa.neurons.laws import check_law
-from ctmhsa.neurons.models import FIDELITY_LEVELS, PHI_EXPRESSIONS
+from ctmhsa.neurons.models import FIDELITY_LEVELS, FIRING, PHI_EXPRESSIONS
 from ctmhsa.neurons.params import DEFAULT_PARAMS, DEFAULT_SOMA, CellParams, seconds
 
 __all__ = ["CircuitOptions", "RunOptions", "split_options", "seconds", "DEFAULT_DT", "DEFAULT_WARMUP",
@@ -199,6 +199,12 @@ class CircuitOptions(_Options):
         Dale's law: every cell excitatory or inhibitory; the negative weights of every excitatory
         population are carried by feedforward inhibitory followers, one per cell
         (:mod:`ctmhsa.circuits.dale`; docs/physiology.md gives the cost in neurons).
+    firing : {"poisson", "regular", "population"}
+        How the escape level's cells turn their intensity into spikes
+        (:func:`ctmhsa.neurons.models.integrator_model`): escape noise (Poisson counts, the
+        default), a perfect integrate-and-fire soma per cell (a count within one spike of its
+        intensity's integral), or the same with the phases of each dimension's ``P`` copies
+        evenly spread (a population count within one spike). docs/timescale.md measures them.
     params : CellParams
         Physiological constants.
     gains : CodeGains, optional
@@ -222,6 +228,7 @@ class CircuitOptions(_Options):
     signed: str = "onoff"
     fold: bool = True
     dale: bool = False
+    firing: str = "poisson"
     params: CellParams = DEFAULT_PARAMS
     gains: CodeGains | None = None
     input_range: object = None
@@ -249,6 +256,13 @@ class CircuitOptions(_Options):
         if self.dale and self.circuit == "linear":
             raise ValueError("dale: Dale's law is built for circuit='quadratic'; the linear circuit's "
                              "outer-product cells remove a covariance of relays that their followers would share")
+        _choice("firing", self.firing, FIRING)
+        if self.firing != "poisson" and self.neuron != "escape":
+            raise ValueError(f"firing: {self.firing!r} makes the escape level's somata perfect integrators; "
+                             f"neuron={self.neuron!r} has no escape-noise cells (use neuron='escape')")
+        if self.firing != "poisson" and self.circuit == "linear":
+            raise ValueError(f"firing: {self.firing!r} is built for circuit='quadratic' (the linear circuit's "
+                             "outer-product cells correct a covariance of Poisson relays)")
         if self.signed not in SIGNED_CODES:
             raise ValueError(f"signed: expected 'offset' or 'onoff', got {self.signed!r}")
         if isinstance(self.n_inh, bool) or not isinstance(self.n_inh, (int, np.integer)) or self.n_inh < 1:
@@ -277,7 +291,8 @@ class CircuitOptions(_Options):
     def as_built(self, circuit):
         """``circuit`` (a description of :meth:`describe`) as it is built: under Dale's law when
         :attr:`dale` (its followers added, :func:`ctmhsa.circuits.dale.apply`), else itself."""
-        return dale_apply(circuit) if self.dale else circuit
+        out = dale_apply(circuit) if self.dale else circuit
+        return out.with_meta(firing=self.firing) if self.firing != out.meta.firing else out
 
     @classmethod
     def from_config(cls, config: dict) -> "CircuitOptions":
@@ -522,6 +537,9 @@ def check_run(options: CircuitOptions, run_options: RunOptions) -> None:
     if options.dale and ro.scheduler is not None:
         raise ValueError("scheduler: a split run rebuilds every head on its worker without Dale's law's "
                          "followers; run dale=True with scheduler=None (runtime or standalone device)")
+    if options.firing != "poisson" and ro.scheduler is not None:
+        raise ValueError(f"scheduler: a split run's workers replay the relays' spikes with a Poisson variance; "
+                         f"run firing={options.firing!r} with scheduler=None (runtime or standalone device)")
     bound, why = max_dt(options)
     if ro.dt > bound * (1 + 1e-9):
         raise ValueError(f"dt: {ro.dt:g} s is too coarse for the {level} level's cells: at most {bound:g} s "

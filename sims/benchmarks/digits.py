@@ -44,6 +44,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--P", type=int, default=None, help="cells per value (default: simulate_model's, 4)")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     parser.add_argument("--model", default="digits", help="model file or shipped name (default digits)")
+    parser.add_argument("--firing", choices=("poisson", "regular", "population"), default="population",
+                        help="how the escape cells fire (default population; ctmhsa.sims.digits.cells)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 20 images, 0.2 s, rate at 0.3 s")
     add_out_argument(parser, "bench_results/digits.json")
 
@@ -69,11 +71,11 @@ def classification_row(c, examples: int, images) -> dict:
 def main(args) -> int:
     from ctmhsa.mapping.model import load_model
     from ctmhsa.sims.classify import classify
-    from ctmhsa.neurons.params import CellParams
-    from ctmhsa.sims.digits import TAU_RELAY, calibration_set, test_set
+    from ctmhsa.sims.digits import calibration_set, cells, test_set, window_lag
 
     model = load_model(args.model)
-    params = CellParams(tau_relay=TAU_RELAY)
+    spiking = cells(args.firing)
+    params = spiking["params"]
     images, labels = test_set()
     cal = calibration_set() if args.model == "digits" else None
     count = len(labels) if args.images is None else int(args.images)
@@ -93,12 +95,12 @@ def main(args) -> int:
         doc["rows"].append(classification_row(c, EXAMPLES, x))
         _progress_line(c)
     for p in presentations:
-        c = classify(model, x, y, neuron="escape", presentation=p, seed=args.seed, calibration=cal, params=params,
-                     **opts)
+        c = classify(model, x, y, neuron="escape", presentation=p, seed=args.seed, calibration=cal, **spiking,
+                     lag=window_lag(p, args.firing), **opts)
         doc["rows"].append(classification_row(c, EXAMPLES, x))
         _progress_line(c)
     doc["float_accuracy"] = c.float_accuracy
-    doc["tau_relay"] = TAU_RELAY
+    doc["firing"], doc["params"], doc["tau_relay"] = args.firing, params.to_dict(), params.tau_relay
     doc["labels"] = y.tolist()
     doc["float_predictions"] = c.float_predictions.tolist()
     doc["wall_s"] = time.perf_counter() - t_all
@@ -114,7 +116,9 @@ def _progress_line(c) -> None:
 
 
 def _print_table(doc) -> None:
-    print(f"\ndigits: {doc['images']} test images, float accuracy {doc['float_accuracy']:.4f}")
+    print(f"\ndigits: {doc['images']} test images, float accuracy {doc['float_accuracy']:.4f}; escape cells: "
+          f"{doc.get('firing', 'poisson')} firing, tau_m {1e3 * doc.get('params', {}).get('tau_m', 0.01):g} ms, "
+          f"relays {1e3 * doc['tau_relay']:g} ms")
     print(f"{'level':<8}{'s/image':>8}{'neurons':>10}{'accuracy':>10}{'agreement':>11}{'wall/image':>12}")
     for r in doc["rows"]:
         print(f"{r['neuron']:<8}{r['presentation']:>8g}{r['neurons']:>10,}{r['accuracy']:>10.4f}{r['agreement']:>11.4f}"

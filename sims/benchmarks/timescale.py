@@ -44,6 +44,8 @@ import warnings
 
 import numpy as np
 
+from ctmhsa.neurons.models import FIRING
+from ctmhsa.neurons.params import DEFAULT_PARAMS, HIGH_CONDUCTANCE
 from ctmhsa.sims.io import atomic_write_json, versions
 from ctmhsa.sims.progress import progress
 
@@ -73,10 +75,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--T", type=int, default=None, help="token sets per stream (default 6)")
     parser.add_argument("--warmup", type=float, default=0.5, help="warm-up before the first presentation, s "
                                                                   "(default 0.5)")
-    parser.add_argument("--static", choices=("matched", "full"), default="matched",
+    parser.add_argument("--static", choices=("matched", "full", "none"), default="matched",
                         help="static runs decoded from the streamed window [lag, presentation) (matched, "
-                             "default) or from duration = presentation after the warm-up (full)")
+                             "default) or from duration = presentation after the warm-up (full); none: "
+                             "streams only")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
+    parser.add_argument("--firing", choices=FIRING, default="poisson",
+                        help="how the escape cells fire (default poisson; population: perfect integrators, "
+                             "each dimension's copies in turn, ctmhsa.neurons.models.integrator_model)")
+    parser.add_argument("--high-conductance", action="store_true",
+                        help="5 ms somatic and dendritic time constants (ctmhsa.neurons.params.HIGH_CONDUCTANCE)")
     parser.add_argument("--latency-P", type=int, default=None, help="P of the escape latency run (default 30)")
     parser.add_argument("--latency-seeds", type=int, default=None,
                         help="seeds averaged in the escape latency trace (default 4)")
@@ -136,10 +144,13 @@ def _warnings_into(record: list):
 
 
 def _summary(metrics: list[dict]) -> dict:
-    """Median NRMSE, r and noise floor of x̃ over presentations (``None``: skipped)."""
+    """Median NRMSE, r and noise floor of x̃ over presentations (``None``: skipped), and the
+    worst presentation's NRMSE and r."""
     kept = [m for m in metrics if m is not None]
     med = {k: float(np.median([m[k] for m in kept])) if kept else float("nan") for k in ("nrmse", "r", "noise_floor")}
-    return dict(nrmse_median=med["nrmse"], r_median=med["r"], noise_floor_median=med["noise_floor"])
+    return dict(nrmse_median=med["nrmse"], r_median=med["r"], noise_floor_median=med["noise_floor"],
+                nrmse_max=float(max(m["nrmse"] for m in kept)) if kept else float("nan"),
+                r_min=float(min(m["r"] for m in kept)) if kept else float("nan"))
 
 
 def _x_tilde(met: dict) -> dict:
@@ -148,17 +159,18 @@ def _x_tilde(met: dict) -> dict:
 
 
 def accuracy_row(mode: str, Xs: np.ndarray, W: dict, presentation: float, P: int, warmup: float, seed: int,
-                 codegen: str = "auto", static: str = "matched") -> dict:
+                 codegen: str = "auto", static: str = "matched", **cells) -> dict:
     """x̃'s error per presentation of ``Xs`` (``(T, n, de)``), streamed through one circuit or
     one set per circuit (``mode="static"``); medians over the presentations after the first.
-    The warnings of the runs are kept in the row (``warnings``), not printed."""
+    The warnings of the runs are kept in the row (``warnings``), not printed. ``cells``: options
+    of the cells (``firing``, ``params``)."""
     from ctmhsa.mapping.inputs import InputRange
     from ctmhsa.sims import simulate_mhsa
     from ctmhsa.sims.options import CircuitOptions, min_window
 
     if mode not in ("streamed", "static"):
         raise ValueError(f"mode: expected 'streamed' or 'static', got {mode!r}")
-    kw = dict(neuron="escape", P=P, warmup=warmup, codegen=codegen, input_range=InputRange.from_tokens(Xs), **W)
+    kw = dict(neuron="escape", P=P, warmup=warmup, codegen=codegen, input_range=InputRange.from_tokens(Xs), **W, **cells)
     t_min = min_window(CircuitOptions(neuron="escape"), 0.001)[0]
     t0 = time.perf_counter()
     per, counts, window, note, warned = [], None, None, None, []
@@ -229,10 +241,12 @@ def _gauss(y: np.ndarray, sigma_bins: float) -> np.ndarray:
 
 
 def escape_latency(X2: np.ndarray, W: dict, presentation: float, P: int, seeds: int, warmup: float,
-                   bin_s: float = 0.005, smooth_s: float = 0.005, seed: int = 0, codegen: str = "auto") -> dict:
+                   bin_s: float = 0.005, smooth_s: float = 0.005, seed: int = 0, codegen: str = "auto",
+                   **cell_options) -> dict:
     """The escape level's decoded x̃(t) around the switch between the two sets ``X2``: nucleus-2
     spikes counted in ``bin_s`` bins (the two presentations, aligned on the switch), decoded as
-    the window rates are (ON - OFF, copies averaged), averaged over ``seeds`` runs, smoothed."""
+    the window rates are (ON - OFF, copies averaged), averaged over ``seeds`` runs, smoothed.
+    ``cell_options``: options of the cells (``firing``, ``params``)."""
     from ctmhsa.mapping.decode import signed_rate
     from ctmhsa.mapping.inputs import InputRange
     from ctmhsa.sims import build_mhsa
@@ -241,7 +255,8 @@ def escape_latency(X2: np.ndarray, W: dict, presentation: float, P: int, seeds: 
     xs, neurons, spikes, warned = [], None, 0, []
     for s in range(seeds):
         sim = build_mhsa(X2, neuron="escape", presentation=presentation, P=P, warmup=warmup, seed=seed + s,
-                         codegen=codegen, record_spikes=("nucleus2",), input_range=InputRange.from_tokens(X2), **W)
+                         codegen=codegen, record_spikes=("nucleus2",), input_range=InputRange.from_tokens(X2), **W,
+                         **cell_options)
         pop, code, dt = sim.circuit.populations["nucleus2"], sim.encoding.codes["x_tilde"], sim.run_options.dt
         per_bin = int(round(bin_s / dt))          # spikes fall on steps: bins of whole steps, no edge to round
         if per_bin < 1 or abs(per_bin * dt - bin_s) > 1e-9:
@@ -274,7 +289,8 @@ def escape_latency(X2: np.ndarray, W: dict, presentation: float, P: int, seeds: 
                 warnings=warned, wall_s=time.perf_counter() - t0)
 
 
-def rate_latency(X2: np.ndarray, W: dict, presentation: float, dt: float = 0.0005, codegen: str = "auto") -> dict:
+def rate_latency(X2: np.ndarray, W: dict, presentation: float, dt: float = 0.0005, codegen: str = "auto",
+                 params=None) -> dict:
     """The rate level's decoded x̃(t) around the switch between the two sets ``X2``, read from
     nucleus 2 at the end of every step (deterministic: the circuit's intrinsic latency)."""
     import brian2 as b2
@@ -285,7 +301,7 @@ def rate_latency(X2: np.ndarray, W: dict, presentation: float, dt: float = 0.000
 
     t0 = time.perf_counter()
     sim = build_mhsa(X2, neuron="rate", presentation=presentation, dt=dt, codegen=codegen,
-                     input_range=InputRange.from_tokens(X2), **W)
+                     input_range=InputRange.from_tokens(X2), **W, **({} if params is None else dict(params=params)))
     pop, code, built = sim.circuit.populations["nucleus2"], sim.encoding.codes["x_tilde"], sim.runner.built
     ts, xs = [], []
 
@@ -320,18 +336,26 @@ def _f(x, fmt) -> str:
     return "-" if x is None or not np.isfinite(x) else format(x, fmt)
 
 
+_NO_ROW = dict(nrmse_median=float("nan"), r_median=float("nan"), noise_floor_median=float("nan"), wall_s=0.0)
+"""The static columns of a run without static rows (``--static none``)."""
+
+
 def _print_table(doc: dict) -> None:
     rows = {(r["mode"], r["P"], r["presentation"]): r for r in doc["rows"]}
-    print(f"x̃ vs exact attention, median over presentations 2..{doc['T']} (escape level, n={N}, "
-          f"dk=dv=de={D}, H={H}; static: {doc['static']} window; ratio: median over sets of streamed / static NRMSE)")
-    print(f"  {'P':>3} {'neurons':>8} {'pres. s':>7} {'window s':>11} | {'streamed NRMSE':>14} {'r':>6} {'floor':>6} | "
+    cells = f"firing {doc.get('firing', 'poisson')}, tau_m {1e3 * doc.get('params', {}).get('tau_m', 0.01):g} ms"
+    print(f"x̃ vs exact attention, median over presentations 2..{doc['T']} (escape level, {cells}, n={N}, "
+          f"dk=dv=de={D}, H={H}; static: {doc['static']} window; ratio: median over sets of streamed / static NRMSE; "
+          f"worst: the largest streamed NRMSE and smallest r of a presentation)")
+    print(f"  {'P':>3} {'neurons':>8} {'pres. s':>7} {'window s':>11} | {'streamed NRMSE':>14} {'r':>6} {'floor':>6} "
+          f"{'worst':>12} | "
           f"{'static NRMSE':>12} {'r':>6} {'floor':>6} | {'ratio':>5} | {'wall s':>13}")
     for P in doc["P"]:
         for p in doc["presentations"]:
-            s, c = rows.get(("streamed", P, p)), rows.get(("static", P, p))
+            s, c = rows.get(("streamed", P, p)), rows.get(("static", P, p), _NO_ROW)
             w = s["window"] if s else [float("nan")] * 2
             print(f"  {P:>3} {s['neurons'] if s else 0:>8,} {p:>7g} {w[0]:>5.3f}-{w[1]:<5.3f} | "
-                  f"{_f(s['nrmse_median'], '.3f'):>14} {_f(s['r_median'], '.3f'):>6} {_f(s['noise_floor_median'], '.3f'):>6} | "
+                  f"{_f(s['nrmse_median'], '.3f'):>14} {_f(s['r_median'], '.3f'):>6} {_f(s['noise_floor_median'], '.3f'):>6} "
+                  f"{_f(s.get('nrmse_max'), '.3f'):>5}/{_f(s.get('r_min'), '.4f'):>6} | "
                   f"{_f(c['nrmse_median'], '.3f'):>12} {_f(c['r_median'], '.3f'):>6} {_f(c['noise_floor_median'], '.3f'):>6} | "
                   f"{_f(s.get('paired_ratio_median'), '.2f'):>5} | {s['wall_s']:>5.1f} + {c['wall_s']:>5.1f}")
     lat = doc.get("latency") or {}
@@ -357,21 +381,25 @@ def main(args) -> int:
     Xs = held_out_tokens(s["T"])
     W = _weights()
     t_all = time.perf_counter()
+    params = HIGH_CONDUCTANCE if args.high_conductance else DEFAULT_PARAMS
+    cells = dict(firing=args.firing, params=params)
     doc = dict(benchmark="timescale", quick=bool(args.quick), n=N, d=D, H=H, level="escape",
+               firing=args.firing, params=params.to_dict(),
                weights_input_seed=0, token_input_seeds=list(range(1, s["T"] + 1)), T=s["T"],
                presentations=s["presentations"], P=s["P"], warmup=args.warmup, seed=args.seed, static=args.static,
                codegen=args.codegen, rows=[], latency={}, versions=versions(), cpus=os.cpu_count())
-    grid = [(P, p, mode) for P in s["P"] for p in s["presentations"] for mode in ("streamed", "static")]
+    modes = ("streamed",) if args.static == "none" else ("streamed", "static")
+    grid = [(P, p, mode) for P in s["P"] for p in s["presentations"] for mode in modes]
     for P, p, mode in progress(grid, desc="bench timescale", unit="run"):
-        doc["rows"].append(accuracy_row(mode, Xs, W, p, P, args.warmup, args.seed, args.codegen, args.static))
-        if mode == "static":
+        doc["rows"].append(accuracy_row(mode, Xs, W, p, P, args.warmup, args.seed, args.codegen, args.static, **cells))
+        if mode == "static":   # after its streamed row
             doc["rows"][-2]["paired_ratio_median"] = paired_ratio(doc["rows"][-2], doc["rows"][-1])
     if not args.no_latency:
         X2 = Xs[:2]
-        doc["latency"]["rate"] = rate_latency(X2, W, s["latency_presentation"], args.rate_dt, args.codegen)
+        doc["latency"]["rate"] = rate_latency(X2, W, s["latency_presentation"], args.rate_dt, args.codegen, params)
         doc["latency"]["escape"] = escape_latency(X2, W, s["latency_presentation"], s["latency_P"],
                                                   s["latency_seeds"], args.warmup, args.bin, args.smooth,
-                                                  args.seed, args.codegen)
+                                                  args.seed, args.codegen, **cells)
     doc["wall_s"] = time.perf_counter() - t_all
     print()
     _print_table(doc)

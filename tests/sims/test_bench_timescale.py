@@ -33,3 +33,20 @@ def test_bench_timescale_quick_writes_table_json_and_figure(tmp_path, capsys):
     assert (tmp_path / "timescale.png").stat().st_size > 10_000
     text = capsys.readouterr().out
     assert "streamed NRMSE" in text and "latency from the switch" in text
+
+
+@pytest.mark.brian2
+def test_bench_timescale_runs_integrators_with_several_latency_seeds(tmp_path):
+    """--firing and --high-conductance reach every run, the latency's seeds included (each
+    seed's run rebuilt with the same cells)."""
+    out = tmp_path / "t.json"
+    assert main(["bench", "timescale", "--quick", "--codegen", "numpy", "--firing", "population",
+                 "--high-conductance", "--presentations", "0.05", "--static", "none", "--latency-seeds", "2",
+                 "--no-figure",
+                 "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["firing"] == "population" and doc["params"]["tau_m"] == 0.005
+    assert doc["latency"]["escape"]["seeds"] == 2 and len(doc["latency"]["escape"]["per_seed_t90"]) == 2
+    assert [r["mode"] for r in doc["rows"]] == ["streamed"]
+    for r in doc["rows"]:
+        assert r["nrmse_max"] >= r["nrmse_median"] and r["r_min"] <= r["r_median"]

@@ -10,8 +10,7 @@ import pytest
 
 import ctmhsa
 from ctmhsa.sims.classify import classify
-from ctmhsa.neurons.params import CellParams
-from ctmhsa.sims.digits import TAU_RELAY, calibration_set, test_set
+from ctmhsa.sims.digits import calibration_set, cells, test_set, window_lag
 
 pytestmark = pytest.mark.brian2
 
@@ -23,9 +22,10 @@ def digits():
 
 
 def test_escape_stream_classifies_like_the_float_model(digits):
+    """The digits circuit's cells (population firing, 5 ms cells) at 0.2 s per image."""
     model, images, labels, cal = digits
-    c = classify(model, images[:4], labels[:4], neuron="escape", presentation=0.5, calibration=cal, seed=0,
-                 params=CellParams(tau_relay=TAU_RELAY), codegen="numpy")   # numpy: no compilation in a fresh env
+    c = classify(model, images[:4], labels[:4], neuron="escape", presentation=0.2, calibration=cal, seed=0,
+                 codegen="numpy", lag=window_lag(0.2), **cells())   # numpy: no compilation in a fresh env
     assert c.scores.shape == (4, 10) and c.neurons <= 2e5
     assert c.agreement >= 0.75, (c.predictions, c.float_predictions)   # 4 images: at most one miss
     assert c.confusion.sum() == 4
@@ -80,3 +80,11 @@ def test_rate_level_equals_the_float_model_on_digits(digits):
         err = np.abs(res.logits - exact).max() / np.abs(exact).max()
         assert err < 1e-3, f"image {k}: {err:.2g}"
         assert res.metrics["output"]["max_rel_error"] < 1e-3
+
+
+@pytest.mark.codegen_independent
+def test_digits_cells():
+    assert cells()["firing"] == "population" and cells()["params"].tau_m == 5e-3
+    assert cells("poisson")["params"].tau_relay == 20e-3
+    with pytest.raises(ValueError, match="firing"):
+        cells("bursting")
