@@ -307,6 +307,11 @@ class CircuitMeta:
         return {**args, **changes}
 
 
+def copies(pop) -> int:
+    """Neurons per represented dimension of a population (size of its ``p`` axis, else 1)."""
+    return pop.sizes[pop.axes.index("p")] if "p" in pop.axes else 1
+
+
 class Circuit:
     """A circuit description: a ``networkx.MultiDiGraph`` of populations and projections.
 

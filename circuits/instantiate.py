@@ -32,7 +32,7 @@ from . import perturb
 from .dale import check_signs
 from .covariance import covariance_coefficients, covariance_pairs, shared_dendrite_inputs
 from .fold import class_values, fold_plan, simulated_pairs, split_equations
-from .graph import Circuit
+from .graph import Circuit, copies
 from .values import CircuitValues
 
 __all__ = ["BuiltCircuit", "instantiate", "assign", "replay_table", "FoldedGroup"]
@@ -376,11 +376,6 @@ def assign(built: BuiltCircuit, values: CircuitValues, seed: int | None, run_arg
         built.replay_tables = {p: (ta, replay_table(*replay[p], built.circuit.population(p).N, len(table), built.dt))
                                for p, (ta, table) in built.replay_tables.items()}
         built.replay_source = replay
-
-
-def copies(pop) -> int:
-    """Copies per dimension of a population (the size of its ``p`` axis, else 1)."""
-    return pop.sizes[pop.axes.index("p")] if "p" in pop.axes else 1
 
 
 def _phases(pop, model, draws: dict) -> dict:

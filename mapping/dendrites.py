@@ -41,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctmhsa.circuits.fold import fold_classes
+from ctmhsa.circuits.graph import copies
 from ctmhsa.circuits.covariance import covariance_coefficients, covariance_pairs, shared_dendrite_inputs
 from ctmhsa.neurons.models import PHI_COVARIANCE, PHI_VARIANCE, get_model
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, k_syn
@@ -153,7 +154,7 @@ def _periodic(circuit, level: str, source: str, rate, params: CellParams):
     firing = get_model(level, pop.cell_type, circuit.meta.firing).firing
     if firing == "poisson":
         return 1.0
-    n = pop.sizes[pop.axes.index("p")] if firing == "population" and "p" in pop.axes else 1
+    n = copies(pop) if firing == "population" else 1
     return regular_ratio(n * np.asarray(rate, float), params)
 
 

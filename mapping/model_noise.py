@@ -3,7 +3,8 @@
 Every spiking population of :mod:`ctmhsa.circuits.transformer` reads a value out as a window
 count; with Poisson counts (the escape cells', Fano factor 1) a decoded value carried by ``P``
 copies of ON/OFF pairs at code ``rho`` has variance ``(r_on + r_off) / (T P rho^2)`` (``r`` the
-copies' mean rates, measured). The next stage integrates those same spikes, so its window mean
+copies' mean rates, measured); perfect integrators (``meta.firing``) count within one spike,
+their variance scaled by :func:`ctmhsa.mapping.noise.quantisation_fano`. The next stage integrates those same spikes, so its window mean
 carries that error forward: the floor of every stage is estimated by running the block maths
 (:func:`ctmhsa.mapping.transformer.transformer_forward`) ``samples`` times with every read-out
 stage perturbed by independent Gaussian noise of its variance and carried through the later
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ctmhsa.circuits.graph import copies
 from ctmhsa.circuits.transformer import RELAY_SETS, block_prefix, stream_source
 
 from ctmhsa.neurons.models import get_model
@@ -42,15 +44,13 @@ def _signed_var(circuit, obs, pop: str, rho: float, T: float) -> np.ndarray:
     """Variance of a decoded ON/OFF value (shape of the value)."""
     p = circuit.population(pop)
     d = per_dimension(p, obs[pop]["r"])
-    copies = p.sizes[p.axes.index("p")] if "p" in p.axes else 1
-    return _fano(circuit, obs, pop, T) * (d[..., 0] + d[..., 1]) / (T * copies * rho ** 2)
+    return _fano(circuit, obs, pop, T) * (d[..., 0] + d[..., 1]) / (T * copies(p) * rho ** 2)
 
 
 def _plain_var(circuit, obs, pop: str, scale, T: float) -> np.ndarray:
     """Variance of a decoded single-cell value ``r / scale``."""
     p = circuit.population(pop)
-    copies = p.sizes[p.axes.index("p")] if "p" in p.axes else 1
-    return _fano(circuit, obs, pop, T) * per_dimension(p, obs[pop]["r"]) / (T * copies * np.asarray(scale, float) ** 2)
+    return _fano(circuit, obs, pop, T) * per_dimension(p, obs[pop]["r"]) / (T * copies(p) * np.asarray(scale, float) ** 2)
 
 
 def model_floors(circuit, menc, obs: dict, reference: dict, model, T: float, phi: str = "elu1",

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ctmhsa.circuits.builders import CIRCUITS  # noqa: F401 - registers the area parts hooked below
+from ctmhsa.circuits.graph import copies  # noqa: F401 - re-exported to encode and blocks
 from ctmhsa.circuits.parts import area_hook, register_hook
 
 from .decode import per_dimension
@@ -138,11 +139,6 @@ def set_points(circuit, gains) -> np.ndarray:
     ndarray (H, n)
     """
     return np.maximum(gains.r_l23 * area_hook(circuit, "pool_cells")(circuit), gains.r_pool_min)
-
-
-def copies(pop) -> int:
-    """Neurons per represented dimension of a population (size of its ``p`` axis, else 1)."""
-    return pop.sizes[pop.axes.index("p")] if "p" in pop.axes else 1
 
 
 @register_hook("quadratic", "pool_cells")

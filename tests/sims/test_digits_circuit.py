@@ -70,7 +70,8 @@ def test_cli_digits_writes_a_results_directory(tmp_path, capsys):
     assert "accuracy" in capsys.readouterr().out
 
 
-def test_rate_level_equals_the_float_model_on_digits(digits):
+@pytest.mark.long   # 60 s; the rate level's exactness on models stays in the default suite
+def test_rate_level_equals_the_float_model_on_digits(digits):   # (test_transformer_model.py)
     """The shipped model at the rate level, one image per run: every logit within 1e-3 of the
     largest (the circuit built for the training images, as the task runs it)."""
     model, images, _, cal = digits
