@@ -25,6 +25,8 @@ bias (nonlinear distortion, saturation) that more simulated time will not remove
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ctmhsa.circuits.parts import area_hook, register_hook
@@ -36,17 +38,29 @@ from ctmhsa.neurons.models import get_model
 __all__ = ["stage_noise_variance", "spike_generation_fano", "quantisation_fano"]
 
 
-def spike_generation_fano(circuit, level: str, measured: dict) -> dict:
+def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None = None) -> dict:
     """Fano factor of each population's own spike generation, for :func:`stage_noise_variance`.
 
     Each floor adds a cell's own spike-generation noise to the propagated noise of its inputs.
     An escape cell is Poisson given its intensity (Fano 1); its measured Fano also contains the
     input fluctuations, which the propagation already counts (with ON/OFF pairs, which fire
-    mostly on fluctuations, using it double-counted them: floors 3x the errors). LIF spike
-    generation has no such split: its measured Fano is used (an upper bound). Relays and
+    mostly on fluctuations, using it double-counted them: floors 3x the errors). Relays and
     interneurons are escape cells at every spiking level. A relay's intensity is constant, so its
     measured Fano is its spike generation's alone, a Bernoulli count per step: ``1 - r dt``
     (0.95 at the default problem's relays; taking 1 made the q, k, v floors 3 % high).
+
+    A lif soma's own spike generation is its count noise under a constant drive: the Fano
+    factor of its calibration (:func:`ctmhsa.neurons.conductance.intrinsic_fano`, 0.03-0.2 with
+    adaptation), a function of rate, resolved on each window's rates by
+    :func:`stage_noise_variance`; needs the step ``dt`` (s) the soma was calibrated at. Its
+    measured Fano in the circuit (0.35-0.65 on the default problem) also holds the fluctuations
+    of its inputs (L2/3 spikes into L5 IT, IT spikes into PT, PT spikes into nucleus 2), which
+    the propagation counts already: used as the own noise it put y, ṽ and x̃ at 0.5-0.8 of their
+    floors. The somata the interneurons divide (L2/3) keep their measured Fano (0.32-0.33
+    against 0.12 under constant drive): their drive also carries the pulsed shunt, which the
+    propagation does not count (their relays' share, counted twice, is about a quarter of the
+    floor of s); with the calibration's Fano s sat at 1.26-1.37 of its floor (docs/lif.md).
+    Without ``dt`` the measured Fano is used (an upper bound).
 
     Cells whose soma is a perfect integrator (``meta.firing`` ``"regular"`` or ``"population"``,
     :func:`ctmhsa.neurons.models.integrator_model`) have no Fano factor of their own: their
@@ -55,15 +69,26 @@ def spike_generation_fano(circuit, level: str, measured: dict) -> dict:
     in its window (:func:`quantisation_fano`).
     """
     out = {}
+    soma = None
     for p, pop in circuit.populations.items():
-        firing = get_model(level, pop.cell_type, circuit.meta.firing).firing
-        if firing != "poisson":
-            out[p] = firing
+        model = get_model(level, pop.cell_type, circuit.meta.firing)
+        if model.firing != "poisson":
+            out[p] = model.firing
+        elif level == "lif" and "I_rh" in model.parameters and dt is not None and not _shunted(model):
+            if soma is None:
+                from ctmhsa.neurons.conductance import intrinsic_fano, soma_calibration
+                soma = partial(intrinsic_fano, soma_calibration(dt=dt))
+            out[p] = soma
         elif (pop.cell_type == "relay" or (level == "lif" and pop.cell_type != "interneuron")) and p in measured:
             out[p] = measured[p]
         else:
             out[p] = 1.0
     return out
+
+
+def _shunted(model) -> bool:
+    """Whether the cell's soma is divided by the interneurons' shunt (L2/3 and the like)."""
+    return model.inputs.get("soma", ("",))[0] == "g_sh"
 
 
 def quantisation_fano(pop, rates, T: float, firing: str) -> float:
@@ -97,9 +122,33 @@ def quantisation_fano(pop, rates, T: float, firing: str) -> float:
 
 def _resolved_fano(circuit, obs: dict, fano: dict, T: float) -> dict:
     """``fano`` with each perfect integrator's firing mode replaced by its window's effective
-    Fano factor (:func:`quantisation_fano`)."""
-    return {p: (quantisation_fano(circuit.populations[p], obs[p]["rate"], T, f) if isinstance(f, str) else f)
-            for p, f in fano.items() if not isinstance(f, str) or p in obs}
+    Fano factor (:func:`quantisation_fano`) and each rate-dependent Fano factor (lif somata) by
+    the one of the population's summed count at its cells' window rates (``Σ F(r) r / Σ r``)."""
+    out = {}
+    for p, f in fano.items():
+        if isinstance(f, str) and p in obs:
+            out[p] = quantisation_fano(circuit.populations[p], obs[p]["rate"], T, f)
+        elif callable(f) and p in obs:
+            r = np.asarray(obs[p]["rate"], float)
+            r = r[np.isfinite(r)]
+            out[p] = float(np.sum(f(r) * r) / np.sum(r)) if np.sum(r) > 0 else 1.0
+        elif not isinstance(f, str) and not callable(f):
+            out[p] = f
+    return out
+
+
+def _baseline_share(obs_l23, R, n_cells):
+    """The lif somata's baseline in an L2/3 macrocolumn, per unit of its pooled set point:
+    ``b = r_base / R`` per cell and ``N b`` for the macrocolumn's ``N`` cells (0 at the other
+    levels). Baseline spikes are counted, pooled and pinned with the signal's (the interneurons'
+    set point is raised by them, :mod:`ctmhsa.mapping.baseline`) and are subtracted in the mean
+    only, so a cell's count noise is that of ``r_base + R s``, not ``R s``: at the default lif
+    gains (r_base 20 Hz, 15 Hz per cell above it) 2.3 times the variance the floors of s, κ and Z
+    had without it. ``r_base`` is read as ``rate - r`` (:func:`ctmhsa.mapping.baseline.remove_baselines`)."""
+    base = np.asarray(obs_l23["rate"], float) - np.asarray(obs_l23.get("r", obs_l23["rate"]), float)
+    base = float(np.nanmean(base)) if base.size else 0.0
+    b = base / np.asarray(R, float)
+    return b, n_cells * b
 
 
 def _rate_var(pop, obs, fano, T):
@@ -212,7 +261,8 @@ def _independent_microcolumns(circuit, c, obs, fano, T, stages, f, df, out):
         # *count* at R_set T, so the pooled intensity the somata carry (hence D, Z) misses it by
         # that count's noise, relative variance F / (P R_set T) (measured, n = 4, 24 seeds: Z's
         # error was 1.8-2.3x this floor's variance without the term)
-        own = fano["l23"] / (copies(l23) * c["R_set"] * T)
+        _, Nb = _baseline_share(obs["l23"], c["R_set"], np.isfinite(np.asarray(s, float)).sum(axis=(-2, -1)))
+        own = fano["l23"] * (1 + Nb) / (copies(l23) * c["R_set"] * T)
         out["Z"] = stages["Z"] ** 2 * (np.mean(lq[:, :, 0, :] ** 2 * out["q"], axis=-1) + own)
     if "l5pt" in pops:
         # The interneurons hold each macrocolumn's pooled L2/3 count at its set point (integral
@@ -278,6 +328,11 @@ def _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weigh
     ns = D.shape[0]
     R = np.asarray(c["R_set"], float)
     cnt = fano["l23"] / (copies(l23) * R * T)                             # (H, n): count variance per unit of s
+    # lif: every count carries the baseline too (its share b per cell, Nb per macrocolumn), and
+    # the pinned pooled count is (1 + Nb) R T: multinomial in shares (s + b) / (1 + Nb)
+    present = np.isfinite(np.asarray(stages["s"], float))                 # (H, n, m, dk): cells built
+    b, Nb = _baseline_share(obs["l23"], R, present.sum(axis=(-2, -1)))
+    b3, pool3 = b[..., None], (1 + Nb)[..., None]                         # (H, n, 1)
     # coefficients on the relays (…, source token, e)
     qco = np.einsum("hic,hce->hice", lq, WQ)                              # λq δq_ic on token i
     kco = np.einsum("hjc,hce->hjce", lk, WK)                              # λk δk_jc on token j
@@ -289,7 +344,7 @@ def _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weigh
     for j in range(m):
         eps[:, :, j, kvsrc[j]] += epsk[:, :, j]
     E = eps.sum(axis=2)                                                   # (H, n, ns, e): δZ^act_i / Z_i
-    out["Z"] = stages["Z"] ** 2 * (np.einsum("hite,te->hi", E * E, D) + cnt)
+    out["Z"] = stages["Z"] ** 2 * (np.einsum("hite,te->hi", E * E, D) + cnt * (1 + Nb))
     if not full:
         return
     # s_ijc: s (λq δq_ic + λk δk_jc - E_i) + multinomial count
@@ -300,10 +355,13 @@ def _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weigh
         for j in range(m):
             cs[:, j, :, kvsrc[j]] += kco[:, j]
         var_s[:, i] = s[:, i] ** 2 * np.einsum("hjcte,te->hjc", cs * cs, D)
-    out["s"] = var_s + cnt[:, :, None, None] * s * (1 - s)
+    sb = s + b3[..., None] * present                                      # a cell's share, baseline included
+    out["s"] = var_s + cnt[:, :, None, None] * sb * (1 - sb / pool3[..., None])
     # κ_ij = ε'_ij - κ_ij E_i
     ck = eps - kap[..., None, None] * E[:, :, None]
-    out["kappa"] = np.einsum("hijte,te->hij", ck * ck, D) + cnt[..., None] * kap * (1 - kap)
+    kb = kap + b3 * present.sum(axis=-1)                                  # a microcolumn's share
+    var_kc = cnt[..., None] * kb * (1 - kb / pool3)                       # its pinned count's variance
+    out["kappa"] = np.einsum("hijte,te->hij", ck * ck, D) + var_kc
     # y_ijc = κ_ij v_jc: v δκ + κ δv (token j's relays) + the IT counts
     v = np.asarray(stages["v"], float)                                    # (H, m, dv)
     a = c["a"][:, :, None, None]
@@ -315,7 +373,7 @@ def _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weigh
         cy = v[:, None, j, :, None, None] * ck[:, :, j, None]             # (H, n, dv, ns, e)
         cy[:, :, :, vsrc[j]] += kap[:, :, j, None, None] * vco[:, None]
         var_y[:, :, j] = np.einsum("hicte,te->hic", cy * cy, D)
-    out["y"] = var_y + var_it + v[:, None] ** 2 * (cnt[..., None] * kap * (1 - kap))[..., None]
+    out["y"] = var_y + var_it + v[:, None] ** 2 * var_kc[..., None]
     if "l5pt" not in pops:
         return
     # ṽ_ic = Σ_j κ_ij v_jc: Σ_j (v_jc - ṽ_ic) ε'_ij + κ_ij δv_jc
@@ -324,15 +382,18 @@ def _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weigh
     cv = np.einsum("hijc,hijte->hicte", dv, eps)                          # (H, n, dv, ns, e)
     for j in range(m):
         cv[:, :, :, vsrc[j]] += kap[:, :, j, None, None] * vco[:, None]
-    counts_vt = np.einsum("hi,hij,hijc->hic", cnt, kap, dv ** 2)          # the L2/3 counts, pinned
+    # the L2/3 counts, pinned (multinomial: Σ_j kb_j a_j² - (Σ_j kb_j a_j)² / (1 + Nb), Σ_j κ_j dv_j = 0)
+    def pinned(a):                                                        # a: (H, n, m, o)
+        return cnt[..., None] * (np.einsum("hij,hijo->hio", kb, a ** 2)
+                                 - np.einsum("hij,hijo->hio", kb, a) ** 2 / pool3)
+    counts_vt = pinned(dv)
     indep = var_it.sum(axis=2)
     out["v_tilde"] = np.einsum("hicte,te->hic", cv * cv, D) + counts_vt + indep
     out["_vt_indep"] = indep
     if "nucleus2" in pops:   # x̃_ie = Σ_hc WO_hec ṽ_hic: relays shared by heads, L2/3 counts by the c
         cx = np.einsum("hoc,hicte->iote", WO, cv)                         # (n, de out, ns, e)
         dx = np.einsum("hoc,hijc->hijo", WO, dv)                          # (H, n, m, de out)
-        out["_x_shared"] = (np.einsum("iote,te->io", cx * cx, D)
-                            + np.einsum("hi,hij,hijo->io", cnt, kap, dx ** 2))
+        out["_x_shared"] = np.einsum("iote,te->io", cx * cx, D) + pinned(dx).sum(axis=0)
 
 
 @register_hook("linear", "noise")

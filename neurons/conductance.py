@@ -39,7 +39,7 @@ from .models import SOMA_THRESHOLD as THRESHOLD
 from .params import DEFAULT_SOMA, SomaParams, seconds
 from .window import Probe, measure
 
-__all__ = ["BRETTE_GERSTNER_2005", "EQUATIONS", "BACKGROUND", "fi_curve", "affine_fit", "affine_range", "soma_calibration",
+__all__ = ["BRETTE_GERSTNER_2005", "EQUATIONS", "BACKGROUND", "fi_curve", "affine_fit", "affine_range", "soma_calibration", "intrinsic_fano",
            "lif_drive"]
 
 
@@ -134,7 +134,7 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
     """
     key = hashlib.sha256(json.dumps(dict(soma=soma.to_dict(), dt=dt, r_base=r_base, span=span,
                                          duration=duration, n=n, seed=seed, eq=EQUATIONS, bg=BACKGROUND,
-                                         version=3), sort_keys=True).encode()).hexdigest()[:16]
+                                         version=4), sort_keys=True).encode()).hexdigest()[:16]
 
     def measure_curve() -> dict:
         # up to the rheobase g (V_th - V_rest), plus ~20 pA per Hz (the adapted slope is ~60 Hz/nA)
@@ -148,9 +148,34 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
         return dict(I_rh=float((r_base - fit["r0"]) / fit["c"]), I_gain=float(1.0 / fit["c"]),
                     r_base=float(r_base), max_residual=fit["max_residual"],
                     rms_residual=fit["rms_residual"], relative=fit["relative"],
-                    current=I.tolist(), rate=curve["rate"].tolist())
+                    current=I.tolist(), rate=curve["rate"].tolist(),
+                    fano=np.nan_to_num(curve["fano"], nan=1.0).tolist())
 
     return cached_json("soma", key, measure_curve)
+
+
+def intrinsic_fano(cal: dict, rates, width: int = 2) -> np.ndarray:
+    """Fano factor of the soma's own spike generation at ``rates`` (Hz), from the counts of its
+    calibration under constant drive (:func:`soma_calibration`: 1 s chunks, the background's
+    conductance noise included, no input fluctuation).
+
+    One current's Fano factor rests on 10 chunks (relative standard error ~0.5), so the curve
+    is pooled over ``width`` neighbouring currents on each side (``Σ F r / Σ r``: the Fano factor
+    of their summed counts) and interpolated in rate; rates beyond the curve take its end
+    values. Measured for the default soma at dt = 0.5 ms (20 s windows): 0.16-0.21 at 9-20 Hz,
+    0.07-0.11 at 25-70 Hz, 0.03-0.04 at 100-130 Hz (adaptation regularises the trains).
+    """
+    r = np.asarray(cal["rate"], float)
+    f = np.asarray(cal.get("fano", np.ones_like(r)), float)
+    keep = r > 0
+    r, f = r[keep], f[keep]
+    if r.size == 0:
+        return np.ones(np.shape(rates))
+    k = np.arange(r.size)
+    pooled = np.array([np.sum((f * r)[max(i - width, 0):i + width + 1]) / np.sum(r[max(i - width, 0):i + width + 1])
+                       for i in k])
+    order = np.argsort(r)
+    return np.interp(np.asarray(rates, float), r[order], pooled[order])
 
 
 def affine_range(cal: dict, tol: float = 3.0) -> tuple[float, float]:

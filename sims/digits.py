@@ -35,7 +35,7 @@ import numpy as np
 
 __all__ = ["DIGITS_TRAIN", "DIGITS_TEST", "N_TOKENS", "PATCH_INPUTS", "TEST_FILE", "TRAIN_FILE", "patches",
            "load_images", "train_set", "test_set", "calibration_set", "TAU_RELAY", "FIRING", "cells", "SETTLE",
-           "window_lag"]
+           "MIN_WINDOW", "window_lag"]
 
 TAU_RELAY = 20e-3
 """``CellParams.tau_relay`` (s) of the digits circuit with Poisson (escape-noise) cells: a stream
@@ -51,17 +51,29 @@ with Poisson cells)."""
 
 
 SETTLE = 0.125
-"""s after an image's start at which the digits circuit of integrators (:func:`cells`) is read:
-its decoding window is ``[min(SETTLE, presentation / 2), presentation)``. Chosen on training
-images only (the first 150, 0.2 s each, agreement with the float model: lag 0.10 s 96.7 %,
-0.12 and 0.13 s 99.3 %, 0.14 and 0.15 s 98.7 %, 0.16 s 96.7 %; docs/digits.md): the chain
-settles in about 0.12 s, and a later start leaves a shorter window."""
+"""s after an image's start at which the digits circuit of integrators (:func:`cells`) is read,
+where the presentation leaves at least :data:`MIN_WINDOW` after it (:func:`window_lag`). Chosen
+on training images only (the first 150, 0.2 s each, agreement with the float model: lag 0.10 s
+96.7 %, 0.12 and 0.13 s 99.3 %, 0.14 and 0.15 s 98.7 %, 0.16 s 96.7 %; docs/digits.md): the
+chain settles in about 0.12 s, and a later start leaves a shorter window."""
+
+MIN_WINDOW = 0.05
+"""Shortest decoding window (s) :func:`window_lag` leaves after :data:`SETTLE`; shorter
+presentations are read from their second half."""
 
 
 def window_lag(presentation: float, firing: str = FIRING):
-    """The decoding lag (s) of the digits circuit: :data:`SETTLE` (at most half the presentation)
-    for integrators, ``None`` (the models' default, half the presentation) for Poisson cells."""
-    return None if firing == "poisson" else min(SETTLE, 0.5 * float(presentation))
+    """The decoding lag (s) of the digits circuit: for integrators, :data:`SETTLE` where the
+    presentation is at least ``SETTLE + MIN_WINDOW`` long (0.2 s: the window 0.125-0.2 s), half
+    the presentation otherwise (0.1 s: 0.05-0.1 s); ``None`` (the models' default, half the
+    presentation) for Poisson cells.
+
+    Until version 0.9.0 the lag was ``min(SETTLE, presentation / 2)``, which read 0.2 s images
+    from 0.1 s, not from the 0.125 s chosen on the training images (docs/digits.md)."""
+    if firing == "poisson":
+        return None
+    presentation = float(presentation)
+    return SETTLE if presentation >= SETTLE + MIN_WINDOW - 1e-12 else 0.5 * presentation
 
 
 def cells(firing: str = FIRING) -> dict:

@@ -204,7 +204,9 @@ class CircuitOptions(_Options):
         (:func:`ctmhsa.neurons.models.integrator_model`): escape noise (Poisson counts, the
         default), a perfect integrate-and-fire soma per cell (a count within one spike of its
         intensity's integral), or the same with the phases of each dimension's ``P`` copies
-        evenly spread (a population count within one spike). docs/timescale.md measures them.
+        evenly spread (a population count within one spike), and those of each macrocolumn's
+        threshold interneurons (a shunt without the beat of independent phases).
+        docs/timescale.md measures them.
     params : CellParams
         Physiological constants.
     gains : CodeGains, optional

@@ -46,7 +46,7 @@ def read_out(sim, obs, run_options) -> SimulationResult:
             change = float(np.max(np.abs(stages["x_tilde"] - early)) / (np.max(np.abs(stages["x_tilde"])) or 1.0))
     else:
         fano = fano_factors(obs.chunks) if obs.fano is None else dict(obs.fano)
-        own_fano = spike_generation_fano(circuit, o.neuron, fano)
+        own_fano = spike_generation_fano(circuit, o.neuron, fano, dt=ro.dt)
         for mark, snap in obs.snapshots:
             st = stages if snap is final else decode(circuit, enc, snap)
             nv = stage_noise_variance(circuit, enc, snap, own_fano, mark, st, x.block, o.phi)
@@ -124,7 +124,7 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
     per, fano = [], {}
     if o.spiking:   # pooled over every window: each window's chunk spread, summed
         fano = fano_factors(obs.chunks)
-        own_fano = spike_generation_fano(circuit, o.neuron, fano)
+        own_fano = spike_generation_fano(circuit, o.neuron, fano, dt=ro.dt)
     violations = []
     for k, (T_win, snap) in enumerate(obs.snapshots):
         remove_baselines(circuit, enc.values, snap)    # lif: rates above the somata's baseline

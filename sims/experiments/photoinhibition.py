@@ -90,5 +90,6 @@ def summarise(rows, opts) -> dict:
         pred.append(f"Time course: silencing half of L2/3 at t = {t0:g} s takes the L5 IT rate from {before:.2f} Hz "
                     f"to {first:.2f} Hz over the first 40 ms and {late:.2f} Hz over the last 200 ms of the run "
                     f"({100 * recovered:.0f} % of the drop recovered), while the interneurons' shunt gives way "
-                    "(tau_int = 10 ms).")
+                    + ("(its loop integrates over tau_int + tau_c = 60 ms at the lif level)." if opts["neuron"] == "lif"
+                       else "(tau_int = 10 ms)."))
     return dict(summary=summary, predictions=pred)

@@ -81,6 +81,21 @@ def test_population_phases_are_evenly_spread_per_dimension():
         np.testing.assert_allclose(gaps, 1.0 / P, atol=1e-12)
 
 
+@pytest.mark.brian2
+@pytest.mark.parametrize("firing", ["population", "regular"])
+def test_population_firing_spreads_the_interneurons_of_a_macrocolumn(firing):
+    """With ``firing="population"`` the threshold interneurons of a macrocolumn, which integrate
+    the same pooled drive, start evenly spread (they fire in turn); ``"regular"`` keeps
+    independent phases."""
+    X, W = _problem()
+    sim = build_mhsa(X, *W, neuron="escape", firing=firing, P=2, seed=3)
+    pop = sim.circuit.populations["interneuron"]
+    S = np.asarray(sim.groups["interneuron"].S[:], float)
+    key = pop.axis("head") * sim.circuit.meta.n + pop.axis("i")
+    spread = [np.allclose(np.diff(np.sort(S[key == m])), 1.0 / np.sum(key == m), atol=1e-9) for m in np.unique(key)]
+    assert all(spread) if firing == "population" else not any(spread)
+
+
 @pytest.mark.codegen_independent
 def test_firing_options_are_validated_before_building():
     assert CircuitOptions(firing="population").firing == "population"
@@ -156,13 +171,15 @@ def test_population_firing_beats_poisson_in_a_stream_at_200_ms():
 @pytest.mark.parametrize("k", [0, 1])
 def test_population_floors_are_within_a_factor_3_of_the_error(k):
     """The quantisation floors (mapping.noise.quantisation_fano) on one token set, 1 s: every
-    stage read from spikes within a factor 3 of its error (q, k, v, dendritic window means that
-    smooth the relays' quantisation, have floors that are upper bounds)."""
+    stage read from spikes at most 3x its floor and at least a quarter of it (with the
+    interneurons in turn since version 0.10, Z, ṽ and x̃ sit at 0.3-0.7 of their floors, which
+    are upper bounds there; q, k, v, dendritic window means that smooth the relays'
+    quantisation, have floors that are upper bounds)."""
     X, W = _problem(T=3, n=4, de=4, dk=3, dv=3, seed=4)
     m = simulate_mhsa(X[k], *W, firing="population", neuron="escape", P=6, duration=1.0, warmup=0.3,
                       seed=k).metrics()
     for s in ("s", "kappa", "Z", "y", "v_tilde", "x_tilde"):
-        assert 1 / 3 < m[s]["nrmse"] / m[s]["noise_floor"] < 3, (s, m[s])
+        assert 1 / 4 < m[s]["nrmse"] / m[s]["noise_floor"] < 3, (s, m[s])
     assert m["q"]["nrmse"] < m["q"]["noise_floor"]
 
 

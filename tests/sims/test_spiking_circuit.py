@@ -78,14 +78,15 @@ def test_lif_circuit_runs_and_follows_the_reference():
 
 @pytest.mark.long   # about 30 s: n = d = 8, H = 2, 5 s at 0.5 ms
 def test_lif_every_stage_within_1_5_of_its_floor():
-    """Every stage within 1.5x its floor but Z, within 2x: the lif level's Z is still above its
-    floor (1.2-1.6x over spike seeds 1-4 on the default problem, 5 s at 0.5 ms; docs/lif.md)."""
+    """Every stage, Z included, between 0.6 and 1.5 of its floor: the floors neither miss the
+    baselines' counting noise nor count the somata's inputs twice (seed 1: 0.79-1.15; over
+    seeds 1-4 at 10 s the means are 0.87-1.13, docs/lif.md)."""
     from ctmhsa.sims.benchmarks.common import square_problem
 
     x = square_problem(8, 8, 2, seed=0)
     res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="lif", duration=5.0, seed=1)
     for st, m in res.metrics().items():
-        assert m["nrmse"] <= (2.0 if st == "Z" else 1.5) * m["noise_floor"], (st, m)
+        assert 0.6 * m["noise_floor"] <= m["nrmse"] <= 1.5 * m["noise_floor"], (st, m)
     assert res.metrics()["x_tilde"]["r"] >= 0.95
 
 
