@@ -151,6 +151,12 @@ def _baseline_share(obs_l23, R, n_cells):
     return b, n_cells * b
 
 
+def _built(l23) -> np.ndarray:
+    """Which L2/3 cells exist, on the grid ``(H, n, m, dk)`` (a causal mask leaves some out; the
+    decoded stages hold 0 there, not NaN)."""
+    return np.isfinite(per_dimension(l23, np.zeros(l23.N), fill=np.nan))
+
+
 def _rate_var(pop, obs, fano, T):
     """Variance (Hz²) of each dimension's rate estimate (mean over its P copies) on the grid;
     for ON/OFF pairs, of the difference ON - OFF (independent counts: variances add)."""
@@ -261,7 +267,7 @@ def _independent_microcolumns(circuit, c, obs, fano, T, stages, f, df, out):
         # *count* at R_set T, so the pooled intensity the somata carry (hence D, Z) misses it by
         # that count's noise, relative variance F / (P R_set T) (measured, n = 4, 24 seeds: Z's
         # error was 1.8-2.3x this floor's variance without the term)
-        _, Nb = _baseline_share(obs["l23"], c["R_set"], np.isfinite(np.asarray(s, float)).sum(axis=(-2, -1)))
+        _, Nb = _baseline_share(obs["l23"], c["R_set"], _built(l23).sum(axis=(-2, -1)))
         own = fano["l23"] * (1 + Nb) / (copies(l23) * c["R_set"] * T)
         out["Z"] = stages["Z"] ** 2 * (np.mean(lq[:, :, 0, :] ** 2 * out["q"], axis=-1) + own)
     if "l5pt" in pops:
@@ -294,6 +300,9 @@ def _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weigh
       took the query's relative noise per feature at weight 1 (dk times too much) and no keys.
     - ``δs_ijc = s_ijc (λq_ic δq_ic + λk_jc δk_jc - E_i) + count``; counts multinomial (the
       pooled count is fixed): variance ``F s (1 - s) / (R T)``, ``F κ (1 - κ) / (R T)`` for κ.
+      At the lif level every count also holds the somata's baseline, a share ``b = r_base / R``
+      per cell (:func:`_baseline_share`): the shares become ``s + b`` and ``κ + dk b`` of a pool
+      ``Σκ + N b``.
     - ``δκ_ij = ε'_ij - κ_ij E_i``; ``δy_ijc = v_jc δκ_ij + κ_ij δv_jc`` (κ_ij and v_j share
       token j's relays) plus the IT counts; ``δṽ_ic = Σ_j [(v_jc - ṽ_ic) ε'_ij + κ_ij δv_jc]``
       plus the IT counts (Σ_j δκ_ij = 0: only deviations from ṽ_i carry attention noise).
@@ -330,9 +339,9 @@ def _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weigh
     cnt = fano["l23"] / (copies(l23) * R * T)                             # (H, n): count variance per unit of s
     # lif: every count carries the baseline too (its share b per cell, Nb per macrocolumn), and
     # the pinned pooled count is (1 + Nb) R T: multinomial in shares (s + b) / (1 + Nb)
-    present = np.isfinite(np.asarray(stages["s"], float))                 # (H, n, m, dk): cells built
+    present = _built(l23)                                                 # (H, n, m, dk): cells built
     b, Nb = _baseline_share(obs["l23"], R, present.sum(axis=(-2, -1)))
-    b3, pool3 = b[..., None], (1 + Nb)[..., None]                         # (H, n, 1)
+    b3 = b[..., None]                                                     # (H, n, 1)
     # coefficients on the relays (…, source token, e)
     qco = np.einsum("hic,hce->hice", lq, WQ)                              # λq δq_ic on token i
     kco = np.einsum("hjc,hce->hjce", lk, WK)                              # λk δk_jc on token j
@@ -355,12 +364,17 @@ def _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weigh
         for j in range(m):
             cs[:, j, :, kvsrc[j]] += kco[:, j]
         var_s[:, i] = s[:, i] ** 2 * np.einsum("hjcte,te->hjc", cs * cs, D)
+    # the shares of the pinned count: a cell's s + b, a microcolumn's κ + (its cells) b, the
+    # macrocolumn's Σκ + N b (1 + N b where the decoded κ sum to 1)
     sb = s + b3[..., None] * present                                      # a cell's share, baseline included
-    out["s"] = var_s + cnt[:, :, None, None] * sb * (1 - sb / pool3[..., None])
+    kb = kap + b3 * present.sum(axis=-1)                                  # a microcolumn's share
+    pool3 = kb.sum(axis=-1, keepdims=True)                                # (H, n, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["s"] = var_s + cnt[:, :, None, None] * np.nan_to_num(sb * (1 - sb / pool3[..., None]))
     # κ_ij = ε'_ij - κ_ij E_i
     ck = eps - kap[..., None, None] * E[:, :, None]
-    kb = kap + b3 * present.sum(axis=-1)                                  # a microcolumn's share
-    var_kc = cnt[..., None] * kb * (1 - kb / pool3)                       # its pinned count's variance
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var_kc = cnt[..., None] * np.nan_to_num(kb * (1 - kb / pool3))    # its pinned count's variance
     out["kappa"] = np.einsum("hijte,te->hij", ck * ck, D) + var_kc
     # y_ijc = κ_ij v_jc: v δκ + κ δv (token j's relays) + the IT counts
     v = np.asarray(stages["v"], float)                                    # (H, m, dv)
@@ -382,10 +396,12 @@ def _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weigh
     cv = np.einsum("hijc,hijte->hicte", dv, eps)                          # (H, n, dv, ns, e)
     for j in range(m):
         cv[:, :, :, vsrc[j]] += kap[:, :, j, None, None] * vco[:, None]
-    # the L2/3 counts, pinned (multinomial: Σ_j kb_j a_j² - (Σ_j kb_j a_j)² / (1 + Nb), Σ_j κ_j dv_j = 0)
+    # the L2/3 counts, pinned (multinomial: Σ_j kb_j a_j² - (Σ_j kb_j a_j)² / Σ_j kb_j; at b = 0
+    # the second term is ṽ² (1 - Σκ)², zero where the decoded κ sum to 1)
     def pinned(a):                                                        # a: (H, n, m, o)
-        return cnt[..., None] * (np.einsum("hij,hijo->hio", kb, a ** 2)
-                                 - np.einsum("hij,hijo->hio", kb, a) ** 2 / pool3)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return cnt[..., None] * np.nan_to_num(np.einsum("hij,hijo->hio", kb, a ** 2)
+                                                  - np.einsum("hij,hijo->hio", kb, a) ** 2 / pool3)
     counts_vt = pinned(dv)
     indep = var_it.sum(axis=2)
     out["v_tilde"] = np.einsum("hicte,te->hic", cv * cv, D) + counts_vt + indep

@@ -90,6 +90,15 @@ def summarise(rows, opts) -> dict:
         pred.append(f"Time course: silencing half of L2/3 at t = {t0:g} s takes the L5 IT rate from {before:.2f} Hz "
                     f"to {first:.2f} Hz over the first 40 ms and {late:.2f} Hz over the last 200 ms of the run "
                     f"({100 * recovered:.0f} % of the drop recovered), while the interneurons' shunt gives way "
-                    + ("(its loop integrates over tau_int + tau_c = 60 ms at the lif level)." if opts["neuron"] == "lif"
-                       else "(tau_int = 10 ms)."))
+                    + _loop_text(opts["neuron"]))
     return dict(summary=summary, predictions=pred)
+
+
+def _loop_text(neuron: str) -> str:
+    """The interneurons' loop time constant at ``neuron`` (the experiments run the default cells)."""
+    from ctmhsa.neurons.params import DEFAULT_PARAMS, DEFAULT_SOMA
+
+    ti = DEFAULT_PARAMS.tau_int
+    if neuron == "lif":   # ctmhsa.neurons.models.TAU_LOOP_LIF
+        return f"(its loop integrates over tau_int + tau_c = {1e3 * (ti + DEFAULT_SOMA.tau_c):g} ms at the lif level)."
+    return f"(tau_int = {1e3 * ti:g} ms)."

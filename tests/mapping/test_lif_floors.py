@@ -5,7 +5,8 @@ pinned L2/3 counts, and a loop no faster than the coupling it closes around."""
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.noise import _baseline_share, _shunted
+from ctmhsa.circuits.builders import pathway
+from ctmhsa.mapping.noise import _baseline_share, _built, _shunted
 from ctmhsa.neurons.conductance import intrinsic_fano
 from ctmhsa.neurons.models import TAU_LOOP_LIF, get_model
 
@@ -29,6 +30,14 @@ def test_baseline_share_is_read_from_the_counts_above_the_baseline():
     assert b == pytest.approx(20 / 240) and Nb == pytest.approx(16 * 20 / 240)
     b, Nb = _baseline_share(dict(rate=np.full(8, 5.0), r=np.full(8, 5.0)), np.array([[40.0]]), np.array([[8]]))
     assert b == 0.0 and Nb == 0.0                               # no baseline: the escape level's floors
+
+
+@pytest.mark.codegen_independent
+def test_baselines_are_counted_only_for_the_cells_a_causal_mask_builds():
+    built = _built(pathway(3, 2, 2, 2, H=1, causal=True).populations["l23"])    # (H, n, m, dk)
+    assert built.shape == (1, 3, 3, 2)
+    assert built.sum(axis=(-2, -1)).tolist() == [[2, 4, 6]]                     # query i sees keys j <= i
+    assert _built(pathway(3, 2, 2, 2, H=1).populations["l23"]).all()
 
 
 @pytest.mark.codegen_independent
