@@ -39,7 +39,7 @@ __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
            "add_step_code", "PHI_VARIANCE", "PHI_CORRECTED", "corrected_phi_expression", "CorrectedCellModel",
            "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance", "FollowerModel", "FIRING", "integrator_model",
-           "stratify_phases"]
+           "stratify_phases", "R_FS_MAX", "TAU_LOOP_LIF"]
 
 PHI_EXPRESSIONS = {
     # elu(x) + 1 == max(x, 0) + exp(min(x, 0))

@@ -9,7 +9,9 @@ Sources for the time constants:
   (e.g. Larkum et al. 2004; Hay et al. 2011): ``tau_m = 10 ms``;
 - apical-tuft / dendritic integration time constant, 10–30 ms (Larkum 2004): ``tau_d = 10 ms``;
 - fast excitatory synaptic currents (AMPA), 2–5 ms: ``tau_syn = 5 ms`` (spiking levels);
-- interneuron integration of the pooled L2/3 drive, ~10 ms: ``tau_int = 10 ms``.
+- interneuron integration of the pooled L2/3 drive, ~10 ms: ``tau_int = 10 ms`` (at the lif
+  level the loop integrates over ``tau_int + SomaParams.tau_c``, 60 ms:
+  :data:`ctmhsa.neurons.models.TAU_LOOP_LIF`).
 
 ``u`` is the dendritic potential that encodes one unit of the attention quantities
 (q, k, v, ...): 1 mV per unit keeps potentials within a few mV of rest for unit-variance
@@ -42,7 +44,8 @@ class CellParams:
     tau_d : float
         Dendritic (basal and apical compartment) time constant (s).
     tau_int : float
-        Integration time constant of the divisive interneurons (s).
+        Integration time constant of the divisive interneurons (s); at the lif level their loop
+        adds the somata's coupling ``tau_c`` (:data:`ctmhsa.neurons.models.TAU_LOOP_LIF`).
     tau_syn : float
         Synaptic current time constant at the spiking levels (s).
     u : float
