@@ -395,14 +395,18 @@ def _phases(pop, model, draws: dict, firing: str = "poisson") -> dict:
     else:
         return draws
     spread = [a for a in spread if a in pop.axes]
-    size = lambda a: pop.sizes[pop.axes.index(a)]   # noqa: E731
-    P = int(np.prod([size(a) for a in spread])) if spread else 1
+    others = [a for a in pop.axes if a not in spread]
+    P = int(np.prod([pop.sizes[pop.axes.index(a)] for a in spread]))
     if P == 1:
         return draws
-    others = [a for a in pop.axes if a not in spread]
-    index = lambda axes: (np.ravel_multi_index([pop.axis(a) for a in axes], [size(a) for a in axes])  # noqa: E731
-                          if axes else np.zeros(pop.N, int))
-    return dict(draws, S=stratify_phases(draws["S"], index(spread), index(others), P))
+    return dict(draws, S=stratify_phases(draws["S"], _flat_index(pop, spread), _flat_index(pop, others), P))
+
+
+def _flat_index(pop, axes) -> np.ndarray:
+    """Each cell's flat index over ``axes`` of ``pop`` (0 for every cell when there are none)."""
+    if not axes:
+        return np.zeros(pop.N, int)
+    return np.ravel_multi_index([pop.axis(a) for a in axes], [pop.sizes[pop.axes.index(a)] for a in axes])
 
 
 def _write_values(built: BuiltCircuit, values: CircuitValues, seed, run_args) -> None:

@@ -21,7 +21,6 @@ import numpy as np
 
 from ctmhsa.circuits.graph import copies
 from ctmhsa.circuits.transformer import RELAY_SETS, block_prefix, stream_source
-
 from ctmhsa.neurons.models import get_model
 
 from .decode import per_dimension

@@ -33,6 +33,7 @@ from ctmhsa.circuits.parts import area_hook, register_hook
 from ctmhsa.mapping.decode import per_dimension
 from ctmhsa.mapping.encode import copies
 from ctmhsa.mapping.reference import FEATURE_MAPS
+from ctmhsa.neurons.conductance import intrinsic_fano, soma_calibration
 from ctmhsa.neurons.models import get_model
 
 __all__ = ["stage_noise_variance", "spike_generation_fano", "quantisation_fano"]
@@ -76,7 +77,6 @@ def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None 
             out[p] = model.firing
         elif level == "lif" and "I_rh" in model.parameters and dt is not None and not _shunted(model):
             if soma is None:
-                from ctmhsa.neurons.conductance import intrinsic_fano, soma_calibration
                 soma = partial(intrinsic_fano, soma_calibration(dt=dt))
             out[p] = soma
         elif (pop.cell_type == "relay" or (level == "lif" and pop.cell_type != "interneuron")) and p in measured:

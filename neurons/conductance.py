@@ -171,9 +171,9 @@ def intrinsic_fano(cal: dict, rates, width: int = 2) -> np.ndarray:
     r, f = r[keep], f[keep]
     if r.size == 0:
         return np.ones(np.shape(rates))
-    k = np.arange(r.size)
-    pooled = np.array([np.sum((f * r)[max(i - width, 0):i + width + 1]) / np.sum(r[max(i - width, 0):i + width + 1])
-                       for i in k])
+    box = np.ones(2 * width + 1)        # the neighbours' summed variance over their summed mean
+    window = slice(width, width + r.size)   # "full", cut to the curve (any length of it)
+    pooled = np.convolve(f * r, box)[window] / np.convolve(r, box)[window]
     order = np.argsort(r)
     return np.interp(np.asarray(rates, float), r[order], pooled[order])
 

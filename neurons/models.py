@@ -33,6 +33,7 @@ import numpy as np
 
 from .laws import law_expression
 from .params import DEFAULT_SOMA
+from .shotnoise import regular_ratio_expression
 from .threshold import CellThresholder
 
 __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
@@ -524,8 +525,6 @@ def count_variance(rate: str, firing: str = "poisson", copies: int = 1, params=N
     p = f"clip({rate}*dt, 0, 1)"
     if firing == "poisson":
         return f"{p}*(1 - {p})"
-    from .shotnoise import regular_ratio_expression
-
     if params is None:
         raise ValueError("count_variance: a perfect integrator's variance needs params (tau_d, tau_syn)")
     train = f"{int(copies)}*{rate}" if firing == "population" else rate

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 
 __all__ = ["shot_noise_gain", "soma_cross_gain", "regular_ratio", "regular_ratio_expression"]
 
@@ -80,7 +81,7 @@ def soma_cross_gain(params, dt: float = 1e-3, steps: int | None = None) -> float
 # (tau_d != tau_syn), and F = coth(y) + y csch(y)^2 - 2/y for tau_d = tau_syn = tau. F -> 1 as
 # R -> 0 (isolated spikes are Poisson-like) and falls as 1/R^3 once R tau >> 1. Continuous time:
 # against the discrete train on the 1 ms grid F is within 0.02 (absolute) at every R
-# (tests/neurons/test_regular_noise.py), where it matters (F > 0.05) within 3 %.
+# (tests/neurons/test_firing.py), where it matters (F > 0.05) within 5 %.
 
 _RATE_FLOOR = 1e-3
 """Hz: rates are clipped from below here in the ratio (R = 0 would give 0/0; F(1e-3 Hz) = 1)."""
@@ -116,8 +117,6 @@ def regular_ratio(rate, params):
     params : CellParams
         ``tau_d``, ``tau_syn`` (s).
     """
-    import numpy as np
-
     R = np.maximum(np.asarray(rate, float), _RATE_FLOOR)
     td, ts = float(params.tau_d), float(params.tau_syn)
 

@@ -216,7 +216,7 @@ def _cmd_digits(args) -> int:
     from ctmhsa.mapping.model import load_model
     from ctmhsa.sims.benchmarks.digits import EXAMPLES, classification_row
     from .classify import classify
-    from .digits import calibration_set, cells, test_set, window_lag
+    from .digits import calibration_set, classify_options, test_set
     from .io import atomic_write_json, results_directory
 
     model = load_model(args.model)
@@ -230,13 +230,9 @@ def _cmd_digits(args) -> int:
     if not args.quiet:
         print(f"ctmhsa digits: {model!r}\n  {count} test images, {args.neuron} level, {args.presentation:g} s each")
     record = ("classes",) if args.neuron != "rate" else False
-    spiking = cells(args.firing if args.neuron == "escape" else "poisson")
-    if args.neuron == "escape":
-        spiking["lag"] = window_lag(args.presentation, args.firing)
-    else:   # the rate level has no spikes; its time constants are the circuit's
-        spiking.pop("firing")
     c = classify(model, images[:count], labels[:count], neuron=args.neuron, presentation=args.presentation,
-                 report=None if args.quiet else "progress", record_spikes=record, calibration=cal, **spiking, **opts)
+                 report=None if args.quiet else "progress", record_spikes=record, calibration=cal,
+                 **classify_options(args.neuron, args.presentation, args.firing), **opts)
     doc = dict(benchmark="digits", quick=False, model=model.name, source=model.source, images=count,
                presentations=[args.presentation], seed=args.seed, P=args.P, rows=[classification_row(c, EXAMPLES, images)],
                float_accuracy=c.float_accuracy, labels=c.labels.tolist(),

@@ -35,7 +35,7 @@ import numpy as np
 
 __all__ = ["DIGITS_TRAIN", "DIGITS_TEST", "N_TOKENS", "PATCH_INPUTS", "TEST_FILE", "TRAIN_FILE", "patches",
            "load_images", "train_set", "test_set", "calibration_set", "TAU_RELAY", "FIRING", "cells", "SETTLE",
-           "MIN_WINDOW", "window_lag"]
+           "MIN_WINDOW", "window_lag", "classify_options"]
 
 TAU_RELAY = 20e-3
 """``CellParams.tau_relay`` (s) of the digits circuit with Poisson (escape-noise) cells: a stream
@@ -90,6 +90,17 @@ def cells(firing: str = FIRING) -> dict:
     if firing == "poisson":
         return dict(firing=firing, params=CellParams(tau_relay=TAU_RELAY))
     return dict(firing=firing, params=HIGH_CONDUCTANCE.replace(tau_relay=5e-3))
+
+
+def classify_options(neuron: str, presentation: float, firing: str = FIRING) -> dict:
+    """Keywords of :func:`ctmhsa.sims.classify.classify` for the digits circuit at ``neuron``
+    (``ctmhsa digits`` and ``ctmhsa bench digits``): at the escape level the cells of
+    ``firing`` (:func:`cells`) and the decoding lag (:func:`window_lag`); at the rate level, which
+    has no spikes, the same time constants (``params``) and the models' default window."""
+    opts = cells(firing)
+    if neuron == "escape":
+        return dict(opts, lag=window_lag(presentation, firing))
+    return dict(params=opts["params"])
 
 DIGITS_TRAIN = 1300
 """Training images: the first 1,300 of ``sklearn.datasets.load_digits()``."""

@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from ctmhsa.neurons.models import FIRING
 from ctmhsa.sims.io import atomic_write_json, versions
 
 from .common import add_out_argument
@@ -44,7 +45,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--P", type=int, default=None, help="cells per value (default: simulate_model's, 4)")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     parser.add_argument("--model", default="digits", help="model file or shipped name (default digits)")
-    parser.add_argument("--firing", choices=("poisson", "regular", "population"), default="population",
+    parser.add_argument("--firing", choices=FIRING, default="population",
                         help="how the escape cells fire (default population; ctmhsa.sims.digits.cells)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 20 images, 0.2 s, rate at 0.3 s")
     add_out_argument(parser, "bench_results/digits.json")
@@ -71,11 +72,10 @@ def classification_row(c, examples: int, images) -> dict:
 def main(args) -> int:
     from ctmhsa.mapping.model import load_model
     from ctmhsa.sims.classify import classify
-    from ctmhsa.sims.digits import calibration_set, cells, test_set, window_lag
+    from ctmhsa.sims.digits import calibration_set, classify_options, test_set
 
     model = load_model(args.model)
-    spiking = cells(args.firing)
-    params = spiking["params"]
+    params = classify_options("rate", 0.0, args.firing)["params"]
     images, labels = test_set()
     cal = calibration_set() if args.model == "digits" else None
     count = len(labels) if args.images is None else int(args.images)
@@ -91,12 +91,13 @@ def main(args) -> int:
                cpus=os.cpu_count())
     t_all = time.perf_counter()
     if rate_p:
-        c = classify(model, x, y, neuron="rate", presentation=rate_p, calibration=cal, params=params)
+        c = classify(model, x, y, neuron="rate", presentation=rate_p, calibration=cal,
+                     **classify_options("rate", rate_p, args.firing))
         doc["rows"].append(classification_row(c, EXAMPLES, x))
         _progress_line(c)
     for p in presentations:
-        c = classify(model, x, y, neuron="escape", presentation=p, seed=args.seed, calibration=cal, **spiking,
-                     lag=window_lag(p, args.firing), **opts)
+        c = classify(model, x, y, neuron="escape", presentation=p, seed=args.seed, calibration=cal,
+                     **classify_options("escape", p, args.firing), **opts)
         doc["rows"].append(classification_row(c, EXAMPLES, x))
         _progress_line(c)
     doc["float_accuracy"] = c.float_accuracy

@@ -89,3 +89,15 @@ def test_digits_cells():
     assert cells("poisson")["params"].tau_relay == 20e-3
     with pytest.raises(ValueError, match="firing"):
         cells("bursting")
+
+
+@pytest.mark.codegen_independent
+def test_digits_classify_options_per_level():
+    """``ctmhsa digits`` and ``ctmhsa bench digits`` run one set of options: the escape level's
+    cells and window, the rate level the same time constants and no spike options."""
+    from ctmhsa.sims.digits import SETTLE, classify_options, window_lag
+
+    esc, rate = classify_options("escape", 0.2), classify_options("rate", 0.5)
+    assert esc == dict(cells(), lag=SETTLE) and rate == dict(params=cells()["params"])
+    assert classify_options("escape", 0.1)["lag"] == window_lag(0.1) == 0.05
+    assert classify_options("escape", 0.5, "poisson") == dict(cells("poisson"), lag=None)
