@@ -1,7 +1,7 @@
 """Drive and baselines of the ``lif`` somata: the affine spike generator in the circuit.
 
 A lif soma (:mod:`ctmhsa.neurons.conductance`) fires ``r_base + rho P`` on its calibrated affine branch
-when driven by ``I_rh + I_gain rho P`` (:func:`ctmhsa.neurons.conductance.soma_calibration`). The
+when driven by ``I_rh + I_gain rho P + I_quad (rho P)²`` (:func:`ctmhsa.neurons.conductance.soma_calibration`). The
 baseline ``r_base`` must not reach the attention:
 
 - a projection from lif cells adds ``r_base Σ_i w_ij`` to the mean input of every target cell
@@ -35,18 +35,18 @@ the baselines' full spike noise: it hit its bounds and the pooled rate settled 1
 
 
 def add_lif_drive(circuit, values, level: str, dt: float) -> None:
-    """Write the lif somata's drive (``I_rh``, ``I_gain``, ``r_base``) into ``values.params`` and
+    """Write the lif somata's drive (``I_rh``, ``I_gain``, ``I_quad``, ``r_base``) into ``values.params`` and
     cancel the baselines' input to every target (in place). No-op at other levels."""
     somata = {name for name, pop in circuit.populations.items()
               if "I_rh" in get_model(level, pop.cell_type).parameters}
     if not somata:
         return
-    cal = lif_drive(dt)
+    cal = {name: lif_drive(dt, circuit.population(name).cell_type) for name in somata}   # per soma type
     for name, pop in circuit.populations.items():
         params = get_model(level, pop.cell_type).parameters
         p = values.params.setdefault(name, {})
         if name in somata:
-            p.update(cal)
+            p.update(cal[name])
         if "b_a" in params:   # an apical bias only this level has: 0 until a baseline arrives
             p.setdefault("b_a", 0.0)
     for pname, proj in circuit.projections.items():
@@ -58,9 +58,10 @@ def add_lif_drive(circuit, values, level: str, dt: float) -> None:
         i, j = circuit.pairs(proj, post_cells=reps)
         w = circuit.synapse_weights(proj, values.weights[pname], i, j)
         target = circuit.population(proj.target)
-        extra = cal["r_base"] * np.bincount(np.searchsorted(reps, j), weights=w, minlength=len(reps))[cls]
+        r_base = cal[proj.source]["r_base"]
+        extra = r_base * np.bincount(np.searchsorted(reps, j), weights=w, minlength=len(reps))[cls]
         # ON/OFF sources: the baselines cancel (to rounding)
-        if np.allclose(extra, 0.0, atol=1e-12 * cal["r_base"] * (np.abs(w).sum() + 1.0)):
+        if np.allclose(extra, 0.0, atol=1e-12 * r_base * (np.abs(w).sum() + 1.0)):
             continue
         model = get_model(level, target.cell_type)
         bias = next((b for b in BIAS_OF.get(proj.compartment, ()) if b in model.parameters), None)

@@ -148,19 +148,27 @@ class CodeGains:
 
 DEFAULT_GAINS = CodeGains()
 
-LEVEL_GAINS = {"lif": replace(DEFAULT_GAINS, r_l23=15.0, r_inh_min=3.4, rho_out=50.0)}
-"""Default gains where a level departs from :data:`DEFAULT_GAINS`. The lif somata fire a
-baseline (``r_base`` = 20 Hz, :mod:`ctmhsa.mapping.baseline`) that the interneurons pool with the
-signal: the loop holds the total, and an error of the total counts against the signal in
-proportion ``1 + r_base / r_l23``. With 15 Hz per L2/3 cell above the baseline instead of 5, the
-division's bias fell from 2-8 % to 0-5 % (n = 6, d = 6, 3 s; docs/lif.md). Thresholded cells
-also need busier interneurons: a macrocolumn of lif cells held its pooled rate within 1 % of the
-set point at divisions 4-14 but 9 % low at 2; ``r_inh_min`` = 3.4 Hz (with ``g_sh`` = 0.6 s)
-makes the smallest division 3 and the encoder keep a head's divisions above 6 where it can.
-The lif somata follow their affine law only up to about 136 Hz (:func:`ctmhsa.neurons.conductance.affine_range`);
-with ``rho_out`` = 100 Hz the nucleus-2 relays of a three-head pathway reached 176 Hz and x̃ was
-compressed (slope 0.58, 2.1x its floor; n = 7, H = 3, dk = 3, dv = 5, de = 6); ``rho_out`` = 50
-kept them below 113 Hz (x̃ 1.24x) and left the tuned n = d = 8, H = 2 case at 0.40x."""
+LEVEL_GAINS = {"lif": replace(DEFAULT_GAINS, rho_l23=17.5, r_l23=3.5, r_inh_min=3.4, rho_out=50.0, rho_memory=50.0)}
+"""Default gains where a level departs from :data:`DEFAULT_GAINS`.
+
+- ``r_l23`` = 3.5 Hz, ``rho_l23`` = 17.5 Hz: the lif L2/3 somata fire a 1 Hz baseline
+  (:data:`ctmhsa.neurons.params.L23_SOMA`) plus 3.5 Hz per cell, 4.5 Hz in all, inside the
+  0.1-5 Hz of L2/3 in vivo; ``rho_l23`` keeps the escape level's ratio to ``r_l23`` (25 / 5), so
+  the divisions, hence the interneurons' rates, are the escape level's. The interneurons pool
+  the baseline with the signal and hold the total, so an error of the total counts against the
+  signal in proportion ``1 + r_base / r_l23`` (1.3 here; 2.3 with the former 20 Hz baseline and
+  15 Hz per cell, version 0.10).
+- ``r_inh_min`` = 3.4 Hz (with ``g_sh`` = 0.6 s): thresholded cells need busier interneurons. A
+  macrocolumn of lif cells held its pooled rate within 1 % of the set point at divisions 4-14
+  but 9 % low at 2; this makes the smallest division 3 and the encoder keep a head's divisions
+  above 6 where it can.
+- ``rho_out`` = 50 Hz: the lif somata follow their affine law only up to about 136-145 Hz
+  (:func:`ctmhsa.neurons.conductance.affine_range`); with 100 Hz the nucleus-2 relays of a
+  three-head pathway reached 176 Hz and x̃ was compressed (slope 0.58, 2.1x its floor; n = 7,
+  H = 3, dk = 3, dv = 5, de = 6); 50 kept them below 113 Hz (x̃ 1.24x).
+- ``rho_memory`` = 50 Hz, for the same range: with 100 the linear circuit's memory cells reached
+  181-183 Hz (n = d = 6, H = 2, input seeds 21 and 22, flagged), with 50 they stayed in range and
+  seed 21's S, z and Z went from 1.44, 2.16 and 1.43 of their floors to 1.00, 1.05 and 0.75."""
 
 
 def default_gains(level: str) -> CodeGains:

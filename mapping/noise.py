@@ -33,7 +33,7 @@ from ctmhsa.circuits.parts import area_hook, register_hook
 from ctmhsa.mapping.decode import per_dimension
 from ctmhsa.mapping.encode import copies
 from ctmhsa.mapping.reference import FEATURE_MAPS
-from ctmhsa.neurons.conductance import intrinsic_fano, soma_calibration
+from ctmhsa.neurons.conductance import calibration_of, intrinsic_fano
 from ctmhsa.neurons.models import get_model
 
 __all__ = ["stage_noise_variance", "spike_generation_fano", "quantisation_fano"]
@@ -70,15 +70,12 @@ def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None 
     in its window (:func:`quantisation_fano`).
     """
     out = {}
-    soma = None
     for p, pop in circuit.populations.items():
         model = get_model(level, pop.cell_type, circuit.meta.firing)
         if model.firing != "poisson":
             out[p] = model.firing
         elif level == "lif" and "I_rh" in model.parameters and dt is not None and not _shunted(model):
-            if soma is None:
-                soma = partial(intrinsic_fano, soma_calibration(dt=dt))
-            out[p] = soma
+            out[p] = partial(intrinsic_fano, calibration_of(pop.cell_type, dt))   # cached on disk
         elif (pop.cell_type == "relay" or (level == "lif" and pop.cell_type != "interneuron")) and p in measured:
             out[p] = measured[p]
         else:

@@ -340,7 +340,7 @@ GAIN_OF = {"l23": "rho_l23", "l5it": "rho_it", "l5pt": "rho_pt", "relay_out": "r
 
 def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict | None = None,
                     T: float | None = None, max_rate: float | None = None,
-                    rate_range: tuple | None = None) -> dict:
+                    rate_range: tuple | dict | None = None) -> dict:
     """Check that a finished run worked where it claims to: per macrocolumn and per population.
 
     Parameters
@@ -360,9 +360,10 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
         Spiking levels: the window (s), for the pooled rate's count-noise tolerance.
     max_rate : float, optional
         Escape level: ``1/dt``, the most an escape cell can fire.
-    rate_range : (float, float), optional
+    rate_range : (float, float) or dict, optional
         lif level: the measured rates (Hz) over which the somata follow their affine law
-        (:func:`ctmhsa.neurons.conductance.affine_range`); a cell outside it by more than three
+        (:func:`ctmhsa.neurons.conductance.affine_range`), one pair for every population or a
+        pair per population name (soma types differ); a cell outside it by more than three
         Poisson standard deviations of its count over ``T`` is reported (its decoded rate is
         compressed).
 
@@ -442,10 +443,11 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
                 sat[name] = k
                 viol.append(f"{name}: {k} cell(s) driven past {max_rate:g} Hz (1/dt; saturated escape "
                             f"cells spike every step): lower the gains or dt")
-        if rate_range is not None and "rate" in o and "r_base" in encoding.values.params.get(name, {}):
+        bounds = rate_range.get(name) if isinstance(rate_range, dict) else rate_range
+        if bounds is not None and "rate" in o and "r_base" in encoding.values.params.get(name, {}):
             r = np.asarray(o["rate"], float)            # every spike, baseline included
             tol = 3.0 * np.sqrt(np.maximum(r, 1.0) / (1.0 if T is None else T))
-            lo, hi = rate_range
+            lo, hi = bounds
             k_hi, k_lo = int(np.count_nonzero(r > hi + tol)), int(np.count_nonzero(r < lo - tol))
             if k_hi or k_lo:
                 sat[name] = k_hi + k_lo

@@ -27,12 +27,14 @@ integrate-and-fire soma instead, which fires the window integral of ``r`` to wit
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 
 from .laws import law_expression
-from .params import DEFAULT_SOMA
+from .params import lif_soma
 from .shotnoise import regular_ratio_expression
 from .threshold import CellThresholder
 
@@ -763,9 +765,10 @@ MODELS[("escape", "kv_write")] = _covariance_corrected(MODELS[("escape", "kv_wri
 # The rate-level cell's law r = rho*P (P = basal factor x apical gain, computed in the passive
 # compartments, where the interneurons' shunt divides exactly) becomes the drive current of a
 # conductance-based adaptive integrate-and-fire soma in a high-conductance state
-# (:mod:`ctmhsa.neurons.conductance`): I_drive = I_rh + I_gain*rho*P. The mapping layer sets I_rh (the
-# current at which the soma fires its baseline r_base) and I_gain (A per Hz: the inverse slope of
-# the soma's measured f-I curve above the baseline), so the rate is r_base + rho*P on the
+# (:mod:`ctmhsa.neurons.conductance`): I_drive = I_rh + I_gain*rho*P + I_quad*(rho*P)**2. The mapping
+# layer sets I_rh (the current at which the soma fires its baseline r_base), I_gain (A per Hz: the
+# inverse slope of the soma's measured f-I curve above the baseline) and I_quad (A per Hz^2: the
+# curve's convexity, 0 for the default soma's affine law), so the rate is r_base + rho*P on the
 # calibrated affine branch (see docs/lif.md and ctmhsa.mapping.baseline). Relays stay Poisson and the
 # interneurons keep their escape-level integral feedback.
 
@@ -791,31 +794,42 @@ SOMA_THRESHOLD, SOMA_RESET, SOMA_REFRACTORY = "v > s_Vth", "v = s_Vr; w_ad += s_
 
 _LIF_SOMA = """
 dP_c/dt = (P - P_c)/s_tc : 1
-I_drive = I_rh + I_gain*rho*P_c : amp
+I_drive = I_rh + (I_gain + I_quad*rho*P_c)*rho*P_c : amp
 r = r_base + rho*P : Hz
 I_rh : amp (constant)
 I_gain : amp/Hz (shared, constant)
+I_quad : amp/Hz**2 (shared, constant)
 r_base : Hz (shared, constant)
 """
 
 
-def _lif(rate_model: CellModel, apical_bias: bool = False) -> CellModel:
+def _soma_constants(code: str, prefix: str) -> str:
+    """``code`` with the default soma's constants (``s_...``) renamed to another soma type's."""
+    return code if prefix == "s_" else re.sub(r"\bs_(\w+)", prefix + r"\1", code)
+
+
+def _lif(rate_model: CellModel, apical_bias: bool = False, cell_type: str = "default") -> CellModel:
+    """The lif version of ``rate_model``: its rate law drives the soma type of ``cell_type``
+    (:func:`ctmhsa.neurons.params.lif_soma`)."""
+    soma = lif_soma(cell_type)
+    rename = partial(_soma_constants, prefix=soma.prefix)
     lines = rate_model.equations.strip().splitlines()
     rate = next(line.strip() for line in lines if line.strip().startswith("r = rho*"))
     P = rate[len("r = rho*"):].rsplit(":", 1)[0].strip()
     eqs = "\n".join(line for line in lines if not line.strip().startswith("r ="))
-    params = ("I_rh", "I_gain", "r_base")
+    params = ("I_rh", "I_gain", "I_quad", "r_base")
     folds = rate_model.folds
     if apical_bias:   # cancels the baselines of the L2/3 cells feeding the attention dendrite
         eqs = eqs.replace("dV_a/dt = (I_a - V_a)/tau_d", "dV_a/dt = (b_a + I_a - V_a)/tau_d") + "\nb_a : volt"
         params += ("b_a",)
         folds = tuple(replace(f, parameters=f.parameters + ("b_a",)) if "V_a" in f.variables else f for f in folds)
-    regular = "\n".join(x for x in (rate_model.regular, SOMA_BACKGROUND) if x)
-    return replace(rate_model, equations=eqs + f"\nP = {P} : 1" + SOMA_EQUATIONS + _LIF_SOMA,
+    regular = "\n".join(x for x in (rate_model.regular, rename(SOMA_BACKGROUND)) if x)
+    return replace(rate_model, equations=eqs + f"\nP = {P} : 1" + rename(SOMA_EQUATIONS + _LIF_SOMA),
                    method="exponential_euler", regular=regular, parameters=rate_model.parameters + params,
-                   threshold=SOMA_THRESHOLD, reset=SOMA_RESET, refractory=SOMA_REFRACTORY, folds=folds,
-                   init={**rate_model.init, "v": DEFAULT_SOMA.E_L, "g_e": DEFAULT_SOMA.g_e0,
-                         "g_i": DEFAULT_SOMA.g_i0},
+                   threshold=rename(SOMA_THRESHOLD), reset=rename(SOMA_RESET),
+                   refractory=rename(SOMA_REFRACTORY), folds=folds,
+                   init={**rate_model.init, "v": soma.params.E_L, "g_e": soma.params.g_e0,
+                         "g_i": soma.params.g_i0},
                    observables=rate_model.observables + ("P",))
 
 
@@ -872,7 +886,7 @@ class _UnrectifiedApical(CellModel):
 _it = _lif(MODELS[("rate", "l5it")], apical_bias=True)
 MODELS[("lif", "l5it")] = _UnrectifiedApical(**{k: getattr(_it, k) for k in _it.__dataclass_fields__})
 # the dendrites integrate spikes as at the escape level: phi corrected for their variance alike
-MODELS[("lif", "l23")] = _lif(_corrected(MODELS[("rate", "l23")], ("basal", "apical")))
+MODELS[("lif", "l23")] = _lif(_corrected(MODELS[("rate", "l23")], ("basal", "apical")), cell_type="l23")
 # the read-out cells' apical memory entry integrates memory cells, whose baselines b_a cancels
 MODELS[("lif", "kv_read")] = _lif(_corrected(MODELS[("rate", "kv_read")], ("basal",)), apical_bias=True)
 MODELS[("lif", "kv_write")] = _lif(_covariance_corrected(_corrected(MODELS[("rate", "kv_write")], ("apical",))))

@@ -30,7 +30,8 @@ from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
-__all__ = ["CellParams", "DEFAULT_PARAMS", "HIGH_CONDUCTANCE", "SomaParams", "DEFAULT_SOMA", "with_units", "k_syn", "seconds"]
+__all__ = ["CellParams", "DEFAULT_PARAMS", "HIGH_CONDUCTANCE", "SomaParams", "DEFAULT_SOMA", "L23_SOMA", "LifSoma",
+           "LIF_SOMATA", "lif_soma", "with_units", "k_syn", "seconds"]
 
 
 @dataclass(frozen=True)
@@ -130,18 +131,25 @@ class SomaParams:
     def without_adaptation(self) -> "SomaParams":
         return SomaParams(**{**asdict(self), "a": 0.0, "b": 0.0})
 
-    def namespace(self) -> dict:
-        """Brian2 quantities, named ``s_<name>`` (the cell models' soma constants)."""
+    def namespace(self, prefix: str = "s_") -> dict:
+        """Brian2 quantities, named ``<prefix><name>`` (the cell models' soma constants: ``s_C``,
+        ``s_b``, ... for the default prefix)."""
         import brian2 as u
 
-        return dict(s_C=self.C_m * u.farad, s_gL=self.g_L * u.siemens, s_EL=self.E_L * u.volt,
-                    s_Vth=self.V_th * u.volt, s_Vr=self.V_r * u.volt, s_tref=self.tau_ref * u.second,
-                    s_a=self.a * u.siemens, s_b=self.b * u.amp, s_tw=self.tau_w * u.second,
-                    s_ge0=self.beta * self.g_e0 * u.siemens, s_gi0=self.beta * self.g_i0 * u.siemens,
-                    s_se=math.sqrt(self.beta) * self.sigma_e * u.siemens,
-                    s_si=math.sqrt(self.beta) * self.sigma_i * u.siemens,
-                    s_te=self.tau_e * u.second, s_ti=self.tau_i * u.second,
-                    s_Ee=self.E_e * u.volt, s_Ei=self.E_i * u.volt, s_tc=self.tau_c * u.second)
+        ns = dict(C=self.C_m * u.farad, gL=self.g_L * u.siemens, EL=self.E_L * u.volt,
+                  Vth=self.V_th * u.volt, Vr=self.V_r * u.volt, tref=self.tau_ref * u.second,
+                  a=self.a * u.siemens, b=self.b * u.amp, tw=self.tau_w * u.second,
+                  ge0=self.beta * self.g_e0 * u.siemens, gi0=self.beta * self.g_i0 * u.siemens,
+                  se=math.sqrt(self.beta) * self.sigma_e * u.siemens,
+                  si=math.sqrt(self.beta) * self.sigma_i * u.siemens,
+                  te=self.tau_e * u.second, ti=self.tau_i * u.second,
+                  Ee=self.E_e * u.volt, Ei=self.E_i * u.volt, tc=self.tau_c * u.second)
+        return {prefix + k: v for k, v in ns.items()}
+
+    def adaptation_per_hz(self) -> float:
+        """Mean adaptation current per Hz of sustained rate, ``b tau_w`` (A/Hz): the negative
+        feedback that linearises the f–I curve (Ermentrout 1998)."""
+        return self.b * self.tau_w
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -156,6 +164,82 @@ class SomaParams:
 
 
 DEFAULT_SOMA = SomaParams()
+
+L23_SOMA = SomaParams(b=805e-12, tau_c=0.2)
+"""The lif level's L2/3 soma: the default cell with ten times its spike-triggered adaptation
+(b = 0.8 nA, tau_w = 144 ms: b tau_w = 116 pA/Hz) and a 200 ms dendro-somatic coupling.
+
+- **Adaptation.** Its negative feedback makes the f–I curve nearly affine down to ~1 Hz (Ermentrout
+  1998), where the default cell bends below 6.8 Hz: over 1-10 Hz the largest residual of an
+  affine fit is 0.17 Hz (2 % of the span), against 0.45 Hz (5 %) with b tau_w = 46 pA/Hz (dt =
+  0.5 ms, 40 s windows). L2/3 then fires a 1 Hz baseline plus a few Hz of signal. Regular-spiking
+  L2/3 pyramidal cells adapt strongly, but 0.8 nA per spike is more than a single spike adds to a
+  measured afterhyperpolarisation current: a modelling choice, stated as such (docs/lif.md,
+  "Physiological L2/3 rates").
+- **Coupling.** Strong adaptation makes the soma answer fast changes of its drive ~25 times more
+  steeply than slow ones, so it rectifies the fluctuations of its drive (the relays' counting
+  noise reaching the dendrites) into extra rate: with the default 50 ms coupling L2/3 fired 8 %
+  above its law (27 % with b = 0.32 nA, tau_w = 0.5 s), which biased Z. 200 ms left 0.6 %
+  (300 ms: 0.2 %; default problem, 5 s). Dendritic NMDA plateau potentials last 50-500 ms
+  (Major, Larkum & Schiller 2013, Annu. Rev. Neurosci. 36:1)."""
+
+
+@dataclass(frozen=True)
+class LifSoma:
+    """A lif soma type: its parameters, the baseline it fires at zero signal and how its affine
+    law is calibrated and checked (:func:`ctmhsa.neurons.conductance.soma_calibration`,
+    :func:`ctmhsa.neurons.conductance.affine_range`).
+
+    Attributes
+    ----------
+    params : SomaParams
+    r_base : float
+        Baseline rate (Hz): the cell fires ``r_base + rho P``.
+    span : float
+        Width of the rate range above ``r_base`` that the affine law is fitted over (Hz).
+    tol : float
+        Departure from the affine law (Hz) that ends the working range.
+    prefix : str
+        Prefix of its constants in the Brian2 namespace (``s_`` for the default soma).
+    n_currents : int
+        Number of drive currents its calibration measures (from 0 to past ``r_base + span``).
+    window : float
+        Calibration window per current (s).
+    reach : float, optional
+        Rate (Hz) the calibration's currents reach (``r_base + span`` when None): the working
+        range is found on the measured curve, so it ends there at the latest.
+    law : str
+        ``"affine"`` (fitted over ``[r_base, r_base + span]``) or ``"quadratic"`` (a convex
+        curve, fitted over ``[r_base, reach]``; :func:`ctmhsa.neurons.conductance.soma_calibration`).
+    """
+
+    params: SomaParams
+    r_base: float
+    span: float
+    tol: float
+    prefix: str
+    n_currents: int = 32
+    window: float = 10.0
+    reach: float | None = None
+    law: str = "affine"
+
+
+_L23_TYPE = LifSoma(L23_SOMA, r_base=1.0, span=60.0, tol=0.5, prefix="s23_", n_currents=160, window=40.0,
+                    law="quadratic")
+LIF_SOMATA = {"default": LifSoma(DEFAULT_SOMA, r_base=20.0, span=100.0, tol=3.0, prefix="s_"),
+              "l23": _L23_TYPE}
+"""The lif level's soma types by cell type (others use ``"default"``). L2/3 cells fire a 1 Hz
+baseline and a few Hz of signal per cell: their calibration measures 160 currents for 40 s each (0.4 Hz
+apart) and fits a quadratic law over 1-61 Hz (the curve is slightly convex); their working range
+ends where the curve leaves the law by 0.5 Hz (0-67 Hz at 0.5 ms). The other somata fire a 20 Hz
+baseline on an affine law, checked to 3 Hz, and reach 20-130 Hz (docs/lif.md). The linear
+circuit's read-out cells keep the default type: their means are 15-55 Hz and single cells reach
+125 Hz, past the L2/3 type's range (measured, n = d = 6, H = 2)."""
+
+
+def lif_soma(cell_type: str) -> LifSoma:
+    """The lif soma type of ``cell_type`` (:data:`LIF_SOMATA`)."""
+    return LIF_SOMATA.get(cell_type, LIF_SOMATA["default"])
 
 _UNITS = {"tau_m": "second", "tau_d": "second", "tau_int": "second", "tau_syn": "second", "u": "volt",
           "tau_relay": "second"}
@@ -178,7 +262,8 @@ def with_units(params: CellParams, dt: float | None = None) -> dict:
     import brian2
 
     ns = {k: getattr(params, k) * getattr(brian2, _UNITS[k]) for k in _UNITS}
-    ns.update(DEFAULT_SOMA.namespace())   # the lif somata's constants (s_...)
+    for soma in LIF_SOMATA.values():      # the lif somata's constants (s_..., s23_...)
+        ns.update(soma.params.namespace(soma.prefix))
     if dt is not None:
         from .shotnoise import shot_noise_gain, soma_cross_gain
 

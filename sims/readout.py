@@ -15,7 +15,8 @@ from ctmhsa.mapping.decode import decode, range_report
 from ctmhsa.mapping.noise import spike_generation_fano, stage_noise_variance
 from ctmhsa.mapping.operating import check_operating, enforce
 from ctmhsa.mapping.stages import CIRCUIT_STAGES
-from ctmhsa.neurons.conductance import affine_range, soma_calibration
+from ctmhsa.neurons.conductance import rate_range_of
+from ctmhsa.neurons.models import get_model
 from ctmhsa.neurons.window import fano_factors
 
 from .options import decode_lag
@@ -54,7 +55,7 @@ def read_out(sim, obs, run_options) -> SimulationResult:
                 x_tilde=st["x_tilde"], reference=ref["x_tilde"], stages=st, reference_stages=ref_stages,
                 rates={}, spikes={}, level=o.neuron, config={}, noise_variance=nv).metrics()))
         noise_var = nv
-    max_rate, rate_range = _rate_limits(o, ro)
+    max_rate, rate_range = _rate_limits(sim.circuit, o, ro)
     # did the circuit work where it claims to (per macrocolumn)? raises at the rate level,
     # warns and flags at the spiking levels
     operating = check_operating(circuit, enc, final, o.neuron, o.code_gains, early=obs.early, T=ro.duration,
@@ -70,11 +71,15 @@ def _compared(ref: dict, o) -> dict:
     return {k: ref[k] for k in CIRCUIT_STAGES[o.circuit] if o.normalize or k not in ("Z", "z")}
 
 
-def _rate_limits(o, ro) -> tuple:
+def _rate_limits(circuit, o, ro) -> tuple:
     """``(max_rate, rate_range)`` of the operating check: an escape cell spikes at most once per
-    step; a lif soma is affine over its calibrated range (the calibration is cached)."""
-    return (1.0 / ro.dt if o.neuron == "escape" else None,
-            affine_range(soma_calibration(dt=ro.dt)) if o.neuron == "lif" else None)
+    step; a lif soma is affine over its type's calibrated range (per population; the
+    calibrations are cached)."""
+    rate_range = None
+    if o.neuron == "lif":
+        rate_range = {name: rate_range_of(pop.cell_type, ro.dt) for name, pop in circuit.populations.items()
+                      if "I_rh" in get_model("lif", pop.cell_type).parameters}
+    return 1.0 / ro.dt if o.neuron == "escape" else None, rate_range
 
 
 def _rates(circuit, obs: dict) -> dict:
@@ -120,7 +125,7 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
     set's reference; stages, reference, rates and noise variances stacked ``(T, ...)``, the
     metrics pooled (``res.metrics()``) and per presentation (``res.presentation_metrics()``)."""
     circuit, enc, o, x = sim.circuit, sim.encoding, sim.options, sim.inputs
-    max_rate, rate_range = _rate_limits(o, ro)
+    max_rate, rate_range = _rate_limits(sim.circuit, o, ro)
     per, fano = [], {}
     if o.spiking:   # pooled over every window: each window's chunk spread, summed
         fano = fano_factors(obs.chunks)

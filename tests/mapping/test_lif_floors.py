@@ -46,20 +46,26 @@ def test_only_l23_somata_are_shunted_and_the_lif_loop_integrates_over_the_coupli
     eq = get_model("lif", "interneuron").equations
     assert TAU_LOOP_LIF in eq and "/tau_int" not in eq
     assert "/tau_int" in get_model("escape", "interneuron").equations
+    # L2/3 has its own soma type (strongly adapting, 1 Hz baseline): its own constants
+    l23, pt = get_model("lif", "l23"), get_model("lif", "l5pt")
+    assert "s23_b" in l23.reset and "s23_tc" in l23.equations and "s_" not in l23.threshold
+    assert pt.reset == "v = s_Vr; w_ad += s_b" and "s23_" not in pt.equations
 
 
 @pytest.mark.brian2
 def test_lif_interneurons_fire_below_40_hz_without_ringing():
     """The lif loop (tau_int + tau_c) holds every macrocolumn's pooled rate with interneurons at
-    physiological rates, firing regularly; with tau_int alone (10 ms against the somata's 50 ms
-    coupling) the loop rang: 124 Hz here, Fano factor 8 (61 Hz, Fano 6-11 on the default problem;
-    docs/lif.md)."""
+    physiological rates, firing regularly, and L2/3 at 4.5 Hz (its 1 Hz baseline plus r_l23 =
+    3.5 Hz; macrocolumns of 64 cells, above r_pool_min / r_l23 = 57). With tau_int alone (10 ms
+    against the somata's coupling) the loop rings: 104 Hz here, Fano factor 10.5, 2 violations
+    (61 Hz, Fano 6-11 on the default problem; docs/lif.md)."""
     from ctmhsa.sims import simulate_mhsa
     from ctmhsa.sims.benchmarks.common import square_problem
 
-    x = square_problem(4, 4, 1, seed=0)
+    x = square_problem(8, 8, 1, seed=0)
     res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="lif", duration=1.0, seed=1)
     rates = {r["population"]: r["mean"] for r in res.rate_table()}
     assert rates["interneuron"] <= 40.0, rates
+    assert rates["l23"] <= 5.0, rates                          # a 1 Hz baseline + r_l23 = 3.5 Hz
     assert res.diagnostics["fano"]["interneuron"] < 1.0
     assert res.diagnostics["operating"]["violations"] == []    # pooled rates within their count noise

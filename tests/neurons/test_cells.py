@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from ctmhsa.mapping.codes import DEFAULT_GAINS as G
+from ctmhsa.mapping.codes import default_gains
 from ctmhsa.neurons.cellsim import Drive, Interneurons, simulate_cells, spike_count_nrmse_floor
 
 SHUNT = 0.2
@@ -125,8 +126,9 @@ def test_lif_macrocolumn_divides_by_the_pooled_salience():
     rng = np.random.default_rng(0)
     N, T = 32, 6.0
     b0, a0 = rng.uniform(0.0, 1.0, N), rng.uniform(0.0, 1.0, N)
-    R_set = 15.0 * N                    # the lif level's r_l23 (ctmhsa.mapping.codes.LEVEL_GAINS)
-    rho = 50.0                          # divisions D = rho Σu / R_set from 4 to 14
+    r_l23 = default_gains("lif").r_l23  # 3.5 Hz per cell above L2/3's 1 Hz baseline
+    R_set = r_l23 * N
+    rho = 50.0 * r_l23 / 15.0           # divisions D = rho Σu / R_set from 4 to 14
     inh = Interneurons(I_set=1 / G.g_sh, w_pool=1 / (G.g_sh * R_set), w_shunt=SHUNT, n=30)
     sums = []
     for k, scale in enumerate([0.2, 0.7, 1.3, 2.2]):

@@ -73,7 +73,7 @@ def test_lif_circuit_runs_and_follows_the_reference():
     for st, m in res.metrics().items():
         assert m["nrmse"] <= 1.5 * m["noise_floor"] + 0.05, (st, m)
     assert np.all(np.isfinite(res.stages["x_tilde"]))
-    assert res.config["gains"]["r_l23"] == 15.0      # the lif level's default gains
+    assert res.config["gains"]["r_l23"] == 3.5       # the lif level's default gains
 
 
 @pytest.mark.long   # about 30 s: n = d = 8, H = 2, 5 s at 0.5 ms
