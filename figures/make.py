@@ -40,8 +40,8 @@ are drawn from circuit descriptions, the same either way)."""
 
 
 LIF_NOTE = (" At the lif level every pyramidal soma is a conductance-based adaptive integrate-and-fire "
-            "cell in a high-conductance state firing a 20 Hz baseline; stages are decoded from the rate "
-            "above it (docs/lif.md).")
+            "cell in a high-conductance state firing a baseline (L2/3: 1 Hz, the others: 20 Hz); stages "
+            "are decoded from the rate above it (docs/lif.md).")
 
 
 K, V, X = (STAGE_TABLE[k].symbol for k in ("kappa", "v_tilde", "x_tilde"))
@@ -189,7 +189,8 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
 
     made += save(fig2(data["fig2"], _it_pt_matrix()), out_dir, "fig2_cells",
                  "Fig. 2 as in-silico experiments on the model cells, escape level (top row) and lif level "
-                 "(bottom row: conductance-based adaptive integrate-and-fire somata, 20 Hz baseline dotted): "
+                 "(bottom row: conductance-based adaptive integrate-and-fire somata, baselines dotted: L5 IT "
+                 "20 Hz, L2/3 1 Hz): "
                  "(a) apical input multiplies the somatic f-I gain of an L5 IT cell; (b) silencing 70 % of "
                  "the L2/3 input to the apical tuft lowers that gain; (c) the mean rate of 4 target L2/3 cells "
                  "vs their own basal drive for three drives of the other 12 cells of their macrocolumn: "

@@ -27,7 +27,9 @@ def fig2(npz_paths: dict, it_pt_matrix: np.ndarray):
     for row, level in enumerate(levels):
         with np.load(npz_paths[level]) as d:
             d = {k: np.array(d[k]) for k in d.files}
-        base = float(d["r_base"])
+        # the somata's baselines: L5 IT in (a, b), L2/3 in (c) (data before version 0.11: one value)
+        base_it = float(d.get("a_r_base", d.get("r_base", 0.0)))
+        base_l23 = float(d.get("c_r_base", d.get("r_base", 0.0)))
         ax = [fig.add_subplot(grid[row, k]) for k in range(3)]
         b = d["basal"]
         for k, a in enumerate(d["a_apical"]):
@@ -40,13 +42,13 @@ def fig2(npz_paths: dict, it_pt_matrix: np.ndarray):
         right = ax[2].twinx()
         for k, o in enumerate(d["c_others"]):
             line, = ax[2].plot(b, d["c_rate_with_interneurons"][:, k], "o-", ms=3, label=f"others {o:g}")
-            ax[2].plot(b, base + d["c_prediction"][:, k], "-", color="k", lw=0.6)
+            ax[2].plot(b, base_l23 + d["c_prediction"][:, k], "-", color="k", lw=0.6)
             right.plot(b, d["c_rate_without_interneurons"][:, k], "--", color=line.get_color(), lw=0.8)
         right.set_ylabel("without interneurons (Hz, dashed)", fontsize=7)
         right.tick_params(labelsize=7)
         ax[2].set(title=f"(c) {level}: normalisation (black: R_set u/Σu)", xlabel="own basal drive (units)",
                   ylabel="L2/3 rate with interneurons (Hz)")
-        for a in ax:
+        for a, base in zip(ax, (base_it, base_it, base_l23)):
             if base > 0:
                 a.axhline(base, color="0.6", lw=0.6, ls=":")
         for a in ax:

@@ -154,10 +154,14 @@ LEVEL_GAINS = {"lif": replace(DEFAULT_GAINS, rho_l23=17.5, r_l23=3.5, r_inh_min=
 - ``r_l23`` = 3.5 Hz, ``rho_l23`` = 17.5 Hz: the lif L2/3 somata fire a 1 Hz baseline
   (:data:`ctmhsa.neurons.params.L23_SOMA`) plus 3.5 Hz per cell, 4.5 Hz in all, inside the
   0.1-5 Hz of L2/3 in vivo; ``rho_l23`` keeps the escape level's ratio to ``r_l23`` (25 / 5), so
-  the divisions, hence the interneurons' rates, are the escape level's. The interneurons pool
-  the baseline with the signal and hold the total, so an error of the total counts against the
-  signal in proportion ``1 + r_base / r_l23`` (1.3 here; 2.3 with the former 20 Hz baseline and
-  15 Hz per cell, version 0.10).
+  the divisions start where the escape level's do (the encoder then keeps them inside this
+  level's narrower range; interneurons at 27.8 Hz against 34 Hz at escape on the default
+  problem). The interneurons pool the baseline with the signal and hold the total, so an error
+  of the total counts against the signal in proportion ``1 + r_base / r_l23`` (1.3 here; 2.3
+  with the former 20 Hz baseline and 15 Hz per cell, version 0.10). The linear circuit's
+  read-out cells use ``rho_l23`` and ``r_l23`` too but keep the default soma (20 Hz baseline):
+  6.7 for them where their set point is ``r_l23`` per cell (on small problems it is
+  ``r_pool_min``).
 - ``r_inh_min`` = 3.4 Hz (with ``g_sh`` = 0.6 s): thresholded cells need busier interneurons. A
   macrocolumn of lif cells held its pooled rate within 1 % of the set point at divisions 4-14
   but 9 % low at 2; this makes the smallest division 3 and the encoder keep a head's divisions

@@ -139,9 +139,9 @@ def _baseline_share(obs_l23, R, n_cells):
     ``b = r_base / R`` per cell and ``N b`` for the macrocolumn's ``N`` cells (0 at the other
     levels). Baseline spikes are counted, pooled and pinned with the signal's (the interneurons'
     set point is raised by them, :mod:`ctmhsa.mapping.baseline`) and are subtracted in the mean
-    only, so a cell's count noise is that of ``r_base + R s``, not ``R s``: at the default lif
-    gains (r_base 20 Hz, 15 Hz per cell above it) 2.3 times the variance the floors of s, κ and Z
-    had without it. ``r_base`` is read as ``rate - r`` (:func:`ctmhsa.mapping.baseline.remove_baselines`)."""
+    only, so a cell's count noise is that of ``r_base + R s``, not ``R s``: with version 0.10's
+    L2/3 (r_base 20 Hz, 15 Hz per cell above it) 2.3 times the variance the floors of s, κ and Z
+    had without it; with the L2/3 soma type of version 0.11 (1 Hz, 3.5 Hz above it) 1.3 times. ``r_base`` is read as ``rate - r`` (:func:`ctmhsa.mapping.baseline.remove_baselines`)."""
     base = np.asarray(obs_l23["rate"], float) - np.asarray(obs_l23.get("r", obs_l23["rate"]), float)
     base = float(np.nanmean(base)) if base.size else 0.0
     b = base / np.asarray(R, float)

@@ -443,8 +443,12 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
                 sat[name] = k
                 viol.append(f"{name}: {k} cell(s) driven past {max_rate:g} Hz (1/dt; saturated escape "
                             f"cells spike every step): lower the gains or dt")
+        has_base = "r_base" in encoding.values.params.get(name, {})
+        if isinstance(rate_range, dict) and has_base and name not in rate_range:
+            raise ValueError(f"rate_range: no range for the lif population {name!r}; "
+                             f"expected one per population with a baseline")
         bounds = rate_range.get(name) if isinstance(rate_range, dict) else rate_range
-        if bounds is not None and "rate" in o and "r_base" in encoding.values.params.get(name, {}):
+        if bounds is not None and "rate" in o and has_base:
             r = np.asarray(o["rate"], float)            # every spike, baseline included
             tol = 3.0 * np.sqrt(np.maximum(r, 1.0) / (1.0 if T is None else T))
             lo, hi = bounds

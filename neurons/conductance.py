@@ -137,15 +137,22 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
     Returns
     -------
     dict
-        ``I_rh`` (A), ``I_gain`` (A/Hz), ``r_base`` (Hz), the fit (``max_residual``,
-        ``rms_residual`` in Hz, ``relative``) and the measured curve (``current``, ``rate``).
+        ``I_rh`` (A), ``I_gain`` (A/Hz), ``I_quad`` (A/Hz², 0 for the affine law), ``r_base``
+        (Hz), the fit (``max_residual``, ``rms_residual`` in Hz, ``relative``), the measured
+        curve (``current``, ``rate``) and its Fano factors (``fano``).
     """
     key = hashlib.sha256(json.dumps(dict(soma=soma.to_dict(), dt=dt, r_base=r_base, span=span,
                                          duration=duration, n=n, seed=seed, eq=EQUATIONS, bg=BACKGROUND,
                                          version=4, **({} if reach is None else dict(reach=reach)),
-                                         **({} if law == "affine" else dict(law=law, weights="1/(x+2)"))),
+                                         **({} if law == "affine" else dict(law=law, weights="1/(x+2)")),
+                                         # version 0.11's procedure (currents scaled with the
+                                         # adaptation, 5 tau_w warm-up) for any other soma; the
+                                         # default soma's key and measurement are unchanged
+                                         **({} if soma == DEFAULT_SOMA else dict(procedure=2))),
                                     sort_keys=True).encode()).hexdigest()[:16]
-    top = r_base + span if reach is None else max(reach, r_base + span)
+    if reach is not None and reach < r_base + span:
+        raise ValueError(f"reach: expected at least r_base + span = {r_base + span:g} Hz, got {reach!r}")
+    top = r_base + span if reach is None else reach
 
     def measure_curve() -> dict:
         # up to the rheobase g (V_th - V_rest), plus ~20 pA per Hz for the default cell (its adapted
@@ -176,9 +183,10 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
 
 def _quadratic_fit(I, r, lo: float, hi: float, x0: float = 2.0) -> dict:
     """``I = I_rh + I_gain x + I_quad x²`` with ``x = r - lo``, least squares over the points with
-    ``lo <= r <= hi`` (Hz), weighted by ``1 / (x + x0)`` (``x0`` in Hz): most cells fire a few Hz
-    above the baseline, and there a residual of 0.1 Hz is a few percent of their signal (with
-    equal weights the law sat 0.065 Hz below the L2/3 curve over 1.5-8 Hz, with these 0.025).
+    ``lo <= r <= hi`` (Hz), each residual weighted by ``1 / (x + x0)`` (its square by the square;
+    ``x0`` in Hz): most cells fire a few Hz above the baseline, and there a residual of 0.1 Hz is
+    a few percent of their signal (with equal weights the law sat 0.065 Hz below the L2/3 curve
+    over 1.5-8 Hz, with these 0.025).
     Residuals in Hz (the measured rate against the law's)."""
     sel = (r >= lo) & (r <= hi)
     if sel.sum() < 4:

@@ -856,14 +856,18 @@ MODELS[("lif", "ffi")] = _FOLLOWER
 MODELS[("lif", "relay")] = MODELS[("escape", "relay")]
 TAU_LOOP_LIF = "(tau_int + s_tc)"
 """Time constant of the interneurons' integral loop at the lif level: ``tau_int`` plus the
-somata's dendro-somatic coupling ``tau_c`` (:class:`ctmhsa.neurons.params.SomaParams`). The lif
-L2/3 somata answer a change of their shunt through that 50 ms low-pass, and an integral loop
+default soma's dendro-somatic coupling ``tau_c`` (:class:`ctmhsa.neurons.params.SomaParams`).
+Until version 0.10 the lif L2/3 somata answered a change of their shunt through that 50 ms
+low-pass, and an integral loop
 faster than the lag it closes around rings: with 10 ms against 50 ms (phase margin ~25 degrees)
 the loop's r swung between 0 and 10/dt, the interneurons fired 61 Hz (bursts of 20-40 ms), and
 macrocolumns whose L2/3 somata were pushed by the swings into the bends of their f-I curve
 settled 4-6 % off their set point, Z up to 7.5 % off (default problem, 10 s, seeds 1-2). With
 tau_int + tau_c = 60 ms: 27 Hz, pooled rates within 3.3 %, Z within 3.5-6.3 %; 100 ms changed
-nothing further (docs/lif.md, "The interneurons' loop")."""
+nothing further (docs/lif.md, "The interneurons' loop"). The L2/3 soma type of version 0.11
+couples over 200 ms; the loop deliberately keeps the default soma's 60 ms (``s_tc``): the
+strongly adapting soma's steep answer to fast changes is a phase lead, and the loop does not
+ring (interneuron Fano factor 0.03-0.12; docs/lif.md, "Physiological L2/3 rates")."""
 
 MODELS[("lif", "interneuron")] = replace(
     MODELS[("escape", "interneuron")],

@@ -232,7 +232,7 @@ LIF_SOMATA = {"default": LifSoma(DEFAULT_SOMA, r_base=20.0, span=100.0, tol=3.0,
 baseline and a few Hz of signal per cell: their calibration measures 160 currents for 40 s each (0.4 Hz
 apart) and fits a quadratic law over 1-61 Hz (the curve is slightly convex); their working range
 ends where the curve leaves the law by 0.5 Hz (0-67 Hz at 0.5 ms). The other somata fire a 20 Hz
-baseline on an affine law, checked to 3 Hz, and reach 20-130 Hz (docs/lif.md). The linear
+baseline on an affine law, checked to 3 Hz (affine over 8.5-145 Hz at 0.5 ms; docs/lif.md). The linear
 circuit's read-out cells keep the default type: their means are 15-55 Hz and single cells reach
 125 Hz, past the L2/3 type's range (measured, n = d = 6, H = 2)."""
 

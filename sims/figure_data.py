@@ -129,7 +129,7 @@ def make_data(data_dir: str, quick: bool = False) -> dict:
         T2 = 3.0 * s
         man["fig2"] = {}
         for level in fig2_levels:
-            man["fig2"][level] = f"fig2_{level}-{param_key(level=level, T=T2, version=2)}.npz"
+            man["fig2"][level] = f"fig2_{level}-{param_key(level=level, T=T2, version=3)}.npz"
             f2 = os.path.join(data_dir, man["fig2"][level])
             if not os.path.exists(f2):
                 atomic_savez(f2, **fig2_data(level, T=T2))

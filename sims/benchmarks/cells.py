@@ -92,8 +92,9 @@ def normalisation_table(level: str, T: float = 10.0, n_inh: int = DEFAULT_N_INH)
 
 def fig2_data(level: str, T: float = 5.0) -> dict:
     """Fig. 2 protocols on the ``level`` cells (``T`` s per point): rates in Hz, drives in encoded
-    units; ``r_base`` (Hz) is the soma's baseline (lif: 20 Hz, escape: 0), ``c_prediction`` the
-    normalised rate above it, ``R_set u_own / Σu`` with ``u = phi(basal) phi(apical)``."""
+    units; ``a_r_base`` and ``c_r_base`` (Hz) are the somata's baselines in panels (a, b: L5 IT)
+    and (c: L2/3) (lif: 20 and 1 Hz, escape: 0), ``c_prediction`` the normalised L2/3 rate above
+    its baseline, ``R_set u_own / Σu`` with ``u = phi(basal) phi(apical)``."""
     basal = np.linspace(0.0, 3.0, 13)
     data = {"basal": basal, "level": np.array(level)}
     # (a) apical input multiplies the f–I gain of an L5 (IT) cell
@@ -103,6 +104,7 @@ def fig2_data(level: str, T: float = 5.0) -> dict:
                          duration=T, warmup=0.3, dt=DT[level], seed=21, cell_params=dict(b_b=0.0, rho=20.0))
     data["a_apical"] = apical
     data["a_rate"] = out["rate"].reshape(basal.size, apical.size)
+    data["a_r_base"] = np.array(float(out.get("r_base", 0.0)))
     # (b) silencing 70 % of the L2/3 input to the apical tuft lowers the gain of L5 IT
     fractions = np.array([1.0, 0.3])
     Bg, Fg = (x.ravel() for x in np.meshgrid(basal, fractions, indexing="ij"))
@@ -130,7 +132,7 @@ def fig2_data(level: str, T: float = 5.0) -> dict:
     # elu1 of non-negative drives is 1 + drive; the apical drive is 1 unit for every cell
     u_own, u_oth = 2.0 * (1.0 + own), 2.0 * (1.0 + oth)
     data["c_prediction"] = (G.r_l23 * N * u_own / (K * u_own + (N - K) * u_oth)).reshape(basal.size, others.size)
-    data["r_base"] = np.array(float(res["r_base"]))
+    data["c_r_base"] = np.array(float(res.get("r_base", 0.0)))
     data["c_others"] = others
     data["c_rate_with_interneurons"] = curves[True]
     data["c_rate_without_interneurons"] = curves[False]

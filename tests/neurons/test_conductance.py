@@ -95,6 +95,8 @@ def test_a_per_population_rate_range_checks_each_soma_type_on_its_own_range():
            "nucleus2": {"rate": np.array([20.0, 60.0, 100.0]), "r": np.zeros(3)}}
     ranges = {"l23": (0.0, 63.0), "nucleus2": (8.5, 145.0)}
     rep = check_operating(circuit, enc, obs, "lif", None, T=10.0, rate_range=ranges)
+    with pytest.raises(ValueError, match="no range for the lif population 'nucleus2'"):
+        check_operating(circuit, enc, obs, "lif", None, T=10.0, rate_range={"l23": (0.0, 63.0)})
     assert rep["saturated"] == {"l23": 1}                # 80 Hz is past L2/3's range, not nucleus 2's
     assert "l23: 1 cell(s) fire outside the somata's affine range 0–63 Hz" in rep["violations"][0]
 
@@ -134,3 +136,32 @@ def test_the_quadratic_law_is_fitted_and_inverted_exactly():
     np.testing.assert_allclose(law_rate(fit, I), 1.0 + x, atol=1e-9)
     affine = dict(I_rh=1e-9, I_gain=1e-10, r_base=20.0)       # no I_quad: the affine law
     assert law_rate(affine, 2e-9) == pytest.approx(30.0)
+    concave = dict(I_rh=1e-9, I_gain=1e-10, I_quad=2e-13, r_base=20.0)   # I_quad > 0, below I_rh too
+    x = np.array([-5.0, 0.0, 10.0, 100.0])
+    np.testing.assert_allclose(law_rate(concave, 1e-9 + 1e-10 * x + 2e-13 * x ** 2), 20.0 + x, atol=1e-9)
+    with pytest.raises(ValueError, match="reach"):
+        from ctmhsa.neurons.conductance import soma_calibration
+        soma_calibration(r_base=1.0, span=30.0, reach=20.0)
+
+
+@pytest.mark.codegen_independent
+def test_the_default_somas_calibration_key_is_unchanged_by_soma_types():
+    """Adding soma types must not re-measure the default soma: its cache key is version 0.10's
+    (the L2/3 type's procedure and law enter only the other types' keys)."""
+    import ctmhsa.neurons.conductance as C
+
+    keys = []
+
+    def capture(kind, key, compute):
+        keys.append(key)
+        return dict(I_rh=0.0, I_gain=1.0, r_base=20.0, current=[], rate=[])
+
+    orig = C.cached_json
+    C.cached_json = capture
+    try:
+        C.calibration_of("default", 5e-4)
+        C.calibration_of("default", 1e-4)
+        C.calibration_of("l23", 5e-4)
+    finally:
+        C.cached_json = orig
+    assert keys[:2] == ["de81bc73f626ff10", "75ef5e2f57476c00"] and keys[2] not in keys[:2]

@@ -15,7 +15,7 @@ SMALL = dict(n=3, H=1, dk=3, dv=3, de=3)
 
 
 def _rate(name, **kw):
-    return run_experiment(name, neuron="rate", duration=1.0, problem=SMALL, codegen="numpy", **kw)
+    return run_experiment(name, neuron="rate", duration=0.4, problem=SMALL, codegen="numpy", **kw)
 
 
 def test_photoinhibition_rate_level():
