@@ -8,7 +8,9 @@ thalamus -> L5 PT, ``WS ~ N(0, 1/de)``), ``linear`` (the key-value-memory circui
 (``--levels``) and population coding P (``--P``: copies of L5 PT and nucleus 2, or with
 ``--copies all`` of every population but the interneurons), one
 run decodes every stage at the checkpoints (``--times``, s of measurement window) and reports
-NRMSE, Pearson r and the spike-count noise floor. Prints tables, writes JSON atomically.
+NRMSE, Pearson r and the spike-count noise floor. Prints tables, writes JSON atomically. An input the
+encoder refuses (``OperatingRangeError``, before anything is built) is listed under ``refused`` with
+its reason, and the other runs go on.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 import numpy as np
 
 from ctmhsa.circuits.builders import pathway
+from ctmhsa.mapping.operating import OperatingRangeError
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.config import problem_inputs
 from ctmhsa.sims.io import atomic_write_json, versions
@@ -133,16 +136,23 @@ def main(args) -> int:
         raise ValueError(f"--cases: unknown case(s) {unknown}; expected some of {sorted(CASES)}")
     if args.device == "cpp_standalone" and len(args.times) != 1:
         raise ValueError("--times: the cpp_standalone device reads one window; give one value")
-    runs, which = [], args.copies
+    runs, refused, which = [], [], args.copies
     for case in args.cases:
         for level in args.levels:
             if case == "barrel" and level == "lif" and not args.allow_slow:
-                print("skipping barrel/lif (dt = 0.1 ms: ~10x the escape cost); --allow-slow runs it")
+                print("skipping barrel/lif (about 6x the escape cost per biological second); --allow-slow runs it")
                 continue
             for P, seed in itertools.product(args.P, args.seeds):
-                run = run_case(case, level, P, args.times, seed=seed, codegen=args.codegen, which=which,
-                               phi=args.phi, weight_scale=args.weight_scale, device=args.device,
-                               threads=args.threads)
+                try:
+                    run = run_case(case, level, P, args.times, seed=seed, codegen=args.codegen, which=which,
+                                   phi=args.phi, weight_scale=args.weight_scale, device=args.device,
+                                   threads=args.threads)
+                except OperatingRangeError as exc:   # refused before building: recorded, the rest runs
+                    refused.append(dict(case=case, level=level, P=P, seed=seed, reason=str(exc)))
+                    print(f"\n{case} / {level} / P = {P}, seed {seed}: refused: {exc}", flush=True)
+                    atomic_write_json(args.out, dict(benchmark="accuracy", versions=versions(), runs=runs,
+                                                     refused=refused))
+                    continue
                 runs.append(run)
                 print(f"\n{case} / {level} / {'read-out' if which == 'readout' else 'all'} copies "
                       f"P = {P}, seed {seed}, phi {args.phi}, weight scale {args.weight_scale:g}: "
@@ -150,6 +160,7 @@ def main(args) -> int:
                       f"{run['synapses']:,} synapses, {run['wall_s']:.0f} s wall "
                       f"(compile {run['timings']['compile']:.0f} s, run {run['timings']['run']:.0f} s)")
                 print(_table(run), flush=True)
-                atomic_write_json(args.out, dict(benchmark="accuracy", versions=versions(), runs=runs))
+                atomic_write_json(args.out, dict(benchmark="accuracy", versions=versions(), runs=runs,
+                                                 refused=refused))
     print(f"\nwritten {os.path.abspath(args.out)}")
     return 0
