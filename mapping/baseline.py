@@ -41,7 +41,9 @@ def add_lif_drive(circuit, values, level: str, dt: float) -> None:
               if "I_rh" in get_model(level, pop.cell_type).parameters}
     if not somata:
         return
-    cal = {name: lif_drive(dt, circuit.population(name).cell_type) for name in somata}   # per soma type
+    types = {name: circuit.population(name).cell_type for name in somata}
+    drives = {ct: lif_drive(dt, ct) for ct in set(types.values())}             # one per soma type
+    cal = {name: drives[ct] for name, ct in types.items()}
     for name, pop in circuit.populations.items():
         params = get_model(level, pop.cell_type).parameters
         p = values.params.setdefault(name, {})

@@ -148,7 +148,8 @@ class CodeGains:
 
 DEFAULT_GAINS = CodeGains()
 
-LEVEL_GAINS = {"lif": replace(DEFAULT_GAINS, rho_l23=17.5, r_l23=3.5, r_inh_min=3.4, rho_out=50.0, rho_memory=50.0)}
+LEVEL_GAINS = {"lif": replace(DEFAULT_GAINS, rho_l23=17.5, r_l23=3.5, r_inh_min=3.4, rho_out=50.0,
+                              rho_memory=50.0)}
 """Default gains where a level departs from :data:`DEFAULT_GAINS`.
 
 - ``r_l23`` = 3.5 Hz, ``rho_l23`` = 17.5 Hz: the lif L2/3 somata fire a 1 Hz baseline

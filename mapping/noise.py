@@ -57,10 +57,10 @@ def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None 
     measured Fano in the circuit (0.35-0.65 on the default problem) also holds the fluctuations
     of its inputs (L2/3 spikes into L5 IT, IT spikes into PT, PT spikes into nucleus 2), which
     the propagation counts already: used as the own noise it put y, ṽ and x̃ at 0.5-0.8 of their
-    floors. The somata the interneurons divide (L2/3) keep their measured Fano (0.32-0.33
-    against 0.12 under constant drive): their drive also carries the pulsed shunt, which the
-    propagation does not count (their relays' share, counted twice, is about a quarter of the
-    floor of s); with the calibration's Fano s sat at 1.26-1.37 of its floor (docs/lif.md).
+    floors. The somata the interneurons divide (L2/3) keep their measured Fano: with it the floors
+    of s and κ are upper bounds (the errors at 0.84-0.98 of them at 10 s, 0.5-0.8 in 1-5 s windows),
+    with their spike generation's they are too low (s at 1.28-1.32 at 10 s; version 0.11's L2/3
+    soma type, default problem; 1.26-1.37 with version 0.10's; docs/lif.md).
     Without ``dt`` the measured Fano is used (an upper bound).
 
     Cells whose soma is a perfect integrator (``meta.firing`` ``"regular"`` or ``"population"``,
@@ -69,13 +69,15 @@ def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None 
     mode, which :func:`stage_noise_variance` turns into the Fano factor of that quantisation
     in its window (:func:`quantisation_fano`).
     """
-    out = {}
+    out, own = {}, {}
     for p, pop in circuit.populations.items():
         model = get_model(level, pop.cell_type, circuit.meta.firing)
         if model.firing != "poisson":
             out[p] = model.firing
         elif level == "lif" and "I_rh" in model.parameters and dt is not None and not _shunted(model):
-            out[p] = partial(intrinsic_fano, calibration_of(pop.cell_type, dt))   # cached on disk
+            if pop.cell_type not in own:                                   # one per soma type
+                own[pop.cell_type] = partial(intrinsic_fano, calibration_of(pop.cell_type, dt))
+            out[p] = own[pop.cell_type]
         elif (pop.cell_type == "relay" or (level == "lif" and pop.cell_type != "interneuron")) and p in measured:
             out[p] = measured[p]
         else:
@@ -141,7 +143,8 @@ def _baseline_share(obs_l23, R, n_cells):
     set point is raised by them, :mod:`ctmhsa.mapping.baseline`) and are subtracted in the mean
     only, so a cell's count noise is that of ``r_base + R s``, not ``R s``: with version 0.10's
     L2/3 (r_base 20 Hz, 15 Hz per cell above it) 2.3 times the variance the floors of s, κ and Z
-    had without it; with the L2/3 soma type of version 0.11 (1 Hz, 3.5 Hz above it) 1.3 times. ``r_base`` is read as ``rate - r`` (:func:`ctmhsa.mapping.baseline.remove_baselines`)."""
+    had without it; with the L2/3 soma type of version 0.11 (1 Hz, 3.5 Hz above it) 1.3 times.
+    ``r_base`` is read as ``rate - r`` (:func:`ctmhsa.mapping.baseline.remove_baselines`)."""
     base = np.asarray(obs_l23["rate"], float) - np.asarray(obs_l23.get("r", obs_l23["rate"]), float)
     base = float(np.nanmean(base)) if base.size else 0.0
     b = base / np.asarray(R, float)

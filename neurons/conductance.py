@@ -39,8 +39,8 @@ from .models import SOMA_THRESHOLD as THRESHOLD
 from .params import DEFAULT_SOMA, SomaParams, lif_soma, seconds
 from .window import Probe, measure
 
-__all__ = ["BRETTE_GERSTNER_2005", "EQUATIONS", "BACKGROUND", "fi_curve", "affine_fit", "affine_range", "soma_calibration", "intrinsic_fano",
-           "calibration_of", "law_rate", "lif_drive", "rate_range_of"]
+__all__ = ["BRETTE_GERSTNER_2005", "EQUATIONS", "BACKGROUND", "fi_curve", "affine_fit", "affine_range",
+           "soma_calibration", "intrinsic_fano", "calibration_of", "law_rate", "lif_drive", "rate_range_of"]
 
 
 BRETTE_GERSTNER_2005 = DEFAULT_SOMA
@@ -141,6 +141,10 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
         (Hz), the fit (``max_residual``, ``rms_residual`` in Hz, ``relative``), the measured
         curve (``current``, ``rate``) and its Fano factors (``fano``).
     """
+    if law not in ("affine", "quadratic"):
+        raise ValueError(f"law: expected 'affine' or 'quadratic', got {law!r}")
+    if reach is not None and reach < r_base + span:
+        raise ValueError(f"reach: expected at least r_base + span = {r_base + span:g} Hz, got {reach!r}")
     key = hashlib.sha256(json.dumps(dict(soma=soma.to_dict(), dt=dt, r_base=r_base, span=span,
                                          duration=duration, n=n, seed=seed, eq=EQUATIONS, bg=BACKGROUND,
                                          version=4, **({} if reach is None else dict(reach=reach)),
@@ -150,8 +154,6 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
                                          # default soma's key and measurement are unchanged
                                          **({} if soma == DEFAULT_SOMA else dict(procedure=2))),
                                     sort_keys=True).encode()).hexdigest()[:16]
-    if reach is not None and reach < r_base + span:
-        raise ValueError(f"reach: expected at least r_base + span = {r_base + span:g} Hz, got {reach!r}")
     top = r_base + span if reach is None else reach
 
     def measure_curve() -> dict:
@@ -176,8 +178,6 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
                     current=I.tolist(), rate=curve["rate"].tolist(),
                     fano=np.nan_to_num(curve["fano"], nan=1.0).tolist())
 
-    if law not in ("affine", "quadratic"):
-        raise ValueError(f"law: expected 'affine' or 'quadratic', got {law!r}")
     return cached_json("soma", key, measure_curve)
 
 

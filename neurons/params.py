@@ -169,9 +169,9 @@ L23_SOMA = SomaParams(b=805e-12, tau_c=0.2)
 """The lif level's L2/3 soma: the default cell with ten times its spike-triggered adaptation
 (b = 0.8 nA, tau_w = 144 ms: b tau_w = 116 pA/Hz) and a 200 ms dendro-somatic coupling.
 
-- **Adaptation.** Its negative feedback makes the f–I curve nearly affine down to ~1 Hz (Ermentrout
-  1998), where the default cell bends below 6.8 Hz: over 1-10 Hz the largest residual of an
-  affine fit is 0.17 Hz (2 % of the span), against 0.45 Hz (5 %) with b tau_w = 46 pA/Hz (dt =
+- **Adaptation.** Its negative feedback makes the f–I curve nearly affine down to ~1 Hz
+  (Ermentrout 1998), where the default cell bends below 6.8 Hz: over 1-10 Hz the largest
+  residual of an affine fit is 0.17 Hz (2 % of the span), against 0.45 Hz (5 %) with b tau_w = 46 pA/Hz (dt =
   0.5 ms, 40 s windows). L2/3 then fires a 1 Hz baseline plus a few Hz of signal. Regular-spiking
   L2/3 pyramidal cells adapt strongly, but 0.8 nA per spike is more than a single spike adds to a
   measured afterhyperpolarisation current: a modelling choice, stated as such (docs/lif.md,
@@ -229,11 +229,11 @@ _L23_TYPE = LifSoma(L23_SOMA, r_base=1.0, span=60.0, tol=0.5, prefix="s23_", n_c
 LIF_SOMATA = {"default": LifSoma(DEFAULT_SOMA, r_base=20.0, span=100.0, tol=3.0, prefix="s_"),
               "l23": _L23_TYPE}
 """The lif level's soma types by cell type (others use ``"default"``). L2/3 cells fire a 1 Hz
-baseline and a few Hz of signal per cell: their calibration measures 160 currents for 40 s each (0.4 Hz
-apart) and fits a quadratic law over 1-61 Hz (the curve is slightly convex); their working range
-ends where the curve leaves the law by 0.5 Hz (0-67 Hz at 0.5 ms). The other somata fire a 20 Hz
-baseline on an affine law, checked to 3 Hz (affine over 8.5-145 Hz at 0.5 ms; docs/lif.md). The linear
-circuit's read-out cells keep the default type: their means are 15-55 Hz and single cells reach
+baseline and a few Hz of signal per cell: their calibration measures 160 currents for 40 s
+each (0.4 Hz apart) and fits a quadratic law over 1-61 Hz (the curve is slightly convex); their
+working range ends where the curve leaves the law by 0.5 Hz (0-67 Hz at 0.5 ms). The other
+somata fire a 20 Hz baseline on an affine law, checked to 3 Hz (affine over 8.5-145 Hz at
+0.5 ms; docs/lif.md). The linear circuit's read-out cells keep the default type: their means are 15-55 Hz and single cells reach
 125 Hz, past the L2/3 type's range (measured, n = d = 6, H = 2)."""
 
 

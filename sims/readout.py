@@ -77,8 +77,10 @@ def _rate_limits(circuit, o, ro) -> tuple:
     calibrations are cached)."""
     rate_range = None
     if o.neuron == "lif":
-        rate_range = {name: rate_range_of(pop.cell_type, ro.dt) for name, pop in circuit.populations.items()
-                      if "I_rh" in get_model("lif", pop.cell_type).parameters}
+        types = {name: pop.cell_type for name, pop in circuit.populations.items()
+                 if "I_rh" in get_model("lif", pop.cell_type).parameters}
+        ranges = {ct: rate_range_of(ct, ro.dt) for ct in set(types.values())}   # one per soma type
+        rate_range = {name: ranges[ct] for name, ct in types.items()}
     return 1.0 / ro.dt if o.neuron == "escape" else None, rate_range
 
 
