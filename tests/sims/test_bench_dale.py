@@ -10,6 +10,7 @@ from ctmhsa.sims.cli import main
 pytestmark = pytest.mark.brian2
 
 
+@pytest.mark.long   # 9 s: the suite's budget on 2 cores; `ctmhsa bench dale` runs it in full
 def test_bench_dale_writes_costs_and_paired_ratios(tmp_path, capsys):
     out = tmp_path / "dale.json"
     assert main(["bench", "dale", "--n", "2", "--d", "2", "--duration", "0.2", "--seeds", "1", "2",

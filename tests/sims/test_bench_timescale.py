@@ -35,6 +35,7 @@ def test_bench_timescale_quick_writes_table_json_and_figure(tmp_path, capsys):
     assert "streamed NRMSE" in text and "latency from the switch" in text
 
 
+@pytest.mark.long   # 12 s: the suite's budget on 2 cores (the quick benchmark above stays)
 @pytest.mark.brian2
 def test_bench_timescale_runs_integrators_with_several_latency_seeds(tmp_path):
     """--firing and --high-conductance reach every run, the latency's seeds included (each
