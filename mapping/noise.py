@@ -36,7 +36,7 @@ from ctmhsa.mapping.reference import FEATURE_MAPS
 from ctmhsa.neurons.conductance import calibration_of, intrinsic_fano
 from ctmhsa.neurons.models import get_model
 
-__all__ = ["stage_noise_variance", "spike_generation_fano", "quantisation_fano"]
+__all__ = ["stage_noise_variance", "spike_generation_fano", "quantisation_fano", "window_fano"]
 
 
 def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None = None) -> dict:
@@ -52,16 +52,19 @@ def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None 
 
     A lif soma's own spike generation is its count noise under a constant drive: the Fano
     factor of its calibration (:func:`ctmhsa.neurons.conductance.intrinsic_fano`, 0.03-0.2 with
-    adaptation), a function of rate, resolved on each window's rates by
-    :func:`stage_noise_variance`; needs the step ``dt`` (s) the soma was calibrated at. Its
-    measured Fano in the circuit (0.35-0.65 on the default problem) also holds the fluctuations
-    of its inputs (L2/3 spikes into L5 IT, IT spikes into PT, PT spikes into nucleus 2), which
-    the propagation counts already: used as the own noise it put y, ṽ and x̃ at 0.5-0.8 of their
-    floors. The somata the interneurons divide (L2/3) keep their measured Fano: with it the floors
-    of s and κ are upper bounds (the errors at 0.84-0.98 of them at 10 s, 0.5-0.8 in 1-5 s windows),
-    with their spike generation's they are too low (s at 1.28-1.32 at 10 s; version 0.11's L2/3
-    soma type, default problem; 1.26-1.37 with version 0.10's; docs/lif.md).
-    Without ``dt`` the measured Fano is used (an upper bound).
+    adaptation), a function of rate, resolved on each window's rates and length by
+    :func:`stage_noise_variance` (:func:`window_fano`: a near-regular train's count in a short
+    window also carries the phase of its first spike); needs the step ``dt`` (s) the soma was
+    calibrated at. Its measured Fano in the circuit (0.35-0.65 on the default problem) also holds
+    the fluctuations of its inputs (L2/3 spikes into L5 IT, IT spikes into PT, PT spikes into
+    nucleus 2), which the propagation counts already: used as the own noise it put y, ṽ and x̃
+    at 0.5-0.8 of their floors. The same holds for the L2/3 somata the interneurons divide
+    (version 0.11's soma type, 200 ms coupling): measured in chunks of a tenth of the window, their
+    Fano factor (0.52 at 1 s, 0.25 at 3 s, 0.16 at 10 s on the default problem) is that of 0.1-1 s
+    chunks of a 4.5 Hz train, not of the window, and put s and κ at 0.5-0.8 of their floors in
+    1-3 s windows. The count noise of a cell over spike seeds (the same input, 6-12 seeds) is
+    0.094, 0.074, 0.062 of its count at 1, 3, 10 s; this function's gives 0.101, 0.078, 0.069
+    (docs/lif.md). Without ``dt`` the measured Fano is used (an upper bound).
 
     Cells whose soma is a perfect integrator (``meta.firing`` ``"regular"`` or ``"population"``,
     :func:`ctmhsa.neurons.models.integrator_model`) have no Fano factor of their own: their
@@ -74,7 +77,7 @@ def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None 
         model = get_model(level, pop.cell_type, circuit.meta.firing)
         if model.firing != "poisson":
             out[p] = model.firing
-        elif level == "lif" and "I_rh" in model.parameters and dt is not None and not _shunted(model):
+        elif level == "lif" and "I_rh" in model.parameters and dt is not None:
             if pop.cell_type not in own:                                   # one per soma type
                 own[pop.cell_type] = partial(intrinsic_fano, calibration_of(pop.cell_type, dt))
             out[p] = own[pop.cell_type]
@@ -83,11 +86,6 @@ def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None 
         else:
             out[p] = 1.0
     return out
-
-
-def _shunted(model) -> bool:
-    """Whether the cell's soma is divided by the interneurons' shunt (L2/3 and the like)."""
-    return model.inputs.get("soma", ("",))[0] == "g_sh"
 
 
 def quantisation_fano(pop, rates, T: float, firing: str) -> float:
@@ -114,15 +112,40 @@ def quantisation_fano(pop, rates, T: float, firing: str) -> float:
     x = np.asarray(rates, float) * T
     if firing == "population" and "p" in pop.axes:
         x = per_dimension(pop, x, fill=0.0) * copies(pop)        # the dimension's summed count
-    x = x[np.isfinite(x)]
+    return window_fano(x, 0.0)
+
+
+def window_fano(x, F) -> float:
+    """Fano factor of the summed window counts of cells that expect ``x`` spikes each and whose
+    spike generation has the Fano factor ``F`` over long windows (their intervals' CV²).
+
+    A renewal train's count in a window of ``x`` expected spikes has the variance ``F x + c``:
+    the long-window term and a constant from the phase of the first spike, ``c = 1/6`` for a
+    regular train (:func:`quantisation_fano`) and 0 for a Poisson one. In between ``c = (1 - F)/6``
+    is used (exact at both ends); below ``x = 1/6`` the count is 0 or 1, of variance ``x``.
+    Per cell ``F x + (1 - F) min(x, 1/6)``, returned as ``Σ var / Σ x`` (1 without counts).
+    At the lif level's L2/3 (4.5 Hz, F 0.07) the phase adds 0.04 to a 1 s window's Fano factor.
+
+    Parameters
+    ----------
+    x : array_like
+        Expected count of each cell in the window (rate × window).
+    F : float or array_like
+        Long-window Fano factor of each cell's spike generation (broadcast against ``x``).
+    """
+    x = np.asarray(x, float)
+    F = np.broadcast_to(np.asarray(F, float), x.shape)
+    ok = np.isfinite(x) & np.isfinite(F)
+    x, F = x[ok], F[ok]
     total = float(x.sum())
-    return float(np.minimum(x, 1.0 / 6.0).sum() / total) if total > 0 else 1.0
+    return float((F * x + (1 - F) * np.minimum(x, 1.0 / 6.0)).sum() / total) if total > 0 else 1.0
 
 
 def _resolved_fano(circuit, obs: dict, fano: dict, T: float) -> dict:
     """``fano`` with each perfect integrator's firing mode replaced by its window's effective
     Fano factor (:func:`quantisation_fano`) and each rate-dependent Fano factor (lif somata) by
-    the one of the population's summed count at its cells' window rates (``Σ F(r) r / Σ r``)."""
+    the one of the population's summed count at its cells' window rates and the window's length
+    (:func:`window_fano`)."""
     out = {}
     for p, f in fano.items():
         if isinstance(f, str) and p in obs:
@@ -130,7 +153,7 @@ def _resolved_fano(circuit, obs: dict, fano: dict, T: float) -> dict:
         elif callable(f) and p in obs:
             r = np.asarray(obs[p]["rate"], float)
             r = r[np.isfinite(r)]
-            out[p] = float(np.sum(f(r) * r) / np.sum(r)) if np.sum(r) > 0 else 1.0
+            out[p] = window_fano(r * T, f(r))
         elif not isinstance(f, str) and not callable(f):
             out[p] = f
     return out
