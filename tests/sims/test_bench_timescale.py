@@ -10,6 +10,7 @@ from ctmhsa.sims.cli import main
 
 
 @pytest.mark.brian2
+@pytest.mark.long   # 26 s on 2 busy cores; `ctmhsa bench timescale` runs it in full
 def test_bench_timescale_quick_writes_table_json_and_figure(tmp_path, capsys):
     out = tmp_path / "timescale.json"
     assert main(["bench", "timescale", "--quick", "--codegen", "numpy", "--out", str(out)]) == 0

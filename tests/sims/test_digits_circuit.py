@@ -59,6 +59,7 @@ def test_classify_refuses_bad_labels(digits):
         classify(model, images[:3], np.array([0, 1, 12]), neuron="rate")
 
 
+@pytest.mark.long   # 17 s; the digits task stays in the default suite (test_escape_stream_classifies_like_the_float_model)
 def test_cli_digits_writes_a_results_directory(tmp_path, capsys):
     from ctmhsa.sims.cli import main
 

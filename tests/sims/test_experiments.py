@@ -18,6 +18,7 @@ def _rate(name, **kw):
     return run_experiment(name, neuron="rate", duration=0.4, problem=SMALL, codegen="numpy", **kw)
 
 
+@pytest.mark.long   # 12 runs, 10-18 s
 def test_photoinhibition_rate_level():
     doc = _rate("photoinhibition")
     assert len(doc["rows"]) == 12          # the time course needs spikes: skipped at the rate level
@@ -48,6 +49,7 @@ def test_cutting_it_pt_scales_the_output_and_nothing_upstream():
     assert rows[0]["rates"]["l5pt"] > 0 == rows[1]["rates"]["l5pt"]
 
 
+@pytest.mark.long   # 15 runs, 12-25 s
 def test_apical_drive_scales_the_slope_linearly():
     s = _rate("apical")["summary"]
     r = s["slope_ratio"]
