@@ -271,9 +271,13 @@ def calibration_of(cell_type: str = "default", dt: float = 1e-4) -> dict:
 
 
 def rate_range_of(cell_type: str = "default", dt: float = 1e-4) -> tuple[float, float]:
-    """The affine range (Hz, :func:`affine_range`) of the lif soma type of ``cell_type``, with
-    that type's tolerance."""
-    return affine_range(calibration_of(cell_type, dt), tol=lif_soma(cell_type).tol)
+    """The rates (Hz) a run's check holds the lif soma type of ``cell_type`` to: its affine range
+    (:func:`affine_range`, with that type's tolerance) under constant drive, capped at the type's
+    ``circuit_top`` where it has one (:class:`ctmhsa.neurons.params.LifSoma`: in the circuit a
+    fluctuating drive bends the law's top)."""
+    soma = lif_soma(cell_type)
+    lo, hi = affine_range(calibration_of(cell_type, dt), tol=soma.tol)
+    return lo, hi if soma.circuit_top is None else min(hi, soma.circuit_top)
 
 
 def lif_drive(dt: float = 1e-4, cell_type: str = "default") -> dict:
