@@ -2,9 +2,12 @@
 
 import json
 
+import pytest
+
 from ctmhsa.sims.cli import main
 
 
+@pytest.mark.long   # 9 s on 2 busy cores; `ctmhsa bench levels` runs it in full
 def test_bench_levels_writes_ratio_and_accuracy(tmp_path, capsys):
     out = tmp_path / "levels.json"
     rc = main(["bench", "levels", "--n", "2", "--d", "2", "--duration", "0.2", "--repeats", "1",
