@@ -456,7 +456,7 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
             if k_hi or k_lo:
                 sat[name] = k_hi + k_lo
                 gain = GAIN_OF.get(pop.cell_type, "its gain")
-                viol.append(f"{name}: {k_hi + k_lo} cell(s) fire outside the somata's working range "
+                viol.append(f"{name}: {k_hi + k_lo} cell(s) fire outside the somata's affine range "
                             f"{lo:.3g}–{hi:.3g} Hz (measured {r.min():.3g}–{r.max():.3g} Hz), where their "
                             f"rate no longer follows the drive: lower {gain} (gains=...) or the input scale")
     out.update(rectified=rect, saturated=sat)

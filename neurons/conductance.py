@@ -24,6 +24,7 @@ range: the residual of that fit is how far the cell is from a linear spike gener
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 
@@ -145,14 +146,17 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
         raise ValueError(f"law: expected 'affine' or 'quadratic', got {law!r}")
     if reach is not None and reach < r_base + span:
         raise ValueError(f"reach: expected at least r_base + span = {r_base + span:g} Hz, got {reach!r}")
-    key = hashlib.sha256(json.dumps(dict(soma=soma.to_dict(), dt=dt, r_base=r_base, span=span,
+    # the coupling (tau_c, its start) is upstream of the driven soma: not in the measurement or key
+    measured = {k: v for k, v in soma.to_dict().items() if k not in ("tau_c", "tau_c_start")}
+    default = dataclasses.replace(DEFAULT_SOMA, tau_c=soma.tau_c, tau_c_start=soma.tau_c_start)
+    key = hashlib.sha256(json.dumps(dict(soma=measured, dt=dt, r_base=r_base, span=span,
                                          duration=duration, n=n, seed=seed, eq=EQUATIONS, bg=BACKGROUND,
                                          version=4, **({} if reach is None else dict(reach=reach)),
                                          **({} if law == "affine" else dict(law=law, weights="1/(x+2)")),
                                          # version 0.11's procedure (currents scaled with the
                                          # adaptation, 5 tau_w warm-up) for any other soma; the
                                          # default soma's key and measurement are unchanged
-                                         **({} if soma == DEFAULT_SOMA else dict(procedure=2))),
+                                         **({} if soma == default else dict(procedure=2))),
                                     sort_keys=True).encode()).hexdigest()[:16]
     top = r_base + span if reach is None else reach
 
@@ -271,13 +275,9 @@ def calibration_of(cell_type: str = "default", dt: float = 1e-4) -> dict:
 
 
 def rate_range_of(cell_type: str = "default", dt: float = 1e-4) -> tuple[float, float]:
-    """The rates (Hz) a run's check holds the lif soma type of ``cell_type`` to: its affine range
-    (:func:`affine_range`, with that type's tolerance) under constant drive, capped at the type's
-    ``circuit_top`` where it has one (:class:`ctmhsa.neurons.params.LifSoma`: in the circuit a
-    fluctuating drive bends the law's top)."""
-    soma = lif_soma(cell_type)
-    lo, hi = affine_range(calibration_of(cell_type, dt), tol=soma.tol)
-    return lo, hi if soma.circuit_top is None else min(hi, soma.circuit_top)
+    """The affine range (Hz, :func:`affine_range`) of the lif soma type of ``cell_type``, with
+    that type's tolerance."""
+    return affine_range(calibration_of(cell_type, dt), tol=lif_soma(cell_type).tol)
 
 
 def lif_drive(dt: float = 1e-4, cell_type: str = "default") -> dict:

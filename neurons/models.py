@@ -793,7 +793,7 @@ SOMA_THRESHOLD, SOMA_RESET, SOMA_REFRACTORY = "v > s_Vth", "v = s_Vr; w_ad += s_
 
 
 _LIF_SOMA = """
-dP_c/dt = (P - P_c)/s_tc : 1
+dP_c/dt = (P - P_c)/(s_tc*clip(s_tc0 + (1 - s_tc0)*t/(250*ms), s_tc0, 1)) : 1
 I_drive = I_rh + (I_gain + I_quad*rho*P_c)*rho*P_c : amp
 r = r_base + rho*P : Hz
 I_rh : amp (constant)
@@ -854,9 +854,10 @@ _FOLLOWER = FollowerModel(equations="pending : 1", threshold="pending > 0.5", re
 MODELS[("escape", "ffi")] = _FOLLOWER
 MODELS[("lif", "ffi")] = _FOLLOWER
 MODELS[("lif", "relay")] = MODELS[("escape", "relay")]
-TAU_LOOP_LIF = "(tau_int + s_tc)"
-"""Time constant of the interneurons' integral loop at the lif level: ``tau_int`` plus the
-default soma's dendro-somatic coupling ``tau_c`` (:class:`ctmhsa.neurons.params.SomaParams`).
+TAU_LOOP_LIF = "(tau_int + 50*ms)"
+"""Time constant of the interneurons' integral loop at the lif level: ``tau_int`` plus 50 ms,
+the dendro-somatic coupling ``tau_c`` of every lif soma until version 0.11 (version 0.12 gives
+the default soma 200 ms, as L2/3 has; the loop keeps 60 ms).
 Until version 0.10 the lif L2/3 somata answered a change of their shunt through that 50 ms
 low-pass, and an integral loop
 faster than the lag it closes around rings: with 10 ms against 50 ms (phase margin ~25 degrees)
@@ -865,7 +866,7 @@ macrocolumns whose L2/3 somata were pushed by the swings into the bends of their
 settled 4-6 % off their set point, Z up to 7.5 % off (default problem, 10 s, seeds 1-2). With
 tau_int + tau_c = 60 ms: 27 Hz, pooled rates within 3.3 %, Z within 3.5-6.3 %; 100 ms changed
 nothing further (docs/lif.md, "The interneurons' loop"). The L2/3 soma type of version 0.11
-couples over 200 ms; the loop deliberately keeps the default soma's 60 ms (``s_tc``): the
+couples over 200 ms; the loop deliberately keeps 60 ms: the
 strongly adapting soma's steep answer to fast changes is a phase lead, and the loop does not
 ring (interneuron Fano factor 0.03-0.12; docs/lif.md, "Physiological L2/3 rates")."""
 

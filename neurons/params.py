@@ -122,11 +122,20 @@ class SomaParams:
     E_i: float = -75e-3
     beta: float = 1.0
     """Balanced-background scale: both conductance means × β, both variances × β."""
-    tau_c: float = 50e-3
+    tau_c: float = 0.2
     """Time constant of the dendro-somatic coupling that carries the dendrites' product to the
-    spike generator (s): a dendritic plateau lasts tens of ms (NMDA/Ca²⁺ plateaus, Larkum et al.
-    2009; Major et al. 2013). It low-passes the product, whose fast fluctuations an adapting
-    soma would otherwise rectify into extra rate (measured: +40 % L5 IT gain at 5 ms)."""
+    spike generator (s): dendritic plateaus last tens to hundreds of ms (NMDA/Ca²⁺ plateaus,
+    Larkum et al. 2009; Major et al. 2013). It low-passes the product, whose fluctuations an
+    adapting soma would otherwise turn into rate off its law (measured: +40 % L5 IT gain at 5 ms;
+    at 50 ms, until version 0.11, L5 PT and nucleus-2 cells fired 8-9 % below their law above
+    120 Hz and 4-6 % above it at 20-40 Hz; 200 ms since version 0.12, docs/lif.md). The soma's
+    calibration drives its current directly and does not depend on it."""
+    tau_c_start: float = 0.1
+    """The coupling's time constant at t = 0 as a fraction of ``tau_c``, rising linearly to
+    ``tau_c`` over the run's first 250 ms, so that the chain L2/3 → L5 IT → L5 PT → nucleus 2
+    settles within the 0.5 s warm-up (four 200 ms couplings in series do not: x̃ at slope 0.76 in
+    a 1 s window). 1 keeps the coupling fixed (the L2/3 type: its interneurons' loop, tuned
+    around the fixed coupling, settled a barrel head's Z 30 % worse with the ramp)."""
 
     def without_adaptation(self) -> "SomaParams":
         return SomaParams(**{**asdict(self), "a": 0.0, "b": 0.0})
@@ -143,7 +152,8 @@ class SomaParams:
                   se=math.sqrt(self.beta) * self.sigma_e * u.siemens,
                   si=math.sqrt(self.beta) * self.sigma_i * u.siemens,
                   te=self.tau_e * u.second, ti=self.tau_i * u.second,
-                  Ee=self.E_e * u.volt, Ei=self.E_i * u.volt, tc=self.tau_c * u.second)
+                  Ee=self.E_e * u.volt, Ei=self.E_i * u.volt, tc=self.tau_c * u.second,
+                  tc0=self.tau_c_start)
         return {prefix + k: v for k, v in ns.items()}
 
     def adaptation_per_hz(self) -> float:
@@ -165,7 +175,7 @@ class SomaParams:
 
 DEFAULT_SOMA = SomaParams()
 
-L23_SOMA = SomaParams(b=805e-12, tau_c=0.2)
+L23_SOMA = SomaParams(b=805e-12, tau_c_start=1.0)
 """The lif level's L2/3 soma: the default cell with ten times its spike-triggered adaptation
 (b = 0.8 nA, tau_w = 144 ms: b tau_w = 116 pA/Hz) and a 200 ms dendro-somatic coupling.
 
@@ -211,10 +221,6 @@ class LifSoma:
     law : str
         ``"affine"`` (fitted over ``[r_base, r_base + span]``) or ``"quadratic"`` (a convex
         curve, fitted over ``[r_base, reach]``; :func:`ctmhsa.neurons.conductance.soma_calibration`).
-    circuit_top : float, optional
-        Top (Hz, baseline included) of the range a run's check holds these somata to, where it is
-        below the calibrated one: in the circuit their drive fluctuates and they fire below their
-        law near its top (:func:`ctmhsa.neurons.conductance.rate_range_of`).
     """
 
     params: SomaParams
@@ -226,22 +232,19 @@ class LifSoma:
     window: float = 10.0
     reach: float | None = None
     law: str = "affine"
-    circuit_top: float | None = None
 
 
 _L23_TYPE = LifSoma(L23_SOMA, r_base=1.0, span=60.0, tol=0.5, prefix="s23_", n_currents=160, window=40.0,
                     law="quadratic")
-LIF_SOMATA = {"default": LifSoma(DEFAULT_SOMA, r_base=20.0, span=100.0, tol=3.0, prefix="s_", circuit_top=110.0),
+LIF_SOMATA = {"default": LifSoma(DEFAULT_SOMA, r_base=20.0, span=100.0, tol=3.0, prefix="s_"),
               "l23": _L23_TYPE}
 """The lif level's soma types by cell type (others use ``"default"``). L2/3 cells fire a 1 Hz
 baseline and a few Hz of signal per cell: their calibration measures 160 currents for 40 s
 each (0.4 Hz apart) and fits a quadratic law over 1-61 Hz (the curve is slightly convex); their
 working range ends where the curve leaves the law by 0.5 Hz (0-67 Hz at 0.5 ms). The other
 somata fire a 20 Hz baseline on an affine law, checked to 3 Hz (affine over 8.5-145 Hz at
-0.5 ms under constant drive; docs/lif.md). In the circuit their drive fluctuates, and above
-about 110 Hz they fire more than 3 Hz below their law (L5 PT and nucleus 2: 8-9 % of the signal
-at 120-170 Hz, 2.5-3 % at 80-100 Hz; n = d = 8, H = 2, input seed 31, 5 s): a run's check
-holds them to 110 Hz (``circuit_top``). The linear circuit's read-out cells keep the default type: their means are 15-55 Hz and single cells reach
+0.5 ms; docs/lif.md). In the circuit, with the 200 ms coupling of version 0.12, L5 PT and
+nucleus-2 cells at 120-150 Hz fire within 2.5 % of their law (8-9 % below it with 50 ms). The linear circuit's read-out cells keep the default type: their means are 15-55 Hz and single cells reach
 125 Hz, past the L2/3 type's range (measured, n = d = 6, H = 2)."""
 
 

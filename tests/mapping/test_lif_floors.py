@@ -46,6 +46,13 @@ def test_baselines_are_counted_only_for_the_cells_a_causal_mask_builds():
 def test_the_lif_loop_integrates_over_the_coupling_and_l23_has_its_own_constants():
     eq = get_model("lif", "interneuron").equations
     assert TAU_LOOP_LIF in eq and "/tau_int" not in eq
+    assert TAU_LOOP_LIF == "(tau_int + 50*ms)"          # 60 ms, whatever the somata's coupling
+    # version 0.12: every soma couples over 200 ms; the default soma's coupling starts at a tenth
+    # of it (the warm-up settles the chain L2/3 -> IT -> PT -> nucleus 2), L2/3's is fixed
+    from ctmhsa.neurons.params import DEFAULT_SOMA, L23_SOMA
+    assert DEFAULT_SOMA.tau_c == L23_SOMA.tau_c == 0.2
+    assert DEFAULT_SOMA.tau_c_start == 0.1 and L23_SOMA.tau_c_start == 1.0
+    assert "s_tc0" in get_model("lif", "l5pt").equations and "s23_tc0" in get_model("lif", "l23").equations
     assert "/tau_int" in get_model("escape", "interneuron").equations
     # L2/3 has its own soma type (strongly adapting, 1 Hz baseline): its own constants
     l23, pt = get_model("lif", "l23"), get_model("lif", "l5pt")
