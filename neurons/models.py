@@ -893,5 +893,6 @@ MODELS[("lif", "l5it")] = _UnrectifiedApical(**{k: getattr(_it, k) for k in _it.
 # the dendrites integrate spikes as at the escape level: phi corrected for their variance alike
 MODELS[("lif", "l23")] = _lif(_corrected(MODELS[("rate", "l23")], ("basal", "apical")), cell_type="l23")
 # the read-out cells' apical memory entry integrates memory cells, whose baselines b_a cancels
-MODELS[("lif", "kv_read")] = _lif(_corrected(MODELS[("rate", "kv_read")], ("basal",)), apical_bias=True)
+MODELS[("lif", "kv_read")] = _lif(_corrected(MODELS[("rate", "kv_read")], ("basal",)), apical_bias=True,
+                                  cell_type="kv_read")
 MODELS[("lif", "kv_write")] = _lif(_covariance_corrected(_corrected(MODELS[("rate", "kv_write")], ("apical",))))

@@ -53,6 +53,10 @@ def test_the_lif_loop_integrates_over_the_coupling_and_l23_has_its_own_constants
     assert DEFAULT_SOMA.tau_c == L23_SOMA.tau_c == 0.2
     assert DEFAULT_SOMA.tau_c_start == 0.1 and L23_SOMA.tau_c_start == 1.0
     assert "s_tc0" in get_model("lif", "l5pt").equations and "s23_tc0" in get_model("lif", "l23").equations
+    # the linear circuit's read-out (shunted by its own interneurons) keeps a fixed 50 ms coupling
+    from ctmhsa.neurons.params import lif_soma
+    rd = lif_soma("kv_read").params
+    assert rd.tau_c == 0.05 and rd.tau_c_start == 1.0 and "srd_tc" in get_model("lif", "kv_read").equations
     assert "/tau_int" in get_model("escape", "interneuron").equations
     # L2/3 has its own soma type (strongly adapting, 1 Hz baseline): its own constants
     l23, pt = get_model("lif", "l23"), get_model("lif", "l5pt")
