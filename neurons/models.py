@@ -42,7 +42,7 @@ __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
            "add_step_code", "PHI_VARIANCE", "PHI_CORRECTED", "corrected_phi_expression", "CorrectedCellModel",
            "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance", "FollowerModel", "FIRING", "integrator_model",
-           "stratify_phases", "R_FS_MAX", "TAU_LOOP_LIF"]
+           "stratify_phases", "R_FS_MAX", "TAU_LOOP_LIF", "TAU_LOOP_LAG"]
 
 PHI_EXPRESSIONS = {
     # elu(x) + 1 == max(x, 0) + exp(min(x, 0))
@@ -854,7 +854,9 @@ _FOLLOWER = FollowerModel(equations="pending : 1", threshold="pending > 0.5", re
 MODELS[("escape", "ffi")] = _FOLLOWER
 MODELS[("lif", "ffi")] = _FOLLOWER
 MODELS[("lif", "relay")] = MODELS[("escape", "relay")]
-TAU_LOOP_LIF = "(tau_int + 50*ms)"
+TAU_LOOP_LAG = 50e-3
+"""The lag (s) the lif interneurons' loop adds to ``tau_int`` (:data:`TAU_LOOP_LIF`)."""
+TAU_LOOP_LIF = f"(tau_int + {TAU_LOOP_LAG * 1e3:g}*ms)"
 """Time constant of the interneurons' integral loop at the lif level: ``tau_int`` plus 50 ms,
 the dendro-somatic coupling ``tau_c`` of every lif soma until version 0.11 (version 0.12 gives
 the default soma 200 ms, as L2/3 has; the loop keeps 60 ms).

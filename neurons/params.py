@@ -10,7 +10,7 @@ Sources for the time constants:
 - apical-tuft / dendritic integration time constant, 10–30 ms (Larkum 2004): ``tau_d = 10 ms``;
 - fast excitatory synaptic currents (AMPA), 2–5 ms: ``tau_syn = 5 ms`` (spiking levels);
 - interneuron integration of the pooled L2/3 drive, ~10 ms: ``tau_int = 10 ms`` (at the lif
-  level the loop integrates over ``tau_int + SomaParams.tau_c``, 60 ms:
+  level the loop integrates over ``tau_int`` + 50 ms, 60 ms:
   :data:`ctmhsa.neurons.models.TAU_LOOP_LIF`).
 
 ``u`` is the dendritic potential that encodes one unit of the attention quantities
@@ -46,7 +46,7 @@ class CellParams:
         Dendritic (basal and apical compartment) time constant (s).
     tau_int : float
         Integration time constant of the divisive interneurons (s); at the lif level their loop
-        adds the somata's coupling ``tau_c`` (:data:`ctmhsa.neurons.models.TAU_LOOP_LIF`).
+        adds 50 ms, the somata's coupling until version 0.11 (:data:`ctmhsa.neurons.models.TAU_LOOP_LIF`).
     tau_syn : float
         Synaptic current time constant at the spiking levels (s).
     u : float

@@ -96,9 +96,10 @@ def summarise(rows, opts) -> dict:
 
 def _loop_text(neuron: str) -> str:
     """The interneurons' loop time constant at ``neuron`` (the experiments run the default cells)."""
-    from ctmhsa.neurons.params import DEFAULT_PARAMS, DEFAULT_SOMA
+    from ctmhsa.neurons.models import TAU_LOOP_LAG
+    from ctmhsa.neurons.params import DEFAULT_PARAMS
 
     ti = DEFAULT_PARAMS.tau_int
     if neuron == "lif":   # ctmhsa.neurons.models.TAU_LOOP_LIF
-        return f"(its loop integrates over tau_int + tau_c = {1e3 * (ti + DEFAULT_SOMA.tau_c):g} ms at the lif level)."
+        return f"(its loop integrates over tau_int + 50 ms = {1e3 * (ti + TAU_LOOP_LAG):g} ms at the lif level)."
     return f"(tau_int = {1e3 * ti:g} ms)."

@@ -97,7 +97,7 @@ def test_every_lif_soma_counts_its_spike_generation_in_its_window():
 
 @pytest.mark.brian2
 def test_lif_interneurons_fire_below_40_hz_without_ringing():
-    """The lif loop (tau_int + tau_c) holds every macrocolumn's pooled rate with interneurons at
+    """The lif loop (tau_int + 50 ms) holds every macrocolumn's pooled rate with interneurons at
     physiological rates, firing regularly, and L2/3 at 4.5 Hz (its 1 Hz baseline plus r_l23 =
     3.5 Hz; macrocolumns of 64 cells, above r_pool_min / r_l23 = 57). With tau_int alone (10 ms
     against the somata's coupling) the loop rings: 104 Hz here, Fano factor 10.5, 2 violations
