@@ -152,8 +152,7 @@ def _resolved_fano(circuit, obs: dict, fano: dict, T: float) -> dict:
             out[p] = quantisation_fano(circuit.populations[p], obs[p]["rate"], T, f)
         elif callable(f) and p in obs:
             r = np.asarray(obs[p]["rate"], float)
-            r = r[np.isfinite(r)]
-            out[p] = window_fano(r * T, f(r))
+            out[p] = window_fano(r * T, f(r))        # absent cells (NaN) left out there
         elif not isinstance(f, str) and not callable(f):
             out[p] = f
     return out

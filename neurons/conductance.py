@@ -24,7 +24,6 @@ range: the residual of that fit is how far the cell is from a linear spike gener
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 
@@ -118,6 +117,12 @@ def affine_fit(current, rate, lo: float, hi: float) -> dict:
                 relative=float(np.abs(res).max() / np.ptp(rate[sel])), n=int(sel.sum()))
 
 
+def _measured(soma: SomaParams) -> dict:
+    """The soma's parameters its calibration measures: all but the dendro-somatic coupling
+    (``tau_c``, ``tau_c_start``), which is upstream of the driven soma."""
+    return {k: v for k, v in soma.to_dict().items() if k not in ("tau_c", "tau_c_start")}
+
+
 def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: float = 20.0,
                      span: float = 100.0, duration: float = 10.0, n: int = 32, seed: int = 7,
                      reach: float | None = None, law: str = "affine") -> dict:
@@ -146,17 +151,15 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
         raise ValueError(f"law: expected 'affine' or 'quadratic', got {law!r}")
     if reach is not None and reach < r_base + span:
         raise ValueError(f"reach: expected at least r_base + span = {r_base + span:g} Hz, got {reach!r}")
-    # the coupling (tau_c, its start) is upstream of the driven soma: not in the measurement or key
-    measured = {k: v for k, v in soma.to_dict().items() if k not in ("tau_c", "tau_c_start")}
-    default = dataclasses.replace(DEFAULT_SOMA, tau_c=soma.tau_c, tau_c_start=soma.tau_c_start)
-    key = hashlib.sha256(json.dumps(dict(soma=measured, dt=dt, r_base=r_base, span=span,
+    key = hashlib.sha256(json.dumps(dict(soma=_measured(soma), dt=dt, r_base=r_base, span=span,
                                          duration=duration, n=n, seed=seed, eq=EQUATIONS, bg=BACKGROUND,
                                          version=4, **({} if reach is None else dict(reach=reach)),
                                          **({} if law == "affine" else dict(law=law, weights="1/(x+2)")),
                                          # version 0.11's procedure (currents scaled with the
                                          # adaptation, 5 tau_w warm-up) for any other soma; the
-                                         # default soma's key and measurement are unchanged
-                                         **({} if soma == default else dict(procedure=2))),
+                                         # default soma's measurement is unchanged
+                                         **({} if _measured(soma) == _measured(DEFAULT_SOMA)
+                                            else dict(procedure=2))),
                                     sort_keys=True).encode()).hexdigest()[:16]
     top = r_base + span if reach is None else reach
 

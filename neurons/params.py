@@ -236,10 +236,10 @@ class LifSoma:
 
 _L23_TYPE = LifSoma(L23_SOMA, r_base=1.0, span=60.0, tol=0.5, prefix="s23_", n_currents=160, window=40.0,
                     law="quadratic")
-_KV_READ_TYPE = LifSoma(replace(DEFAULT_SOMA, tau_c=50e-3, tau_c_start=1.0), r_base=20.0, span=100.0, tol=3.0,
-                        prefix="srd_")
-LIF_SOMATA = {"default": LifSoma(DEFAULT_SOMA, r_base=20.0, span=100.0, tol=3.0, prefix="s_"),
-              "l23": _L23_TYPE, "kv_read": _KV_READ_TYPE}
+_DEFAULT_TYPE = LifSoma(DEFAULT_SOMA, r_base=20.0, span=100.0, tol=3.0, prefix="s_")
+LIF_SOMATA = {"default": _DEFAULT_TYPE, "l23": _L23_TYPE,
+              "kv_read": replace(_DEFAULT_TYPE, params=replace(DEFAULT_SOMA, tau_c=50e-3, tau_c_start=1.0),
+                                 prefix="srd_")}
 """The lif level's soma types by cell type (others use ``"default"``). L2/3 cells fire a 1 Hz
 baseline and a few Hz of signal per cell: their calibration measures 160 currents for 40 s
 each (0.4 Hz apart) and fits a quadratic law over 1-61 Hz (the curve is slightly convex); their
