@@ -6,9 +6,11 @@ files by :func:`ctmhsa.sims.io.atomic_savez` / :func:`ctmhsa.sims.io.atomic_writ
 is complete and is never recomputed.
 
 Every item lives under a name keyed by its parameters (``accuracy_escape-<hash>``: a SHA-256
-of the tokens, weights and options that produced it, see :func:`param_key`), so a data
-directory shared by runs of other sizes or windows (``--quick`` and full) never hands one's
-data to the other; the manifest names the items of the last call.
+of the tokens, weights and options that produced it, see :func:`param_key`, and of the
+package's version), so a data directory shared by runs of other sizes or windows (``--quick``
+and full) never hands one's data to the other, and a new version of the models simulates
+afresh instead of redrawing an older version's data; the manifest names the items of the
+last call.
 
 =======================  ===============================================================
 ``accuracy_<level>``     n = 8, H = 1, d = 8 head; rate 1 s, escape and lif 2 s windows
@@ -35,6 +37,7 @@ import time
 
 import numpy as np
 
+from ctmhsa import __version__
 from ctmhsa.neurons.laws import LAWS
 
 from ctmhsa.sims import simulate_mhsa
@@ -77,7 +80,7 @@ def _simulate(data_dir: str, name: str, bar=None, **kw) -> str:
     """Run ``simulate_mhsa(**kw)`` into ``data_dir/<name>-<key of kw>`` unless it is complete;
     return that directory's name (relative to ``data_dir``)."""
     kw = dict(codegen="numpy", **kw)
-    rel = f"{name}-{param_key(**kw)}"
+    rel = f"{name}-{param_key(ctmhsa_version=__version__, **kw)}"
     path = os.path.join(data_dir, rel)
     if bar is not None:
         bar.set_postfix_str(name)
@@ -129,7 +132,7 @@ def make_data(data_dir: str, quick: bool = False) -> dict:
         T2 = 3.0 * s
         man["fig2"] = {}
         for level in fig2_levels:
-            man["fig2"][level] = f"fig2_{level}-{param_key(level=level, T=T2, version=3)}.npz"
+            man["fig2"][level] = f"fig2_{level}-{param_key(level=level, T=T2, ctmhsa_version=__version__)}.npz"
             f2 = os.path.join(data_dir, man["fig2"][level])
             if not os.path.exists(f2):
                 atomic_savez(f2, **fig2_data(level, T=T2))
