@@ -12,7 +12,7 @@ count moves q, k and v of its token in every head; the pooled L2/3 count is pinn
   (``s² [(phi'/phi)(q)² var q + (phi'/phi)(k)² var k]``);
 - κ = Σ_c s; y: own L5 IT count noise plus ``v² var κ + κ² var v`` (``(v_0 + v)² var κ``
   in the offset code, whose L5 IT rate carries the offset);
-- Z (read from the division of the L2/3 somata): Z^act = Σ_jc phi(q_c) phi(k_jc) as realised
+- Z (read from the division of the L2/3 rates): Z^act = Σ_jc phi(q_c) phi(k_jc) as realised
   (the interneurons pin the pooled L2/3 count), so the query's noise enters with each feature's
   share w_c = Σ_j s_jc and the keys' with s_jc, plus the pinned count's own noise;
 - ṽ: own L5 PT count noise plus the sum over microcolumns of the L5 IT noise that feeds it,
@@ -283,10 +283,10 @@ def _independent_microcolumns(circuit, c, obs, fano, T, stages, f, df, out):
     var_kv = kap ** 2 * out["v"][:, None, :, :]
     out["y"] = var_it + v ** 2 * out["kappa"][..., None] + var_kv
     if "interneuron" in pops and "Z" in stages:
-        # Z is read from the L2/3 somata (see ctmhsa.mapping.decode): the query noise enters every
+        # Z is read from the L2/3 rates (see ctmhsa.mapping.decode): the query noise enters every
         # cell of macrocolumn i alike through phi(q_i); averaged over the dk features. Plus the
         # set point's own noise: the integral feedback pins the macrocolumn's pooled L2/3 spike
-        # *count* at R_set T, so the pooled intensity the somata carry (hence D, Z) misses it by
+        # *count* at R_set T, so the pooled intensity the rates carry (hence D, Z) misses it by
         # that count's noise, relative variance F / (P R_set T) (measured, n = 4, 24 seeds: Z's
         # error was 1.8-2.3x this floor's variance without the term)
         _, Nb = _baseline_share(obs["l23"], c["R_set"], _built(l23).sum(axis=(-2, -1)))
