@@ -77,6 +77,11 @@ class CodeGains:
     ----------
     rho_in : float
         Nucleus-1 relay rate per unit of token (Hz; ON/OFF code, halved in the offset code).
+        80 Hz since version 0.13 (40 before): the dendrites' shot-noise variance falls as
+        1/rho_in, and at 40 Hz it reached 0.6-3 (in units of u², L2/3 apical, default problem),
+        where the feature map's second-order correction fails: cells with phi(k) far below 1
+        fired 41-48 % below their intended rate (k < -1.5; docs/phi_bias.md). Relays then fire
+        30 Hz on average on the default problem (the largest token entries ~190 Hz).
     rho_l23 : float
         Unshunted L2/3 rate per unit of ``phi(q) phi(k)`` (Hz): the default gain of every head,
         kept where all its macrocolumns divide within the interneurons' range.
@@ -118,7 +123,7 @@ class CodeGains:
         Multiplier (>= 1) on the worst-case bounds used as offsets.
     """
 
-    rho_in: float = 40.0
+    rho_in: float = 80.0
     rho_l23: float = 25.0
     r_l23: float = 5.0
     g_sh: float = 0.6

@@ -40,8 +40,13 @@ from .params import DEFAULT_SOMA, SomaParams, lif_soma, seconds
 from .window import Probe, measure
 
 __all__ = ["BRETTE_GERSTNER_2005", "EQUATIONS", "BACKGROUND", "fi_curve", "affine_fit", "affine_range",
-           "soma_calibration", "intrinsic_fano", "calibration_of", "law_rate", "lif_drive", "rate_range_of"]
+           "soma_calibration", "intrinsic_fano", "calibration_of", "law_rate", "law_current", "lif_drive",
+           "rate_range_of", "SPLINE_DENSE"]
 
+
+SPLINE_DENSE = dict(n=36, rep=16, span=20.0)
+"""The spline law's dense measurement: ``n`` currents from ``r_base`` - 0.6 Hz to ``r_base`` +
+``span`` Hz on the first curve, ``rep`` cells each (:func:`soma_calibration`)."""
 
 BRETTE_GERSTNER_2005 = DEFAULT_SOMA
 """The default soma: Brette & Gerstner's (2005) regular-spiking cell in Destexhe's background."""
@@ -125,7 +130,7 @@ def _measured(soma: SomaParams) -> dict:
 
 def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: float = 20.0,
                      span: float = 100.0, duration: float = 10.0, n: int = 32, seed: int = 7,
-                     reach: float | None = None, law: str = "affine") -> dict:
+                     reach: float | None = None, law: str = "affine", knots: tuple = ()) -> dict:
     """The drive that puts ``soma`` on its affine branch: measured once, cached on disk.
 
     The f–I curve is measured (:func:`fi_curve`, ``n`` currents, ``duration`` s windows); the
@@ -140,21 +145,37 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
     reported in Hz): a slightly convex f–I curve is then followed over its whole measured range,
     where an affine law fitted over a part of it leaves it outside that part.
 
+    With ``law="spline"`` the working range is measured a second time, densely
+    (:data:`SPLINE_DENSE`: currents from ``r_base`` - 0.6 Hz to ``r_base`` + 20 Hz on the first
+    curve, several cells each), and the drive is the cubic spline ``I_rh + I_gain x + I_quad x² +
+    I_cub x³ + Σ_n I_knot[n] (x - knots[n])₊³`` (knots in Hz above ``r_base``), fitted to both
+    curves with each point weighted by its rate's standard error: the f–I curve bends near the
+    threshold (concave over 1-4 Hz for L2/3, convex above), which no polynomial over the whole
+    range follows to better than 0.07 Hz there (:func:`law_current`).
+
     Returns
     -------
     dict
         ``I_rh`` (A), ``I_gain`` (A/Hz), ``I_quad`` (A/Hz², 0 for the affine law), ``r_base``
-        (Hz), the fit (``max_residual``, ``rms_residual`` in Hz, ``relative``), the measured
-        curve (``current``, ``rate``) and its Fano factors (``fano``).
+        (Hz); for the spline also ``I_cub`` (A/Hz³), ``knots`` (Hz), ``I_knot`` (A/Hz³), the
+        dense curve (``dense_current``, ``dense_rate``, ``dense_se``) and its fit's
+        ``dense_rms_residual`` (Hz); the fit (``max_residual``, ``rms_residual`` in Hz,
+        ``relative``), the measured curve (``current``, ``rate``) and its Fano factors (``fano``).
     """
-    if law not in ("affine", "quadratic"):
-        raise ValueError(f"law: expected 'affine' or 'quadratic', got {law!r}")
+    if law not in ("affine", "quadratic", "spline"):
+        raise ValueError(f"law: expected 'affine', 'quadratic' or 'spline', got {law!r}")
+    if (law == "spline") != bool(knots):
+        raise ValueError(f"knots: the spline law needs knots and only it takes them; got {knots!r} "
+                         f"with law {law!r}")
     if reach is not None and reach < r_base + span:
         raise ValueError(f"reach: expected at least r_base + span = {r_base + span:g} Hz, got {reach!r}")
     key = hashlib.sha256(json.dumps(dict(soma=_measured(soma), dt=dt, r_base=r_base, span=span,
                                          duration=duration, n=n, seed=seed, eq=EQUATIONS, bg=BACKGROUND,
                                          version=4, **({} if reach is None else dict(reach=reach)),
-                                         **({} if law == "affine" else dict(law=law, weights="1/(x+2)")),
+                                         **({} if law == "affine" else dict(law=law, weights="1/(x+2)")
+                                            if law == "quadratic" else
+                                            dict(law=law, weights="1/se", knots=[float(k) for k in knots],
+                                                 dense=SPLINE_DENSE)),
                                          # version 0.11's procedure (currents scaled with the
                                          # adaptation, 5 tau_w warm-up) for any other soma; the
                                          # default soma's measurement is unchanged
@@ -174,7 +195,23 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
         I, r = curve["current"], np.maximum.accumulate(curve["rate"])   # monotone (counting noise)
         if r[-1] < top:
             raise RuntimeError(f"soma_calibration: the soma reaches only {r[-1]:.0f} Hz (< {top:g} Hz)")
-        if law == "quadratic":
+        extra = {}
+        if law == "spline":
+            # the working range again, densely: several cells per current (another seed)
+            n_d, rep = SPLINE_DENSE["n"], SPLINE_DENSE["rep"]
+            rng = (r_base - 0.6, r_base + SPLINE_DENSE["span"])
+            Id = np.linspace(*np.interp(rng, r + 1e-9 * np.arange(r.size), I), n_d)
+            dense = fi_curve(soma, np.repeat(Id, rep), duration=duration, warmup=max(1.0, 5.0 * soma.tau_w),
+                             dt=dt, seed=seed + 1)["rate"].reshape(n_d, rep)
+            rd, sd = dense.mean(axis=1), dense.std(axis=1, ddof=1) / np.sqrt(rep)
+            # a single cell's rate: its count's standard error (the chunk Fano factor, at least 0.02)
+            f = np.nan_to_num(curve["fano"], nan=1.0)
+            se = np.sqrt(np.maximum(f, 0.02) * np.maximum(curve["rate"], 0.5) / duration)
+            fit = _spline_fit(np.concatenate([I, Id]), np.concatenate([curve["rate"], rd]),
+                              np.concatenate([se, np.maximum(sd, 0.005)]), r_base, top, knots)
+            extra = dict(I_cub=fit["I_cub"], knots=fit["knots"], I_knot=fit["I_knot"], dense_current=Id.tolist(),
+                         dense_rate=rd.tolist(), dense_se=sd.tolist(), dense_rms_residual=fit["dense_rms_residual"])
+        elif law == "quadratic":
             fit = _quadratic_fit(I, r, r_base, top)
         else:
             fit = affine_fit(I, r, r_base, r_base + span)
@@ -183,7 +220,7 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
                     r_base=float(r_base), max_residual=fit["max_residual"],
                     rms_residual=fit["rms_residual"], relative=fit["relative"],
                     current=I.tolist(), rate=curve["rate"].tolist(),
-                    fano=np.nan_to_num(curve["fano"], nan=1.0).tolist())
+                    fano=np.nan_to_num(curve["fano"], nan=1.0).tolist(), **extra)
 
     return cached_json("soma", key, measure_curve)
 
@@ -207,9 +244,54 @@ def _quadratic_fit(I, r, lo: float, hi: float, x0: float = 2.0) -> dict:
                 relative=float(np.abs(res).max() / np.ptp(r[sel])))
 
 
+def _spline_fit(I, r, se, lo: float, hi: float, knots) -> dict:
+    """The cubic spline drive ``I(x) = I_rh + I_gain x + I_quad x² + I_cub x³ + Σ I_knot[n]
+    (x - knots[n])₊³``, ``x = r - lo``, least squares over the points with ``lo - 0.6 <= r <= hi``
+    (Hz), each current's residual weighted by ``1 / se`` (its rate's standard error, Hz).
+    Residuals in Hz (the measured rate against the law's), over ``[lo, hi]``; those of the points
+    with ``se`` below 0.05 Hz (the dense curve) apart."""
+    I, r, se = (np.asarray(a, float) for a in (I, r, se))
+    sel = (r >= lo - 0.6) & (r <= hi)
+    if sel.sum() < 5 + len(knots):
+        raise ValueError(f"soma_calibration: too few rates within [{lo - 0.6}, {hi}] Hz for the spline")
+    x, w = r[sel] - lo, 1.0 / se[sel]
+    basis = np.vstack([x ** 0, x, x ** 2, x ** 3] + [np.maximum(x - k, 0.0) ** 3 for k in knots]).T
+    a, *_ = np.linalg.lstsq(basis * w[:, None], I[sel] * w, rcond=None)
+    cal = dict(I_rh=float(a[0]), I_gain=float(a[1]), I_quad=float(a[2]), I_cub=float(a[3]),
+               knots=[float(k) for k in knots], I_knot=[float(c) for c in a[4:]], r_base=float(lo))
+    grid = np.linspace(-0.6, hi - lo + 10.0, 4001)
+    if np.any(np.diff(law_current(cal, grid)) <= 0):
+        raise RuntimeError("soma_calibration: the fitted spline drive is not increasing over the range")
+    on = sel & (r >= lo)
+    res = r[on] - law_rate(cal, I[on])
+    dense = se[on] < 0.05
+    return dict(cal, max_residual=float(np.abs(res).max()), rms_residual=float(np.sqrt(np.mean(res ** 2))),
+                relative=float(np.abs(res).max() / np.ptp(r[on])),
+                dense_rms_residual=float(np.sqrt(np.mean(res[dense] ** 2))) if dense.any() else float("nan"))
+
+
+def law_current(cal: dict, x) -> np.ndarray:
+    """The drive current (A) under which a calibrated soma fires ``r_base + x`` (``x`` in Hz):
+    ``I_rh + I_gain x + I_quad x² (+ I_cub x³ + Σ_n I_knot[n] (x - knots[n])₊³ for the spline)``."""
+    x = np.asarray(x, float)
+    cur = cal["I_rh"] + (cal["I_gain"] + (cal.get("I_quad", 0.0) + cal.get("I_cub", 0.0) * x) * x) * x
+    for k, c in zip(cal.get("knots", ()), cal.get("I_knot", ())):
+        cur = cur + c * np.maximum(x - k, 0.0) ** 3
+    return cur
+
+
 def law_rate(cal: dict, current) -> np.ndarray:
     """The rate (Hz) a calibrated soma's law assigns to a drive ``current`` (A): the inverse of
-    ``I = I_rh + I_gain x + I_quad x²``, ``r = r_base + x`` (affine when ``I_quad`` is 0)."""
+    ``I = I_rh + I_gain x + I_quad x²``, ``r = r_base + x`` (affine when ``I_quad`` is 0), or of
+    the spline (:func:`law_current`)."""
+    if cal.get("knots"):      # the spline: inverted on a 1 mHz grid, linear beyond its ends
+        top = float(np.max(cal.get("rate", [cal["r_base"] + 100.0]))) + 50.0
+        x = np.arange(-cal["r_base"], top - cal["r_base"], 1e-3)
+        cur, c = np.maximum.accumulate(law_current(cal, x)), np.asarray(current, float)
+        out = np.interp(c, cur, x)
+        s0, s1 = (x[1] - x[0]) / (cur[1] - cur[0]), (x[-1] - x[-2]) / (cur[-1] - cur[-2])
+        out = np.where(c < cur[0], x[0] + (c - cur[0]) * s0, np.where(c > cur[-1], x[-1] + (c - cur[-1]) * s1, out))
+        return cal["r_base"] + out
     d = np.asarray(current, float) - cal["I_rh"]
     a, b = cal.get("I_quad", 0.0), cal["I_gain"]
     if a == 0.0:
@@ -274,7 +356,7 @@ def calibration_of(cell_type: str = "default", dt: float = 1e-4) -> dict:
     (:func:`ctmhsa.neurons.params.lif_soma`: L2/3 has its own, 1 Hz baseline) at step ``dt`` (s)."""
     t = lif_soma(cell_type)
     return soma_calibration(t.params, dt=dt, r_base=t.r_base, span=t.span, n=t.n_currents, duration=t.window,
-                            reach=t.reach, law=t.law)
+                            reach=t.reach, law=t.law, knots=t.knots)
 
 
 def rate_range_of(cell_type: str = "default", dt: float = 1e-4) -> tuple[float, float]:
@@ -285,7 +367,11 @@ def rate_range_of(cell_type: str = "default", dt: float = 1e-4) -> tuple[float, 
 
 def lif_drive(dt: float = 1e-4, cell_type: str = "default") -> dict:
     """Per-cell parameters that put a lif soma of ``cell_type`` on its law: ``I_rh`` (A),
-    ``I_gain`` (A/Hz), ``I_quad`` (A/Hz², 0 for an affine law) and ``r_base`` (Hz), from its
+    ``I_gain`` (A/Hz), ``I_quad`` (A/Hz², 0 for an affine law), ``r_base`` (Hz) and, for the
+    spline law, ``I_cub`` and ``I_k1``, ``I_k2``, ... (A/Hz³), from its
     calibration (:func:`calibration_of`)."""
     cal = calibration_of(cell_type, dt)
-    return dict(I_rh=cal["I_rh"], I_gain=cal["I_gain"], I_quad=cal.get("I_quad", 0.0), r_base=cal["r_base"])
+    out = dict(I_rh=cal["I_rh"], I_gain=cal["I_gain"], I_quad=cal.get("I_quad", 0.0), r_base=cal["r_base"])
+    if cal.get("knots"):
+        out.update(I_cub=cal["I_cub"], **{f"I_k{n}": c for n, c in enumerate(cal["I_knot"], 1)})
+    return out

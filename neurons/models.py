@@ -803,6 +803,17 @@ r_base : Hz (shared, constant)
 """
 
 
+def _spline_drive(knots) -> str:
+    """The lines of :data:`_LIF_SOMA` that give a spline-law soma its drive (its calibration's
+    cubic spline in x = rho P_c, knots in Hz above the baseline:
+    :func:`ctmhsa.neurons.conductance.law_current`)."""
+    x = "rho*P_c"
+    knot_terms = "".join(f" + I_k{n}*clip({x} - {k!r}*Hz, 0*Hz, inf*Hz)**3" for n, k in enumerate(knots, 1))
+    decl = "".join(f"\nI_k{n} : amp/Hz**3 (shared, constant)" for n in range(1, len(knots) + 1))
+    return (f"I_drive = I_rh + (I_gain + (I_quad + I_cub*{x})*{x})*{x}{knot_terms} : amp\n"
+            f"I_cub : amp/Hz**3 (shared, constant){decl}")
+
+
 def _soma_constants(code: str, prefix: str) -> str:
     """``code`` with the default soma's constants (``s_...``) renamed to another soma type's."""
     return code if prefix == "s_" else re.sub(r"\bs_(\w+)", prefix + r"\1", code)
@@ -818,13 +829,18 @@ def _lif(rate_model: CellModel, apical_bias: bool = False, cell_type: str = "def
     P = rate[len("r = rho*"):].rsplit(":", 1)[0].strip()
     eqs = "\n".join(line for line in lines if not line.strip().startswith("r ="))
     params = ("I_rh", "I_gain", "I_quad", "r_base")
+    soma_eqs = _LIF_SOMA
+    if soma.law == "spline":
+        soma_eqs = soma_eqs.replace("I_drive = I_rh + (I_gain + I_quad*rho*P_c)*rho*P_c : amp",
+                                    _spline_drive(soma.knots))
+        params += ("I_cub",) + tuple(f"I_k{n}" for n in range(1, len(soma.knots) + 1))
     folds = rate_model.folds
     if apical_bias:   # cancels the baselines of the L2/3 cells feeding the attention dendrite
         eqs = eqs.replace("dV_a/dt = (I_a - V_a)/tau_d", "dV_a/dt = (b_a + I_a - V_a)/tau_d") + "\nb_a : volt"
         params += ("b_a",)
         folds = tuple(replace(f, parameters=f.parameters + ("b_a",)) if "V_a" in f.variables else f for f in folds)
     regular = "\n".join(x for x in (rate_model.regular, rename(SOMA_BACKGROUND)) if x)
-    return replace(rate_model, equations=eqs + f"\nP = {P} : 1" + rename(SOMA_EQUATIONS + _LIF_SOMA),
+    return replace(rate_model, equations=eqs + f"\nP = {P} : 1" + rename(SOMA_EQUATIONS + soma_eqs),
                    method="exponential_euler", regular=regular, parameters=rate_model.parameters + params,
                    threshold=rename(SOMA_THRESHOLD), reset=rename(SOMA_RESET),
                    refractory=rename(SOMA_REFRACTORY), folds=folds,

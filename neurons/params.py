@@ -219,8 +219,12 @@ class LifSoma:
         Rate (Hz) the calibration's currents reach (``r_base + span`` when None): the working
         range is found on the measured curve, so it ends there at the latest.
     law : str
-        ``"affine"`` (fitted over ``[r_base, r_base + span]``) or ``"quadratic"`` (a convex
-        curve, fitted over ``[r_base, reach]``; :func:`ctmhsa.neurons.conductance.soma_calibration`).
+        ``"affine"`` (fitted over ``[r_base, r_base + span]``), ``"quadratic"`` (a convex
+        curve, fitted over ``[r_base, reach]``) or ``"spline"`` (a cubic spline over
+        ``[r_base, reach]``, its working range measured densely;
+        :func:`ctmhsa.neurons.conductance.soma_calibration`).
+    knots : tuple of float
+        The spline's knots (Hz above ``r_base``); empty for the other laws.
     """
 
     params: SomaParams
@@ -232,17 +236,20 @@ class LifSoma:
     window: float = 10.0
     reach: float | None = None
     law: str = "affine"
+    knots: tuple = ()
 
 
 _L23_TYPE = LifSoma(L23_SOMA, r_base=1.0, span=60.0, tol=0.5, prefix="s23_", n_currents=160, window=40.0,
-                    law="quadratic")
+                    law="spline", knots=(1.0, 3.0))
 _DEFAULT_TYPE = LifSoma(DEFAULT_SOMA, r_base=20.0, span=100.0, tol=3.0, prefix="s_")
 LIF_SOMATA = {"default": _DEFAULT_TYPE, "l23": _L23_TYPE,
               "kv_read": replace(_DEFAULT_TYPE, params=replace(DEFAULT_SOMA, tau_c=50e-3, tau_c_start=1.0),
                                  prefix="srd_")}
 """The lif level's soma types by cell type (others use ``"default"``). L2/3 cells fire a 1 Hz
 baseline and a few Hz of signal per cell: their calibration measures 160 currents for 40 s
-each (0.4 Hz apart) and fits a quadratic law over 1-61 Hz (the curve is slightly convex); their
+each (0.4 Hz apart), the working range again with 16 cells per current, and fits a cubic spline
+law over 1-61 Hz (knots 1 and 3 Hz above the baseline: the curve is concave over 1-4 Hz, convex
+above; a quadratic missed it by -0.12 Hz at the baseline, version 0.12); their
 working range ends where the curve leaves the law by 0.5 Hz (0-67 Hz at 0.5 ms). The other
 somata fire a 20 Hz baseline on an affine law, checked to 3 Hz (affine over 8.5-145 Hz at
 0.5 ms; docs/lif.md). In the circuit, with the 200 ms coupling of version 0.12, L5 PT and

@@ -157,14 +157,16 @@ def test_population_firing_is_deterministic_and_follows_the_seed_only_through_ph
 
 @pytest.mark.brian2
 def test_population_firing_beats_poisson_in_a_stream_at_200_ms():
-    """At the same neurons, a stream at 0.2 s per set decodes x̃ at least twice as well with
-    population firing as with Poisson (escape-noise) cells, presentation by presentation."""
+    """At the same neurons, a stream at 0.2 s per set decodes x̃ at least 1.6 times as well with
+    population firing as with Poisson (escape-noise) cells, presentation by presentation
+    (spike seeds 0-3: NRMSE ratios 0.23-0.53 since the relays' 80 Hz per unit of version 0.13;
+    Poisson relays gained more from it than regular ones, whose q, k, v errors were ~0 already)."""
     X, W = _problem(T=3, n=4, de=4, dk=3, dv=3, seed=4)
     kw = dict(neuron="escape", P=6, presentation=0.2, warmup=0.3, seed=0)
     pois = simulate_mhsa(X, *W, **kw).presentation_metrics()
     pop = simulate_mhsa(X, *W, firing="population", **kw).presentation_metrics()
     for a, b in zip(pois[1:], pop[1:]):
-        assert b["x_tilde"]["nrmse"] < 0.5 * a["x_tilde"]["nrmse"], (a["x_tilde"], b["x_tilde"])
+        assert b["x_tilde"]["nrmse"] < 0.6 * a["x_tilde"]["nrmse"], (a["x_tilde"], b["x_tilde"])
 
 
 @pytest.mark.brian2
