@@ -236,8 +236,8 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
              "tokens (nucleus 1, core projection, green) and 2 key/value tokens (nucleus1_kv, matrix "
              "projections, red); two heads; output to nucleus 2 (blue).")):
         fig, ax = plt.subplots(figsize=(8, 5), constrained_layout=True)
-        draw_pathway(circ, ax)
         ax.set_title(f"{title}: {circ.n_neurons():,} neurons, {circ.n_synapses():,} synapses", fontsize=8)
+        draw_pathway(circ, ax)      # after the title: it places the labels in the laid-out axes
         made += save(fig, out_dir, name, cap)[:1]
 
     made += save(fig2(data["fig2"], _it_pt_matrix()), out_dir, "fig2_cells",

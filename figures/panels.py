@@ -10,7 +10,7 @@ from ctmhsa.mapping.stages import STAGE_TABLE, symbol, title
 from ctmhsa.neurons.laws import law_numpy
 from ctmhsa.sims.io import load
 
-from .style import PROJECTION_COLOURS, plt, read_json_numbers
+from .style import PROJECTION_COLOURS, clear_legend, plt, read_json_numbers
 
 __all__ = ["fig2", "raster", "draw_raster", "error_scaling", "counts_vs_n", "circuits_vs_n", "laws"]
 
@@ -171,8 +171,9 @@ def counts_vs_n(circuit_counts: dict, ns):
     ax.text(33, ax.get_ylim()[0] * 2, " barrel\n n=33", fontsize=7)
     ax.set_xticks(ns, [f"{int(n)}" for n in ns], minor=False)
     ax.xaxis.set_minor_locator(plt.NullLocator())
-    ax.set(xlabel=f"tokens n (d = {d}, H = 1)", title="quadratic circuit: size vs n")
-    ax.legend(fontsize=7)
+    ax.set(xlabel=f"tokens n (d = {d}, H = 1)", ylabel="neurons or synapses per head",
+           title="quadratic circuit: size vs n")
+    clear_legend(ax)
     return fig
 
 
@@ -210,7 +211,8 @@ def circuits_vs_n(runs: dict, count_rows: list[dict]):
     for a in ax:
         a.title.set_fontsize(8)
         a.tick_params(labelsize=7)
-        a.legend(fontsize=7)
+    for a in ax:
+        clear_legend(a)         # inside the axes, clear of the data
     return fig
 
 
@@ -246,5 +248,6 @@ def laws(law_runs: dict):
     for a in ax:
         a.title.set_fontsize(8)
         a.tick_params(labelsize=7)
-        a.legend(fontsize=7)
+    for a in ax:
+        clear_legend(a)         # inside the axes, clear of the data
     return fig
