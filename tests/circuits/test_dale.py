@@ -153,6 +153,7 @@ def test_dale_refusals():
         build_mhsa(**_kw(), neuron="escape", dale=True, scheduler="serial")
 
 
+@pytest.mark.long   # 15 s serial; test_rate_level_is_unchanged_by_dale keeps Dale's law in the default suite
 def test_a_transformer_model_under_dale_computes_the_same_blocks():
     """Every block's relays, L5 and L6 cells get followers; the rate level is unchanged and the
     escape level spikes through them."""

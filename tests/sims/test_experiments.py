@@ -31,6 +31,7 @@ def test_photoinhibition_rate_level():
     assert len(doc["predictions"]) == 2
 
 
+@pytest.mark.long   # 19 s serial (rate level; the CLI test below runs a lesion at escape)
 def test_interneuron_silencing_loses_normalisation():
     doc = _rate("interneurons")
     c, s = doc["summary"]["control"], doc["summary"]["interneurons silenced"]
@@ -40,6 +41,7 @@ def test_interneuron_silencing_loses_normalisation():
     assert all(d > 2 for d in doc["summary"]["division"])
 
 
+@pytest.mark.long   # 12 s serial
 def test_cutting_it_pt_scales_the_output_and_nothing_upstream():
     doc = _rate("it_pt")
     g = doc["summary"]["gain"]
