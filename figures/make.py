@@ -63,15 +63,6 @@ LIF_COMPRESSION = (" The L5 PT cells fire as their L5 IT input calls for ({V} de
 """The lif read-outs' slopes explained, in the caption of ``accuracy_lif`` when they are below 0.95:
 the read-out somata's own slopes, the slope they inherit and the entries outside the noise band,
 measured on the run drawn (:func:`_compression`)."""
-LIF_SCATTER_RANGE = ((0.93, 1.07), (0.82, 1.05))
-"""Least-squares slopes of decoded ṽ and x̃ on exact over spike seeds 0-6 of the figure's lif run
-(one head, n = d = 8, 0.5 s warm-up + 2 s window; version 0.12), measured once."""
-LIF_SCATTER = (" Slopes this far from 1 are the scatter of one short run: on this head and window, spike seeds "
-               "0-6 give 0.93-1.07 ({V}) and 0.82-1.05 ({X}) at this level, 0.87-1.13 and 0.85-1.13 at the "
-               "escape level (version 0.12, whose 200 ms dendro-somatic coupling put the L5 PT and nucleus-2 "
-               "somata on their calibrated law; with the former 50 ms they fired 5-10 % below it: docs/lif.md, "
-               "'Floors in short windows').")
-"""Said after :data:`LIF_COMPRESSION` when both slopes lie within :data:`LIF_SCATTER_RANGE`."""
 
 
 def _size(c: dict) -> str:
@@ -94,13 +85,13 @@ def _slope(res, key: str) -> float:
     return _lsq(res.reference_stages[key], res.stages[key])
 
 
-def _compression(res, results_dir: str) -> dict:
+def _compression(res) -> dict:
     """Where the lif read-outs' slopes come from, measured on one run: ``pt``, the slope of decoded
     ṽ on the sum over microcolumns of decoded y (the L5 PT cells against their decoded input);
     ``n2``, decoded x̃ on decoded ṽ mapped as the reference maps it (nucleus 2 against its input;
     NaN where the reference does not determine that map); ``it`` and ``sy``, that sum on exact ṽ
     and decoded y on exact y; ``ov``/``nv`` and ``ox``/``nx``, the ṽ and x̃ entries outside ± 2
-    standard deviations of their own count noise (``noise.npz``) and their numbers."""
+    standard deviations of their own count noise (``res.noise_variance``) and their numbers."""
     S = {k: np.asarray(res.stages[k], float) for k in ("y", "v_tilde", "x_tilde")}
     R = {k: np.asarray(res.reference_stages[k], float) for k in ("y", "v_tilde", "x_tilde")}
     y_sum = S["y"].sum(axis=2)      # y[h, i, j, :] summed over the microcolumns j: ṽ[h, i, :]
@@ -112,14 +103,9 @@ def _compression(res, results_dir: str) -> dict:
     exact = (np.linalg.matrix_rank(vt_r) == vt_r.shape[1]
              and np.allclose(vt_r @ M, R["x_tilde"], atol=1e-9 * max(1.0, np.abs(R["x_tilde"]).max())))
     out["n2"] = _lsq(vt_d @ M, S["x_tilde"]) if exact else float("nan")
-    path = os.path.join(results_dir, "noise.npz")
-    noise = {}
-    if os.path.isfile(path):
-        with np.load(path) as nz:
-            noise = {k: np.array(nz[k]) for k in nz.files}
     for key, tag in (("v_tilde", "v"), ("x_tilde", "x")):
         d, r = S[key].ravel(), R[key].ravel()
-        var = np.asarray(noise.get(key, np.full(d.shape, np.nan)), float).ravel()
+        var = np.asarray(res.noise_variance.get(key, np.full(d.shape, np.nan)), float).ravel()
         ok = np.isfinite(d) & np.isfinite(r) & np.isfinite(var) & (var > 0)
         out[f"o{tag}"] = int(np.sum(np.abs(d[ok] - r[ok]) > 2 * np.sqrt(var[ok])))
         out[f"n{tag}"] = int(ok.sum())
@@ -148,13 +134,11 @@ def accuracy_caption(level: str, results_dir: str) -> str:
         sv, sx = _slope(res, "v_tilde"), _slope(res, "x_tilde")
         caption += LIF_NOTE + LIF_SLOPES.format(V=V, X=X, sv=sv, sx=sx, rv=ratio["v_tilde"], rx=ratio["x_tilde"])
         if min(sv, sx) < 0.95:
-            c = _compression(res, results_dir)
+            c = _compression(res)
             n2 = (f", and nucleus 2 as its L5 PT input calls for ({X} decoded on W_O applied to decoded {V}: "
                   f"slope {c['n2']:.2f})"
                   if np.isfinite(c["n2"]) else "")
             caption += LIF_COMPRESSION.format(V=V, X=X, **{**c, "n2": n2})
-            if all(lo <= round(v, 2) <= hi for v, (lo, hi) in zip((sv, sx), LIF_SCATTER_RANGE)):
-                caption += LIF_SCATTER.format(V=V, X=X)
     return caption
 
 

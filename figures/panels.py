@@ -211,7 +211,7 @@ def circuits_vs_n(runs: dict, count_rows: list[dict]):
     for a in ax:
         a.title.set_fontsize(8)
         a.tick_params(labelsize=7)
-    for a in ax:
+    for a in ax:                # once every axes is sized: clear_legend lays the figure out
         clear_legend(a)         # inside the axes, clear of the data
     return fig
 
@@ -248,6 +248,6 @@ def laws(law_runs: dict):
     for a in ax:
         a.title.set_fontsize(8)
         a.tick_params(labelsize=7)
-    for a in ax:
+    for a in ax:                # once every axes is sized: clear_legend lays the figure out
         clear_legend(a)         # inside the axes, clear of the data
     return fig

@@ -77,7 +77,11 @@ def _division(c, obs_pop, pop, axes):
     has a small mean ``U`` whose counting noise made its ratio, hence Z, explode."""
     phi = FEATURE_MAPS[c["phi"]][0]
     basal = c["u"] * phi(np.asarray(obs_pop["V_b"], float) / c["u"])
-    num, den = per_dimension(pop, basal), per_dimension(pop, obs_pop["U"])
+    return _pooled_ratio(per_dimension(pop, basal), per_dimension(pop, obs_pop["U"]), axes)
+
+
+def _pooled_ratio(num, den, axes):
+    """Σ num / Σ den over ``axes``, over the cells present (NaN in ``num``: absent)."""
     with np.errstate(invalid="ignore"):
         return np.nansum(num, axis=axes) / np.nansum(np.where(np.isnan(num), np.nan, den), axis=axes)
 
@@ -95,11 +99,9 @@ def _rate_division(c, obs_pop, pop, axes):
     rates, hence the attention, carry the division that normalises them (+0.27 % ± 0.14 %)."""
     phi = FEATURE_MAPS[c["phi"]][0]
     unshunted = phi(np.asarray(obs_pop["V_b"], float) / c["u"]) * phi(np.asarray(obs_pop["V_a"], float) / c["u"])
-    rho = np.asarray(c["gains"]["rho_l23"], float)
-    num = per_dimension(pop, unshunted) * rho.reshape(rho.shape + (1,) * (4 - rho.ndim))
-    den = per_dimension(pop, np.asarray(obs_pop.get("expected_r", obs_pop["r"]), float))
-    with np.errstate(invalid="ignore"):
-        return np.nansum(num, axis=axes) / np.nansum(np.where(np.isnan(num), np.nan, den), axis=axes)
+    rho = np.asarray(c["gains"]["rho_l23"], float)[:, :, None, None]       # (H, 1): per head
+    rate = np.asarray(obs_pop.get("expected_r", obs_pop["r"]), float)
+    return _pooled_ratio(per_dimension(pop, unshunted) * rho, per_dimension(pop, rate), axes)
 
 
 def key_value_potentials(circuit, obs) -> tuple[np.ndarray, np.ndarray]:

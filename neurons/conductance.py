@@ -190,8 +190,8 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
         # strongly adapting one; the warm-up lets the adaptation settle (5 tau_w, at least 1 s)
         per_hz = 0.02e-9 + max(0.0, soma.adaptation_per_hz() - DEFAULT_SOMA.adaptation_per_hz())
         i_max = soma.input_conductance() * (soma.V_th - soma.v_rest()) + per_hz * top
-        curve = fi_curve(soma, np.linspace(0.0, i_max, n), duration=duration,
-                         warmup=max(1.0, 5.0 * soma.tau_w), dt=dt, seed=seed)
+        warmup = max(1.0, 5.0 * soma.tau_w)
+        curve = fi_curve(soma, np.linspace(0.0, i_max, n), duration=duration, warmup=warmup, dt=dt, seed=seed)
         I, r = curve["current"], np.maximum.accumulate(curve["rate"])   # monotone (counting noise)
         if r[-1] < top:
             raise RuntimeError(f"soma_calibration: the soma reaches only {r[-1]:.0f} Hz (< {top:g} Hz)")
@@ -201,8 +201,8 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
             n_d, rep = SPLINE_DENSE["n"], SPLINE_DENSE["rep"]
             rng = (r_base - 0.6, r_base + SPLINE_DENSE["span"])
             Id = np.linspace(*np.interp(rng, r + 1e-9 * np.arange(r.size), I), n_d)
-            dense = fi_curve(soma, np.repeat(Id, rep), duration=duration, warmup=max(1.0, 5.0 * soma.tau_w),
-                             dt=dt, seed=seed + 1)["rate"].reshape(n_d, rep)
+            dense = fi_curve(soma, np.repeat(Id, rep), duration=duration, warmup=warmup, dt=dt,
+                             seed=seed + 1)["rate"].reshape(n_d, rep)
             rd, sd = dense.mean(axis=1), dense.std(axis=1, ddof=1) / np.sqrt(rep)
             # a single cell's rate: its count's standard error (the chunk Fano factor, at least 0.02)
             f = np.nan_to_num(curve["fano"], nan=1.0)

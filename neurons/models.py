@@ -794,7 +794,6 @@ SOMA_THRESHOLD, SOMA_RESET, SOMA_REFRACTORY = "v > s_Vth", "v = s_Vr; w_ad += s_
 
 _LIF_SOMA = """
 dP_c/dt = (P - P_c)/(s_tc*clip(s_tc0 + (1 - s_tc0)*t/(250*ms), s_tc0, 1)) : 1
-I_drive = I_rh + (I_gain + I_quad*rho*P_c)*rho*P_c : amp
 r = r_base + rho*P : Hz
 I_rh : amp (constant)
 I_gain : amp/Hz (shared, constant)
@@ -803,15 +802,18 @@ r_base : Hz (shared, constant)
 """
 
 
-def _spline_drive(knots) -> str:
-    """The lines of :data:`_LIF_SOMA` that give a spline-law soma its drive (its calibration's
-    cubic spline in x = rho P_c, knots in Hz above the baseline:
-    :func:`ctmhsa.neurons.conductance.law_current`)."""
+def _drive(knots=()) -> tuple[str, tuple]:
+    """The soma's drive current in x = rho P_c (:func:`ctmhsa.neurons.conductance.law_current`):
+    ``I_rh + I_gain x + I_quad x²`` (affine and quadratic laws), plus ``I_cub x³`` and
+    ``I_k<n> (x - knots[n])₊³`` for a spline law (knots in Hz above the baseline). Returns the
+    equation lines and the names of the spline's parameters."""
     x = "rho*P_c"
-    knot_terms = "".join(f" + I_k{n}*clip({x} - {k!r}*Hz, 0*Hz, inf*Hz)**3" for n, k in enumerate(knots, 1))
-    decl = "".join(f"\nI_k{n} : amp/Hz**3 (shared, constant)" for n in range(1, len(knots) + 1))
-    return (f"I_drive = I_rh + (I_gain + (I_quad + I_cub*{x})*{x})*{x}{knot_terms} : amp\n"
-            f"I_cub : amp/Hz**3 (shared, constant){decl}")
+    if not knots:
+        return f"\nI_drive = I_rh + (I_gain + I_quad*{x})*{x} : amp", ()
+    names = tuple(f"I_k{n}" for n in range(1, len(knots) + 1))
+    terms = "".join(f" + {c}*clip({x} - {k!r}*Hz, 0*Hz, inf*Hz)**3" for c, k in zip(names, knots))
+    decl = "".join(f"\n{c} : amp/Hz**3 (shared, constant)" for c in ("I_cub",) + names)
+    return f"\nI_drive = I_rh + (I_gain + (I_quad + I_cub*{x})*{x})*{x}{terms} : amp{decl}", ("I_cub",) + names
 
 
 def _soma_constants(code: str, prefix: str) -> str:
@@ -828,19 +830,15 @@ def _lif(rate_model: CellModel, apical_bias: bool = False, cell_type: str = "def
     rate = next(line.strip() for line in lines if line.strip().startswith("r = rho*"))
     P = rate[len("r = rho*"):].rsplit(":", 1)[0].strip()
     eqs = "\n".join(line for line in lines if not line.strip().startswith("r ="))
-    params = ("I_rh", "I_gain", "I_quad", "r_base")
-    soma_eqs = _LIF_SOMA
-    if soma.law == "spline":
-        soma_eqs = soma_eqs.replace("I_drive = I_rh + (I_gain + I_quad*rho*P_c)*rho*P_c : amp",
-                                    _spline_drive(soma.knots))
-        params += ("I_cub",) + tuple(f"I_k{n}" for n in range(1, len(soma.knots) + 1))
+    drive, spline = _drive(soma.knots)
+    params = ("I_rh", "I_gain", "I_quad", "r_base") + spline
     folds = rate_model.folds
     if apical_bias:   # cancels the baselines of the L2/3 cells feeding the attention dendrite
         eqs = eqs.replace("dV_a/dt = (I_a - V_a)/tau_d", "dV_a/dt = (b_a + I_a - V_a)/tau_d") + "\nb_a : volt"
         params += ("b_a",)
         folds = tuple(replace(f, parameters=f.parameters + ("b_a",)) if "V_a" in f.variables else f for f in folds)
     regular = "\n".join(x for x in (rate_model.regular, rename(SOMA_BACKGROUND)) if x)
-    return replace(rate_model, equations=eqs + f"\nP = {P} : 1" + rename(SOMA_EQUATIONS + soma_eqs),
+    return replace(rate_model, equations=eqs + f"\nP = {P} : 1" + rename(SOMA_EQUATIONS + _LIF_SOMA + drive),
                    method="exponential_euler", regular=regular, parameters=rate_model.parameters + params,
                    threshold=rename(SOMA_THRESHOLD), reset=rename(SOMA_RESET),
                    refractory=rename(SOMA_REFRACTORY), folds=folds,
