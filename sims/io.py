@@ -18,6 +18,14 @@ A directory that exists is complete: it appears only through the final rename. D
 and files get the permissions the umask allows (0755 and 0644 under the usual umask 022), not
 the owner-only ones of temporary files.
 
+A writer killed at any instant leaves the old or the new results at the path: on Linux the
+complete new directory and the old one are swapped in one step (``renameat2`` with
+``RENAME_EXCHANGE``); elsewhere the old one is moved aside first, and if the writer dies before
+the new one is moved in, :func:`load` and the next writer put the complete one back. Several
+writers of one path at once all succeed, the last to finish wins: each owns its temporary
+directory (a lock that ends with its process), so that clearing a killed writer's leftovers never
+removes a live writer's, and the final move holds the path's lock (``.<name>.lock`` beside it).
+
 Nothing the project did not write is ever deleted. A target that exists is replaced only when it
 is a results directory of this project (:func:`is_results_dir`: the marker lists every file in
 it) or an empty directory; anything else (a file, a directory with other files, the working
@@ -32,6 +40,8 @@ lists where they were (key ``nonfinite``) and :func:`load` puts them back.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import functools
 import json
 import logging
@@ -41,7 +51,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from importlib import metadata
+
+try:
+    import fcntl
+except ImportError:      # not POSIX: filelock for the target's lock, no ownership of temporaries
+    fcntl = None
 
 import numpy as np
 
@@ -50,7 +66,7 @@ from .jsonfile import dumps_json, restore_nonfinite, to_json  # noqa: F401 - re-
 from .result import SimulationResult
 
 __all__ = ["write_result", "atomic_path", "atomic_write_text", "atomic_write_json", "atomic_savez", "versions", "git_commit",
-           "is_complete", "load", "MARKER", "OutputError", "is_results_dir", "check_target", "check_output",
+           "is_complete", "load", "read_member", "MARKER", "OutputError", "is_results_dir", "check_target", "check_output",
            "estimate_result_bytes", "results_directory", "to_json", "dumps_json"]
 
 log = logging.getLogger(__name__)
@@ -178,8 +194,16 @@ def _marker(path: str) -> dict | None:
 
 def _write_marker(directory: str, kind: str, files=()) -> None:
     doc = dict(format=MARKER_FORMAT, ctmhsa=_package_version(), kind=kind, files=sorted(files))
-    with open(os.path.join(directory, MARKER), "w") as fh:
-        fh.write(dumps_json(doc))
+    # atomically: a writer killed while rewriting it leaves the previous, valid one
+    atomic_write_text(os.path.join(directory, MARKER), dumps_json(doc))
+
+
+def _finished(path: str) -> bool:
+    """Whether directory ``path`` holds a finished write: its marker lists files (the final
+    marker, written after all of them) and every one of them is there."""
+    files = (_marker(path) or {}).get("files")
+    return (isinstance(files, list) and bool(files)
+            and all(os.path.isfile(os.path.join(path, str(f))) for f in files))
 
 
 def is_results_dir(path: str) -> bool:
@@ -353,39 +377,194 @@ def estimate_result_bytes(circuit, level: str, duration: float, warmup: float = 
     return int(total)
 
 
+@contextlib.contextmanager
+def _target_lock(parent: str, base: str):
+    """Hold the lock of results directory ``parent/base`` across processes: ``flock`` on the file
+    ``.base.lock`` beside it, which is removed on release (a waiter that then holds the lock of a
+    removed file sees so and takes the new one). Held only while temporaries are cleaned up or
+    created and while the complete directory is moved into place, never while results are written."""
+    lock = os.path.join(parent, f".{base}.lock")
+    if fcntl is None:
+        import filelock
+
+        with filelock.FileLock(lock):
+            yield
+        return
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:      # a file system without locks: go on unlocked, as before locks existed
+            log.debug("no lock on %s (%s)", lock, exc)
+            os.close(fd)
+            yield
+            return
+        try:
+            st, now = os.fstat(fd), os.stat(lock)
+            if (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino):
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)                # removed by the holder we waited for: lock the new one
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)
+
+
+def _own(directory: str) -> int | None:
+    """Mark ``directory`` as a live writer's (``flock`` on it, kept until :func:`_disown`): others
+    then never remove it as a killed writer's leftover. The lock goes with the process."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:                 # a file system without locks: unowned, as before locks existed
+        os.close(fd)
+        return None
+    return fd
+
+
+def _disown(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
+
+
+def _live(directory: str) -> bool:
+    """Whether a live writer owns ``directory`` (:func:`_own`)."""
+    if fcntl is None:
+        return False
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return True                 # cannot tell: leave it alone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)    # released by the close
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
+def _leftovers(parent: str, base: str, kind: str):
+    """The directories ``.base.<kind>-*`` beside ``parent/base`` that no live writer owns."""
+    for name in sorted(os.listdir(parent)):
+        d = os.path.join(parent, name)
+        if name.startswith(f".{base}.{kind}-") and not os.path.islink(d) and os.path.isdir(d) and not _live(d):
+            yield d
+
+
+def _orphan(parent: str, base: str) -> str | None:
+    """A complete results directory that a writer killed while moving it into place left beside
+    the absent ``parent/base``: the new one (a finished temporary, :func:`_finished`; the latest
+    if several) or else the old one it had moved aside (``.base.old-*/x``)."""
+    done = [d for d in _leftovers(parent, base, "tmp") if _finished(d)]
+    if done:
+        return max(done, key=lambda d: os.stat(os.path.join(d, MARKER)).st_mtime)
+    for d in _leftovers(parent, base, "old"):
+        x = os.path.join(d, "x")
+        if os.path.isdir(x) and not os.path.islink(x) and os.listdir(x) and is_results_dir(x):
+            return x
+    return None
+
+
+def _recover(path: str) -> bool:
+    """Put back the results directory ``path`` from the orphan (:func:`_orphan`) of a writer killed
+    between the two renames of the fallback in :func:`_replace`; call it holding the target lock.
+    Whether one was put back."""
+    parent, base = os.path.dirname(path), os.path.basename(path)
+    if os.path.lexists(path) or not os.path.isdir(parent):
+        return False
+    orphan = _orphan(parent, base)
+    if orphan is None:
+        return False
+    os.rename(orphan, path)
+    log.warning("restored %s from %s, left by a writer killed while replacing it", path, orphan)
+    return True
+
+
 def _remove_stale(parent: str, base: str) -> None:
     """Remove leftovers of a writer of ``parent/base`` that was killed: hidden temporary
-    directories this project made (empty, or holding its marker; an old directory holding only
-    the replaced results directory). Anything else with such a name is left alone."""
-    for name in os.listdir(parent):
-        stale = os.path.join(parent, name)
-        if os.path.islink(stale) or not os.path.isdir(stale):
-            continue
-        if name.startswith(f".{base}.tmp-"):
-            ours = _marker(stale) is not None or not os.listdir(stale)
-        elif name.startswith(f".{base}.old-"):
-            inside = os.listdir(stale)
-            ours = not inside or (inside == ["x"] and (is_results_dir(os.path.join(stale, "x"))
-                                                        or not os.listdir(os.path.join(stale, "x"))))
+    directories this project made (empty, or holding its marker or the marker's temporary file
+    only; an old directory holding only
+    the replaced results directory) that no live writer owns (:func:`_live`). Anything else with
+    such a name is left alone. Call it holding the target lock, after :func:`_recover`."""
+    for stale in _leftovers(parent, base, "tmp"):
+        # killed before its marker was complete, it holds nothing but the marker's temporary
+        if _marker(stale) is not None or all(f == MARKER or f.startswith(".tmp-") for f in os.listdir(stale)):
+            shutil.rmtree(stale, ignore_errors=True)
         else:
-            continue
-        if ours:
+            log.warning("left %s alone: named like a temporary directory of ctmhsa but not one", stale)
+    for stale in _leftovers(parent, base, "old"):
+        inside = os.listdir(stale)
+        x = os.path.join(stale, "x")
+        if not inside or (inside == ["x"] and (is_results_dir(x) or not os.listdir(x))):
             shutil.rmtree(stale, ignore_errors=True)
         else:
             log.warning("left %s alone: named like a temporary directory of ctmhsa but not one", stale)
 
 
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
+
+
+@functools.lru_cache(maxsize=1)
+def _renameat2():
+    """Linux's ``renameat2`` (glibc 2.28 and later), or ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap the directories ``a`` and ``b`` in one atomic step (``renameat2(RENAME_EXCHANGE)``);
+    ``False`` where the system or the file system cannot."""
+    fn = _renameat2()
+    if fn is None:
+        return False
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), a, None, b)
+
+
 def _replace(tmp: str, path: str) -> None:
-    """Move the complete directory ``tmp`` onto ``path`` (an existing one, checked to be ours,
-    is moved aside first and removed after)."""
+    """Move the complete directory ``tmp`` onto ``path`` (an existing one, checked to be ours, is
+    removed after) so that ``path`` holds the old or the new results at every instant: swapped in
+    one step where the system can (:func:`_exchange`). Elsewhere the old one is moved aside first,
+    and a writer killed between the two renames leaves both complete, which :func:`load` and the
+    next writer put back (:func:`_recover`). Call it holding the target lock."""
     parent, base = os.path.dirname(path), os.path.basename(path)
-    if os.path.lexists(path):
+    if not os.path.lexists(path):
+        os.rename(tmp, path)
+    elif _exchange(tmp, path):
+        shutil.rmtree(tmp, ignore_errors=True)       # now the old results
+    else:
         old = tempfile.mkdtemp(dir=parent, prefix=f".{base}.old-")
         os.rename(path, os.path.join(old, "x"))
-        os.rename(tmp, path)
+        try:
+            os.rename(tmp, path)
+        except BaseException:
+            os.rename(os.path.join(old, "x"), path)      # the old results stay in place
+            os.rmdir(old)
+            raise
         shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(tmp, path)
 
 
 @contextlib.contextmanager
@@ -396,29 +575,40 @@ def results_directory(path, what: str = "path", kind: str = "run"):
     ``path`` is checked with :func:`check_target` before and again just before the rename; if
     something that is not a results directory appeared there meanwhile, the complete results
     are kept beside it (``path.1``, ...) and an :class:`OutputError` says where.
+
+    Writers of one ``path`` in several processes at once all succeed, the last to finish wins:
+    each owns its temporary directory (a lock that ends with its process), which the others'
+    clean-up of killed writers' leftovers never removes, and the final move holds a lock of
+    ``path`` (the file ``.<name>.lock`` beside it while held).
     """
     path = check_target(path, what)
     parent, base = os.path.dirname(path), os.path.basename(path)
     os.makedirs(parent, exist_ok=True)
-    _remove_stale(parent, base)   # one writer per results directory is assumed
-    tmp = tempfile.mkdtemp(dir=parent, prefix=f".{base}.tmp-")
+    with _target_lock(parent, base):
+        _recover(path)
+        _remove_stale(parent, base)
+        tmp = tempfile.mkdtemp(dir=parent, prefix=f".{base}.tmp-")
+        owner = _own(tmp)
     try:
         _public(tmp, directory=True)
         _write_marker(tmp, kind)          # first: a killed writer's directory is recognisably ours
         yield tmp
         _write_marker(tmp, kind, files=[f for f in os.listdir(tmp) if f != MARKER])
-        try:
-            check_target(path, what)
-        except OutputError as exc:
-            k = 1
-            while os.path.lexists(f"{path}.{k}"):
-                k += 1
-            os.rename(tmp, f"{path}.{k}")     # the computed results are not lost
-            raise OutputError(f"{exc}; the results were written to {path}.{k} instead") from None
-        _replace(tmp, path)
+        with _target_lock(parent, base):
+            try:
+                check_target(path, what)
+            except OutputError as exc:
+                k = 1
+                while os.path.lexists(f"{path}.{k}"):
+                    k += 1
+                os.rename(tmp, f"{path}.{k}")     # the computed results are not lost
+                raise OutputError(f"{exc}; the results were written to {path}.{k} instead") from None
+            _replace(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        _disown(owner)
     log.info("results written to %s", path)
 
 
@@ -480,29 +670,142 @@ def write_result(result: SimulationResult, path: str, config: dict | None = None
     return path
 
 
-def load(path: str) -> SimulationResult:
+def read_member(directory, name: str, what: str = "path", expect: type | None = None):
+    """The contents of file ``name`` of the results directory ``directory``, read safely: an
+    ``.npz`` archive as a dict of arrays (never unpickled), a ``.json`` file as the document
+    (``expect``: the type it must have, e.g. ``dict``).
+
+    Raises
+    ------
+    ValueError
+        Naming ``what``, the directory and the file and what is wrong with it: missing, not a
+        regular file, empty, not a zip archive of arrays, an object (pickled) array, not valid
+        JSON or not of the type expected.
+    """
+    f = os.path.join(os.fspath(directory), name)
+    where = f"{what}: {os.fspath(directory)!r}: {name}"
+    if not os.path.lexists(f):
+        raise ValueError(f"{where} is missing; the results directory is incomplete or damaged")
+    if not os.path.isfile(f):
+        raise ValueError(f"{where} is not a regular file" + (" (a dangling link)" if os.path.islink(f) else ""))
+    if os.path.getsize(f) == 0:
+        raise ValueError(f"{where} is empty (0 bytes): truncated")
+    if name.endswith(".npz"):
+        if not zipfile.is_zipfile(f):
+            raise ValueError(f"{where} is not an npz archive (not a zip file): truncated or replaced")
+        try:
+            with np.load(f, allow_pickle=False) as data:
+                return {k: np.array(data[k]) for k in data.files}
+        except ValueError as exc:
+            if "allow_pickle" in str(exc):
+                raise ValueError(f"{where} holds an object array (pickled Python objects), which ctmhsa never "
+                                 f"writes and does not unpickle") from None
+            raise ValueError(f"{where} cannot be read as arrays ({exc})") from None
+        except Exception as exc:        # a damaged member: BadZipFile, EOFError, zlib.error, OSError, ...
+            raise ValueError(f"{where} cannot be read as arrays ({type(exc).__name__}: {exc}): truncated or "
+                             f"damaged") from None
+    try:
+        with open(f, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where} is not valid JSON ({exc.msg}: line {exc.lineno} column {exc.colno})") from None
+    except OSError as exc:
+        raise ValueError(f"{where} cannot be read ({exc.strerror or exc})") from None
+    if expect is not None and not isinstance(doc, expect):
+        names = {dict: "a JSON object", list: "a JSON array"}
+        raise ValueError(f"{where}: expected {names.get(expect, expect.__name__)}, got {_json_type(doc)}")
+    return doc
+
+
+def _json_type(doc) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(doc), "a number")
+
+
+def load(path) -> SimulationResult:
     """Read a results directory written by :func:`write_result` back into the
     :class:`SimulationResult` that :func:`ctmhsa.sims.simulate_mhsa` returned (metrics recomputed from
     the stored stages, reference and noise variances give the same numbers; the NaN and ±inf that
-    strict JSON wrote as ``null`` in ``provenance.json`` come back, from its ``nonfinite`` list)."""
+    strict JSON wrote as ``null`` in ``provenance.json`` come back, from its ``nonfinite`` list).
+
+    A directory that a writer killed while replacing it left beside ``path`` (possible only where
+    the two directories cannot be swapped in one step) is put back first, or read where it is.
+
+    Raises
+    ------
+    TypeError
+        ``path`` is not a path.
+    ValueError
+        ``path`` is not a complete results directory of a run, or one of its files is missing or
+        damaged (:func:`read_member`: the message names the directory, the file and what is wrong).
+    """
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path: expected a results directory path (a string), got {path!r}")
+    path = os.fspath(path)
+    if not os.path.lexists(path) and path:
+        path = _put_back(path)
     if not is_complete(path):
-        raise ValueError(f"path: {path!r} is not a complete results directory (no provenance.json)")
+        kind = (_marker(path) or {}).get("kind") if os.path.isdir(path) else None
+        hint = {"model": " (a model's results: read it with ctmhsa.sims.ModelResult.load)"}.get(kind, "")
+        raise ValueError(f"path: {path!r} is not a complete results directory of a run (no provenance.json){hint}")
+    listed = (_marker(path) or {}).get("files")
+    listed = set(map(str, listed)) if isinstance(listed, list) else set()
 
-    def npz(name):
-        f = os.path.join(path, name)
-        if not os.path.exists(f):      # written by an older version
-            return {}
-        with np.load(f) as data:
-            return {k: np.array(data[k]) for k in data.files}
+    def npz(name, required=False):
+        if not required and name not in listed and not os.path.lexists(os.path.join(path, name)):
+            return {}           # written by an older version
+        return read_member(path, name)
 
-    with open(os.path.join(path, "provenance.json")) as fh:
-        prov = json.load(fh)
-    prov = restore_nonfinite(prov, prov.pop("nonfinite", {}))
-    stages, ref = npz("stages.npz"), npz("reference.npz")
+    prov = read_member(path, "provenance.json", expect=dict)
+    for key, typ in (("level", str), ("config", dict)):
+        if not isinstance(prov.get(key), typ):
+            got = "nothing" if key not in prov else _json_type(prov[key])
+            raise ValueError(f"path: {path!r}: provenance.json: {key!r} must be "
+                             f"{'a string' if typ is str else 'an object'}, got {got}")
+    nonfinite = prov.pop("nonfinite", {})
+    prov = restore_nonfinite(prov, nonfinite if isinstance(nonfinite, dict) else {})
+    stages, ref = npz("stages.npz", True), npz("reference.npz", True)
+    for name, d in (("stages.npz", stages), ("reference.npz", ref)):
+        if "x_tilde" not in d:
+            raise ValueError(f"path: {path!r}: {name} has no array 'x_tilde' (holds {sorted(d)})")
     trains = npz("spikes.npz")
+    for k in trains:
+        pair = k[:-2] + (".t" if k.endswith(".i") else ".i")
+        if not k.endswith((".i", ".t")) or pair not in trains:
+            raise ValueError(f"path: {path!r}: spikes.npz: {k!r} has no matching {pair!r} "
+                             f"(expected '<population>.i' and '<population>.t' pairs)")
     spikes = {k[:-2]: (trains[k], trains[k[:-2] + ".t"]) for k in trains if k.endswith(".i")}
     return SimulationResult(
         x_tilde=stages["x_tilde"], reference=ref["x_tilde"], stages=stages, reference_stages=ref,
         rates=npz("rates.npz"), spikes=spikes, level=prov["level"], config=prov["config"],
-        diagnostics=prov.get("diagnostics", {}), timings=prov.get("timings", {}),
-        counts=prov.get("counts", {}), noise_variance=npz("noise.npz"))
+        diagnostics=_dict(prov, "diagnostics", path), timings=_dict(prov, "timings", path),
+        counts=_dict(prov, "counts", path), noise_variance=npz("noise.npz"))
+
+
+def _dict(prov: dict, key: str, path: str) -> dict:
+    v = prov.get(key, {})
+    if not isinstance(v, dict):
+        raise ValueError(f"path: {path!r}: provenance.json: {key!r} must be an object, got {_json_type(v)}")
+    return v
+
+
+def _put_back(path: str) -> str:
+    """``path``, or where its results are: the absent ``path`` is put back from a killed writer's
+    orphan (:func:`_recover`), or the orphan is read where it is when that cannot be moved."""
+    target = os.path.abspath(path)
+    parent, base = os.path.dirname(target), os.path.basename(target)
+    if not os.path.isdir(parent) or _orphan(parent, base) is None:
+        return path
+    try:
+        with _target_lock(parent, base):
+            if _recover(target):
+                return path
+    except OSError as exc:          # read-only: read the orphan in place
+        log.debug("cannot put back %s (%s)", target, exc)
+    orphan = _orphan(parent, base)
+    if orphan is not None:
+        log.warning("reading %s from %s, left by a writer killed while replacing it", path, orphan)
+        return orphan
+    return path

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import uuid
 from datetime import datetime, timezone
 
@@ -90,18 +91,60 @@ def circuit_of(config: dict):
                                                   cross=c.get("cross", False), skip=c.get("skip", False))
 
 
+def _written_by_ctmhsa(path: str) -> bool:
+    """Whether ``path`` is an NWB file written by :func:`write_nwb` (its ``source_script``)."""
+    import h5py
+
+    try:
+        if not h5py.is_hdf5(path):
+            return False
+        with h5py.File(path, "r") as f:
+            script = f.get("general/source_script")
+            value = script[()] if isinstance(script, h5py.Dataset) else b""
+    except (OSError, ValueError, KeyError):
+        return False
+    value = value.decode() if isinstance(value, bytes) else str(value)
+    return value.startswith("ctmhsa")
+
+
+def _check_path(path) -> None:
+    """Refuse ``path`` where writing would replace something that is not ctmhsa's NWB file."""
+    from .io import OutputError
+
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        raise OutputError(f"path: {p!r} is a directory; write_nwb writes a file: choose a file name ending in .nwb")
+    if os.path.lexists(p) and not _written_by_ctmhsa(p):
+        raise OutputError(f"path: {p!r} exists and is not an NWB file written by ctmhsa; write_nwb never replaces "
+                          f"other files: choose a new file name ending in .nwb")
+
+
 def write_nwb(result, path: str, circuit=None) -> str:
     """Write the spike trains and rates of ``result`` (a spiking :class:`ctmhsa.sims.SimulationResult`)
     to the NWB file ``path``; return ``path``.
+
+    The file is written under a temporary name beside ``path`` and renamed onto it when complete.
+    An existing ``path`` is replaced only when it is an NWB file written by ctmhsa (its
+    ``source_script`` says so); anything else (a user's file, a directory) is never overwritten.
+
+    A stream (``result.stream``) has a rate per presentation: the ``rate`` column then holds one
+    row of ``T`` rates per cell (each presentation's decoding window), and every presentation is
+    an epoch (tags ``presentation`` and its number; the decoding window adds ``decoding``).
 
     Parameters
     ----------
     result : SimulationResult
         A spiking run (its ``rates`` and ``spikes``).
     path : str
-        File to write (overwritten).
+        File to write (a name ending in ``.nwb``).
     circuit : ctmhsa.circuits.graph.Circuit, optional
         The description the result was built from (default: rebuilt from ``result.config``).
+
+    Raises
+    ------
+    ValueError
+        A rate-level result (no spikes), or ``path`` exists and is not an NWB file written by
+        ctmhsa (:class:`ctmhsa.sims.io.OutputError`).
     """
     from hdmf.common import VectorData, VectorIndex
     from pynwb import NWBHDF5IO, NWBFile
@@ -112,6 +155,8 @@ def write_nwb(result, path: str, circuit=None) -> str:
 
     if result.level == "rate":
         raise ValueError("result: the rate level has no spikes to write to NWB")
+    _check_path(path)
+    stream = (getattr(result, "diagnostics", None) or {}).get("stream")
     circuit = circuit_of(result.config) if circuit is None else circuit
     axes = [a for a in AXIS_DESCRIPTIONS if any(a in p.axes for p in circuit.populations.values())]
     cols = {k: [] for k in ("population", "cell_type", "area", "cell", "rate", "recorded", *axes)}
@@ -127,7 +172,12 @@ def write_nwb(result, path: str, circuit=None) -> str:
         for a in axes:
             cols[a].append(idx[:, pop.axes.index(a)] if a in pop.axes else np.full(N, -1))
         dense = result.rates.get(name)
-        cols["rate"].append(np.full(N, np.nan) if dense is None else np.asarray(dense, float)[tuple(idx.T)])
+        if dense is None:
+            cols["rate"].append(np.full((N, stream["count"]) if stream else N, np.nan))
+        elif stream:             # (T, *grid): one rate per presentation, cells first
+            cols["rate"].append(np.asarray(dense, float)[(slice(None), *idx.T)].T)
+        else:
+            cols["rate"].append(np.asarray(dense, float)[tuple(idx.T)])
         recorded = name in result.spikes
         cols["recorded"].append(np.full(N, recorded))
         if recorded:
@@ -143,7 +193,8 @@ def write_nwb(result, path: str, circuit=None) -> str:
     n_units = sum(p.N for p in circuit.populations.values())
     desc = {"population": "circuit population (ctmhsa.circuits.builders)", "cell_type": "neuron model of the population",
             "area": "thalamus or cortex", "cell": "flat index of the cell within its population",
-            "rate": "spike rate over the measurement window (Hz)",
+            "rate": ("spike rate in each presentation's decoding window (Hz), one entry per presentation"
+                     if stream else "spike rate over the measurement window (Hz)"),
             "recorded": "whether this population's spike times were recorded (record_spikes)"}
     columns = [VectorData(name=k, description=desc[k], data=list(v) if k in ("population", "cell_type", "area")
                           else np.concatenate(v))
@@ -182,7 +233,15 @@ def write_nwb(result, path: str, circuit=None) -> str:
         stop = warm + dur if d.get("stop") is None else min(d["stop"], warm + dur)
         if stop > start:
             nwb.add_epoch(start_time=float(start), stop_time=float(stop), tags=[d["kind"], d["target"]])
-    with NWBHDF5IO(path, "w") as io:
+    if stream:
+        P, (lag, _) = float(stream["presentation"]), stream["window"]
+        for k, t0 in enumerate(stream["starts"]):
+            nwb.add_epoch(start_time=float(t0), stop_time=float(t0) + P, tags=["presentation", str(k)])
+            nwb.add_epoch(start_time=float(t0) + float(lag), stop_time=float(t0) + P,
+                          tags=["presentation", str(k), "decoding"])
+    from .io import atomic_path
+
+    with atomic_path(path, ".nwb") as tmp, NWBHDF5IO(tmp, "w") as io:
         io.write(nwb)
     log.info("wrote %s: %d units, %d spikes", path, n_units, n_spikes)
     return path

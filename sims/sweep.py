@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
+
+import numpy as np
 
 from .distributed import client_for
 from .figure_data import param_key
@@ -23,13 +27,33 @@ def _simulate_item(kwargs: dict):
 
 
 def item_key(kwargs: dict) -> str:
-    """A key of the ``simulate_mhsa`` arguments ``kwargs``: arrays by shape, dtype and contents,
-    everything else by value (:func:`ctmhsa.sims.figure_data.param_key`). ``report`` is left out
-    (it changes nothing a run computes) and a ``distributed.Client`` scheduler counts as one."""
-    kw = {k: v for k, v in kwargs.items() if k != "report"}
-    if "scheduler" in kw and type(kw["scheduler"]).__name__ == "Client":
+    """A key of the ``simulate_mhsa`` arguments ``kwargs``: arrays by shape, dtype and contents
+    at any depth (in lists, dicts, perturbations), everything else by value
+    (:func:`ctmhsa.sims.figure_data.param_key`). ``report`` is left out (it changes nothing a run
+    computes) and a ``distributed.Client`` scheduler counts as one."""
+    kw = {k: v if isinstance(v, np.ndarray) else _nested(v) for k, v in kwargs.items() if k != "report"}
+    if "scheduler" in kw and type(kwargs["scheduler"]).__name__ == "Client":
         kw["scheduler"] = "client"
     return param_key(**kw)
+
+
+def _nested(v):
+    """``v`` with every array inside it (in lists, tuples, dicts, dataclasses such as a
+    perturbation) replaced by a digest of its type, shape, dtype and every byte: JSON's
+    ``repr`` of an array elides the middle of a large one, and two such arrays must differ."""
+    if isinstance(v, np.ndarray):
+        a = np.ascontiguousarray(v)
+        if a.dtype.hasobject:         # the bytes of object arrays are addresses: their entries instead
+            return {"ndarray": [type(v).__name__, list(np.shape(v)), "object", [_nested(x) for x in a.ravel().tolist()]]}
+        digest = hashlib.sha256(a.tobytes()).hexdigest()
+        return {"ndarray": [type(v).__name__, list(np.shape(v)), a.dtype.str, digest, repr(getattr(v, "dim", ""))]}
+    if isinstance(v, dict):
+        return {k: _nested(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_nested(x) for x in v]
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {"dataclass": type(v).__qualname__, **{f.name: _nested(getattr(v, f.name)) for f in dataclasses.fields(v)}}
+    return v
 
 
 def _stored_key(path: str) -> str | None:
