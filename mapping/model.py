@@ -45,6 +45,8 @@ import importlib.util
 import os
 import re
 import tempfile
+import zipfile
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping
@@ -444,7 +446,10 @@ class Model:
         Raises
         ------
         ValueError
-            Another suffix.
+            Another suffix, or ``path`` is an existing directory (left untouched) or lies in
+            something that is not a directory.
+        FileNotFoundError
+            The folder of ``path`` does not exist (it is not created).
         ImportError
             ``.safetensors`` without the ``safetensors`` package.
         """
@@ -452,6 +457,15 @@ class Model:
         ext = os.path.splitext(path)[1].lower()
         if ext not in SUFFIXES:
             raise ValueError(f"path: a model file ends in {' or '.join(SUFFIXES)}, got {path!r}")
+        # checked before anything is written: os.replace would fail only after the temporary file
+        folder = os.path.dirname(path)
+        if os.path.isdir(path):
+            raise ValueError(f"path: {path!r} is an existing directory, not a model file; choose a file name "
+                             "(the directory is left as it is)")
+        if not os.path.isdir(folder):
+            if os.path.exists(folder):
+                raise ValueError(f"path: {folder!r} (the folder of {path!r}) is not a directory")
+            raise FileNotFoundError(f"path: the folder {folder!r} of {path!r} does not exist; create it first")
         tensors = {k: np.ascontiguousarray(v, dtype=np.float64) for k, v in self.state_dict().items()}
         if ext == ".safetensors":
             try:
@@ -459,8 +473,7 @@ class Model:
             except ImportError:
                 raise ImportError(f"path: writing {path!r} needs the safetensors package (pip install "
                                   "safetensors, or pip install 'ctmhsa[weights]'); or save as .npz") from None
-        folder, base = os.path.split(path)
-        fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
         try:
             if ext == ".npz":
                 with os.fdopen(fd, "wb") as fh:          # a file object: savez would append .npz to a name
@@ -623,9 +636,27 @@ def _models_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "sims" / "models"     # pragma: no cover
 
 
+def _is_model_file(path: Path) -> bool:
+    """Whether a shipped ``.npz`` holds a model (``blocks.*`` arrays), not a data set (the
+    digits' ``images``/``labels``). Only the archive's directory is read; an unreadable file
+    counts as a model, so that loading it reports the damage."""
+    try:
+        with np.load(path) as z:
+            return any(k.startswith("blocks.") for k in z.files)
+    except Exception:  # noqa: BLE001 - a damaged file is reported when it is loaded
+        return True
+
+
 def _shipped_models() -> list[str]:
+    """Names of the models shipped in :func:`_models_dir` (data sets beside them left out)."""
     folder = _models_dir()
-    return sorted(p.stem for p in folder.glob("*.npz")) if folder.is_dir() else []
+    return sorted(p.stem for p in folder.glob("*.npz") if _is_model_file(p)) if folder.is_dir() else []
+
+
+def _reason(exc: BaseException, limit: int = 160) -> str:
+    """An exception as a short clause (a damaged zip's message can quote kilobytes of its bytes)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def load_model(path_or_name) -> Model:
@@ -644,25 +675,47 @@ def load_model(path_or_name) -> Model:
 
     Raises
     ------
+    TypeError
+        ``path_or_name`` is neither a string nor a path.
     FileNotFoundError
-        No such file, or no shipped model of that name (the message lists the shipped ones).
+        No such file, a directory, or no shipped model of that name (the message lists the
+        shipped ones).
     ValueError
-        Another suffix, an unreadable file, or a file not in the model layout.
+        Another suffix, an unreadable, truncated or damaged file, a file not in
+        the model layout, or the name of a data set shipped beside the models (``digits_test``,
+        ``digits_train``).
     ImportError
         A ``.safetensors`` file without the ``safetensors`` package.
     """
-    path = os.fspath(path_or_name)
+    if not isinstance(path_or_name, (str, bytes, os.PathLike)):
+        raise TypeError(f"model: expected a model file's path or a shipped model's name (str or path-like), "
+                        f"got {type(path_or_name).__name__}")
+    path = os.fsdecode(path_or_name)
     ext = os.path.splitext(path)[1].lower()
     if not os.path.isfile(path):
-        if ext or os.sep in path or "/" in path:
+        bare = not (ext or os.sep in path or "/" in path)
+        if bare and (_models_dir() / f"{path}.npz").is_file():
+            shipped = _shipped_models()
+            if path not in shipped:
+                raise ValueError(f"model: {path!r} is a data set shipped beside the models, not a model; "
+                                 f"shipped models: {', '.join(shipped) if shipped else 'none'} (in {_models_dir()})")
+        elif os.path.isdir(path):
+            # FileNotFoundError like any path that holds no model file
+            raise FileNotFoundError(f"model: {path!r} is a directory, not a model file; give a "
+                                    f"{' or '.join(SUFFIXES)} file inside it (or the name of a shipped model)")
+        elif not bare:
             raise FileNotFoundError(f"model: file {path!r} does not exist")
-        shipped = _shipped_models()
-        if path not in shipped:
+        else:
+            shipped = _shipped_models()
             raise FileNotFoundError(f"model: {path!r} is neither a file nor a shipped model; shipped models: "
                                     f"{', '.join(shipped) if shipped else 'none'} (in {_models_dir()})")
         path, ext = str(_models_dir() / f"{path}.npz"), ".npz"
     if ext in (".npz", ""):             # np.load recognises an .npz archive whatever its name
-        state = read_npz(path, "model")
+        try:
+            state = read_npz(path, "model")
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:   # truncated, bad CRC
+            raise ValueError(f"model: {path!r} is not a readable .npz: the archive is truncated or damaged "
+                             f"({_reason(exc)})") from None
     elif ext == ".safetensors":
         state = read_state_dict(path)
     else:

@@ -276,16 +276,39 @@ def _mask(n: int, m: int, causal: bool) -> np.ndarray:
     return (np.arange(m)[None, :] <= np.arange(n)[:, None]).astype(float)
 
 
-def _check_Z(Z: np.ndarray, name: str, offset=(0, 0, 0)) -> None:
-    """Z (B, H, n) must be strictly positive wherever a division by it happens."""
+def _check_Z(Z: np.ndarray, name: str, f: Callable, a: dict, offset=(0, 0, 0)) -> None:
+    """Z (B, H, n) must be strictly positive wherever a division by it happens.
+
+    A map positive at ordinary arguments (elu1, softplus, exp) gives Z = 0 only when its
+    features underflow: the message then names the tokens and weights and their magnitude,
+    not another map."""
     bad = np.argwhere(Z <= 0)
-    if bad.size:
-        b, h, i = (int(x) + o for x, o in zip(bad[0], offset))
+    if not bad.size:
+        return
+    b, h, i = (int(x) + o for x, o in zip(bad[0], offset))
+    first = f"for {len(bad)} (batch, head, query) triple(s), first at batch {b}, head {h}, query {i}"
+    try:   # the map at ordinary arguments: positive there, Z vanished only by underflow
+        with np.errstate(all="ignore"):
+            positive = bool(np.all(np.asarray(f(np.linspace(-20.0, 20.0, 41)), dtype=float) > 0))
+    except Exception:  # noqa: BLE001 - a custom map that cannot say: the general message
+        positive = False
+    if not positive:
         raise ValueError(
-            f"phi: the normaliser Z is 0 for {len(bad)} (batch, head, query) triple(s), first at "
-            f"batch {b}, head {h}, query {i}: every feature phi(k_j) * phi(q_i) vanished "
+            f"phi: the normaliser Z is 0 {first}: every feature phi(k_j) * phi(q_i) vanished "
             f"(feature map {name!r}). Use a strictly positive map such as 'elu1', or normalize=False"
         )
+    q = a["WQ"][h] @ a["X"][b, i]
+    k = a["Y"][b] @ a["WK"][h].T
+    cross = a["Y"] is not a["X"] and not np.array_equal(a["Y"], a["X"])
+    tokens = f"X: largest |x| {np.abs(a['X']).max():.3g}" + (
+        f", Y: largest |y| {np.abs(a['Y']).max():.3g}" if cross else "")
+    raise ValueError(
+        f"phi: the normaliser Z underflowed to 0 {first}: the feature map {name!r} is positive, but the "
+        f"projections reach |q| = {np.abs(q).max():.3g} (q = WQ x) and |k| = {np.abs(k).max():.3g} (k = WK "
+        f"{'y' if cross else 'x'}), where every product phi(k_j) * phi(q_i) underflows to 0 in floating point. "
+        f"The tokens ({tokens}) or the weights (WQ: largest |w| {np.abs(a['WQ']).max():.3g}, WK: "
+        f"{np.abs(a['WK']).max():.3g}) are far too large: scale them down (the circuit's codes are of order 1)"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -378,7 +401,7 @@ def _vectorized(a, name, f, causal, normalize):
     u = np.einsum("bhmc,bhnc,nm->bhnmc", fk, fq, M)          # L2/3 cells before division
     Z = u.sum(axis=(3, 4))                                    # interneurons of macrocolumn i
     if normalize:
-        _check_Z(Z, name)
+        _check_Z(Z, name, f, a)
         s = u / Z[..., None, None]                            # salience, soma L2/3
     else:
         s = u
@@ -419,7 +442,7 @@ def _loops(a, name, f, causal, normalize):
                     # 8: divisive normalisation — interneurons L2/3
                     Z = Z + np.ones(dk) @ (phi_(WK[h] @ ys[j], "k") * phi_(WQ[h] @ xs[i], "q"))
                 if normalize:
-                    _check_Z(np.array([[[Z]]]), name, offset=(b, h, i))
+                    _check_Z(np.array([[[Z]]]), name, f, a, offset=(b, h, i))
                 q = WQ[h] @ xs[i]                             # 10: query — basal L2/3
                 for j in keys:                                # 11: keys / microcolumns
                     k = WK[h] @ ys[j]                         # 12: key — apical L2/3
@@ -460,7 +483,7 @@ def _linear(a, name, f, causal, normalize):
         Z = np.einsum("bhc,bhnc->bhn", z, fq)
         num = np.einsum("bhcd,bhnc->bhnd", S, fq)
     if normalize:
-        _check_Z(Z, name)
+        _check_Z(Z, name, f, a)
         v_tilde = num / Z[..., None]
     else:
         v_tilde = num

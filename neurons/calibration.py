@@ -11,8 +11,10 @@ cells — and fits:
 
 Results are cached in ``cache_dir()/calibration`` under a SHA-256 of everything that determines
 them (the model's rendered equations, the parameters, the protocol and a format version): any
-parameter change gives a new key; a cache file that fails to load or whose stored key differs is
-rebuilt, never trusted.
+parameter change gives a new key. A cache file also stores a SHA-256 of its values (``checksum``:
+the key, the grid and the measured rates); one that fails to load, stores another key, lacks
+the checksum or whose values no longer match it (altered, damaged) is never trusted: a
+``RuntimeWarning`` names the file and the calibration is measured anew.
 """
 
 from __future__ import annotations
@@ -205,16 +207,29 @@ def _path(level, cell_type, key) -> str:
     return os.path.join(d, f"{level}-{cell_type}-{key[:20]}.npz")
 
 
+def _checksum(key: str, grid: np.ndarray, raw: np.ndarray) -> str:
+    """SHA-256 of a cache file's values: its key and the bytes of its float64 arrays."""
+    h = hashlib.sha256(key.encode())
+    for a in (grid, raw):
+        h.update(np.ascontiguousarray(a, dtype="<f8").tobytes())
+    return h.hexdigest()
+
+
 def _load(path: str, key: str):
     try:
         with np.load(path, allow_pickle=False) as z:
             if str(z["key"]) != key:
                 raise ValueError("key mismatch")
+            if "checksum" not in z.files:
+                raise ValueError("no checksum of its values")
             grid, raw = np.array(z["product"], float), np.array(z["raw_rate"], float)
+            checksum = str(z["checksum"])
         if grid.ndim != 1 or grid.shape != raw.shape or not np.all(np.isfinite(raw)):
             raise ValueError("malformed arrays")
+        if checksum != _checksum(key, grid, raw):
+            raise ValueError("its values do not match their checksum")
         return grid, raw
-    except Exception as exc:  # a corrupt or foreign file is rebuilt, never trusted
+    except Exception as exc:  # a corrupt, altered or foreign file is rebuilt, never trusted
         warnings.warn(f"calibration cache {path} is unusable ({exc}); recalibrating", RuntimeWarning)
         return None
 
@@ -242,7 +257,7 @@ def calibrate(cell_type: str = "l5it", level: str = "lif", params: CellParams = 
     raw = _measure(level, cell_type, params, protocol, phi)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".npz")
     os.close(fd)
-    np.savez(tmp, key=np.array(key), product=grid, raw_rate=raw)
+    np.savez(tmp, key=np.array(key), product=grid, raw_rate=raw, checksum=np.array(_checksum(key, grid, raw)))
     os.replace(tmp, path)
     table = _fit(level, cell_type, grid, raw, protocol, key)
     table.meta["from_cache"] = False

@@ -30,13 +30,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.mapping.decode import key_value_potentials, signed_rate
 from ctmhsa.mapping.encode import cell_weights
 from ctmhsa.mapping.gradients import formal_gradients, gradients_from_stages, mhsa_loss
 from ctmhsa.mapping.reference import _as_real_array, check_attention_inputs, linear_mhsa
 from ctmhsa.neurons.models import FIDELITY_LEVELS
 
-from .build import build_mhsa
+from .build import _wall, build_mhsa, estimate_runtime
 from .config import check_output_dir
 from .options import check_record_spikes, check_scheduler, split_options
 
@@ -167,7 +168,32 @@ def _check(X, T, W, neuron, steps, lr, seed, tied, Y, options):
         if options.get("fold"):
             raise ValueError("fold: tied=False gives every macrocolumn its own key and value synapses, which "
                              "cannot be folded; leave fold unset")
+    _check_training_runtime(co, ro, a, int(steps), tied, Yb is not None)
     return X, T, Yb, co, ro, a
+
+
+def _check_training_runtime(co, ro, a, steps: int, tied: bool, cross: bool) -> float:
+    """The whole training's estimated wall time (s): ``steps`` x batch runs, each estimated as
+    :func:`ctmhsa.sims.build_mhsa` estimates one (:func:`ctmhsa.sims.estimate_runtime`, building
+    excluded); a ``ValueError`` naming ``steps`` and ``max_runtime`` past the limit, before
+    anything is built (each run is also held to the limit when it is built)."""
+    ro = ro.resolved(co.neuron)
+    circuit = co.as_built(co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=cross))
+    synapses = simulated_synapse_count(circuit, fold_plan(circuit, co.neuron) if co.fold and tied else {})
+    per = a["H"] if ro.scheduler is not None else 1       # a split run's heads run in parallel
+    sim_steps = int(round((ro.warmup + ro.duration) / ro.dt))
+    run = estimate_runtime(co.neuron, ro.device, sim_steps, circuit.n_neurons() // per, synapses // per)
+    total = steps * a["B"] * run
+    limit = float("inf") if ro.max_runtime is None else ro.max_runtime
+    if total > limit:
+        raise ValueError(
+            f"max_runtime: the training is estimated to take {_wall(total)} of wall time, past max_runtime = "
+            f"{limit:g} s: steps = {steps:,} gradient steps x {a['B']} run(s) (batch) of about {_wall(run)} each "
+            f"({sim_steps:,} steps of {'warmup ' + format(ro.warmup, 'g') + ' s + ' if ro.warmup else ''}"
+            f"duration {ro.duration:g} s at dt = {ro.dt:g} s, {circuit.n_neurons():,} neurons and {synapses:,} "
+            "synapses); reduce steps, shorten duration, raise dt, or raise the limit (max_runtime=<seconds>, "
+            "or max_runtime=None for none)")
+    return total
 
 
 def measured_stages(sim, res) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -288,7 +314,8 @@ def train_mhsa(X, T, WQ, WK, WV, WO, neuron: str = "rate", steps: int = 100, lr:
     **options
         Options of :func:`ctmhsa.sims.simulate_mhsa` (``phi``, ``duration``, ``dt``, ``warmup``, ``P``,
         ``causal``, ``normalize``, ``device``, ``codegen``, ...). ``WS``, ``circuit="linear"``
-        and laws other than the product are refused.
+        and laws other than the product are refused. ``max_runtime`` limits the whole training
+        (``steps`` x batch runs, estimated before anything is built) as well as every run.
 
     Returns
     -------
@@ -470,8 +497,9 @@ def resolve_train_config(raw: dict) -> dict:
         if isinstance(s, bool) or not isinstance(s, int) or s < 1:
             raise ValueError(f"config: train.steps of {lv!r} must be an integer >= 1, got {s!r}")
     t["steps"] = {lv: steps[lv] for lv in levels}
-    if t["lr"] is not None and (isinstance(t["lr"], bool) or not isinstance(t["lr"], (int, float)) or t["lr"] <= 0):
-        raise ValueError(f"config: train.lr must be a number > 0 (or omitted), got {t['lr']!r}")
+    if t["lr"] is not None and (isinstance(t["lr"], bool) or not isinstance(t["lr"], (int, float))
+                                or not np.isfinite(t["lr"]) or t["lr"] <= 0):
+        raise ValueError(f"config: train.lr must be a positive finite number (or omitted), got {t['lr']!r}")
     if not isinstance(t["tied"], bool):
         raise ValueError(f"config: train.tied must be true or false, got {t['tied']!r}")
     for lv in levels:    # the options of every level, validated now
