@@ -466,7 +466,8 @@ def _write(S, var: str, value, run_args) -> None:
 SILENCE_EQUATIONS = """sil_on : second (constant)
 sil_off : second (constant)
 gate = 1 - int(t >= sil_on)*int(t < sil_off) : 1"""
-"""A silenced population's gate: 0 over ``[sil_on, sil_off)`` (:class:`ctmhsa.circuits.perturb.Silence`)."""
+"""A silenced population's gate: 0 over ``[sil_on, sil_off)`` (:class:`ctmhsa.circuits.perturb.Silence`;
+cells silent over several intervals: :func:`ctmhsa.circuits.perturb.silence_equations`)."""
 
 COV_SUFFIX = "_cov"
 """Name suffix of a population's covariance synapses (:func:`_covariance_synapses`)."""
@@ -559,7 +560,8 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
     with ``counting``, the spiking cells count their own spikes
     (:data:`ctmhsa.neurons.window.COUNTER_EQUATIONS`)."""
     incoming = _incoming(circuit)
-    gated = perturb.silenced(circuit)
+    # Silence: per population, the silent intervals a cell needs at most (several Silence compose)
+    gated = {name: len(v) // 2 for name, v in perturb.silence_values(circuit).items()}
     groups, folds, tables = {}, {}, {}
     for name, pop in circuit.populations.items():
         if name in replay and replay_steps is not None:
@@ -588,8 +590,8 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
         folds[name], eqs = _folded_groups(name, model, rendered, incoming[name], plans, ns, clock)
         reset, extra = model.reset, []
         threshold = model.threshold
-        if name in gated:   # Silence: no output over [sil_on, sil_off)
-            extra.append(SILENCE_EQUATIONS)
+        if name in gated:   # Silence: no output over [sil_on, sil_off) (and [sil_on_1, sil_off_1), ...)
+            extra.append(perturb.silence_equations(gated[name]))
             if threshold:
                 threshold = f"({threshold}) and gate > 0.5"
         if counting and model.spiking:

@@ -20,9 +20,27 @@ Three kinds, given to :func:`ctmhsa.sims.simulate_mhsa` / :func:`ctmhsa.sims.bui
 
 **Names by place.** A target is a population (or projection) name, optionally preceded by its
 place: ``"l23"`` matches the L2/3 cells of every area; ``"area1.l23"`` (or ``"head1.l23"``) those
-of area 1 only; ``"block0.l23"`` those of block 0 (this release builds one block). A projection
-path selects the synapses whose postsynaptic cell (or presynaptic, where the target has no such
-axis, e.g. ``pt_out`` onto nucleus 2) is in that place.
+of area 1 only; ``"block0.l23"`` (or ``"b0.l23"``) those of block 0. An attention pathway is one
+block (block 0); a transformer model's circuit names its populations per block (``b0_l23``,
+``b1_l23``, ...): there ``"block1.area0.l23"``, ``"b1.l23"`` and the literal ``"b1_l23"`` are all
+block 1's, and a bare ``"l23"`` is refused where several blocks have one (:func:`resolve`;
+:func:`ctmhsa.sims.simulate_model` takes no perturbations in this release). A projection path
+selects the synapses whose postsynaptic cell (or presynaptic, where the target has no such
+axis, e.g. ``pt_out`` onto nucleus 2) is in that place. A population without an area axis (the
+thalamic nuclei) is shared by every area: an area path to it (or to a projection with no area
+axis on either side) is refused where the circuit has several areas.
+
+**Several on one target.** Perturbations compose: several ``Silence`` of one population silence
+the union of their cells and intervals (each cell is silent whenever one of them covers it);
+several ``Cut`` of one projection remove independent random draws (two cuts of a half remove
+about three quarters); a ``Silence`` and a ``Drive`` of one population both apply. Two ``Drive``
+of one population and compartment are refused (give one, at the sum of their rates): their
+relays would be one population.
+
+**Checked against the run** (:func:`check_run`, before anything is built): a ``Silence`` that
+starts after the run ends is refused (a time in ms given as seconds, most likely); one that stops
+after it warns (:class:`PerturbationWarning`); a ``Drive`` faster than ``1/dt`` at the spiking
+levels is refused, since a relay fires at most once per step and would deliver ``1/dt``.
 
 Times are on the network's clock (t = 0 at the start of the warm-up), in seconds or Brian2
 times. A perturbed run is recorded in the circuit's description (``meta.perturbations``, plain
@@ -33,7 +51,10 @@ are flagged (``res.diagnostics["operating"]``), at the rate level too.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import warnings
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,8 +63,14 @@ from ctmhsa.neurons.params import seconds
 
 from .graph import Circuit, Population, Projection
 
-__all__ = ["Silence", "Cut", "Drive", "PERTURBATIONS", "check_perturbations", "apply", "select_cells",
-           "cut_mask", "silence_values", "drive_values", "drive_source", "DRIVE_PREFIX", "DRIVE_SUFFIX"]
+__all__ = ["Silence", "Cut", "Drive", "PERTURBATIONS", "PerturbationWarning", "check_perturbations", "check_run",
+           "resolve", "apply", "select_cells", "cut_mask", "silence_values", "silence_equations", "drive_values",
+           "drive_source", "DRIVE_PREFIX", "DRIVE_SUFFIX"]
+
+
+class PerturbationWarning(UserWarning):
+    """A perturbation that applies only in part (e.g. a ``Silence`` that stops after the run ends)."""
+
 
 DRIVE_PREFIX, DRIVE_SUFFIX = "drive_", "_in"
 """A :class:`Drive` of population ``p`` adds relays ``drive_p`` and their projection ``drive_p_in``
@@ -54,7 +81,7 @@ def drive_source(population: str, compartment: str = "soma") -> str:
     """Name of the relay population of a :class:`Drive` of ``population`` on ``compartment``."""
     return DRIVE_PREFIX + population + ("" if compartment == "soma" else f"_{compartment}")
 
-_PLACE = re.compile(r"^(?:(block)(\d+)\.)?(?:(area|head)(\d+)\.)?([A-Za-z_][A-Za-z0-9_]*)$")
+_PLACE = re.compile(r"^(?:(block|b)(\d+)\.)?(?:(area|head)(\d+)\.)?([A-Za-z_][A-Za-z0-9_]*)$")
 
 
 def _hz(name: str, value) -> float:
@@ -99,8 +126,12 @@ class Silence:
         object.__setattr__(self, "stop", stop)
         if self.cells is not None:
             c = np.asarray(self.cells)
+            if c.ndim == 1 and c.size == 0:   # (an empty list reads as floats: caught first)
+                raise ValueError("Silence.cells: empty, so no cell would be silenced; give at least one cell "
+                                 "index, or cells=None for every cell the path selects")
             if c.ndim != 1 or not np.issubdtype(c.dtype, np.integer):
-                raise TypeError("Silence.cells: expected a 1-d array of integer cell indices")
+                raise TypeError(f"Silence.cells: expected a 1-d array of integer cell indices, got "
+                                f"{c.ndim}-d {c.dtype}")
             object.__setattr__(self, "cells", tuple(int(v) for v in c))
 
     def describe(self) -> dict:
@@ -143,7 +174,8 @@ class Drive:
     population : str
         A population name or path (module docstring).
     rate : float or brian2 rate
-        Rate of every drive relay (Hz).
+        Rate of every drive relay (Hz); at the spiking levels at most ``1/dt`` (a relay fires
+        at most once per step: a faster drive is refused, see :func:`check_run`).
     weight : float, optional
         Synaptic weight in SI units of the compartment's input times seconds (V s onto a
         dendrite or soma potential, dimensionless onto the interneurons' pooled rate); default
@@ -187,29 +219,85 @@ def _parse(path: str) -> tuple[int | None, int | None, str]:
     return (None if block is None else int(block)), (None if head is None else int(head)), name
 
 
+def _what(value) -> str:
+    """What a user gave, for a TypeError: a class is named as one (``Silence``, not ``Silence(...)``)."""
+    if isinstance(value, type):
+        return f"the class {value.__name__}, not an instance (e.g. {value.__name__}('l23'))"
+    return type(value).__name__
+
+
+def _has_area(circuit: Circuit, name: str, kind: str) -> bool:
+    """Whether an area path can select part of population / projection ``name``."""
+    if kind == "population":
+        return "head" in circuit.populations[name].axes
+    proj = circuit.projections[name]
+    return any("head" in circuit.populations[p].axes for p in (proj.source, proj.target))
+
+
+def resolve(circuit: Circuit, path: str, kind: str = "population") -> tuple[str, int | None]:
+    """The population (or projection, ``kind="projection"``) name and area of ``path`` in
+    ``circuit`` (module docstring: names by place); ``ValueError`` naming the circuit's names."""
+    block, head, name = _parse(path)
+    names = circuit.projections if kind == "projection" else circuit.populations
+    blocks = tuple(getattr(circuit.meta, "blocks", ()) or ())
+    H = circuit.meta.H
+    if not blocks:   # an attention pathway: one block, its names unprefixed
+        if block not in (None, 0):
+            raise ValueError(f"block {block} does not exist (the circuit has 1 block)")
+    else:            # a transformer model: names prefixed per block (b0_l23, b1_l23, ...)
+        if block is not None:
+            if not 0 <= block < len(blocks):
+                raise ValueError(f"block {block} does not exist (the model has {len(blocks)} block(s), "
+                                 f"0-{len(blocks) - 1})")
+            name = blocks[block]["prefix"] + name
+        elif name not in names:
+            hits = [b["prefix"] + name for b in blocks if b["prefix"] + name in names]
+            if len(hits) > 1:
+                raise ValueError(f"{name!r} is in {len(hits)} blocks of this model ({hits}); give its block, "
+                                 f"e.g. 'block0.{name}' or {hits[0]!r}")
+            name = hits[0] if hits else name
+        own = [b for b in blocks if name.startswith(b["prefix"])]
+        H = own[0]["H"] if own else max(b["H"] for b in blocks)
+    if name not in names:
+        raise ValueError(f"{name!r} is not a {kind} of this circuit; its {kind}s are {list(names)}")
+    if head is not None:
+        if not 0 <= head < H:
+            raise ValueError(f"area {head} does not exist (areas 0-{H - 1})")
+        # a thalamic nucleus serves every area: 'area1.nucleus1' cannot mean a part of it
+        if H > 1 and not _has_area(circuit, name, kind):
+            what = (f"{name!r} has no area axis (axes {circuit.populations[name].axes})" if kind == "population"
+                    else f"{name!r} joins populations without an area axis")
+            raise ValueError(f"{what}: it is shared by all {H} areas, so {path!r} cannot select area {head}'s "
+                             f"part; give {name!r} to perturb it whole")
+    return name, head
+
+
 def check_perturbations(perturbations, circuit: Circuit) -> tuple:
     """The perturbations as a tuple, every target resolved against ``circuit`` (``ValueError``
-    naming the bad entry, with the circuit's names; before anything is built)."""
+    naming the bad entry, with the circuit's names; before anything is built).
+
+    A path that names a population through its block (``"block1.l23"`` in a transformer model) is
+    returned with the population's own name (``"b1_l23"``), so the description names it."""
     if perturbations is None:
         return ()
     if isinstance(perturbations, PERTURBATIONS):
         perturbations = (perturbations,)
-    out = tuple(perturbations)
+    if isinstance(perturbations, (type, str, bytes, Mapping)) or not isinstance(perturbations, Iterable):
+        raise TypeError(f"perturbations: expected a list of ctmhsa.perturb.Silence, Cut or Drive (or one of "
+                        f"them), got {_what(perturbations)}")
+    out = list(perturbations)
+    drives: dict = {}
     for k, p in enumerate(out):
         if not isinstance(p, PERTURBATIONS):
-            raise TypeError(f"perturbations[{k}]: expected ctmhsa.perturb.Silence, Cut or Drive, got "
-                            f"{type(p).__name__}")
-        target = p.projection if isinstance(p, Cut) else p.population
-        block, head, name = _parse(target)
-        names = circuit.projections if isinstance(p, Cut) else circuit.populations
-        kind = "projection" if isinstance(p, Cut) else "population"
-        if name not in names:
-            raise ValueError(f"perturbations[{k}]: {name!r} is not a {kind} of this circuit; its {kind}s are "
-                             f"{list(names)}")
-        if block not in (None, 0):
-            raise ValueError(f"perturbations[{k}]: block {block} does not exist (the circuit has 1 block)")
-        if head is not None and not 0 <= head < circuit.meta.H:
-            raise ValueError(f"perturbations[{k}]: area {head} does not exist (areas 0-{circuit.meta.H - 1})")
+            raise TypeError(f"perturbations[{k}]: expected ctmhsa.perturb.Silence, Cut or Drive, got {_what(p)}")
+        field = "projection" if isinstance(p, Cut) else "population"
+        target = getattr(p, field)
+        try:
+            name, head = resolve(circuit, target, field)
+        except ValueError as e:
+            raise ValueError(f"perturbations[{k}]: {e}") from None
+        if name != _parse(target)[2]:   # named through its block: the description holds the name
+            out[k] = p = dataclasses.replace(p, **{field: ("" if head is None else f"area{head}.") + name})
         if isinstance(p, Silence) and p.cells is not None:
             N = circuit.populations[name].N
             if any(not 0 <= c < N for c in p.cells):
@@ -219,7 +307,56 @@ def check_perturbations(perturbations, circuit: Circuit) -> tuple:
                              f"{list(circuit.populations[name].compartments)}")
         if isinstance(p, Drive) and head is not None:
             raise ValueError(f"perturbations[{k}]: a Drive targets a whole population; silence the rest instead")
-    return out
+        if isinstance(p, Drive):   # one relay population per target and compartment
+            first = drives.setdefault((name, p.compartment), k)
+            if first != k:
+                raise ValueError(f"perturbations[{k}]: two Drives target {name!r}.{p.compartment} (perturbations"
+                                 f"[{first}] too); give one Drive, at the sum of their rates")
+    return tuple(out)
+
+
+def check_run(circuit: Circuit, span: float, dt: float | None = None) -> None:
+    """Check the perturbations recorded in ``circuit`` against the run (before anything is built).
+
+    Parameters
+    ----------
+    circuit : Circuit
+        The perturbed circuit (:func:`apply`).
+    span : float
+        Seconds the network runs (warm-up and duration): its clock spans ``[0, span)``.
+    dt : float, optional
+        The step (s) at the spiking levels, where a relay fires at most once per step; ``None``
+        at the rate level, whose relays deliver their rate as it is.
+
+    Raises
+    ------
+    ValueError
+        A ``Silence`` that starts after the run ends (it would never act), or a ``Drive`` faster
+        than ``1/dt`` (it would be delivered as ``1/dt``).
+
+    Warns
+    -----
+    PerturbationWarning
+        A ``Silence`` that stops after the run ends (it acts up to the end only).
+    """
+    for k, d in enumerate(circuit.meta.perturbations):
+        if d["kind"] == "silence":
+            start = 0.0 if d["start"] is None else d["start"]
+            stop = "None" if d["stop"] is None else f"{d['stop']:g} s"
+            what = f"Silence({d['target']!r}, start={start:g} s, stop={stop})"
+            if start >= span:
+                raise ValueError(f"perturbations[{k}]: {what} starts after the run ends: the network's clock "
+                                 f"spans [0, {span:g}) s (warm-up and duration), so it would never act; "
+                                 "times are in seconds (or Brian2 times, e.g. 100*ms)")
+            if d["stop"] is not None and d["stop"] > span:
+                warnings.warn(f"perturbations[{k}]: {what} stops after the run ends at {span:g} s (warm-up and "
+                              f"duration): it silences [{start:g}, {span:g}) s only", PerturbationWarning,
+                              stacklevel=3)
+        elif d["kind"] == "drive" and dt is not None and d["rate"] * dt > 1 + 1e-9:
+            raise ValueError(f"perturbations[{k}]: Drive.rate: {d['rate']:g} Hz is above 1/dt = {1 / dt:g} Hz, "
+                             f"the most a relay fires (one spike per step of dt = {dt:g} s), so it would be "
+                             f"delivered as {1 / dt:g} Hz; give a rate of at most {1 / dt:g} Hz (a stronger "
+                             "drive: a larger weight=) or a smaller dt")
 
 
 def select_cells(pop: Population, head: int | None) -> np.ndarray:
@@ -285,22 +422,54 @@ def unfolded(circuit: Circuit) -> dict:
     return out
 
 
+def _slot(k: int) -> str:
+    return "" if k == 0 else f"_{k}"
+
+
 def silence_values(circuit: Circuit) -> dict:
-    """``{population: {"sil_on": s, "sil_off": s}}`` per cell (inf/inf: never silenced)."""
+    """``{population: {"sil_on": s, "sil_off": s, "sil_on_1": s, "sil_off_1": s, ...}}`` per cell.
+
+    The union of a population's Silence intervals, merged per cell into disjoint intervals
+    ``[sil_on_k, sil_off_k)``: one pair per interval a cell needs at most (one pair unless two
+    Silence of disjoint times cover one cell); inf/inf: none (``sil_on`` is finite for every
+    silenced cell)."""
     out = {}
     for name, ds in silenced(circuit).items():
         pop = circuit.populations[name]
-        on, off = np.full(pop.N, np.inf), np.full(pop.N, np.inf)
+        spans = []
         for d in ds:
             mask = select_cells(pop, _parse(d["target"])[1])
             if d["cells"] is not None:
                 only = np.zeros(pop.N, bool)
                 only[list(d["cells"])] = True
                 mask &= only
-            on[mask] = 0.0 if d["start"] is None else d["start"]
-            off[mask] = np.inf if d["stop"] is None else d["stop"]
-        out[name] = {"sil_on": on, "sil_off": off}
+            spans.append((0.0 if d["start"] is None else d["start"], np.inf if d["stop"] is None else d["stop"],
+                          mask))
+        # by start: each interval of a cell joins the cell's last one (overlapping or touching it) or opens the next
+        spans.sort(key=lambda sp: sp[0])
+        on, off = np.full((len(spans), pop.N), np.inf), np.full((len(spans), pop.N), np.inf)
+        count = np.zeros(pop.N, int)
+        for start, stop, mask in spans:
+            cells = np.flatnonzero(mask)
+            last = np.maximum(count[cells] - 1, 0)
+            joins = (count[cells] > 0) & (start <= off[last, cells])
+            j, lj = cells[joins], last[joins]
+            off[lj, j] = np.maximum(off[lj, j], stop)
+            o = cells[~joins]
+            on[count[o], o], off[count[o], o] = start, stop
+            count[o] += 1
+        out[name] = {}
+        for k in range(max(int(count.max()), 1)):
+            out[name]["sil_on" + _slot(k)], out[name]["sil_off" + _slot(k)] = on[k], off[k]
     return out
+
+
+def silence_equations(slots: int = 1) -> str:
+    """The gate of a silenced population whose cells have up to ``slots`` disjoint silent
+    intervals (:func:`silence_values`): 0 within one of them, else 1."""
+    pairs = [("sil_on" + _slot(k), "sil_off" + _slot(k)) for k in range(slots)]
+    decl = "\n".join(f"{a} : second (constant)\n{b} : second (constant)" for a, b in pairs)
+    return decl + "\ngate = 1 - " + " - ".join(f"int(t >= {a})*int(t < {b})" for a, b in pairs) + " : 1"
 
 
 def cut_mask(circuit: Circuit, pname: str, i: np.ndarray, j: np.ndarray, seed) -> np.ndarray | None:

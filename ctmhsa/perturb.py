@@ -1,6 +1,6 @@
 """Lesions and drive for in-silico experiments: ``ctmhsa.perturb.Silence``, ``Cut``, ``Drive``
-(defined in :mod:`ctmhsa.circuits.perturb`)."""
+and ``PerturbationWarning`` (defined in :mod:`ctmhsa.circuits.perturb`)."""
 
-from ctmhsa.circuits.perturb import Cut, Drive, Silence  # noqa: F401
+from ctmhsa.circuits.perturb import Cut, Drive, PerturbationWarning, Silence  # noqa: F401
 
-__all__ = ["Silence", "Cut", "Drive"]
+__all__ = ["Silence", "Cut", "Drive", "PerturbationWarning"]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import brian2 as b2
 
+from ctmhsa.circuits import perturb
 from ctmhsa.circuits.graph import Circuit
 from ctmhsa.circuits.instantiate import instantiate
 from ctmhsa.circuits.standalone import project_key, run_project
@@ -94,6 +95,11 @@ class Runner:
                  run_options: RunOptions):
         self.circuit, self.encoding, self.inputs = circuit, encoding, inputs
         self.options, self.run_options = options, run_options
+        # perturbations against the run's span and step, before any network is built
+        ro = run_options
+        if circuit.meta.perturbations:
+            perturb.check_run(circuit, float(ro.warmup or 0.0) + float(ro.duration),
+                              float(ro.dt) if options.spiking and ro.dt else None)
 
     @classmethod
     def check(cls, options: CircuitOptions, run_options: RunOptions) -> None:
