@@ -47,12 +47,14 @@ import json
 import logging
 import os
 import re
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
 __all__ = ["AttentionWeights", "LAYOUTS", "load_attention", "read_state_dict", "attention_layers",
-           "split_heads", "read_tokens", "read_npz"]
+           "split_heads", "read_tokens", "read_npz", "real_array"]
 
 log = logging.getLogger(__name__)
 
@@ -170,24 +172,41 @@ class AttentionWeights:
 # reading files
 # ------------------------------------------------------------------------------------------
 
+def _npz_reason(exc: BaseException) -> str:
+    """Why an ``.npz`` could not be read, in a few words (a damaged archive's exception quotes raw
+    bytes of the file: cut them)."""
+    text = str(exc)
+    if "allow_pickle" in text:
+        return "it holds an object (pickled) array, which is never unpickled"
+    if isinstance(exc, (zipfile.BadZipFile, EOFError, zlib.error)):
+        text = f"the archive is truncated or damaged ({type(exc).__name__}: {text})"
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+_NPZ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
 def read_npz(path, what: str) -> dict:
     """Every array of the ``.npz`` at ``path``; ``ValueError`` naming ``what`` (the argument or
-    key it came from) when the file is missing or unreadable."""
+    key it came from) when the file is missing or unreadable (truncated, damaged, pickled arrays,
+    a single ``.npy``)."""
     path = os.fspath(path)
     try:
         data = np.load(path)
     except FileNotFoundError:
         raise ValueError(f"{what}: file {path!r} does not exist") from None
-    except (OSError, ValueError, EOFError) as exc:
-        raise ValueError(f"{what}: {path!r} is not a readable .npz ({exc})") from None
+    except IsADirectoryError:
+        raise ValueError(f"{what}: {path!r} is a directory, not an .npz file") from None
+    except _NPZ_ERRORS as exc:
+        raise ValueError(f"{what}: {path!r} is not a readable .npz: {_npz_reason(exc)}") from None
     if not isinstance(data, np.lib.npyio.NpzFile):    # np.load reads a .npy whatever its name
         raise ValueError(f"{what}: {path!r} holds a single .npy array of shape {np.shape(data)}, not an .npz "
                          f"archive of named arrays; save it with np.savez(path, X=..., ...)")
     try:
         with data:
             return {k: np.array(data[k]) for k in data.files}
-    except (OSError, ValueError, EOFError) as exc:
-        raise ValueError(f"{what}: {path!r} is not a readable .npz ({exc})") from None
+    except _NPZ_ERRORS as exc:
+        raise ValueError(f"{what}: {path!r} is not a readable .npz: {_npz_reason(exc)}") from None
 
 
 def _to_numpy(t) -> np.ndarray:
@@ -460,6 +479,15 @@ def load_attention(path, layer: int | None = None, heads=None, n_heads: int | No
                             keys={r: k for r, k in names.items() if k in state})
 
 
+def real_array(a: np.ndarray, what: str) -> np.ndarray:
+    """``a`` as float; ``ValueError`` naming ``what`` when it is not real numbers (a complex array
+    would lose its imaginary part, booleans and integers convert exactly)."""
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{what} has dtype {a.dtype}; expected real numbers"
+                         + (" (its imaginary part would be lost)" if a.dtype.kind == "c" else ""))
+    return np.asarray(a, float)
+
+
 def read_tokens(path) -> dict:
     """Token embeddings from an ``.npz``: ``X (n, de)`` and, for cross-attention, ``Y (m, de)``.
 
@@ -476,7 +504,7 @@ def read_tokens(path) -> dict:
     out = {}
     for k in ("X", "Y"):
         if k in arrays:
-            a = np.asarray(arrays[k], float)
+            a = real_array(arrays[k], f"tokens: {k} in {path!r}")
             if a.ndim != 2 or not np.all(np.isfinite(a)):
                 raise ValueError(f"tokens: {k} in {path!r} must be a finite matrix (tokens, de), got shape {a.shape}")
             out[k] = a

@@ -33,7 +33,7 @@ from ctmhsa.mapping.inputs import as_input_range
 from ctmhsa.mapping.reference import linear_mhsa
 
 from .options import (AUTO_CYTHON_SYNAPSES, DEFAULT_DT, DEFAULT_PRESENTATION, CircuitOptions, RunOptions,
-                      check_record_spikes, check_run, split_options)
+                      check_applies, check_record_spikes, check_run, given_options, split_options)
 from .readout import read_out
 from .result import SimulationResult
 from .runners import Runner, runner_for
@@ -223,18 +223,13 @@ def _reference(x: Inputs, co: CircuitOptions) -> dict:
                        method=REFERENCE_METHOD[co.circuit])
 
 
-def _stream_timing(ro: RunOptions, count: int | None, duration_given: bool, level: str) -> RunOptions:
+def _stream_timing(ro: RunOptions, count: int | None, level: str) -> RunOptions:
     """The run options of a stream of ``count`` token sets (``None``: one set): the presentation
     period (:data:`ctmhsa.sims.options.DEFAULT_PRESENTATION` when not given) and ``duration =
-    count * presentation``."""
+    count * presentation`` (what applies to which kind of run was checked before:
+    :func:`ctmhsa.sims.options.check_applies`)."""
     if count is None:
-        if ro.presentation is not None:
-            raise ValueError("presentation: a presentation period needs a stream of token sets, X of shape "
-                             "(T, n, de); X has one set (n, de)")
         return ro
-    if duration_given:
-        raise ValueError("duration: a stream lasts T x presentation; give presentation= (s per token set) "
-                         "instead of duration")
     period = DEFAULT_PRESENTATION if ro.presentation is None else ro.presentation
     dt = DEFAULT_DT[level] if ro.dt is None else ro.dt
     if period < 4 * dt * (1 - 1e-9):
@@ -322,11 +317,15 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
         messages give the estimates) — before any Brian2 object exists.
     """
     t_start = time.perf_counter()
-    co, ro = split_options(circuit_options, run_options, **options)
     stream = np.ndim(X) == 3
+    # every option applies to this kind of run or is refused (a stream's duration is T x presentation,
+    # it has no checkpoints: options.APPLIES), those inside the option objects too
+    check_applies("stream" if stream else "set",
+                  given_options(circuit_options, run_options, **options, Y=Y, WS=WS, perturbations=perturbations))
+    co, ro = split_options(circuit_options, run_options, **options)
     a = check_inputs(X, WQ, WK, WV, WO, Y=Y, WS=WS, causal=co.causal, normalize=co.normalize, phi=co.phi,
                      stream=stream)
-    ro = _stream_timing(ro, a["X"].shape[0] if stream else None, "duration" in options, co.neuron)
+    ro = _stream_timing(ro, a["X"].shape[0] if stream else None, co.neuron)
     ro = ro.resolved(co.neuron)
     check_run(co, ro)
     runner_for(ro).check(co, ro)

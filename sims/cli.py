@@ -13,22 +13,26 @@ import functools
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
+import zipfile
 from importlib import import_module, metadata
 
 import numpy as np
 
+from ctmhsa.mapping.operating import CircuitRangeError
 from ctmhsa.mapping.weights import LAYOUTS
 from ctmhsa.neurons.models import FIRING
 
 from .benchmarks import BENCHMARKS, benchmark, run_benchmark
-from .config import (DEFAULTS, SIZE_KEYS, default_config_path, make_inputs, output_dir, read_config, resolve_config,
-                     sizes_from_files, sizes_of)
+from .config import (DEFAULTS, SIZE_KEYS, default_config_path, make_inputs, output_dir, read_arrays, read_config,
+                     resolve_config, sizes_from_files, sizes_of)
 from .config import options as config_options
 from .figure_data import make_data
 from .io import check_output, dumps_json, estimate_result_bytes, write_result
-from .options import CODEGEN, check_record_spikes
+from .options import CODEGEN, DEFAULT_PRESENTATION, RunOptions, check_applies, check_record_spikes
 from .progress import set_quiet
 from .result import STAGE_LABELS
 from .simulate import simulate_mhsa
@@ -119,7 +123,7 @@ def _run_config(args) -> dict:
         circuit["dale"] = True
     if args.firing is not None:
         circuit["firing"] = args.firing
-    for key in ("duration", "seed", "codegen", "device", "checkpoints", "threads"):
+    for key in ("duration", "seed", "codegen", "device", "checkpoints", "threads", "presentation"):
         if getattr(args, key) is not None:
             run[key] = getattr(args, key)
     if args.checkpoints is None and run.get("checkpoints") and (args.duration is not None or args.neuron):
@@ -162,10 +166,15 @@ def _model_inputs(args, model):
     """Tokens for ``run --model``: ``--tokens FILE.npz`` (its ``X``: (n, de) or a stream (T, n, de); raw
     inputs (n, p) where the model has an embedding) or random ones of the model's shape."""
     if args.tokens:
-        with np.load(args.tokens) as f:
-            if "X" not in f:
-                raise ValueError(f"--tokens: {args.tokens} has no array X (keys: {sorted(f.files)})")
-            return np.asarray(f["X"], float)
+        X = read_arrays(args.tokens, "--tokens", ("X", "Y"))
+        if "Y" in X:
+            raise ValueError(f"--tokens: {args.tokens!r} holds Y (cross-attention tokens); a transformer model is "
+                             "self-attention and reads X only")
+        X = X["X"]
+        if args.n is not None and X.ndim >= 2 and args.n != X.shape[-2]:
+            raise ValueError(f"--n: {args.n} disagrees with --tokens, whose X {X.shape} has n = {X.shape[-2]}; "
+                             "leave --n out to take it from the file")
+        return X
     n = args.n or (model.embed_pos.shape[0] if model.embed_pos is not None else 8)
     if model.embed_pos is not None and n != model.embed_pos.shape[0]:
         raise ValueError(f"--n: the model's positional embedding has {model.embed_pos.shape[0]} tokens, got {n}")
@@ -173,27 +182,80 @@ def _model_inputs(args, model):
     return np.random.default_rng(0 if args.seed is None else args.seed).standard_normal((n, width))
 
 
+def _load_model(name):
+    """:func:`ctmhsa.load_model` with its errors as a ``ValueError`` naming ``--model`` (a missing or
+    unreadable file is the user's input, not a fault of the disk)."""
+    from ctmhsa.mapping.model import load_model
+
+    try:
+        return load_model(name)
+    except (ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        msg = str(exc)
+        msg = msg[len("model: "):] if msg.startswith("model: ") else f"{name!r}: {msg}"
+        raise ValueError(f"--model: {msg}") from None
+
+
+_MODEL_FLAGS = dict(device="--device", threads="--threads", checkpoints="--checkpoints", weights="--weights",
+                    layer="--layer", heads="--heads", n_heads="--n-heads", layout="--layout",
+                    record_spikes="--record-spikes", presentation="--presentation", duration="--duration",
+                    seed="--seed", codegen="--codegen", neuron="--neuron", dale="--dale", firing="--firing",
+                    P="--P")
+"""Option name -> flag, for the messages of ``run --model`` and ``digits``."""
+
+
+def _flagged(exc: Exception, flags: dict) -> Exception:
+    """``exc`` with the option its message starts with (``"presentation: ..."``) named by its flag."""
+    name, sep, rest = str(exc).partition(": ")
+    return type(exc)(f"{flags[name]}: {rest}") if sep and name in flags else exc
+
+
+def _check_model_flags(args, model, stream: bool) -> None:
+    """Refuse every flag of ``run`` that does not apply to a model (:func:`ctmhsa.sims.options.check_applies`;
+    ``duration`` as a stream's where the tokens are one), and those the model file decides."""
+    if args.config is not None:
+        raise ValueError(f"config: {args.config!r}: a configuration file describes one attention pathway; --model "
+                         "runs the model file (give the run's options as flags)")
+    for key in ("H", "dk", "dv", "de"):
+        if getattr(args, key) is not None:
+            raise ValueError(f"--{key}: the model file decides its sizes (H={model.H}, dk={model.dk}, dv={model.dv}, "
+                             f"de={model.de}); leave --{key} out")
+    rs = None if args.record_spikes is None else (args.record_spikes or True)
+    given = dict(device=args.device, threads=args.threads, checkpoints=args.checkpoints, weights=args.weights,
+                 layer=args.layer, heads=args.heads, n_heads=args.n_heads, layout=args.layout, record_spikes=rs,
+                 presentation=args.presentation, duration=args.duration)
+    check_applies("model", given, _MODEL_FLAGS)
+    if stream:   # a model shown a stream of sets runs for T x presentation
+        check_applies("stream", dict(duration=args.duration), _MODEL_FLAGS)
+
+
 def _cmd_run_model(args) -> int:
     """``ctmhsa run --model FILE``: a transformer model's circuit (:func:`ctmhsa.sims.model.simulate_model`)."""
-    from ctmhsa.mapping.model import load_model
     from .model import simulate_model
 
-    model = load_model(args.model)
+    model = _load_model(args.model)
     X = _model_inputs(args, model)
+    _check_model_flags(args, model, np.ndim(X) == 3)
     out = check_output(args.out or os.path.join("results", f"model-{model.name or 'model'}"), 0, what="--out")
+    args._out = out
     opts = {k: v for k, v in dict(duration=args.duration, seed=args.seed, codegen=args.codegen,
                                   presentation=args.presentation).items() if v is not None}
     if args.dale:
         opts["dale"] = True
     if args.firing is not None:
         opts["firing"] = args.firing
+    if args.record_spikes is not None and not args.no_record_spikes:
+        opts["record_spikes"] = args.record_spikes or True    # no names: every population
     neuron = args.neuron or "escape"
     if not args.quiet:
         print(f"ctmhsa run --model {args.model}: {model!r}")
         print(f"  tokens {X.shape}; {neuron} level")
     t0 = time.perf_counter()
-    res = simulate_model(model, X, neuron=neuron, report=None if args.quiet else "progress", **opts)
+    try:
+        res = simulate_model(model, X, neuron=neuron, report=None if args.quiet else "progress", **opts)
+    except (ValueError, TypeError) as exc:
+        raise _flagged(exc, _MODEL_FLAGS) from None
     path = res.save(out)
+    args._out = None    # written
     if not args.quiet:
         t = res.timings
         print(f"  {res.counts['total']:,} neurons; build {t['build']:.1f} s, compile {t['compile']:.1f} s, "
@@ -210,29 +272,49 @@ def _cmd_run_model(args) -> int:
     return 0
 
 
+def _check_digits_model(model, patches: tuple, classes: int) -> None:
+    """The digits task streams each 8x8 image as ``patches`` = (tokens, pixels per token) and reads
+    ``classes`` classes: a ``ValueError`` naming ``--model`` for a model that takes other inputs."""
+    n, p = patches
+    takes = model.embed_W.shape[1] if model.embed_W is not None else model.de
+    positions = model.embed_pos.shape[0] if model.embed_pos is not None else None
+    reads = 0 if model.readout_W is None else int(model.readout_W.shape[0])
+    if takes != p or positions not in (None, n) or reads != classes:
+        has = (f"{'embedding inputs p' if model.embed_W is not None else 'de'} = {takes}"
+               + (f", {positions} token positions" if positions is not None else "")
+               + (f", {reads} classes" if reads else ", no read-out"))
+        raise ValueError(f"--model: {model.source or model.name!r} does not take the digits: the task shows each 8x8 "
+                         f"image as {n} tokens of {p} pixels (2x2 patches) and reads {classes} classes (readout.W "
+                         f"({classes}, de)); the model has {has}")
+
+
 def _cmd_digits(args) -> int:
     """``ctmhsa digits``: the shipped vision transformer reads the held-out digits, one image per
     presentation, through one built circuit; a results directory with the figure."""
-    from ctmhsa.mapping.model import load_model
     from ctmhsa.sims.benchmarks.digits import EXAMPLES, classification_row
     from .classify import classify
     from .digits import calibration_set, classify_options, test_set
     from .io import atomic_write_json, results_directory
 
-    model = load_model(args.model)
+    model = _load_model(args.model)
     images, labels = test_set()
+    _check_digits_model(model, images.shape[1:], int(labels.max()) + 1)
     cal = calibration_set() if args.model == "digits" else None
     count = len(labels) if args.images is None else args.images
     if not 1 <= count <= len(labels):
         raise ValueError(f"--images: expected 1..{len(labels)}, got {count}")
     out = check_output(args.out, 0, what="--out")
+    args._out = out
     opts = {k: v for k, v in dict(seed=args.seed, P=args.P, codegen=args.codegen).items() if v is not None}
     if not args.quiet:
         print(f"ctmhsa digits: {model!r}\n  {count} test images, {args.neuron} level, {args.presentation:g} s each")
     record = ("classes",) if args.neuron != "rate" else False
-    c = classify(model, images[:count], labels[:count], neuron=args.neuron, presentation=args.presentation,
-                 report=None if args.quiet else "progress", record_spikes=record, calibration=cal,
-                 **classify_options(args.neuron, args.presentation, args.firing), **opts)
+    try:
+        c = classify(model, images[:count], labels[:count], neuron=args.neuron, presentation=args.presentation,
+                     report=None if args.quiet else "progress", record_spikes=record, calibration=cal,
+                     **classify_options(args.neuron, args.presentation, args.firing), **opts)
+    except (ValueError, TypeError) as exc:
+        raise _flagged(exc, _MODEL_FLAGS) from None
     doc = dict(benchmark="digits", quick=False, model=model.name, source=model.source, images=count,
                presentations=[args.presentation], seed=args.seed, P=args.P, rows=[classification_row(c, EXAMPLES, images)],
                float_accuracy=c.float_accuracy, labels=c.labels.tolist(),
@@ -247,6 +329,7 @@ def _cmd_digits(args) -> int:
             from ctmhsa.figures.digits import draw   # matplotlib: only when drawing
 
             draw(os.path.join(tmp, "classification.json"), os.path.join(tmp, "digits.png"))
+    args._out = None    # written
     if not args.quiet:
         print(f"  accuracy {c.accuracy:.4f} (float model {c.float_accuracy:.4f}), agreement {c.agreement:.4f}; "
               f"{c.neurons:,} neurons, {c.wall_per_input:.2f} s per image")
@@ -292,7 +375,10 @@ def _cmd_run(args) -> int:
     cfg = _run_config(args)
     co, ro = config_options(cfg)    # validated before anything is built
     p = cfg["problem"]
-    inputs = make_inputs(p, base_dir=cfg["_base"])    # sizes checked against the table
+    inputs = make_inputs(p, base_dir=cfg["_base"],    # sizes checked against the table
+                         names={"inputs": "--tokens"} if args.tokens is not None else None)
+    stream = np.ndim(inputs["X"]) == 3
+    ro = _check_run_kind(args, cfg, ro, stream)
     p.update(sizes_of(inputs))
     p["cross"] = inputs["Y"] is not None
     _check_size_flags(cfg["_size_flags"], p)
@@ -301,14 +387,17 @@ def _cmd_run(args) -> int:
                         name="--record-spikes" if args.record_spikes is not None else "run.record_spikes")
     out, setting = _out(args, cfg, cfg["_base"])
     rr = ro.resolved(co.neuron)
-    out = check_output(out, estimate_result_bytes(circ, co.neuron, rr.duration, rr.warmup, ro.record_spikes,
+    window = len(inputs["X"]) * (ro.presentation or DEFAULT_PRESENTATION) if stream else rr.duration
+    out = check_output(out, estimate_result_bytes(circ, co.neuron, window, rr.warmup, ro.record_spikes,
                                                   summary=not args.no_summary), what=setting)
-    cfg["output"]["dir"] = out
+    cfg["output"]["dir"] = args._out = out
     if not quiet:
         print(f"ctmhsa run: {cfg['_source']}")
         src = p["weights"] or ("random weights" if p["inputs"] == "random" else p["inputs"])
+        timing = (f"{len(inputs['X'])} token sets, {ro.presentation or DEFAULT_PRESENTATION:g} s each" if stream
+                  else f"window {ro.duration:g} s")
         print(f"  n={p['n']} m={p['m']} H={p['H']} dk={p['dk']} dv={p['dv']} de={p['de']} ({src}); "
-              f"{co.neuron} level, phi={co.phi}, window {ro.duration:g} s, seed {ro.seed}, codegen {ro.codegen}")
+              f"{co.neuron} level, phi={co.phi}, {timing}, seed {ro.seed}, codegen {ro.codegen}")
     t0 = time.perf_counter()
     res = simulate_mhsa(inputs["X"], inputs["WQ"], inputs["WK"], inputs["WV"], inputs["WO"], Y=inputs["Y"],
                         circuit_options=co, run_options=ro.replace(report=None if quiet else "progress"))
@@ -325,6 +414,7 @@ def _cmd_run(args) -> int:
     if not quiet:
         print("  writing results" + ("" if args.no_summary else " and summary.png") + " ...", flush=True)
     path = write_result(res, out, config=resolved, extra=summary)
+    args._out = None    # written
     if not quiet:
         t = res.timings
         sim = res.counts.get("simulated_synapses")
@@ -345,6 +435,32 @@ def _cmd_run(args) -> int:
         files = sorted(f for f in os.listdir(path) if not f.startswith("."))
         print(f"results in {path}: {', '.join(files)}")
     return 0
+
+
+_KIND_OPTIONS = ("duration", "checkpoints", "device", "threads", "presentation")
+"""Options of ``[run]`` that apply to one token set or to a stream only (:data:`ctmhsa.sims.options.APPLIES`)."""
+
+
+def _check_run_kind(args, cfg: dict, ro, stream: bool):
+    """Refuse the options that do not apply to this run's kind (one token set, or a stream of sets
+    ``(T, n, de)``), named by their flag or ``run.<key>``; return the run options of the kind.
+
+    A stream from ``--tokens`` drops the configuration's ``duration`` and ``checkpoints`` (chosen
+    for its own window; a stream lasts T x presentation), as the command line's level drops its
+    spiking settings."""
+    given, names = {}, {}
+    for key in _KIND_OPTIONS:
+        value = cfg["run"][key]
+        if getattr(args, key) is not None:
+            given[key], names[key] = value, "--" + key
+        elif value is not None and value != DEFAULTS["run"][key]:
+            if stream and args.tokens is not None and key in ("duration", "checkpoints"):
+                log.info("run.%s = %s dropped for the stream of --tokens", key, value)
+                continue
+            given[key], names[key] = value, f"run.{key}"
+    check_applies("stream" if stream else "set", given, names)
+    # a stream's window is T x presentation; the file's (dropped) one must not read as given
+    return ro.replace(duration=RunOptions().duration, checkpoints=()) if stream else ro
 
 
 def _cmd_circuit(args) -> int:
@@ -538,14 +654,16 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--n-heads", dest="n_heads", type=int,
                    help="heads of the layer (default: config.json beside the weights)")
     w.add_argument("--layout", choices=("auto", *LAYOUTS), help="key layout of the weights file")
-    w.add_argument("--tokens", metavar="FILE.npz", help="token embeddings: an .npz with X (n, de) (and Y)")
+    w.add_argument("--tokens", metavar="FILE.npz",
+                   help="token embeddings: an .npz with X (n, de) (and Y), or a stream of sets X (T, n, de)")
     run.add_argument("--no-summary", action="store_true", help="do not draw summary.png")
     mg = run.add_argument_group("a transformer model (blocks, MLPs, read-out; ctmhsa.load_model)")
     mg.add_argument("--model", metavar="FILE",
                     help="run a model file (.npz/.safetensors in the blocks.{l}.attn/mlp layout) or a shipped "
                          "model's name instead of the configuration; tokens from --tokens or random (--n)")
     mg.add_argument("--presentation", type=_times, metavar="S",
-                    help="seconds per token set when --tokens holds a stream X (T, n, de)")
+                    help="seconds per token set when --tokens holds a stream X (T, n, de), with or without --model "
+                         "(default 0.2)")
     run.set_defaults(func=_cmd_run)
 
     dg = sub.add_parser("digits", parents=[common], help="the shipped vision transformer reads handwritten digits "
@@ -648,20 +766,60 @@ def _logging(verbose: int, quiet: bool) -> None:
             lg.propagate = False
 
 
+def _simulated_time(tb) -> float | None:
+    """The simulated time (s) of the Brian2 network whose ``run`` the traceback ``tb`` passes
+    through (``None``: none ran; the standalone device runs its own binary)."""
+    network = sys.modules.get("brian2.core.network")
+    t = None
+    while tb is not None and network is not None:
+        obj = tb.tb_frame.f_locals.get("self")
+        if isinstance(obj, network.Network) and tb.tb_frame.f_code.co_name == "run":
+            t = float(obj.t_)
+        tb = tb.tb_next
+    return t
+
+
+def _interrupted(args, exc: KeyboardInterrupt) -> int:
+    """Report a run stopped by Ctrl+C in one line; exit status 130 (128 + SIGINT), as a shell's."""
+    t = _simulated_time(exc.__traceback__)
+    when = f" after {t:g} s of simulated time" if t is not None else ""
+    out = getattr(args, "_out", None)   # set while a command's results are not yet written
+    print(f"ctmhsa: interrupted{when}" + (f"; nothing written to {out}" if out else ""), file=sys.stderr)
+    return 130
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     quiet = bool(getattr(args, "quiet", False))
     _logging(getattr(args, "verbose", 0), quiet)
     set_quiet(quiet)
+    # Ctrl+C stops the command: Brian2's own handler only ends the running Network.run early, and
+    # the window cut short would then be misread as a fault (or, between two runs, lost)
+    # (not where SIGINT is ignored, as by nohup: Brian2's handler keeps the one it replaced)
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread:
+        handler = signal.getsignal(signal.SIGINT)
+        main_thread = getattr(handler, "previous_handler", handler) is not signal.SIG_IGN
+    if main_thread:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return args.func(args)
+    except KeyboardInterrupt as exc:
+        if main_thread:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)    # a second Ctrl+C does not cut the message
+        return _interrupted(args, exc)
     except (ValueError, TypeError, NotImplementedError, ImportError) as exc:
         print(f"ctmhsa: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:     # a disk that fills or a location that goes away while writing
         print(f"ctmhsa: error: {exc}", file=sys.stderr)
         return 1
+    except CircuitRangeError as exc:   # a run that left its working range: said in full, nothing written
+        print(f"ctmhsa: error: {exc}", file=sys.stderr)
+        return 1
     finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, handler)
         set_quiet(False)
 
 

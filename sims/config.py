@@ -75,7 +75,7 @@ from importlib import resources
 
 import numpy as np
 
-from ctmhsa.mapping.weights import load_attention, read_npz, read_tokens
+from ctmhsa.mapping.weights import load_attention, read_npz, real_array
 
 from .options import CircuitOptions, RunOptions
 
@@ -85,7 +85,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = ["DEFAULTS", "SIZE_KEYS", "options", "load_config", "read_config", "resolve_config", "sizes_from_files", "make_inputs",
-           "sizes_of", "problem_inputs", "tables_of", "dumps_toml", "default_config_path", "output_dir",
+           "read_arrays", "sizes_of", "problem_inputs", "tables_of", "dumps_toml", "default_config_path", "output_dir",
            "check_output_dir"]
 
 SIZE_KEYS = ("n", "m", "H", "dk", "dv", "de")
@@ -258,15 +258,47 @@ def _path(src: str, base_dir: str | None) -> str:
     return src if os.path.isabs(src) or base_dir is None else os.path.join(base_dir, src)
 
 
-def make_inputs(problem: dict, base_dir: str | None = None) -> dict:
+def read_arrays(path, what: str, keys, required=("X",)) -> dict:
+    """The arrays ``keys`` of the ``.npz`` at ``path`` that it holds (at least ``required``), as
+    float arrays; everything else in the file is left unread.
+
+    Parameters
+    ----------
+    path : str or path-like
+        An ``.npz`` archive (``np.savez``).
+    what : str
+        The flag or setting the path came from (``"--tokens"``, ``"config: problem.inputs"``),
+        named by every message.
+    keys, required : sequence of str
+        The arrays to read, and those that must be there.
+
+    Raises
+    ------
+    ValueError
+        Naming ``what`` and the file: missing, a directory, not a readable ``.npz`` (truncated,
+        a single ``.npy`` array), a required array absent, or an array that is not real numbers
+        (complex, or objects: never unpickled).
+    """
+    arrays = read_npz(path, what)    # allow_pickle=False: an object array is refused, never unpickled
+    where = f"{what}: {os.fspath(path)!r}"
+    missing = sorted(set(required) - set(arrays))
+    if missing:
+        raise ValueError(f"{where} lacks arrays {missing} (it has {sorted(arrays)})")
+    return {k: real_array(arrays[k], f"{where}: array {k}") for k in keys if k in arrays}
+
+
+def make_inputs(problem: dict, base_dir: str | None = None, names: dict | None = None) -> dict:
     """Tokens and weights described by a ``[problem]`` table, checked against its sizes.
 
     ``inputs = "random"`` draws ``X ~ N(0, 1)``, ``WQ, WK, WV ~ N(0, weight_scale²/de)``,
     ``WO ~ N(0, 1/dv)`` (and ``Y`` for cross-attention) from ``input_seed``; a path loads an
-    ``.npz`` with those arrays (relative paths are resolved against ``base_dir``). With
+    ``.npz`` with those arrays (relative paths are resolved against ``base_dir``;
+    :func:`read_arrays`). With
     ``weights``, the projections of one layer of a trained model are read
     (:func:`ctmhsa.mapping.weights.load_attention`; biases folded in with ``fold_bias``) and ``inputs``
-    gives the tokens only (random tokens of the model's width when ``"random"``).
+    gives the tokens only (random tokens of the model's width when ``"random"``). ``names``
+    maps ``"inputs"`` to the flag that set it for the messages (e.g. ``{"inputs": "--tokens"}``;
+    default ``config: problem.inputs``).
 
     Raises
     ------
@@ -275,6 +307,7 @@ def make_inputs(problem: dict, base_dir: str | None = None) -> dict:
         states (the message names the key, e.g. ``problem.de``).
     """
     rng = np.random.default_rng(problem["input_seed"])
+    what = (names or {}).get("inputs", "config: problem.inputs")
     weights = problem.get("weights")
     src = problem["inputs"]
     if weights is not None:
@@ -285,16 +318,23 @@ def make_inputs(problem: dict, base_dir: str | None = None) -> dict:
             X = rng.normal(size=(n, w.de))
             Y = rng.normal(size=(problem["m"], w.de)) if problem["cross"] and problem["m"] else None
         else:
-            tok = read_tokens(_path(src, base_dir))
-            X, Y = tok["X"], tok["Y"]
-            if X.shape[1] != w.de:
-                raise ValueError(f"config: problem.inputs {src!r} has tokens of width {X.shape[1]} but the "
+            path = _path(src, base_dir)
+            tok = read_arrays(path, what, ("X", "Y"))
+            for k, a in tok.items():
+                if a.ndim not in (2, 3) or not np.all(np.isfinite(a)):
+                    raise ValueError(f"{what}: {path!r}: {k} must hold finite tokens (tokens, de) or a stream of "
+                                     f"token sets (T, tokens, de), got shape {a.shape}")
+            X, Y = tok["X"], tok.get("Y")
+            if X.shape[-1] != w.de:
+                raise ValueError(f"{what}: {src!r} has tokens of width {X.shape[-1]} but the "
                                  f"weights' embedding has de = {w.de}")
         arrays = dict(X=X, Y=Y, **w.arrays())
         if problem.get("fold_bias", True) and w.has_bias:
-            arrays.update(w.fold_biases(X))
+            # one constant coordinate per token, of every set of a stream too
+            folded = w.fold_biases(X.reshape(-1, X.shape[-1]))
+            arrays.update(folded, X=folded["X"].reshape(X.shape[:-1] + (X.shape[-1] + 1,)))
             if Y is not None:
-                arrays["Y"] = np.concatenate([Y, np.ones((Y.shape[0], 1))], 1)
+                arrays["Y"] = np.concatenate([Y, np.ones(Y.shape[:-1] + (1,))], -1)
     elif src == "random":
         n, m, H, dk, dv, de = (problem[k] for k in SIZE_KEYS)
         s = problem["weight_scale"] / np.sqrt(de)
@@ -307,16 +347,13 @@ def make_inputs(problem: dict, base_dir: str | None = None) -> dict:
         return dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, Y=Y)
     else:
         path = _path(src, base_dir)
-        arrays = read_npz(path, "config: problem.inputs")
-        missing = {"X", "WQ", "WK", "WV", "WO"} - set(arrays)
-        if missing:
-            raise ValueError(f"config: problem.inputs {path!r} lacks arrays {sorted(missing)}")
+        arrays = read_arrays(path, what, ("X", "WQ", "WK", "WV", "WO", "Y"), required=("X", "WQ", "WK", "WV", "WO"))
         arrays.setdefault("Y", None)
     arrays = {k: arrays[k] for k in ("X", "WQ", "WK", "WV", "WO", "Y")}
     try:
         got = sizes_of(arrays)
     except (ValueError, IndexError, TypeError) as exc:
-        raise ValueError(f"config: problem.inputs: the arrays do not have the shapes of attention inputs "
+        raise ValueError(f"{what}: the arrays do not have the shapes of attention inputs "
                          f"({exc})") from None
     where = {"n": "X", "m": "Y" if arrays["Y"] is not None else "X", "H": "WQ", "dk": "WQ", "dv": "WV", "de": "X"}
     for key in SIZE_KEYS:
@@ -329,13 +366,14 @@ def make_inputs(problem: dict, base_dir: str | None = None) -> dict:
 
 
 def sizes_of(inputs: dict) -> dict:
-    """The sizes ``n, m, H, dk, dv, de`` of tokens and weights (``m = n`` without ``Y``)."""
+    """The sizes ``n, m, H, dk, dv, de`` of tokens and weights (``m = n`` without ``Y``); the
+    tokens may be a stream of sets ``(T, n, de)``."""
     X, Y, WQ, WV = (np.asarray(inputs[k]) if inputs[k] is not None else None for k in ("X", "Y", "WQ", "WV"))
-    if X.ndim != 2 or WQ.ndim != 3 or WV.ndim != 3:
-        raise ValueError(f"X (n, de), WQ (H, dk, de), WV (H, dv, de) expected; got X {X.shape}, "
+    if X.ndim not in (2, 3) or WQ.ndim != 3 or WV.ndim != 3:
+        raise ValueError(f"X (n, de) or (T, n, de), WQ (H, dk, de), WV (H, dv, de) expected; got X {X.shape}, "
                          f"WQ {WQ.shape}, WV {WV.shape}")
-    return dict(n=int(X.shape[0]), m=int((X if Y is None else Y).shape[0]), H=int(WQ.shape[0]),
-                dk=int(WQ.shape[1]), dv=int(WV.shape[1]), de=int(X.shape[1]))
+    return dict(n=int(X.shape[-2]), m=int((X if Y is None else Y).shape[-2]), H=int(WQ.shape[0]),
+                dk=int(WQ.shape[1]), dv=int(WV.shape[1]), de=int(X.shape[-1]))
 
 
 def _toml_value(v) -> str:

@@ -8,7 +8,6 @@ the cells and compared with :func:`ctmhsa.mapping.transformer.transformer_forwar
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import warnings
@@ -30,7 +29,8 @@ from .jsonfile import to_json
 from .physiology import RateTable, rate_table
 from ctmhsa.neurons.params import seconds
 
-from .options import AUTO_CYTHON_SYNAPSES, DEFAULT_WARMUP, split_options
+from .options import (AUTO_CYTHON_SYNAPSES, DEFAULT_WARMUP, CircuitOptions, RunOptions, check_applies, check_run,
+                      given_options, split_options)
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.circuits.memory import estimate_memory
 
@@ -61,8 +61,6 @@ MODEL_LAG_FRACTION = 0.5
 SETTLED = 1e-4
 """Largest relative change of the rate-level output over the last 10 % of a run before
 :func:`simulate_model` warns that it has not settled."""
-
-_REFUSED = {"causal": False, "circuit": "quadratic", "signed": "onoff", "law": "product", "normalize": True, "device": "runtime", "scheduler": None, "checkpoints": ()}
 
 
 @dataclass
@@ -165,14 +163,34 @@ class ModelResult:
     @classmethod
     def load(cls, path) -> "ModelResult":
         """Read a results directory written by :meth:`save` (stages, metrics and configuration;
-        rates and spikes are not stored there, see ``spikes.nwb``)."""
+        rates and spikes are not stored there, see ``spikes.nwb``).
+
+        Raises
+        ------
+        TypeError
+            ``path`` is not a path.
+        ValueError
+            ``path`` is not a directory, or one of its files is missing or damaged (the message
+            names the directory, the file and what is wrong: :func:`ctmhsa.sims.io.read_member`).
+        """
+        from .io import read_member
+
+        if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path: expected a results directory path (a string), got {path!r}")
         folder = os.fspath(path)
-        with np.load(os.path.join(folder, "stages.npz")) as f:
-            arrays = {k: f[k] for k in f.files}
-        metrics = json.load(open(os.path.join(folder, "metrics.json")))
-        config = json.load(open(os.path.join(folder, "config.json")))
+        if not os.path.isdir(folder):
+            raise ValueError(f"path: {folder!r} is not a results directory of a model (no such directory)")
+        arrays = read_member(folder, "stages.npz")
+        metrics = read_member(folder, "metrics.json", expect=dict)
+        config = read_member(folder, "config.json", expect=dict)
         rates = os.path.join(folder, "rates.json")
-        diagnostics = {"rates": json.load(open(rates))} if os.path.exists(rates) else {}
+        diagnostics = {"rates": read_member(folder, "rates.json", expect=list)} if os.path.lexists(rates) else {}
+        if not isinstance(config.get("blocks"), list):
+            raise ValueError(f"path: {folder!r}: config.json: expected 'blocks', a list of the blocks' sizes; "
+                             f"got {config.get('blocks')!r}")
+        missing = [k for k in ("output", "reference") if k not in arrays]
+        if missing:
+            raise ValueError(f"path: {folder!r}: stages.npz has no array {missing[0]!r} (holds {sorted(arrays)[:6]})")
         L = len(config["blocks"])
         blocks = [{k.split(".", 2)[2]: v for k, v in arrays.items() if k.startswith(f"blocks.{l}.")} for l in range(L)]
         refs = [{k.split(".", 3)[3]: v for k, v in arrays.items() if k.startswith(f"reference.blocks.{l}.")}
@@ -188,7 +206,9 @@ class ModelResult:
 
     def write_nwb(self, path) -> str:
         """Every cell's population, index axes, window rate and (where recorded) spike train in a
-        Neurodata Without Borders file (:func:`ctmhsa.sims.nwb.write_nwb`; spiking levels)."""
+        Neurodata Without Borders file (:func:`ctmhsa.sims.nwb.write_nwb`; spiking levels). An
+        existing ``path`` is replaced only when it is an NWB file written by ctmhsa (else
+        ``OutputError``)."""
         from types import SimpleNamespace
 
         from .nwb import write_nwb
@@ -225,7 +245,7 @@ def _compare(dec: dict, ref: dict) -> dict:
             and np.shape(dec[k]) == np.shape(ref[k])}
 
 
-def simulate_model(model, X, neuron: str = "escape", presentation: float | None = None, calibration=None,
+def simulate_model(model, X, neuron: str | None = None, presentation: float | None = None, calibration=None,
                    lag: float | None = None, **options) -> ModelResult:
     """Simulate ``model`` on tokens ``X`` with spiking (or rate) cells.
 
@@ -238,18 +258,21 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
         Tokens, or a stream of ``T`` token sets (raw inputs ``(n, p)`` where the model has an
         embedding; the embedding is applied before the input relays).
     neuron : {"rate", "escape"}
-        Fidelity level. ``"lif"`` is refused: its somata fire a baseline that the TRN pools
-        would divide with the signal (not calibrated for the normalising relays yet).
+        Fidelity level (default: ``circuit_options.neuron``, else ``"escape"``). ``"lif"`` is
+        refused: its somata fire a baseline that the TRN pools would divide with the signal (not
+        calibrated for the normalising relays yet).
     presentation : float, optional
-        Seconds per token set of a stream (default 0.2 s).
+        Seconds per token set of a stream (default 0.2 s), at least
+        :func:`ctmhsa.sims.options.min_presentation` for the model's depth (two settling time
+        constants per block: 80 ms per block with the default 40 ms relays).
     calibration : array, shape (S, n, de) or (S, n, p), optional
         Inputs the circuit is built for (e.g. a training set; raw inputs where the model has an
         embedding): every gain and operating point is fixed from them
         (:func:`ctmhsa.mapping.blocks.calibrate`), and without ``input_range`` they declare it.
         Default: Gaussian draws with the statistics of ``input_range`` (or of ``X``).
     lag : float, optional
-        A stream's decoding window is ``[lag, presentation)`` after each set's start (s);
-        default :data:`MODEL_LAG_FRACTION` of the presentation (a block is a chain of about
+        A stream's decoding window is ``[lag, presentation)`` after each set's start (s; streams
+        only); default :data:`MODEL_LAG_FRACTION` of the presentation (a block is a chain of about
         eight cell stages: its output follows a new set later than one pathway's, see
         docs/digits.md).
     **options
@@ -258,8 +281,12 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
         :data:`MODEL_WARMUP_PER_BLOCK` per block, at least the level's), ``P`` (cells per
         value, default :data:`MODEL_COPIES` at the spiking levels, 1 at the rate level),
         ``seed``, ``dt``, ``phi``, ``n_inh``, ``gains``, ``params``, ``input_range``,
-        ``record_spikes``, ``codegen``, ``report``, ``fold``, ``dale`` (Dale's law: feedforward inhibitory
-        followers carry every negative weight, :mod:`ctmhsa.circuits.dale`).
+        ``record_spikes`` (population names such as ``"b0_l23"``; a name without its block,
+        ``"l23"``, selects that population in every block), ``codegen``, ``report``, ``fold``,
+        ``firing``, ``max_memory``, ``max_runtime``, ``dale`` (Dale's law: feedforward inhibitory
+        followers carry every negative weight, :mod:`ctmhsa.circuits.dale`), and
+        ``circuit_options``/``run_options`` (:mod:`ctmhsa.sims.options`; keywords override their
+        fields, fields left at their defaults take the model's defaults above).
 
     Returns
     -------
@@ -268,11 +295,12 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
     Raises
     ------
     ValueError, TypeError
-        A bad argument (naming it), an option that does not apply to models (``causal``,
-        ``circuit``, ``signed``, ``law``, ``P``, ``normalize``, a standalone device, a scheduler,
-        checkpoints), tokens outside the declared range, or a division of the circuit these
-        tokens need that it cannot exert (:class:`ctmhsa.mapping.operating.OperatingRangeError`)
-        — before any network is built.
+        A bad argument (naming it), an option that does not apply to models
+        (:data:`ctmhsa.sims.options.APPLIES`: ``causal``, ``circuit``, ``signed``, ``law``,
+        ``normalize``, a standalone device, threads, a scheduler, checkpoints; ``duration`` on a
+        stream, ``lag`` on one set), a presentation below the minimum, tokens outside the declared
+        range, or a division of the circuit these tokens need that it cannot exert
+        (:class:`ctmhsa.mapping.operating.OperatingRangeError`) — before any network is built.
     """
     t0 = time.perf_counter()
     if not isinstance(model, Model):
@@ -281,35 +309,66 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
         else:
             raise TypeError(f"model: expected a ctmhsa Model, a model file or a shipped model's name, "
                             f"got {type(model).__name__}")
+    co_in, ro_in = options.get("circuit_options"), options.get("run_options")
+    plain = {k: v for k, v in options.items() if k not in ("circuit_options", "run_options")}
+    if neuron is None:   # the level of circuit_options where given
+        neuron = co_in.neuron if co_in is not None and hasattr(co_in, "neuron") else "escape"
     if neuron not in ("rate", "escape"):
         raise ValueError(f"neuron: simulate_model runs the 'rate' and 'escape' levels, got {neuron!r} (the lif "
                          "somata's baseline would be divided with the signal by the TRN pools)")
-    for k, ok in _REFUSED.items():
-        if k in options and options[k] != ok:
-            raise ValueError(f"{k}: a transformer model's circuit is built with {k}={ok!r}; got {options[k]!r}")
-    if "P" not in options:
-        options["P"] = 1 if neuron == "rate" else MODEL_COPIES
-    co, ro = split_options(neuron=neuron, presentation=presentation, **options)
+    # every option applies to a model or is refused (options.APPLIES), those inside the option objects too
+    given = given_options(co_in if isinstance(co_in, CircuitOptions) else None,
+                          ro_in if isinstance(ro_in, RunOptions) else None,
+                          **plain, presentation=presentation, lag=lag, calibration=calibration)
+    check_applies("model", given)
     tokens = tokens_of(model, X)
     stream = tokens.ndim == 3
-    ro = _stream_timing(ro, tokens.shape[0] if stream else None, "duration" in options, co.neuron)
-    if "warmup" not in options and co.spiking:
+    if 0 in tokens.shape:
+        raise ValueError(f"X: an empty {'stream' if stream else 'token set'}: every axis must be non-empty; "
+                         f"got shape {np.shape(X)}")
+    if stream:   # a stream's timing: T x presentation, no duration
+        check_applies("stream", {k: v for k, v in given.items() if k.rsplit(".", 1)[-1] == "duration"})
+    elif lag is not None:
+        raise ValueError(f"lag: the decoding lag of a stream's presentations; X is one token set, shape "
+                         f"{np.shape(X)} (give a stream (T, n, de) or leave lag out)")
+    elif presentation is not None or given.get("run_options.presentation") is not None:
+        raise ValueError(f"presentation: a presentation period needs a stream of token sets, X of shape "
+                         f"(T, n, de); X is one token set, shape {np.shape(X)} (give duration= instead)")
+
+    def default(name):   # neither a keyword nor a field of the option objects sets it
+        return name not in plain and f"circuit_options.{name}" not in given and f"run_options.{name}" not in given
+
+    if default("P"):
+        options["P"] = 1 if neuron == "rate" else MODEL_COPIES
+    # presentation=None would replace run_options.presentation: pass it only where given
+    co, ro = split_options(neuron=neuron, **options, **({} if presentation is None else {"presentation": presentation}))
+    ro = _stream_timing(ro, tokens.shape[0] if stream else None, co.neuron)
+    if default("warmup") and co.spiking:
         ro = ro.replace(warmup=max(DEFAULT_WARMUP[co.neuron], MODEL_WARMUP_PER_BLOCK * model.n_blocks))
-    if co.neuron == "rate" and "duration" not in options and not stream:
+    if co.neuron == "rate" and default("duration") and not stream:
         ro = ro.replace(duration=RATE_TIME_PER_BLOCK * model.n_blocks)
     ro = ro.resolved(co.neuron)
+    check_run(co, ro, blocks=model.n_blocks)   # dt, the window, a presentation of the model's depth
+    if stream:   # the decoding window, before anything is built
+        lag = MODEL_LAG_FRACTION * ro.presentation if lag is None else seconds("lag", lag, allow_zero=True)
+        if not lag < ro.presentation:
+            raise ValueError(f"lag: the decoding window [lag, presentation) is empty (lag {lag:g} s, "
+                             f"presentation {ro.presentation:g} s)")
     n = tokens.shape[-2]
     if isinstance(co.P, dict):
         raise ValueError("P: a model's streams take one number of copies per value (an int), got a dict")
+    cal = None if calibration is None else tokens_of(model, calibration, "calibration")
+    if cal is not None and (cal.ndim != 3 or 0 in cal.shape):
+        raise ValueError(f"calibration: expected one or more sets of inputs (S, n, "
+                         f"{'p' if model.embed_W is not None else 'de'}), got shape {np.shape(calibration)}"
+                         f"{' (empty)' if cal.ndim == 3 else ''}")
     circuit = model_circuit(n, model.de, model_sizes(model), classes=0 if model.readout_W is None
                             else int(model.readout_W.shape[0]), n_inh=co.n_inh, P=int(co.P))
     built = co.as_built(circuit)   # Dale's followers are counted; the encoding is the plain circuit's
+    if not isinstance(ro.record_spikes, bool):
+        ro = ro.replace(record_spikes=_recorded_populations(ro.record_spikes, built.populations))
     _check_size(built, co, ro)
     ref = transformer_forward(tokens, plain_model(model), phi=co.phi, stages=True)
-    cal = None if calibration is None else tokens_of(model, calibration, "calibration")
-    if cal is not None and cal.ndim != 3:
-        raise ValueError(f"calibration: expected sets of inputs (S, n, {'p' if model.embed_W is not None else 'de'}), "
-                         f"got shape {np.shape(calibration)}")
     menc = encode_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
                         input_range=co.input_range, calibration=cal)
     if co.dale:   # the followers share the plain circuit's weights
@@ -322,10 +381,7 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
         ro = ro.replace(codegen="cython" if held >= AUTO_CYTHON_SYNAPSES else "numpy")
     runner = RuntimeRunner(circuit, menc, None, co, ro)
     if stream:
-        runner.lag = MODEL_LAG_FRACTION * ro.presentation if lag is None else seconds("lag", lag, allow_zero=True)
-        if not runner.lag < ro.presentation:
-            raise ValueError(f"lag: the decoding window [lag, presentation) is empty (lag {runner.lag:g} s, "
-                             f"presentation {ro.presentation:g} s)")
+        runner.lag = lag
     obs = runner.run(ro)
     snaps = [o for _, o in obs.snapshots] if obs.stream else [obs.final]
     decoded = [decode_model(circuit, menc, o) for o in snaps]
@@ -369,6 +425,31 @@ def simulate_model(model, X, neuron: str = "escape", presentation: float | None 
         rates=rates, spikes=obs.spikes,
         config=config, diagnostics=diag,
         timings=dict(build=obs.build, compile=obs.compile, run=obs.run, total=time.perf_counter() - t0))
+
+
+def _recorded_populations(names, populations) -> tuple:
+    """``record_spikes`` of a model as population names: a name of ``populations`` as it is, a
+    block's role without its block (``"l23"``) as that population of every block (``"b0_l23"``,
+    ``"b1_l23"``, ...); a ``ValueError`` naming ``record_spikes`` for a name that is neither."""
+    out, unknown = [], []
+    for name in names:
+        found = [name] if name in populations else [p for p in populations if _role(p) == name]
+        out.extend(p for p in found if p not in out)
+        if not found:
+            unknown.append(name)
+    if unknown:
+        roles = sorted({_role(p) for p in populations if _role(p) != p})
+        raise ValueError(f"record_spikes: {', '.join(map(repr, unknown))} "
+                         f"{'is not a population' if len(unknown) == 1 else 'are not populations'} of this model's "
+                         f"circuit; its populations are {list(populations)} (a block's population without its "
+                         f"block, one of {roles}, selects it in every block)")
+    return tuple(out)
+
+
+def _role(population: str) -> str:
+    """A block's population without its block prefix (``"b1_l23"`` -> ``"l23"``); others as they are."""
+    head, sep, rest = population.partition("_")
+    return rest if sep and head[:1] == "b" and head[1:].isdigit() else population
 
 
 def _check_size(circuit, co, ro) -> None:

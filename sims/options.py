@@ -8,6 +8,10 @@ Two objects, as NetPyNE separates ``netParams`` from ``simConfig``:
 - :class:`RunOptions` — *how it runs*: simulated time, step, warm-up, seed, code generation,
   device, threads, scheduler, recording. The same built circuit can run under different ones.
 
+Which option applies to which kind of run (one token set, a stream of sets, a transformer model)
+is one table, :data:`APPLIES`, enforced by :func:`check_applies`; the level's facts that bound a
+run (:func:`max_dt`, :func:`min_window`, :func:`min_presentation`) are here too.
+
 Every default is written here once (the TOML tables ``[circuit]`` and ``[run]`` of
 :mod:`ctmhsa.sims.config` are these fields). Every field is checked when the object is made, so a bad
 option raises a ``ValueError``/``TypeError`` naming it before anything is built. Times accept
@@ -29,13 +33,14 @@ from ctmhsa.circuits.dale import apply as dale_apply
 from ctmhsa.mapping.codes import CodeGains, default_gains
 from ctmhsa.mapping.inputs import as_input_range
 from ctmhsa.neurons.laws import check_law
-from ctmhsa.neurons.models import FIDELITY_LEVELS, FIRING, PHI_EXPRESSIONS
+from ctmhsa.neurons.models import FIDELITY_LEVELS, FIRING, PHI_EXPRESSIONS, TAU_LOOP_LAG
 from ctmhsa.neurons.params import DEFAULT_PARAMS, DEFAULT_SOMA, CellParams, seconds
 
 __all__ = ["CircuitOptions", "RunOptions", "split_options", "seconds", "DEFAULT_DT", "DEFAULT_WARMUP",
            "N_CHUNKS", "AUTO_CYTHON_SYNAPSES", "CODEGEN", "DEVICES", "SCHEDULERS", "STEPS_PER_TAU",
            "DEFAULT_MAX_RUNTIME", "SEED_LIMIT", "max_dt", "min_window", "check_run", "check_record_spikes",
-           "check_scheduler", "DEFAULT_PRESENTATION", "DECODE_LAG", "decode_lag", "stream_chunks"]
+           "check_scheduler", "DEFAULT_PRESENTATION", "DECODE_LAG", "decode_lag", "stream_chunks",
+           "RUN_KINDS", "APPLIES", "check_applies", "given_options", "settling_constant", "min_presentation"]
 
 DEFAULT_DT = {"rate": 1e-3, "escape": 1e-3, "lif": 5e-4}
 """Default integration step per level (s). The rate level's steady state does not depend on
@@ -526,14 +531,61 @@ def min_window(options: CircuitOptions, dt: float) -> tuple[float, str]:
                    f"at least the slowest cell time constant {name} = {taus[name]:g} s and one step")
 
 
-def check_run(options: CircuitOptions, run_options: RunOptions) -> None:
+def settling_constant(options: CircuitOptions, model: bool = False) -> tuple[float, str]:
+    """The time constant (s) in which one attention pathway of ``options`` (or one block of a
+    transformer model, ``model=True``) starts to follow a new token set, and its name.
+
+    The slowest dynamics a change must pass: the cells' ``tau_m``, ``tau_d``, the interneurons'
+    loop ``tau_int`` (at the lif level ``tau_int`` + 50 ms,
+    :data:`ctmhsa.neurons.models.TAU_LOOP_LIF`), the spiking levels' ``tau_syn``, and in a
+    model's blocks the normalising relays' ``tau_relay`` (their TRN loop). 10 ms with the
+    default cells (40 ms in a model's block: the relays), 60 ms at the lif level. The circuit
+    reaches 50 % of a change after about four of them (38 ms rate, 53 ms escape: docs/timescale.md).
+    """
+    p = options.params
+    taus = dict(tau_int=p.tau_int, tau_m=p.tau_m, tau_d=p.tau_d)   # a tie names the loop
+    if options.spiking:
+        taus["tau_syn"] = p.tau_syn
+    if options.neuron == "lif":
+        taus["the interneurons' loop tau_int + 50 ms"] = taus.pop("tau_int") + TAU_LOOP_LAG
+    if model:
+        taus["tau_relay"] = p.tau_relay
+    name = max(taus, key=taus.get)
+    return taus[name], name
+
+
+def min_presentation(options: CircuitOptions, blocks: int | None = None) -> tuple[float, str]:
+    """The shortest presentation (s) of a stream at the level of ``options``, and why.
+
+    A presentation is decoded from a window that opens at half the presentation at the latest
+    (:func:`decode_lag`; a model's default lag is half of it). Before it opens, the circuit must
+    have had one :func:`settling_constant` to follow the new set, or the window reads the
+    previous set (measured: 4 ms presentations at the escape level gave r = NaN and NRMSE 1.5; a
+    one-block model at 8 ms, 85-106 % output error). A model's ``blocks`` settle one after
+    another: one constant each. Hence ``2 * blocks * settling_constant`` (pathway: 20 ms at
+    the rate and escape levels with the default cells, 0.12 s at lif; a model's block: 80 ms
+    with the default 40 ms relays, 20 ms with the digits circuit's 5 ms cells and relays).
+    A lower bound, not a guarantee: presentations of 0.2 s or longer leave the transient a
+    small part of the window (docs/timescale.md, docs/digits.md).
+    """
+    depth = 1 if blocks is None else int(blocks)
+    tau, name = settling_constant(options, model=blocks is not None)
+    what = ("the pathway" if blocks is None else "the block" if depth == 1
+            else f"each of the {depth} blocks (one after another)")
+    return 2 * depth * tau, (f"the decoding window opens at half the presentation at the latest, and {what} "
+                             f"needs one settling time constant ({name} = {tau:g} s) to follow a new set first")
+
+
+def check_run(options: CircuitOptions, run_options: RunOptions, blocks: int | None = None) -> None:
     """Check resolved ``run_options`` against the cells of ``options``: ``dt`` at most
-    :func:`max_dt`, a spiking level's window at least :func:`min_window`.
+    :func:`max_dt`, a spiking level's window at least :func:`min_window`, a stream's
+    presentation at least :func:`min_presentation` (of a model of ``blocks`` blocks, or of one
+    pathway: ``None``).
 
     Raises
     ------
     ValueError
-        Naming ``dt`` or ``duration`` and the bound.
+        Naming ``dt``, ``duration`` or ``presentation`` and the bound.
     """
     ro, level = run_options, options.neuron
     if options.dale and ro.scheduler is not None:
@@ -551,11 +603,150 @@ def check_run(options: CircuitOptions, run_options: RunOptions) -> None:
         if window < 2 * ro.dt * (1 - 1e-9) or abs(ro.presentation / ro.dt - round(ro.presentation / ro.dt)) > 1e-6:
             raise ValueError(f"presentation: {ro.presentation:g} s must be a whole number of steps dt = {ro.dt:g} s "
                              f"whose decoding window (after {decode_lag(ro.presentation):g} s) holds two steps or more")
+        t_min, why = min_presentation(options, blocks)
+        if ro.presentation < t_min * (1 - 1e-9):
+            raise ValueError(f"presentation: {ro.presentation:g} s is shorter than the minimum presentation of "
+                             f"{t_min:g} s at the {level} level ({why}); use presentation >= {t_min:g} "
+                             "(0.2 s or longer to decode each set well: docs/timescale.md)")
     elif options.spiking:
         t_min, why = min_window(options, ro.dt)
         if ro.duration < t_min * (1 - 1e-9):
             raise ValueError(f"duration: {ro.duration:g} s is shorter than the minimum measurement window of "
                              f"{t_min:g} s at the {level} level ({why}); use duration >= {t_min:g}")
+
+
+RUN_KINDS = ("set", "stream", "model")
+"""The kinds of run: one token set through the attention pathway (``X`` of shape ``(n, de)``), a
+stream of sets shown one after another to one built pathway (``(T, n, de)``), and a transformer
+model (:func:`ctmhsa.sims.simulate_model`, on one set or a stream)."""
+
+_ALL = RUN_KINDS
+_PATHWAY = ("set", "stream")
+
+APPLIES = {
+    # option: (kinds it applies to, values that change nothing where it does not apply, why not)
+    # -- what is built (CircuitOptions)
+    "neuron": (_ALL, (), ""),
+    "phi": (_ALL, (), ""),
+    "causal": (_PATHWAY, (False,), "a transformer model's attention has no causal mask (transformer_forward "
+                                   "has none); simulate one attention layer with causal=True"),
+    "normalize": (_PATHWAY, (True,), "a transformer model's attention is always normalised (its TRN pools)"),
+    "circuit": (_PATHWAY, ("quadratic",), "a transformer model's blocks are built on the quadratic circuit"),
+    "law": (_PATHWAY, ("product",), "a transformer model's L5 IT somata multiply (law='product')"),
+    "signed": (_PATHWAY, ("onoff",), "a transformer model's signed streams use the on/off code"),
+    "P": (_ALL, (), ""),
+    "n_inh": (_ALL, (), ""),
+    "fold": (_ALL, (), ""),
+    "dale": (_ALL, (), ""),
+    "firing": (_ALL, (), ""),
+    "params": (_ALL, (), ""),
+    "gains": (_ALL, (), ""),
+    "input_range": (_ALL, (), ""),
+    # -- how it runs (RunOptions)
+    "duration": (("set", "model"), (), "a stream lasts T x presentation; give presentation (s per token set) "
+                                       "instead"),
+    "dt": (_ALL, (), ""),
+    "warmup": (_ALL, (), ""),
+    "seed": (_ALL, (), ""),
+    "checkpoints": (("set",), ((),), "a stream is decoded from each presentation's own window "
+                                     "(res.presentation_metrics()) and a model from one window; use presentation "
+                                     "windows for the error over time"),
+    "codegen": (_ALL, (), ""),
+    "device": (("set",), ("runtime",), "a stream and a model are read during the run: runtime device only"),
+    "threads": (("set",), (0, 1), "threads are the standalone device's; a stream and a model run on the "
+                                  "runtime device"),
+    "scheduler": (("set",), (), "a split run rebuilds every head on its own; streams and models run as one "
+                                "network"),
+    "record_spikes": (_ALL, (), ""),
+    "max_memory": (_ALL, (), ""),
+    "max_runtime": (_ALL, (), ""),
+    "report": (_ALL, (), ""),
+    "presentation": (("stream", "model"), (), "a presentation period needs a stream of token sets, X of shape "
+                                             "(T, n, de)"),
+    # -- a model's own (simulate_model)
+    "lag": (("model",), (), "the decoding lag of simulate_model's streams (a pathway's stream decodes after "
+                            "decode_lag(presentation))"),
+    "calibration": (("model",), (), "calibration sets are a transformer model's (simulate_model)"),
+    # -- the attention pathway's weights and inputs (ctmhsa run)
+    "weights": (_PATHWAY, (), "a model file carries its own weights (--model)"),
+    "layer": (_PATHWAY, (), "a model file carries its own weights (--model)"),
+    "heads": (_PATHWAY, (), "a model file carries its own weights (--model)"),
+    "n_heads": (_PATHWAY, (), "a model file carries its own weights (--model)"),
+    "layout": (_PATHWAY, (), "a model file carries its own weights (--model)"),
+    "WS": (_PATHWAY, (), "a transformer model's blocks have residual streams, not a skip input"),
+    "Y": (_PATHWAY, (), "a transformer model is self-attention; cross-attention is one pathway's"),
+    "perturbations": (_PATHWAY, (), "lesions and drive are placed in one attention pathway's circuit"),
+}
+"""Which option applies to which kind of run (:data:`RUN_KINDS`): option name -> ``(kinds,
+inert, reason)``. An option given outside its kinds is refused by :func:`check_applies` with
+``reason``, unless its value is one of ``inert`` (the value that kind always runs with, e.g.
+``causal=False`` on a model). A model shown a stream of sets is a ``"model"`` run whose timing
+is a stream's: ``presentation`` and ``lag`` apply, ``duration`` does not (checked as a
+``"stream"`` for ``duration``). Options not listed apply everywhere."""
+
+
+_KIND_NAMES = {"set": "one token set", "stream": "a stream of sets", "model": "a transformer model"}
+
+
+def check_applies(kind: str, given: dict, flags: dict | None = None) -> None:
+    """Refuse every option of ``given`` that does not apply to a run of ``kind`` (:data:`APPLIES`).
+
+    Parameters
+    ----------
+    kind : {"set", "stream", "model"}
+    given : dict
+        Option name -> the value the user gave (``None``: not given or the default). A name may be
+        qualified by the object that carries it (``"run_options.duration"``): the table is read by
+        its last part, the message names it whole.
+    flags : dict, optional
+        Option name -> the command-line flag that gave it (``"--record-spikes"``): the message
+        names the flag.
+
+    Raises
+    ------
+    ValueError
+        ``"<option or flag>: does not apply to <kind>, only to <kinds>: <reason>"``.
+    """
+    if kind not in RUN_KINDS:
+        raise ValueError(f"kind: expected one of {list(RUN_KINDS)}, got {kind!r}")
+    for name, value in given.items():
+        if value is None:
+            continue
+        kinds, inert, reason = APPLIES.get(name.rsplit(".", 1)[-1], (_ALL, (), ""))
+        if kind in kinds or _inert(value, inert):
+            continue
+        label = (flags or {}).get(name, name)
+        raise ValueError(f"{label}: does not apply to {_KIND_NAMES[kind]}, only to "
+                         f"{' and '.join(_KIND_NAMES[k] for k in kinds)}: {reason}")
+
+
+def _inert(value, inert) -> bool:
+    """``value`` is one of ``inert`` (a sequence compares as a tuple; a bool only with a bool)."""
+    value = tuple(value) if isinstance(value, list) else value
+    return any(isinstance(value, (bool, np.bool_)) == isinstance(v, bool) and _equal(value, v) for v in inert)
+
+
+def _equal(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:   # arrays, objects without a truth value
+        return False
+
+
+def given_options(circuit_options=None, run_options=None, **kwargs) -> dict:
+    """The options a call gave, as :func:`check_applies` reads them: every keyword not ``None``,
+    and every field of ``circuit_options``/``run_options`` that differs from its default, named
+    ``"circuit_options.<field>"``/``"run_options.<field>"``."""
+    given = {k: v for k, v in kwargs.items() if v is not None}
+    for prefix, obj, cls in (("circuit_options", circuit_options, CircuitOptions),
+                             ("run_options", run_options, RunOptions)):
+        if isinstance(obj, cls):
+            default = cls()
+            for f in fields(cls):
+                v = getattr(obj, f.name)
+                if f.name not in kwargs and v is not None and not _equal(v, getattr(default, f.name)):
+                    given[f"{prefix}.{f.name}"] = v
+    return given
 
 
 CIRCUIT_FIELDS = tuple(f.name for f in fields(CircuitOptions))

@@ -7,6 +7,7 @@ run on the runner the options name (:mod:`ctmhsa.sims.runners`) and read the res
 
 from __future__ import annotations
 
+
 from .build import build_mhsa
 from .options import CircuitOptions, RunOptions
 from .result import SimulationResult
@@ -39,9 +40,10 @@ def simulate_mhsa(
 
     Parameters
     ----------
-    X : array, shape (n, de)
-        Tokens (thalamic nucleus 1). Tokens and weights are plain numbers (a dimensionless Brian2
-        quantity is one; a quantity with a unit or a masked array with masked entries is refused).
+    X : array, shape (n, de) or (T, n, de)
+        Tokens (thalamic nucleus 1), or a stream of ``T`` token sets (see ``presentation``).
+        Tokens and weights are plain numbers (a dimensionless Brian2 quantity is one; a quantity
+        with a unit or a masked array with masked entries is refused).
     WQ, WK : array, shape (H, dk, de)
     WV : array, shape (H, dv, de)
     WO : array, shape (H, de, dv)
@@ -101,7 +103,7 @@ def simulate_mhsa(
         Spiking levels: window lengths (s, < ``duration``) at which every stage is also decoded
         from the window so far; ``res.checkpoints`` lists ``{"T", "metrics"}`` (error vs
         simulated time from one run). The final window is always the last entry. Runtime
-        device only.
+        device, one token set only (a stream is decoded per presentation).
     device : {"runtime", "cpp_standalone", "cuda_standalone"}
         Brian2 device. ``"runtime"`` runs in this process (Cython or numpy, see ``codegen``);
         ``"cpp_standalone"`` compiles the network shape once into a cached C++ project (see
@@ -150,6 +152,12 @@ def simulate_mhsa(
         arguments, each head reduced on its worker (observables, L5 PT spikes, the recorded
         spike trains) before it is gathered.
 
+    presentation : float or brian2 Quantity, optional
+        A stream (``X`` of shape ``(T, n, de)``): seconds per token set (default 0.2 s), at least
+        :func:`ctmhsa.sims.options.min_presentation` (20 ms with the default cells, 0.12 s at
+        the lif level), the time the circuit needs to start following a new set before its
+        decoding window opens. A stream lasts ``T * presentation``: ``duration`` and
+        ``checkpoints`` do not apply (:data:`ctmhsa.sims.options.APPLIES`).
     input_range : InputRange or float, optional
         The tokens the circuit is built for (:class:`ctmhsa.mapping.inputs.InputRange`; a number:
         the largest token norm). Every gain, offset and set point comes from the weights and this
@@ -182,9 +190,8 @@ def simulate_mhsa(
         longer than ``max_runtime`` (the message gives the estimate) — before any network is
         built.
     """
+    named = {k: v for k, v in dict(phi=phi, neuron=neuron, duration=duration, seed=seed).items() if v is not None}
     sim = build_mhsa(X, WQ, WK, WV, WO, Y=Y, WS=WS, circuit_options=circuit_options,
-                     run_options=run_options, perturbations=perturbations, **options,
-                     **{k: v for k, v in dict(phi=phi, neuron=neuron, duration=duration, seed=seed).items()
-                        if v is not None})
+                     run_options=run_options, perturbations=perturbations, **options, **named)
     return sim.run()
 

@@ -1,0 +1,233 @@
+"""Faults of the command line (issue 46): every flag of ``ctmhsa run`` applies to the kind of run
+(one token set, a stream of sets, a transformer model) or is refused naming it; bad model and
+token files, a model that cannot read the digits and a presentation too short to settle are one
+line each, before anything is built; Ctrl+C ends a run with one line and exit status 130."""
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import ctmhsa
+from ctmhsa.sims.cli import main
+
+
+class Simulated(Exception):
+    """Raised by the stand-ins of the simulation: the command got that far."""
+
+
+@pytest.fixture
+def no_build(monkeypatch):
+    """Any attempt to build a Brian2 network is a failure."""
+    def boom(*a, **k):
+        raise AssertionError("a network was built before validation failed")
+    monkeypatch.setattr("ctmhsa.sims.runners.instantiate", boom)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """The issue's small model ($P: one block, H = 1, dk = dv = 2, de = 3) and token files, good and bad."""
+    d = tmp_path_factory.mktemp("cli")
+    r = np.random.default_rng(0)
+    X = r.normal(size=(3, 3)) * .6
+    W = [r.normal(size=s) / 2 for s in [(1, 2, 3)] * 3 + [(1, 3, 2)]]
+    ctmhsa.Model.from_arrays(*W).save(d / "good.npz")
+    raw = (d / "good.npz").read_bytes()
+    (d / "trunc.npz").write_bytes(raw[:len(raw) // 2])
+    np.savez(d / "tok.npz", X=X)
+    np.savez(d / "tokc.npz", X=X + 1j)
+    np.savez(d / "tokobj.npz", X=np.array([X, "a"], dtype=object))
+    np.save(d / "tok.npy", X)
+    raw = (d / "tok.npz").read_bytes()
+    (d / "toktrunc.npz").write_bytes(raw[:len(raw) // 2])
+    np.savez(d / "toks.npz", X=np.stack([X, X[::-1]]))
+    # a full inputs file (tokens and weights) whose tokens are a stream of two sets
+    np.savez(d / "stream_inputs.npz", X=np.stack([X, X[::-1]]), WQ=W[0], WK=W[1], WV=W[2], WO=W[3])
+    # full inputs files with bad tokens
+    np.savez(d / "inc.npz", X=X + 1j, WQ=W[0], WK=W[1], WV=W[2], WO=W[3])
+    np.savez(d / "inobj.npz", X=np.array([X, "a"], dtype=object), WQ=W[0], WK=W[1], WV=W[2], WO=W[3])
+    return d
+
+
+def _refused(capsys, *words, code=2, rc=None):
+    """The error line of a refused command: one line, no traceback, naming ``words``."""
+    err = capsys.readouterr().err
+    assert rc == code, (rc, err)
+    assert "Traceback" not in err and err.startswith("ctmhsa: error: ") and err.count("\n") == 1, err
+    for w in words:
+        assert w in err, (w, err)
+    return err
+
+
+def _run_model(files, *flags):
+    return main(["run", "--model", str(files / "good.npz"), "--neuron", "rate", "--quiet", "--codegen", "numpy",
+                 "--out", str(files / "out"), *flags])
+
+
+# bad model files (C14, C29) ---------------------------------------------------------------------
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("model, words", [("trunc.npz", ["trunc.npz", "not a readable .npz"]),
+                                          ("missing.npz", ["missing.npz", "does not exist"]),
+                                          ("digits_test", ["digits_test", "not a model"])])
+def test_a_bad_model_is_one_line_naming_the_flag(files, capsys, no_build, model, words):
+    path = str(files / model) if model.endswith(".npz") else model
+    _refused(capsys, "--model: ", *words, rc=main(["run", "--model", path, "--neuron", "rate", "--quiet",
+                                                    "--out", str(files / "o")]))
+
+
+# every flag of `run --model`: applied or refused (C21-C24) ----------------------------------------
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("flags, words", [
+    (["--device", "cpp_standalone"], ["--device: ", "runtime device only"]),
+    (["--checkpoints", "0.1"], ["--checkpoints: "]),
+    (["--threads", "2"], ["--threads: "]),
+    (["--weights", "w.safetensors"], ["--weights: ", "model file carries its own weights"]),
+    (["--layer", "0"], ["--layer: "]),
+    (["--heads", "0"], ["--heads: "]),
+    (["--n-heads", "2"], ["--n-heads: "]),
+    (["--layout", "bert"], ["--layout: "]),
+    (["--de", "3"], ["--de: ", "model file decides"]),
+    (["--H", "1"], ["--H: "]),
+    (["--presentation", "0.2"], ["--presentation: ", "stream"]),      # one set of tokens
+    (["--tokens", "toks.npz", "--duration", "1"], ["--duration: ", "stream"]),
+    (["--tokens", "tok.npz", "--n", "4"], ["--n: 4 disagrees with --tokens"]),
+    (["--record-spikes", "l23"], ["--record-spikes: ", "rate level has no spikes"]),
+])
+def test_run_model_refuses_a_flag_that_does_not_apply(files, capsys, no_build, flags, words):
+    flags = [str(files / f) if f.endswith(".npz") else f for f in flags]
+    _refused(capsys, *words, rc=_run_model(files, *flags))
+
+
+@pytest.mark.codegen_independent
+def test_run_model_refuses_a_configuration_file(files, capsys, no_build, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[run]\nduration = 2.0\n")
+    rc = main(["run", str(cfg), "--model", str(files / "good.npz"), "--neuron", "rate", "--quiet"])
+    _refused(capsys, "config: ", "c.toml", "--model", rc=rc)
+
+
+@pytest.mark.codegen_independent
+def test_run_model_records_the_spikes_asked_for(files, monkeypatch):
+    """C21: ``--record-spikes l23`` reaches simulate_model (every block's L2/3) instead of vanishing."""
+    calls = []
+
+    def stand_in(model, X, **kw):
+        calls.append(kw)
+        raise Simulated
+    monkeypatch.setattr("ctmhsa.sims.model.simulate_model", stand_in)
+    for flags, want in [(["--record-spikes", "l23"], ["l23"]), (["--record-spikes"], True),
+                        (["--record-spikes", "l23", "--no-record-spikes"], None), ([], None)]:
+        with pytest.raises(Simulated):
+            main(["run", "--model", str(files / "good.npz"), "--neuron", "escape", "--quiet", "--duration", "0.2",
+                  "--out", str(files / "o"), *flags])
+        assert calls[-1].get("record_spikes") == want, flags
+
+
+# token files (C28, C49, C50, C52), for --tokens and for problem.inputs ----------------------------
+
+BAD_TOKENS = [("tokc.npz", "complex128"), ("toktrunc.npz", "not a readable .npz"), ("tok.npy", "single .npy array"),
+              ("tokobj.npz", "object (pickled) array"), ("missing.npz", "does not exist")]
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("name, what", BAD_TOKENS)
+def test_bad_tokens_are_one_line_naming_the_flag_and_file(files, capsys, no_build, name, what):
+    _refused(capsys, "--tokens: ", name, what, rc=_run_model(files, "--tokens", str(files / name)))
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("name, what", [("inc.npz", "complex128"), ("inobj.npz", "object (pickled) array")] + BAD_TOKENS[1:3]
+                         + BAD_TOKENS[4:])
+def test_bad_inputs_files_of_a_configuration_too(files, capsys, no_build, tmp_path, name, what):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f"[problem]\ninputs = '{files / name}'\n[circuit]\nneuron = 'rate'\n")
+    _refused(capsys, "problem.inputs", name, what, rc=main(["run", str(cfg), "--quiet", "--out", str(tmp_path / "o")]))
+
+
+@pytest.mark.codegen_independent
+def test_complex_tokens_never_lose_their_imaginary_part(tmp_path):
+    from ctmhsa.sims.config import read_arrays
+
+    np.savez(tmp_path / "tokc.npz", X=np.ones((2, 2)) * 1j)
+    with pytest.raises(ValueError, match=r"^where: .*tokc.npz'?: array X has dtype complex128.*imaginary"):
+        read_arrays(tmp_path / "tokc.npz", "where", ("X",))
+
+
+# streams of token sets through one attention pathway ------------------------------------------------
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("flags, words", [(["--presentation", "0.2"], ["--presentation: ", "one token set"])])
+def test_a_set_refuses_stream_flags(files, capsys, no_build, tmp_path, flags, words):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[problem]\nn = 3\nH = 1\ndk = 2\ndv = 2\nde = 3\n[circuit]\nneuron = 'rate'\n")
+    _refused(capsys, *words, rc=main(["run", str(cfg), "--quiet", "--out", str(tmp_path / "o"), *flags]))
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("flags, words", [(["--duration", "1"], ["--duration: ", "T x presentation"]),
+                                          (["--checkpoints", "0.1"], ["--checkpoints: "]),
+                                          (["--device", "cpp_standalone"], ["--device: "])])
+def test_a_stream_refuses_set_flags(files, capsys, no_build, tmp_path, flags, words):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f"[problem]\ninputs = '{files / 'stream_inputs.npz'}'\n[circuit]\nneuron = 'rate'\n")
+    _refused(capsys, *words, rc=main(["run", str(cfg), "--quiet", "--out", str(tmp_path / "o"), *flags]))
+
+
+@pytest.mark.brian2
+def test_a_stream_of_token_sets_runs_from_the_command_line(files, tmp_path):
+    """A stream X (T, n, de) was refused by `ctmhsa run` though simulate_mhsa runs it."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f"[problem]\ninputs = '{files / 'stream_inputs.npz'}'\n[circuit]\nneuron = 'rate'\n"
+                   "[run]\ncodegen = 'numpy'\n")
+    assert main(["run", str(cfg), "--quiet", "--no-summary", "--presentation", "0.2", "--out", str(tmp_path / "o")]) == 0
+    res = ctmhsa.load(str(tmp_path / "o"))
+    assert res.config["presentation"] == 0.2 and np.shape(res.stages["x_tilde"])[0] == 2
+
+
+# digits (C33, C55) ----------------------------------------------------------------------------------
+
+@pytest.mark.codegen_independent
+def test_digits_refuses_a_model_that_does_not_take_the_patches(files, capsys, no_build):
+    rc = main(["digits", "--model", str(files / "good.npz"), "--neuron", "rate", "--images", "1", "--quiet",
+               "--out", str(files / "d")])
+    _refused(capsys, "--model: ", "good.npz", "16 tokens of 4 pixels", "10 classes", "de = 3", "no read-out", rc=rc)
+
+
+@pytest.mark.codegen_independent
+def test_digits_refuses_a_presentation_too_short_to_settle(files, capsys, no_build):
+    rc = main(["digits", "--presentation", "0.005", "--neuron", "rate", "--images", "2", "--quiet", "--no-figure",
+               "--out", str(files / "d")])
+    _refused(capsys, "--presentation: ", "0.005", rc=rc)
+
+
+# Ctrl+C (F05) ----------------------------------------------------------------------------------------
+
+@pytest.mark.brian2
+def test_ctrl_c_ends_a_run_in_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """Brian2 turned Ctrl+C into an early end of Network.run, which ctmhsa then misread as a fault
+    (a RuntimeError with a traceback); now the command stops, says where, and exits 130."""
+    import brian2 as b2
+
+    def interrupted_run(*a, **k):   # a network that receives SIGINT at 5 ms of simulated time
+        g = b2.NeuronGroup(1, "dv/dt = -v / (10*ms) : 1", codeobj_class=b2.NumpyCodeObject)
+
+        @b2.network_operation(dt=1 * b2.ms)
+        def ctrl_c(t):
+            if t >= 5 * b2.ms:
+                os.kill(os.getpid(), signal.SIGINT)
+        b2.Network(g, ctrl_c).run(1 * b2.second)
+        raise AssertionError("the run went on after Ctrl+C")
+
+    monkeypatch.setattr("ctmhsa.sims.cli.simulate_mhsa", interrupted_run)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[problem]\nn = 3\nH = 1\ndk = 2\ndv = 2\nde = 3\n[circuit]\nneuron = 'rate'\n")
+    before = signal.getsignal(signal.SIGINT)
+    assert main(["run", str(cfg), "--quiet", "--out", str(tmp_path / "OUT")]) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("ctmhsa: interrupted after 0.00") and "s of simulated time; nothing written to" in err
+    assert "OUT" in err and err.count("\n") == 1 and "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == ["c.toml"]
+    assert signal.getsignal(signal.SIGINT) is before
