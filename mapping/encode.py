@@ -46,7 +46,7 @@ from .codes import DEFAULT_GAINS, AffineCode, CodeGains
 from .inputs import as_input_range
 from .model import Block
 from .operating import (check_division, copies, expected_drive, l23_cells, operating_point, pooled_drive,
-                        set_points)
+                        recentre, sampled_drive, set_points)
 
 __all__ = ["Encoding", "encode", "check_tokens", "relay_rates", "cell_weights", "value_offset", "output_offset", "copies",
            "SIGNS"]
@@ -234,6 +234,9 @@ def encode(
         op = operating_point(np.asarray(drive, float), gains)
     else:
         op = operating_point(expected_drive(circuit, weights, rng, phi) / R_set, gains)
+        # where the range's token sets lie far from its mean drive (heavy tails), a gain that
+        # divides more of them (sets drawn from the range's statistics, never these tokens)
+        op = recentre(op, sampled_drive(circuit, weights, rng, phi) / R_set, gains)
     check_tokens(circuit, rng, op, R_set, X, Y, weights, phi)
     rho_h = np.full(H, gains.rho_l23) if op is None else op.rho
     ctx = dict(u=u, xb=xb, v0=v0, onoff=onoff, weights=weights, rho_l23=rho_h, tau_syn=params.tau_syn,

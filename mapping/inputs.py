@@ -31,7 +31,7 @@ import numpy as np
 
 from .reference import FEATURE_MAPS
 
-__all__ = ["InputRange", "as_input_range", "expected_feature", "projection_moments"]
+__all__ = ["InputRange", "as_input_range", "expected_feature", "projection_moments", "sample_tokens"]
 
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(60)
 _WEIGHTS = _WEIGHTS / _WEIGHTS.sum()   # expectations over a standard normal variable
@@ -171,3 +171,19 @@ def expected_feature(phi: str, mean, std) -> np.ndarray:
     mean, std = np.asarray(mean, float), np.asarray(std, float)
     z = mean[..., None] + std[..., None] * _NODES
     return f(z) @ _WEIGHTS
+
+
+def sample_tokens(rng: InputRange, de: int, shape: tuple, seed: int = 0) -> np.ndarray:
+    """Token sets drawn from the range's statistics (a fixed ``seed``: the same draws for the
+    same range, never the tokens shown): every dimension ``N(mean, std²)``, independent, as in
+    :func:`projection_moments`; a token above the norm bound is scaled onto it (the circuit
+    refuses larger ones).
+
+    Returns
+    -------
+    ndarray ``shape + (de,)``
+    """
+    mean, std = rng.statistics(de)
+    x = mean + std * np.random.default_rng(seed).normal(size=tuple(shape) + (de,))
+    norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    return np.where(norm > rng.norm, x * (rng.norm / np.maximum(norm, 1e-300)), x)

@@ -25,7 +25,11 @@ to ``sqrt(D_max / D_min)`` either way are still divided. A head whose expected d
 physiological setting: :class:`OperatingRangeError` (a ``ValueError``) is raised before anything
 is built. The tokens shown are then *checked* (:func:`check_division`), never used to set the
 gain: a token set whose macrocolumns need a division outside ``[D_min, D_max]`` at that gain is
-refused before building, with the range of drives the circuit is exact for.
+refused before building, with the range of drives the circuit is exact for. The expected drive
+is a mean, and heavy-tailed ``phi(q) phi(k)`` puts most token sets far below it: where another
+gain divides more of :data:`SAMPLES` token sets drawn from the range's statistics
+(:func:`sampled_drive`), :func:`recentre` moves the head's gain there (issue 46 item 6); heads
+whose sets the centred gain already divides as well keep it, circuit unchanged.
 
 What the gain may know, and what it must not: ``a`` enters only through its minimum and maximum
 per head, which set one gain per head — the setting a slow homeostatic process would reach for the
@@ -57,7 +61,8 @@ from .reference import FEATURE_MAPS
 
 __all__ = ["OperatingPoint", "OperatingRangeError", "CircuitRangeError", "OperatingRangeWarning",
            "division_bounds", "pooled_drive", "expected_drive", "set_points", "l23_cells", "copies",
-           "operating_point", "check_division", "check_operating", "enforce", "RATE_TOLERANCE", "ROOM_BELOW"]
+           "operating_point", "check_division", "check_operating", "enforce", "RATE_TOLERANCE", "ROOM_BELOW",
+           "SAMPLES", "sampled_drive", "recentre"]
 
 RATE_TOLERANCE = 1e-5
 """Rate level: largest relative departure of a macrocolumn's pooled L2/3 rate from its set
@@ -69,6 +74,11 @@ ROOM_BELOW = 30.0
 """Largest factor by which the chosen gain puts the expected division above ``D_min`` (the
 geometric centre of ``[D_min, D_max]`` is 7.6 above it with the default gains, so the cap only
 acts for ranges wider than 900)."""
+
+
+SAMPLES = 64
+"""Token sets drawn from the declared range (:func:`sampled_drive`) on which :func:`recentre`
+measures how often the gain divides a whole set."""
 
 
 class OperatingRangeError(ValueError):
@@ -287,6 +297,71 @@ def operating_point(drive: np.ndarray, gains) -> OperatingPoint:
     rho = lo * np.minimum(np.sqrt(hi / lo), ROOM_BELOW)
     division = rho[:, None] * drive
     return OperatingPoint(rho=rho, drive=drive, division=division, bounds=(d_min, d_max), g_sh=gains.g_sh)
+
+
+def sampled_drive(circuit, weights, input_range, phi: str, k: int = SAMPLES) -> np.ndarray:
+    """The pooled drive of every macrocolumn (units of ``phi(q) phi(k)``) for ``k`` token sets
+    drawn from the declared range's statistics (:func:`ctmhsa.mapping.inputs.sample_tokens`,
+    seeds 0 for queries and 1 for cross-attention keys): weights and range only.
+
+    Returns
+    -------
+    ndarray (k, H, n)
+    """
+    from .inputs import sample_tokens
+
+    m = circuit.meta
+    X = sample_tokens(input_range, m.de, (k, m.n), seed=0)
+    Y = sample_tokens(input_range, m.de, (k, m.m), seed=1) if m.cross else X
+    return np.stack([pooled_drive(circuit, X[s], Y[s], weights, phi) for s in range(k)])
+
+
+def recentre(op: OperatingPoint, samples: np.ndarray, gains) -> OperatingPoint:
+    """Move a head's gain where it divides more of the declared range's token sets.
+
+    The expected drive (:func:`expected_drive`) is a mean; with heavy-tailed ``phi(q) phi(k)``
+    (exp, softplus or elu1 at weight scales ~1) most token sets lie far below it, and the gain
+    centred on it refused them. Each sampled set ``s`` (drives per Hz of set point ``a_s``) is
+    divided exactly for ``log rho`` in ``[log D_min - log min_i a_s,i, log D_max - log max_i
+    a_s,i]``; the gain that lies in the most of these intervals (the middle of its plateau)
+    replaces ``op.rho[h]`` only where it divides strictly more sets, so a head whose sets the
+    expected drive's gain already divides as well keeps it (its circuit is unchanged).
+
+    Parameters
+    ----------
+    op : OperatingPoint
+        From :func:`operating_point` on the expected drive (any other is returned unchanged).
+    samples : ndarray (k, H, n)
+        :func:`sampled_drive` per Hz of set point.
+    gains : ctmhsa.mapping.codes.CodeGains
+    """
+    if not np.allclose(op.rho, operating_point(op.drive, gains).rho, rtol=1e-12, atol=0):
+        return op        # a gain not chosen by the expected-drive rule (e.g. set by hand) is kept
+    d_min, d_max = op.bounds
+    with np.errstate(divide="ignore", invalid="ignore"):
+        la = np.log(np.asarray(samples, float))
+        left = np.log(d_min) - np.nanmin(la, axis=2)         # (k, H): log rho dividing set s
+        right = np.log(d_max) - np.nanmax(la, axis=2)
+    ok = np.isfinite(left) & np.isfinite(right) & (left <= right)
+    rho = op.rho.astype(float).copy()
+    for h in range(rho.size):
+        lo, hi = left[ok[:, h], h], right[ok[:, h], h]
+        if lo.size == 0:
+            continue
+        tol = 1e-12
+        cover = lambda x: int(np.sum((lo <= x + tol) & (hi >= x - tol)))   # noqa: E731
+        count = np.array([cover(x) for x in lo])
+        if count.max() <= cover(np.log(rho[h])):
+            continue                                        # today's gain divides as many sets
+        x = lo[np.argmax(count)]                            # a left end of the best plateau
+        inside = (lo <= x + tol) & (hi >= x - tol)
+        x_hi = np.min(hi[inside])
+        # the best plateau is [max of the covering left ends, min of their right ends]
+        rho[h] = np.exp((np.max(lo[inside]) + x_hi) / 2)
+    if np.array_equal(rho, op.rho):
+        return op
+    return OperatingPoint(rho=rho, drive=op.drive, division=rho[:, None] * op.drive, bounds=op.bounds,
+                          g_sh=op.g_sh)
 
 
 def _macrocolumn_sum(pop, values, fill=0.0):

@@ -27,9 +27,10 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from ctmhsa.mapping.codes import CodeGains
-from ctmhsa.mapping.inputs import InputRange, expected_feature, projection_moments
-from ctmhsa.mapping.operating import ROOM_BELOW, OperatingRangeError, division_bounds
-from ctmhsa.mapping.reference import linear_mhsa
+from ctmhsa.mapping.inputs import InputRange, expected_feature, projection_moments, sample_tokens
+from ctmhsa.mapping.operating import (ROOM_BELOW, SAMPLES, OperatingPoint, OperatingRangeError, division_bounds,
+                                      recentre)
+from ctmhsa.mapping.reference import FEATURE_MAPS, linear_mhsa
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.io import atomic_write_json
 from ctmhsa.sims.progress import progress
@@ -110,12 +111,27 @@ def refusal_justified(ref: dict, kw: dict, gains) -> bool:
     expected = per_key * (np.ones(n) if linear else keys) / R        # (H, n)
     actual = ref["Z"] / (m if linear else 1.0) / R
     d_min, d_max = division_bounds(gains)
+    if np.any(expected.max(axis=1) / expected.min(axis=1) > d_max / d_min):
+        return True
     with np.errstate(divide="ignore", invalid="ignore"):
         lo, hi = d_min / expected.min(axis=1), d_max / expected.max(axis=1)
-        rho = (lo * np.minimum(np.sqrt(hi / lo), ROOM_BELOW))[:, None]
-        D = rho * actual
-    return bool(np.any(~((D >= d_min * (1 - 1e-9)) & (D <= d_max * (1 + 1e-9))))
-                or np.any(expected.max(axis=1) / expected.min(axis=1) > d_max / d_min))
+        rho = lo * np.minimum(np.sqrt(hi / lo), ROOM_BELOW)
+    # the gain moved to divide more of the range's sampled token sets; their drives recomputed
+    # here from the feature maps (the rule that picks the gain is operating.recentre's)
+    de = kw["X"].shape[1]
+    Xs = sample_tokens(rng, de, (SAMPLES, n), seed=0)
+    Ys = sample_tokens(rng, de, (SAMPLES, m), seed=1) if kw["Y"] is not None else Xs
+    f = FEATURE_MAPS[kw["phi"]][0]
+    fq = f(np.einsum("hce,sne->shnc", kw["WQ"], Xs))
+    fk = f(np.einsum("hce,sme->shmc", kw["WK"], Ys))
+    Zs = np.einsum("shnc,shmc->shnm", fq, fk)
+    if kw["causal"]:
+        Zs = Zs * np.tril(np.ones((n, m)))
+    samples = Zs.sum(axis=3) / (m if linear else 1.0) / R
+    op = OperatingPoint(rho=rho, drive=expected, division=rho[:, None] * expected, bounds=(d_min, d_max),
+                        g_sh=gains.g_sh)
+    D = recentre(op, samples, gains).rho[:, None] * actual
+    return bool(np.any(~((D >= d_min * (1 - 1e-9)) & (D <= d_max * (1 + 1e-9)))))
 
 
 def classify(kw: dict, gains, duration: float = 0.5, tol: float = 1e-3) -> dict:
