@@ -192,21 +192,25 @@ def read_npz(path, what: str) -> dict:
     a single ``.npy``)."""
     path = os.fspath(path)
     try:
-        data = np.load(path)
+        with open(path, "rb") as fh:    # ours to close, whatever np.load makes of it
+            try:
+                data = np.load(fh)
+            except _NPZ_ERRORS as exc:
+                raise ValueError(f"{what}: {path!r} is not a readable .npz: {_npz_reason(exc)}") from None
+            if not isinstance(data, np.lib.npyio.NpzFile):    # np.load reads a .npy whatever its name
+                raise ValueError(f"{what}: {path!r} holds a single .npy array of shape {np.shape(data)}, not an "
+                                 f".npz archive of named arrays; save it with np.savez(path, X=..., ...)")
+            try:
+                with data:
+                    return {k: np.array(data[k]) for k in data.files}
+            except _NPZ_ERRORS as exc:
+                raise ValueError(f"{what}: {path!r} is not a readable .npz: {_npz_reason(exc)}") from None
     except FileNotFoundError:
         raise ValueError(f"{what}: file {path!r} does not exist") from None
     except IsADirectoryError:
         raise ValueError(f"{what}: {path!r} is a directory, not an .npz file") from None
-    except _NPZ_ERRORS as exc:
-        raise ValueError(f"{what}: {path!r} is not a readable .npz: {_npz_reason(exc)}") from None
-    if not isinstance(data, np.lib.npyio.NpzFile):    # np.load reads a .npy whatever its name
-        raise ValueError(f"{what}: {path!r} holds a single .npy array of shape {np.shape(data)}, not an .npz "
-                         f"archive of named arrays; save it with np.savez(path, X=..., ...)")
-    try:
-        with data:
-            return {k: np.array(data[k]) for k in data.files}
-    except _NPZ_ERRORS as exc:
-        raise ValueError(f"{what}: {path!r} is not a readable .npz: {_npz_reason(exc)}") from None
+    except OSError as exc:     # unreadable (permissions, a device)
+        raise ValueError(f"{what}: {path!r} cannot be read ({exc})") from None
 
 
 def _to_numpy(t) -> np.ndarray:

@@ -61,9 +61,12 @@ except ImportError:      # not POSIX: filelock for the target's lock, no ownersh
 
 import numpy as np
 
+from ctmhsa.neurons.models import FIDELITY_LEVELS
+
+from .atomic import OutputError, _public, atomic_path  # noqa: F401 - OutputError, atomic_path re-exported
 from .config import dumps_toml, tables_of
 from .jsonfile import dumps_json, restore_nonfinite, to_json  # noqa: F401 - re-exported
-from .result import SimulationResult
+from .result import STAGE_ORDER, SimulationResult
 
 __all__ = ["write_result", "atomic_path", "atomic_write_text", "atomic_write_json", "atomic_savez", "versions", "git_commit",
            "is_complete", "load", "read_member", "MARKER", "OutputError", "is_results_dir", "check_target", "check_output",
@@ -72,18 +75,6 @@ __all__ = ["write_result", "atomic_path", "atomic_write_text", "atomic_write_jso
 log = logging.getLogger(__name__)
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _public(path: str, directory: bool = False) -> None:
-    """Give ``path`` the permissions the umask allows (temporary files and directories are
-    created owner-only)."""
-    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
 @functools.lru_cache(maxsize=1)
@@ -113,24 +104,6 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             out[pkg] = None
     return out
-
-
-@contextlib.contextmanager
-def atomic_path(path: str, suffix: str):
-    """A temporary path beside ``path`` to write; renamed onto ``path`` (world-readable) only when
-    the block completes, removed otherwise: a file at ``path`` is always complete."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=suffix)
-    os.close(fd)
-    try:
-        yield tmp
-        _public(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def atomic_write_text(path: str, text: str) -> None:
@@ -167,12 +140,6 @@ holding the first file and nothing but the others is still recognised (and repla
 PLANNING_RATE = 20.0
 """Mean spike rate per cell (Hz) that :func:`estimate_result_bytes` plans for: the shipped default
 run measures 5-65 Hz per population, 11 Hz over all its cells."""
-
-
-class OutputError(ValueError):
-    """An output location that cannot take the results: something there that is not a results
-    directory of this project, not writable, or too little free space. A ``ValueError``, so the
-    command line reports it in one line."""
 
 
 def _package_version() -> str | None:
@@ -635,6 +602,10 @@ def write_result(result: SimulationResult, path: str, config: dict | None = None
     OutputError
         ``path`` holds something this project did not write (checked before writing anything).
     """
+    if not isinstance(result, SimulationResult):   # before the target is touched
+        raise TypeError(f"result: expected a ctmhsa.sims.SimulationResult (simulate_mhsa's), got "
+                        f"{type(result).__name__}" + (" (a model's result: use its .save(path))"
+                                                      if type(result).__name__ == "ModelResult" else ""))
     path = _target(path, "path")       # checked by results_directory
     with results_directory(path, "path") as tmp:
         cfg = config if config is not None else tables_of(result.config)
@@ -764,12 +735,19 @@ def load(path) -> SimulationResult:
             got = "nothing" if key not in prov else _json_type(prov[key])
             raise ValueError(f"path: {path!r}: provenance.json: {key!r} must be "
                              f"{'a string' if typ is str else 'an object'}, got {got}")
+    if prov["level"] not in FIDELITY_LEVELS:
+        raise ValueError(f"path: {path!r}: provenance.json: 'level' must be one of {sorted(FIDELITY_LEVELS)}, "
+                         f"got {prov['level']!r}")
     nonfinite = prov.pop("nonfinite", {})
     prov = restore_nonfinite(prov, nonfinite if isinstance(nonfinite, dict) else {})
     stages, ref = npz("stages.npz", True), npz("reference.npz", True)
     for name, d in (("stages.npz", stages), ("reference.npz", ref)):
         if "x_tilde" not in d:
             raise ValueError(f"path: {path!r}: {name} has no array 'x_tilde' (holds {sorted(d)})")
+    for stage in STAGE_ORDER:      # the metrics compare them: a damaged file is named here, not there
+        if stage in stages and stage in ref and np.shape(stages[stage]) != np.shape(ref[stage]):
+            raise ValueError(f"path: {path!r}: stages.npz: {stage!r} has shape {np.shape(stages[stage])} but "
+                             f"reference.npz holds {np.shape(ref[stage])}: damaged or mixed from two results")
     trains = npz("spikes.npz")
     for k in trains:
         pair = k[:-2] + (".t" if k.endswith(".i") else ".i")

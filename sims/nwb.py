@@ -109,8 +109,10 @@ def _written_by_ctmhsa(path: str) -> bool:
 
 def _check_path(path) -> None:
     """Refuse ``path`` where writing would replace something that is not ctmhsa's NWB file."""
-    from .io import OutputError
+    from .atomic import OutputError
 
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise TypeError(f"path: expected a file name ending in .nwb, got {path!r}")
     p = os.fspath(path)
     if os.path.isdir(p):
         raise OutputError(f"path: {p!r} is a directory; write_nwb writes a file: choose a file name ending in .nwb")
@@ -142,6 +144,8 @@ def write_nwb(result, path: str, circuit=None) -> str:
 
     Raises
     ------
+    TypeError
+        ``result`` is not a result, or ``path`` is not a path.
     ValueError
         A rate-level result (no spikes), or ``path`` exists and is not an NWB file written by
         ctmhsa (:class:`ctmhsa.sims.io.OutputError`).
@@ -153,6 +157,9 @@ def write_nwb(result, path: str, circuit=None) -> str:
 
     from .jsonfile import to_json
 
+    if not isinstance(getattr(result, "level", None), str):
+        raise TypeError(f"result: expected a spiking run's result (ctmhsa.sims.SimulationResult), "
+                        f"got {type(result).__name__}")
     if result.level == "rate":
         raise ValueError("result: the rate level has no spikes to write to NWB")
     _check_path(path)
@@ -239,7 +246,7 @@ def write_nwb(result, path: str, circuit=None) -> str:
             nwb.add_epoch(start_time=float(t0), stop_time=float(t0) + P, tags=["presentation", str(k)])
             nwb.add_epoch(start_time=float(t0) + float(lag), stop_time=float(t0) + P,
                           tags=["presentation", str(k), "decoding"])
-    from .io import atomic_path
+    from .atomic import atomic_path
 
     with atomic_path(path, ".nwb") as tmp, NWBHDF5IO(tmp, "w") as io:
         io.write(nwb)
