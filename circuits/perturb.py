@@ -226,6 +226,11 @@ def _what(value) -> str:
     return type(value).__name__
 
 
+def _few(values: list, k: int = 8) -> str:
+    """At most ``k`` of ``values`` for a message."""
+    return str(values) if len(values) <= k else f"[{', '.join(map(str, values[:k]))}, ...]"
+
+
 def _has_area(circuit: Circuit, name: str, kind: str) -> bool:
     """Whether an area path can select part of population / projection ``name``."""
     if kind == "population":
@@ -302,6 +307,14 @@ def check_perturbations(perturbations, circuit: Circuit) -> tuple:
             N = circuit.populations[name].N
             if any(not 0 <= c < N for c in p.cells):
                 raise ValueError(f"perturbations[{k}]: Silence.cells: indices must lie in [0, {N}) for {name!r}")
+            area = select_cells(circuit.populations[name], head)
+            outside = [c for c in p.cells if not area[c]]
+            if outside:   # the path's area and the cells intersect: cells elsewhere would be left active
+                there = np.flatnonzero(area)
+                raise ValueError(f"perturbations[{k}]: Silence.cells: {_few(outside)} lie outside area {head} of "
+                                 f"{name!r} (its {there.size} cells there: {_few(there.tolist())}); cells are flat "
+                                 f"indices of the whole population: give cells of that area, or drop "
+                                 f"'area{head}.' from the path")
         if isinstance(p, Drive) and p.compartment not in circuit.populations[name].compartments:
             raise ValueError(f"perturbations[{k}]: {name!r} has no {p.compartment!r} compartment; it has "
                              f"{list(circuit.populations[name].compartments)}")

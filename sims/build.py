@@ -290,6 +290,35 @@ def _per_task(estimate: int, heads: int) -> int:
     return BASE_BYTES + (estimate - BASE_BYTES) // max(int(heads), 1)
 
 
+def check_call(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOptions | None = None,
+               run_options: RunOptions | None = None, perturbations=None, **options):
+    """The checks of :func:`build_mhsa` that need no circuit: options that apply to this kind of
+    run (:func:`ctmhsa.sims.options.check_applies`), their values, the inputs, the timing and the
+    device. Cheap (nothing described or encoded), so a sweep checks every item before it runs one.
+
+    Returns
+    -------
+    stream : bool
+    co, ro : CircuitOptions, RunOptions
+        Resolved (a stream's timing and the level's defaults filled in).
+    inputs : Inputs
+        :func:`ctmhsa.sims.validate.check_inputs`.
+    """
+    stream = np.ndim(X) == 3
+    # every option applies to this kind of run or is refused (a stream's duration is T x presentation,
+    # it has no checkpoints: options.APPLIES), those inside the option objects too
+    check_applies("stream" if stream else "set",
+                  given_options(circuit_options, run_options, **options, Y=Y, WS=WS, perturbations=perturbations))
+    co, ro = split_options(circuit_options, run_options, **options)
+    a = check_inputs(X, WQ, WK, WV, WO, Y=Y, WS=WS, causal=co.causal, normalize=co.normalize, phi=co.phi,
+                     stream=stream)
+    ro = _stream_timing(ro, a["X"].shape[0] if stream else None, co.neuron)
+    ro = ro.resolved(co.neuron)
+    check_run(co, ro)
+    runner_for(ro).check(co, ro)
+    return stream, co, ro, a
+
+
 def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOptions | None = None,
                run_options: RunOptions | None = None, perturbations=None, **options) -> Simulation:
     """Validate, describe, encode and build the attention pathway; return a :class:`Simulation`.
@@ -317,18 +346,8 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
         messages give the estimates) — before any Brian2 object exists.
     """
     t_start = time.perf_counter()
-    stream = np.ndim(X) == 3
-    # every option applies to this kind of run or is refused (a stream's duration is T x presentation,
-    # it has no checkpoints: options.APPLIES), those inside the option objects too
-    check_applies("stream" if stream else "set",
-                  given_options(circuit_options, run_options, **options, Y=Y, WS=WS, perturbations=perturbations))
-    co, ro = split_options(circuit_options, run_options, **options)
-    a = check_inputs(X, WQ, WK, WV, WO, Y=Y, WS=WS, causal=co.causal, normalize=co.normalize, phi=co.phi,
-                     stream=stream)
-    ro = _stream_timing(ro, a["X"].shape[0] if stream else None, co.neuron)
-    ro = ro.resolved(co.neuron)
-    check_run(co, ro)
-    runner_for(ro).check(co, ro)
+    stream, co, ro, a = check_call(X, WQ, WK, WV, WO, Y=Y, WS=WS, circuit_options=circuit_options,
+                                   run_options=run_options, perturbations=perturbations, **options)
     circuit = co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,
                           skip=WS is not None)
     # Dale's law: the followers are built and counted; the mapping layer encodes the plain circuit

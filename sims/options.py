@@ -744,13 +744,16 @@ def given_options(circuit_options=None, run_options=None, **kwargs) -> dict:
             default = cls()
             for f in fields(cls):
                 v = getattr(obj, f.name)
-                if f.name not in kwargs and v is not None and not _equal(v, getattr(default, f.name)):
+                # a keyword left at None leaves the field in force (split_options), so it is given
+                if kwargs.get(f.name) is None and v is not None and not _equal(v, getattr(default, f.name)):
                     given[f"{prefix}.{f.name}"] = v
     return given
 
 
 CIRCUIT_FIELDS = tuple(f.name for f in fields(CircuitOptions))
 RUN_FIELDS = tuple(f.name for f in fields(RunOptions))
+_NONE_DEFAULT = {cls: {f.name: f.default is None for f in fields(cls)} for cls in (CircuitOptions, RunOptions)}
+"""Per option object, field -> whether its default is ``None`` (a keyword ``None`` then leaves the field)."""
 
 
 def split_options(circuit_options: CircuitOptions | None = None, run_options: RunOptions | None = None,
@@ -758,8 +761,9 @@ def split_options(circuit_options: CircuitOptions | None = None, run_options: Ru
     """Today's flat keywords of :func:`ctmhsa.sims.simulate_mhsa` as the two option objects.
 
     ``circuit_options``/``run_options`` give a starting point (default: the defaults); keywords
-    override their fields. The keyword ``circuit`` names the variant (``"quadratic"``/``"linear"``).
-    An unknown keyword is a ``TypeError`` naming it.
+    override their fields, except ``None`` for a field whose default is ``None`` (or ``params``,
+    ``gains``), which leaves the object's value. The keyword ``circuit`` names the variant
+    (``"quadratic"``/``"linear"``). An unknown keyword is a ``TypeError`` naming it.
     """
     for name, obj, cls in (("circuit_options", circuit_options, CircuitOptions),
                            ("run_options", run_options, RunOptions)):
@@ -771,10 +775,12 @@ def split_options(circuit_options: CircuitOptions | None = None, run_options: Ru
                         f"run options {list(RUN_FIELDS)}")
     c = {k: v for k, v in kwargs.items() if k in CIRCUIT_FIELDS}
     r = {k: v for k, v in kwargs.items() if k in RUN_FIELDS}
-    # None means "the default" for the object-valued options, as it always has
-    for k in ("params", "gains"):
-        if k in c and c[k] is None:
-            del c[k]
+    # None means "the default" for the object-valued options, as it always has, and for every field
+    # whose default is None (dt, warmup, presentation, input_range, ...): a keyword left at None
+    # must not replace what circuit_options/run_options set
+    for opts, cls in ((c, CircuitOptions), (r, RunOptions)):
+        for k in [k for k, v in opts.items() if v is None and (k in ("params", "gains") or _NONE_DEFAULT[cls][k])]:
+            del opts[k]
     co = (circuit_options or CircuitOptions()).replace(**c)
     ro = (run_options or RunOptions()).replace(**r)
     return co, ro

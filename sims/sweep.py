@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import json
 import os
 
 import numpy as np
 
+from .build import check_call
 from .distributed import client_for
 from .figure_data import param_key
 from .io import check_output, check_target, is_complete, write_result
-from .options import check_scheduler
+from .options import check_scheduler, split_options
 from .progress import progress
 from .simulate import simulate_mhsa
 
@@ -88,16 +90,20 @@ def sweep(items, scheduler="local", out_dir: str | None = None):
     Raises
     ------
     TypeError, ValueError
-        An item that is not a dict, or an unknown ``scheduler`` — before anything runs.
+        An item that is not a dict or whose arguments ``simulate_mhsa`` refuses before building
+        (named ``items[k]``), or an unknown ``scheduler`` — before anything runs.
     ctmhsa.sims.io.OutputError
         An item's path holds something that is not a results directory of this project, or
         ``out_dir`` is not writable — before anything runs.
     """
+    if isinstance(items, (dict, str, bytes)):
+        raise TypeError(f"items: expected a sequence of dicts of simulate_mhsa arguments, got {type(items).__name__}")
     items = list(items)
     for k, it in enumerate(items):
-        if not isinstance(it, dict):
-            raise TypeError(f"items[{k}]: expected a dict of simulate_mhsa arguments, got {type(it).__name__}")
+        _check_item(k, it)
     check_scheduler(scheduler, allow_none=False)
+    if out_dir is not None and (isinstance(out_dir, bool) or not isinstance(out_dir, (str, os.PathLike))):
+        raise TypeError(f"out_dir: expected a directory path (a string), got {out_dir!r}")
     if out_dir is None:
         with client_for(scheduler) as client, progress(total=len(items), desc="sweep", unit="run") as bar:
             if client is None:
@@ -129,6 +135,28 @@ def sweep(items, scheduler="local", out_dir: str | None = None):
                 _follow(futures, bar)
                 client.gather(futures)
     return paths
+
+
+def _check_item(k: int, item) -> None:
+    """Refuse item ``k`` whose arguments ``simulate_mhsa`` would refuse before building
+    (:func:`ctmhsa.sims.build.check_call`), naming it, before any item runs: a bad item found
+    after the others ran would lose their results (no ``out_dir``) or their time."""
+    if not isinstance(item, dict):
+        raise TypeError(f"items[{k}]: expected a dict of simulate_mhsa arguments, got {type(item).__name__}")
+    params = inspect.signature(simulate_mhsa).parameters
+    # simulate_mhsa's own keywords left at None take their defaults (as it passes them on)
+    kw = {n: v for n, v in item.items() if not (v is None and n in params and n not in _CALL_DATA)}
+    try:
+        if all(n in kw for n in _CALL_DATA[:5]):
+            check_call(**kw)
+        else:   # (simulate_mhsa names the missing tokens or weights): the options alone
+            split_options(kw.get("circuit_options"), kw.get("run_options"),
+                          **{n: v for n, v in kw.items() if n not in _CALL_DATA})
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"items[{k}]: {exc}") from None
+
+
+_CALL_DATA = ("X", "WQ", "WK", "WV", "WO", "Y", "WS", "circuit_options", "run_options", "perturbations")
 
 
 def _follow(futures, bar) -> None:

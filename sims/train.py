@@ -39,7 +39,7 @@ from ctmhsa.neurons.models import FIDELITY_LEVELS
 
 from .build import _wall, build_mhsa, estimate_runtime
 from .config import check_output_dir
-from .options import check_record_spikes, check_scheduler, split_options
+from .options import check_applies, check_record_spikes, check_scheduler, given_options, split_options
 
 __all__ = ["train_mhsa", "TrainingResult", "default_lr", "WEIGHT_NAMES", "measured_stages", "teacher_student",
            "curve_summary", "exact_descent", "estimate_training_bytes"]
@@ -145,6 +145,11 @@ def _check(X, T, W, neuron, steps, lr, seed, tied, Y, options):
         raise TypeError(f"tied: expected True or False; got {tied!r}")
     if "WS" in options:
         raise TypeError("WS: not supported by train_mhsa (eqs. 2-5 have no skip connection)")
+    for name in ("circuit_options", "run_options"):   # neuron= and seed= would silently replace their fields
+        if name in options:
+            raise TypeError(f"{name}: train_mhsa takes its options as keywords (neuron=, seed=, duration=, "
+                            f"...); pass the fields of the {name} object as keywords instead")
+    check_applies("set", given_options(**options))    # every run is one token set: presentation, ... refused
     X, T = _batched("X", X), _batched("T", T)
     if T.shape != X.shape:
         raise ValueError(f"T: expected the shape of X {X.shape} (targets of the block output); got {T.shape}")

@@ -50,6 +50,10 @@ def run_benchmark(module, args) -> int:
     """
     from .common import add_machine_state, check_json_target, machine_state
 
+    for name in ("n", "d", "H"):   # add_size_arguments' sizes, before a fresh process would trace back
+        value = getattr(args, name, None)
+        if isinstance(value, int) and value < 1:
+            raise ValueError(f"--{name}: expected an integer >= 1, got {value}")
     out = getattr(args, "out", None)
     if out:
         check_json_target(out)

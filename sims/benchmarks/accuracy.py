@@ -27,7 +27,7 @@ from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.config import problem_inputs
 from ctmhsa.sims.io import atomic_write_json, versions
 
-from .common import add_out_argument
+from .common import add_out_argument, count
 
 __all__ = ["HELP", "CASES", "add_arguments", "copies", "run_case", "main"]
 
@@ -56,7 +56,7 @@ def add_arguments(parser) -> None:
                         help="fidelity levels (default escape lif)")
     parser.add_argument("--times", nargs="+", type=float, default=[1.0, 2.0, 5.0, 10.0],
                         help="measurement windows (s), from one run each (default 1 2 5 10)")
-    parser.add_argument("--P", nargs="+", type=int, default=[1, 4, 10],
+    parser.add_argument("--P", nargs="+", type=count, default=[1, 4, 10],
                         help="copies of L5 PT and nucleus 2 per dimension (default 1 4 10)")
     parser.add_argument("--copies", default="readout", choices=["readout", "all"],
                         help="P copies of the read-out (L5 PT, nucleus 2) or of every population but "

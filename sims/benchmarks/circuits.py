@@ -17,7 +17,7 @@ from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.io import atomic_write_json, versions
 from ctmhsa.sims.progress import progress
 
-from .common import add_out_argument, square_problem
+from .common import add_out_argument, count, square_problem
 
 __all__ = ["HELP", "COUNT_SIZES", "add_arguments", "counts", "run_one", "main"]
 
@@ -27,8 +27,8 @@ COUNT_SIZES = (4, 8, 16, 33, 64, 128, 256)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--sizes", nargs="+", type=int, default=[8, 16, 33], help="values of n (default 8 16 33)")
-    parser.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
+    parser.add_argument("--sizes", nargs="+", type=count, default=[8, 16, 33], help="values of n (default 8 16 33)")
+    parser.add_argument("--d", type=count, default=33, help="dk = dv = de (default 33)")
     parser.add_argument("--duration", type=float, default=1.0,
                         help="measurement window after the warm-up, s (default 1)")
     parser.add_argument("--codegen", default="auto", choices=["auto", "numpy", "cython"],

@@ -55,6 +55,20 @@ def one_shot_main(module: str, run_once, argv=None) -> None:
         sys.exit(f"usage: python -m {module} --one JSON (internal); use `ctmhsa bench {name}`")
 
 
+def count(text: str) -> int:
+    """An argparse type: an integer >= 1 (sizes, repetitions), refused at the command line
+    (a bad size used to surface as a traceback from a benchmark's fresh process)."""
+    import argparse
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+    return v
+
+
 def add_out_argument(parser, default: str) -> None:
     """The ``--out`` flag: the JSON file a benchmark writes (atomically)."""
     parser.add_argument("--out", default=default, help=f"JSON output file (default {default})")

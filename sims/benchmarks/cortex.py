@@ -33,7 +33,7 @@ from ctmhsa.circuits.standalone import release
 from ctmhsa.sims.distributed import client_for
 from ctmhsa.sims.io import atomic_write_json, versions
 
-from .common import add_out_argument, add_size_arguments, load_average, peak_rss_mb, square_problem
+from .common import add_out_argument, add_size_arguments, count, load_average, peak_rss_mb, square_problem
 
 __all__ = ["HELP", "add_arguments", "main", "PARTS", "memory_mb"]
 
@@ -53,7 +53,7 @@ def add_arguments(parser) -> None:
     add_size_arguments(parser, H=100, H_help="heads of the cortex run")
     parser.add_argument("--duration", type=float, default=1.0,
                         help=f"measurement window after a {WARMUP} s warm-up, s (default 1)")
-    parser.add_argument("--workers", type=int, default=2, help="local dask workers (default 2)")
+    parser.add_argument("--workers", type=count, default=2, help="local dask workers (default 2)")
     parser.add_argument("--scheduler", default="local",
                         help="'local' (a LocalCluster of --workers workers, one thread each) or the "
                              "address of a running dask scheduler (default local)")
@@ -65,7 +65,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the split runs (default 0; a seed not run before compiles the head "
                              "project anew: the nucleus-1 spikes it replays are part of its key)")
-    parser.add_argument("--repeats", type=int, default=5, help="repetitions of the single head (default 5)")
+    parser.add_argument("--repeats", type=count, default=5, help="repetitions of the single head (default 5)")
     parser.add_argument("--single-threads", type=int, default=os.cpu_count() or 1,
                         help="OpenMP threads of the single head and of the 8 heads as one network "
                              "(default: all cores, as measured in docs/cortex.md on a quiet machine; "

@@ -17,7 +17,7 @@ import numpy as np
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.io import atomic_write_json, versions
 
-from .common import add_out_argument, square_problem
+from .common import add_out_argument, count, square_problem
 
 __all__ = ["HELP", "add_arguments", "main"]
 
@@ -25,9 +25,9 @@ HELP = "Dale's law vs the plain circuit: neurons, synapses, error/floor per stag
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--n", type=int, default=8, help="tokens = macrocolumns (default 8)")
-    parser.add_argument("--d", type=int, default=8, help="dk = dv = de (default 8)")
-    parser.add_argument("--H", type=int, default=2, help="heads (default 2)")
+    parser.add_argument("--n", type=count, default=8, help="tokens = macrocolumns (default 8)")
+    parser.add_argument("--d", type=count, default=8, help="dk = dv = de (default 8)")
+    parser.add_argument("--H", type=count, default=2, help="heads (default 2)")
     parser.add_argument("--duration", type=float, default=10.0, help="measurement window, s (default 10)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4], help="spike seeds (default 1 2 3 4)")
     parser.add_argument("--neuron", nargs="+", default=["escape", "lif"], choices=["escape", "lif"],

@@ -22,7 +22,7 @@ import numpy as np
 from ctmhsa.sims.io import atomic_write_json, versions
 from ctmhsa.sims.progress import progress
 
-from .common import add_out_argument
+from .common import add_out_argument, count
 
 FIGURE = "ctmhsa.figures.blocks"
 """The module whose ``draw(json_path)`` the command line calls after the run."""
@@ -55,10 +55,10 @@ def random_model(L: int, seed: int = 0, de: int = DE, H: int = H, dk: int = DK, 
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--depths", type=int, nargs="+", default=[1, 2, 3], help="blocks (default 1 2 3)")
-    parser.add_argument("--sets", type=int, default=5, help="held-out token sets per depth (default 5)")
+    parser.add_argument("--depths", type=count, nargs="+", default=[1, 2, 3], help="blocks (default 1 2 3)")
+    parser.add_argument("--sets", type=count, default=5, help="held-out token sets per depth (default 5)")
     parser.add_argument("--duration", type=float, default=2.0, help="escape window, s (default 2)")
-    parser.add_argument("--P", type=int, default=None, help="cells per value (default: simulate_model's, 4)")
+    parser.add_argument("--P", type=count, default=None, help="cells per value (default: simulate_model's, 4)")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     parser.add_argument("--quick", action="store_true", help="smoke test: depths 1 2, 2 sets, 0.5 s")
     add_out_argument(parser, "bench_depth.json")

@@ -23,7 +23,7 @@ import numpy as np
 from ctmhsa.neurons.models import FIRING
 from ctmhsa.sims.io import atomic_write_json, versions
 
-from .common import add_out_argument
+from .common import add_out_argument, count
 
 FIGURE = "ctmhsa.figures.digits"
 """The module whose ``draw(json_path)`` the command line calls after the run."""
@@ -41,8 +41,8 @@ def add_arguments(parser) -> None:
                         help="seconds per image at the escape level (default 0.05 0.1 0.2 0.5)")
     parser.add_argument("--rate-presentation", type=float, default=0.5,
                         help="seconds per image at the rate level (default 0.5); 0: skip the rate level")
-    parser.add_argument("--images", type=int, default=None, help="test images (default all 497)")
-    parser.add_argument("--P", type=int, default=None, help="cells per value (default: simulate_model's, 4)")
+    parser.add_argument("--images", type=count, default=None, help="test images (default all 497)")
+    parser.add_argument("--P", type=count, default=None, help="cells per value (default: simulate_model's, 4)")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     parser.add_argument("--model", default="digits", help="model file or shipped name (default digits)")
     parser.add_argument("--firing", choices=FIRING, default="population",

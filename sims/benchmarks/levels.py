@@ -18,7 +18,7 @@ from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.io import atomic_write_json, versions
 from ctmhsa.sims.options import DEFAULT_DT
 
-from .common import add_out_argument, add_size_arguments, fresh_process, one_shot_main, square_problem
+from .common import add_out_argument, add_size_arguments, count, fresh_process, one_shot_main, square_problem
 
 __all__ = ["HELP", "add_arguments", "run_once", "main"]
 
@@ -30,7 +30,7 @@ WARMUP = 0.5
 def add_arguments(parser) -> None:
     add_size_arguments(parser)
     parser.add_argument("--duration", type=float, default=1.0, help="measurement window, s (default 1)")
-    parser.add_argument("--repeats", type=int, default=3, help="repetitions per level, fresh processes (default 3)")
+    parser.add_argument("--repeats", type=count, default=3, help="repetitions per level, fresh processes (default 3)")
     parser.add_argument("--device", default="cpp_standalone", choices=["runtime", "cpp_standalone"],
                         help="Brian2 device (default cpp_standalone)")
     parser.add_argument("--threads", type=int, default=1, help="OpenMP threads of the standalone device (default 1)")

@@ -16,7 +16,7 @@ from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.io import atomic_write_json, versions
 from ctmhsa.sims.progress import progress
 
-from .common import (add_out_argument, add_size_arguments, fresh_process, one_shot_main, peak_rss_mb,
+from .common import (add_out_argument, add_size_arguments, count, fresh_process, one_shot_main, peak_rss_mb,
                      square_problem)
 
 __all__ = ["HELP", "add_arguments", "run_rate_once", "main"]
@@ -28,7 +28,7 @@ HELP = "a head (barrel size by default) at the rate level: times, counts, peak m
 def add_arguments(parser) -> None:
     add_size_arguments(parser)
     parser.add_argument("--duration", type=float, default=1.0, help="simulated time, s (default 1)")
-    parser.add_argument("--repeats", type=int, default=3, help="repetitions, each in a fresh process (default 3)")
+    parser.add_argument("--repeats", type=count, default=3, help="repetitions, each in a fresh process (default 3)")
     parser.add_argument("--codegen", default="auto", choices=["auto", "numpy", "cython"],
                         help="Brian2 target (auto: Cython from 200k synapses)")
     add_out_argument(parser, "bench_results/rate.json")

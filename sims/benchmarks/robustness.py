@@ -35,7 +35,7 @@ from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.io import atomic_write_json
 from ctmhsa.sims.progress import progress
 
-from .common import add_out_argument
+from .common import add_out_argument, count
 
 __all__ = ["HELP", "PHIS", "add_arguments", "draw_instance", "drive_ratio", "refusal_justified", "classify", "main"]
 
@@ -44,7 +44,7 @@ PHIS = ("elu1", "softplus", "exp", "relu")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--instances", type=int, default=500, help="random instances (default 500)")
+    parser.add_argument("--instances", type=count, default=500, help="random instances (default 500)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the instance generator (default 0)")
     parser.add_argument("--wide", action="store_true",
                         help="lift the interneurons' rate bound (tests the wiring alone)")

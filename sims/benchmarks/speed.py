@@ -35,7 +35,7 @@ from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.io import atomic_write_json, versions
 from ctmhsa.sims.progress import progress
 
-from .common import add_out_argument, fresh_process, one_shot_main, peak_rss_mb, square_problem
+from .common import add_out_argument, count, fresh_process, one_shot_main, peak_rss_mb, square_problem
 
 __all__ = ["HELP", "add_arguments", "run_once", "main"]
 
@@ -46,11 +46,11 @@ WARMUP = 0.1
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--sizes", nargs="+", type=int, default=[8, 16, 33], help="values of n (default 8 16 33)")
-    parser.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
-    parser.add_argument("--H", type=int, default=1, help="heads (default 1)")
+    parser.add_argument("--sizes", nargs="+", type=count, default=[8, 16, 33], help="values of n (default 8 16 33)")
+    parser.add_argument("--d", type=count, default=33, help="dk = dv = de (default 33)")
+    parser.add_argument("--H", type=count, default=1, help="heads (default 1)")
     parser.add_argument("--duration", type=float, default=1.0, help="simulated time after the warm-up, s (default 1)")
-    parser.add_argument("--repeats", type=int, default=3, help="repetitions, each in a fresh process (default 3)")
+    parser.add_argument("--repeats", type=count, default=3, help="repetitions, each in a fresh process (default 3)")
     parser.add_argument("--devices", nargs="+", default=["runtime", "cpp_standalone"],
                         choices=["runtime", "cpp_standalone"], help="Brian2 devices (default both)")
     parser.add_argument("--threads", type=int, default=None,

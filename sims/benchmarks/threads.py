@@ -31,7 +31,7 @@ import time
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.io import atomic_write_json, versions
 
-from .common import add_out_argument, load_average, square_problem
+from .common import add_out_argument, count, load_average, square_problem
 
 __all__ = ["HELP", "add_arguments", "main", "parse_variant", "busy_load", "WARMUP"]
 
@@ -56,11 +56,11 @@ def parse_variant(text: str) -> tuple[int, dict]:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--n", type=int, default=33, help="tokens = macrocolumns (default 33)")
-    parser.add_argument("--d", type=int, default=33, help="dk = dv = de (default 33)")
+    parser.add_argument("--n", type=count, default=33, help="tokens = macrocolumns (default 33)")
+    parser.add_argument("--d", type=count, default=33, help="dk = dv = de (default 33)")
     parser.add_argument("--duration", type=float, default=1.0,
                         help=f"measurement window after a {WARMUP} s warm-up, s (default 1)")
-    parser.add_argument("--repeats", type=int, default=3, help="rounds of every variant at each load (default 3)")
+    parser.add_argument("--repeats", type=count, default=3, help="rounds of every variant at each load (default 3)")
     parser.add_argument("--variants", default="1,2,2-passive,2-spin10000",
                         help="comma-separated T, T-passive, T-active or T-spinN (default 1,2,2-passive,2-spin10000)")
     parser.add_argument("--load", default="0,4",

@@ -49,7 +49,7 @@ from ctmhsa.neurons.params import DEFAULT_PARAMS, HIGH_CONDUCTANCE
 from ctmhsa.sims.io import atomic_write_json, versions
 from ctmhsa.sims.progress import progress
 
-from .common import add_out_argument, square_problem
+from .common import add_out_argument, count, square_problem
 
 FIGURE = "ctmhsa.figures.timescale"
 """The module whose ``draw(json_path)`` the command line calls after the run (figures only read data)."""
@@ -69,7 +69,7 @@ QUICK = dict(presentations=[0.05, 0.1], P=[1], T=2, latency_P=1, latency_seeds=1
 def add_arguments(parser) -> None:
     parser.add_argument("--presentations", type=float, nargs="+", default=None,
                         help="presentation times, s (default 0.05 0.1 0.2 0.5)")
-    parser.add_argument("--P", type=int, nargs="+", default=None,
+    parser.add_argument("--P", type=count, nargs="+", default=None,
                         help="population-coding factors, neurons per represented dimension (default 1 10 30; "
                              "list more to add them, e.g. --P 1 10 30 100)")
     parser.add_argument("--T", type=int, default=None, help="token sets per stream (default 6)")

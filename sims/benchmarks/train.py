@@ -19,7 +19,7 @@ import time
 from ctmhsa.sims.io import atomic_write_json, versions
 from ctmhsa.sims.train import WEIGHT_NAMES, curve_summary, default_lr, exact_descent, teacher_student, train_mhsa
 
-from .common import add_out_argument
+from .common import add_out_argument, count
 
 __all__ = ["HELP", "add_arguments", "main"]
 
@@ -27,9 +27,9 @@ HELP = "teacher-student learning from the circuit's activity: loss ratios, gradi
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--n", type=int, default=4, help="tokens (default 4)")
-    parser.add_argument("--H", type=int, default=2, help="heads (default 2)")
-    parser.add_argument("--d", type=int, default=3, help="dk = dv (default 3)")
+    parser.add_argument("--n", type=count, default=4, help="tokens (default 4)")
+    parser.add_argument("--H", type=count, default=2, help="heads (default 2)")
+    parser.add_argument("--d", type=count, default=3, help="dk = dv (default 3)")
     parser.add_argument("--de", type=int, default=4, help="token dimension (default 4)")
     parser.add_argument("--batch", type=int, default=1, help="sequences per step (default 1)")
     parser.add_argument("--steps", type=int, default=300, help="rate-level steps (default 300)")
