@@ -37,7 +37,7 @@ from .progress import set_quiet
 from .result import STAGE_LABELS
 from .simulate import simulate_mhsa
 
-__all__ = ["main", "build_parser", "stage_table"]
+__all__ = ["main", "build_parser", "stage_table", "source_lines", "FIGURES_DRAWN"]
 
 log = logging.getLogger("ctmhsa")
 
@@ -58,6 +58,35 @@ def stage_table(res) -> str:
         rows.append(f"  {name:<8} {STAGE_LABELS.get(name, ('', ''))[1]:<28} {m['nrmse']:8.3f} {floor:8.3f} {ratio} "
                     f"{m['r']:7.4f}")
     return "\n".join(rows)
+
+
+def source_lines(origin: dict, problem: dict) -> list[str]:
+    """Where a run's tokens and weights came from, as ``ctmhsa run`` prints it: the weights file with
+    its layer and heads, the tokens, and what was done to the biases (``origin``: the ``info`` of
+    :func:`ctmhsa.sims.config.make_inputs`; ``problem``: the resolved ``[problem]`` table)."""
+    tokens = origin.get("tokens", problem.get("inputs"))
+    if origin.get("weights") == "random":
+        return [f"tokens and weights: random (problem.input_seed = {problem['input_seed']}, "
+                f"weight_scale = {problem['weight_scale']:g})"]
+    if problem.get("weights") is None:
+        return [f"tokens and weights: {tokens}"]
+    heads = origin["heads"]
+    which = "all" if heads == list(range(origin["n_heads"])) else ", ".join(map(str, heads))
+    layer = "" if origin["layer"] is None else f"layer {origin['layer']} of "
+    lines = [f"weights: {layer}{origin['weights']} ({origin['layout']} layout), heads {which} of {origin['n_heads']}",
+             "tokens: " + (f"random, {problem['n']} of the weights' width {origin['de']} "
+                           f"(problem.input_seed = {problem['input_seed']})" if tokens == "random" else tokens)]
+    if origin["folded"]:
+        # the circuit computes W x; W x + b is W' x' with x' = (x, 1) and b as W's last column
+        lines.append(f"biases folded into a constant coordinate: de = {origin['de']} + 1 (each token gains a last "
+                     "coordinate 1 and WQ, WK, WV the biases as their last column; x̃'s last coordinate is exactly "
+                     "0, its nucleus-2 cells silent)")
+    elif origin["has_bias"]:
+        lines.append("biases left out (problem.fold_bias = false): the circuit and its reference compute W x, "
+                     "not W x + b")
+    if origin["output_bias"]:
+        lines.append("the output bias is left out: x̃ and its reference are the heads' sum through WO alone")
+    return lines
 
 
 def _abs(value, base: str | None):
@@ -148,7 +177,7 @@ def _run_config(args) -> dict:
     p = cfg["problem"]
     for key in ("inputs", "weights"):     # saved with the results: absolute paths
         p[key] = _abs(p[key], base)
-    cfg["_source"] = source or "(shipped default)"
+    cfg["_source"] = source or "the shipped default (sims/configs/default.toml)"
     cfg["_base"] = base
     cfg["_size_flags"] = {k: getattr(args, k) for k in SIZE_FLAGS if getattr(args, k) is not None and k in from_files}
     return cfg
@@ -375,8 +404,9 @@ def _cmd_run(args) -> int:
     cfg = _run_config(args)
     co, ro = config_options(cfg)    # validated before anything is built
     p = cfg["problem"]
+    origin = {}      # where the tokens and weights came from, printed below
     inputs = make_inputs(p, base_dir=cfg["_base"],    # sizes checked against the table
-                         names={"inputs": "--tokens"} if args.tokens is not None else None)
+                         names={"inputs": "--tokens"} if args.tokens is not None else None, info=origin)
     stream = np.ndim(inputs["X"]) == 3
     ro = _check_run_kind(args, cfg, ro, stream)
     p.update(sizes_of(inputs))
@@ -392,11 +422,12 @@ def _cmd_run(args) -> int:
                                                   summary=not args.no_summary), what=setting)
     cfg["output"]["dir"] = args._out = out
     if not quiet:
-        print(f"ctmhsa run: {cfg['_source']}")
-        src = p["weights"] or ("random weights" if p["inputs"] == "random" else p["inputs"])
+        print(f"ctmhsa run: configuration: {cfg['_source']}")
+        for line in source_lines(origin, p):
+            print(f"  {line}")
         timing = (f"{len(inputs['X'])} token sets, {ro.presentation or DEFAULT_PRESENTATION:g} s each" if stream
                   else f"window {ro.duration:g} s")
-        print(f"  n={p['n']} m={p['m']} H={p['H']} dk={p['dk']} dv={p['dv']} de={p['de']} ({src}); "
+        print(f"  n={p['n']} m={p['m']} H={p['H']} dk={p['dk']} dv={p['dv']} de={p['de']}; "
               f"{co.neuron} level, phi={co.phi}, {timing}, seed {ro.seed}, codegen {ro.codegen}")
     t0 = time.perf_counter()
     res = simulate_mhsa(inputs["X"], inputs["WQ"], inputs["WK"], inputs["WV"], inputs["WO"], Y=inputs["Y"],
@@ -477,6 +508,17 @@ def _cmd_circuit(args) -> int:
     return 0
 
 
+FIGURES_DRAWN = ("fig1b_head_cells", "fig1c_pathway", "fig4a_cross_attention", "fig2_cells", "accuracy_rate",
+                 "accuracy_escape", "accuracy_lif", "raster_escape", "error_scaling", "counts_vs_n",
+                 "quadratic_vs_linear", "two_point_laws")
+"""The figures ``ctmhsa figures`` draws: :data:`ctmhsa.figures.make.FIGURES`, named here for its help
+without importing matplotlib (a test keeps the two equal)."""
+FIGURES_ELSEWHERE = ("summary_default_run (summary.png) by ctmhsa run, experiment_NAME by ctmhsa experiment "
+                     "NAME, training by ctmhsa train, transformer_depth and transformer_circuit by ctmhsa bench "
+                     "depth, digits by ctmhsa bench digits, timescale_population by ctmhsa bench timescale")
+"""Which command draws each gallery figure that ``ctmhsa figures`` does not (docs/figures.md)."""
+
+
 def _cmd_figures(args) -> int:
     from ctmhsa.figures.make import make_figures   # matplotlib: only for this command
 
@@ -551,8 +593,9 @@ def _common() -> argparse.ArgumentParser:
 def _add_benchmarks(sub, common) -> None:
     """``ctmhsa bench NAME``: one subcommand per entry of :data:`ctmhsa.sims.benchmarks.BENCHMARKS`, each
     with the flags its module adds (``add_arguments``) and its ``main`` as the command."""
-    bench = sub.add_parser("bench", help="benchmarks that print a table and write JSON",
-                           description="Benchmarks that print a table and write JSON; "
+    names = ", ".join(BENCHMARKS)     # from the registry: none left out
+    bench = sub.add_parser("bench", help=f"benchmarks that print a table and write JSON: {names}",
+                           description=f"Benchmarks that print a table and write JSON ({names}); "
                                        "`ctmhsa bench NAME --help` lists the flags of each.")
     which = bench.add_subparsers(dest="benchmark", metavar="NAME", required=True, title="benchmarks")
     for name in BENCHMARKS:
@@ -637,8 +680,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--checkpoints", nargs="+", type=_times, metavar="T",
                      help="also decode every stage after these window lengths (s)")
     run.add_argument("--threads", type=_count(0), metavar="N",
-                     help="OpenMP threads of the cpp_standalone device (0 or 1: one, without OpenMP; "
-                          "default all cores)")
+                     help="OpenMP threads of the cpp_standalone device (default 1; 0 or 1: one thread, "
+                          "without OpenMP; more only when asked, as they collapse on a busy machine: "
+                          "ctmhsa bench threads)")
     sz = run.add_argument_group("sizes of the random problem (no inputs file needed; files' sizes must agree)")
     sz.add_argument("--n", type=_count(1), metavar="N", help="tokens = macrocolumns per area")
     sz.add_argument("--H", type=_count(1), metavar="H", help="heads = cortical areas")
@@ -715,8 +759,12 @@ def build_parser() -> argparse.ArgumentParser:
     circ.set_defaults(func=_cmd_circuit)
 
     figs = sub.add_parser("figures", parents=[common],
-                          help="run the shipped small simulations (ctmhsa.sims.figure_data), then "
-                               "draw every figure from their files (ctmhsa.figures.make)")
+                          help=f"run the shipped small simulations (ctmhsa.sims.figure_data), then draw the "
+                               f"{len(FIGURES_DRAWN)} figures of ctmhsa.figures.make from their files",
+                          description=f"Run the shipped small simulations (ctmhsa.sims.figure_data), then draw "
+                                      f"these {len(FIGURES_DRAWN)} figures from their files (ctmhsa.figures.make; "
+                                      f"PNG + PDF + caption): {', '.join(FIGURES_DRAWN)}. The gallery's other "
+                                      f"figures are drawn by the commands that make their data: {FIGURES_ELSEWHERE}.")
     figs.add_argument("--out", default="figures_out", help="output directory (default figures_out)")
     figs.add_argument("--data", default=None,
                       help="data directory (default OUT/data; resumable, one subdirectory per parameter set)")

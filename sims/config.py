@@ -41,7 +41,7 @@ A configuration has four tables; ``[circuit]`` and ``[run]`` are the fields of
     seed = 0
     codegen = "auto"
     device = "runtime"   # or "cpp_standalone" (compiled once per network shape, cached)
-    threads = 2          # OpenMP threads of cpp_standalone (optional; default all cores)
+    threads = 2          # OpenMP threads of cpp_standalone (optional; default 1, no OpenMP)
 
     [output]
     dir = "results/default"   # relative: to the configuration file's directory (as inputs)
@@ -258,7 +258,7 @@ def _path(src: str, base_dir: str | None) -> str:
     return src if os.path.isabs(src) or base_dir is None else os.path.join(base_dir, src)
 
 
-def read_arrays(path, what: str, keys, required=("X",)) -> dict:
+def read_arrays(path, what: str, keys, required=("X",), hint: str = "") -> dict:
     """The arrays ``keys`` of the ``.npz`` at ``path`` that it holds (at least ``required``), as
     float arrays; everything else in the file is left unread.
 
@@ -271,6 +271,8 @@ def read_arrays(path, what: str, keys, required=("X",)) -> dict:
         named by every message.
     keys, required : sequence of str
         The arrays to read, and those that must be there.
+    hint : str, optional
+        Appended to the message of missing arrays: how to give them.
 
     Raises
     ------
@@ -283,11 +285,12 @@ def read_arrays(path, what: str, keys, required=("X",)) -> dict:
     where = f"{what}: {os.fspath(path)!r}"
     missing = sorted(set(required) - set(arrays))
     if missing:
-        raise ValueError(f"{where} lacks arrays {missing} (it has {sorted(arrays)})")
+        raise ValueError(f"{where} lacks arrays {missing} (it has {sorted(arrays)})" + (f"; {hint}" if hint else ""))
     return {k: real_array(arrays[k], f"{where}: array {k}") for k in keys if k in arrays}
 
 
-def make_inputs(problem: dict, base_dir: str | None = None, names: dict | None = None) -> dict:
+def make_inputs(problem: dict, base_dir: str | None = None, names: dict | None = None,
+                info: dict | None = None) -> dict:
     """Tokens and weights described by a ``[problem]`` table, checked against its sizes.
 
     ``inputs = "random"`` draws ``X ~ N(0, 1)``, ``WQ, WK, WV ~ N(0, weight_scale²/de)``,
@@ -298,7 +301,11 @@ def make_inputs(problem: dict, base_dir: str | None = None, names: dict | None =
     (:func:`ctmhsa.mapping.weights.load_attention`; biases folded in with ``fold_bias``) and ``inputs``
     gives the tokens only (random tokens of the model's width when ``"random"``). ``names``
     maps ``"inputs"`` to the flag that set it for the messages (e.g. ``{"inputs": "--tokens"}``;
-    default ``config: problem.inputs``).
+    default ``config: problem.inputs``). ``info``, a dict, receives where the arrays came from
+    (what ``ctmhsa run`` prints): ``tokens`` and ``weights`` (``"random"`` or a path), and with a
+    weights file ``layer``, ``heads``, ``n_heads``, ``layout``, ``de`` (the layer's width),
+    ``has_bias``, ``folded`` (the biases folded into a constant coordinate: ``de + 1``) and
+    ``output_bias`` (a non-zero output bias, which the circuit and its reference leave out).
 
     Raises
     ------
@@ -329,13 +336,20 @@ def make_inputs(problem: dict, base_dir: str | None = None, names: dict | None =
                 raise ValueError(f"{what}: {src!r} has tokens of width {X.shape[-1]} but the "
                                  f"weights' embedding has de = {w.de}")
         arrays = dict(X=X, Y=Y, **w.arrays())
-        if problem.get("fold_bias", True) and w.has_bias:
+        folded = problem.get("fold_bias", True) and w.has_bias
+        if info is not None:
+            info.update(tokens="random" if src == "random" else _path(src, base_dir), weights=w.source,
+                        layer=w.layer, heads=list(w.heads), n_heads=w.n_heads, layout=w.layout, de=w.de,
+                        has_bias=w.has_bias, folded=folded, output_bias=bool(np.any(w.bo)))
+        if folded:
             # one constant coordinate per token, of every set of a stream too
-            folded = w.fold_biases(X.reshape(-1, X.shape[-1]))
-            arrays.update(folded, X=folded["X"].reshape(X.shape[:-1] + (X.shape[-1] + 1,)))
+            made = w.fold_biases(X.reshape(-1, X.shape[-1]))
+            arrays.update(made, X=made["X"].reshape(X.shape[:-1] + (X.shape[-1] + 1,)))
             if Y is not None:
                 arrays["Y"] = np.concatenate([Y, np.ones(Y.shape[:-1] + (1,))], -1)
     elif src == "random":
+        if info is not None:
+            info.update(tokens="random", weights="random")
         n, m, H, dk, dv, de = (problem[k] for k in SIZE_KEYS)
         s = problem["weight_scale"] / np.sqrt(de)
         X = rng.normal(size=(n, de))
@@ -347,8 +361,15 @@ def make_inputs(problem: dict, base_dir: str | None = None, names: dict | None =
         return dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO, Y=Y)
     else:
         path = _path(src, base_dir)
-        arrays = read_arrays(path, what, ("X", "WQ", "WK", "WV", "WO", "Y"), required=("X", "WQ", "WK", "WV", "WO"))
+        # tokens alone are not enough: say what is missing and the two ways to give it
+        how = "--weights FILE" if what.startswith("--") else "problem.weights = FILE"
+        hint = (f"the weights must come with the tokens: a trained layer's ({how}), or WQ (H, dk, de), "
+                "WK (H, dk, de), WV (H, dv, de) and WO (H, de, dv) saved in the .npz beside X")
+        arrays = read_arrays(path, what, ("X", "WQ", "WK", "WV", "WO", "Y"), required=("X", "WQ", "WK", "WV", "WO"),
+                             hint=hint)
         arrays.setdefault("Y", None)
+        if info is not None:
+            info.update(tokens=path, weights=path)
     arrays = {k: arrays[k] for k in ("X", "WQ", "WK", "WV", "WO", "Y")}
     try:
         got = sizes_of(arrays)
