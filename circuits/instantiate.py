@@ -567,7 +567,9 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
         if name in replay and replay_steps is not None:
             table = replay_table(*replay[name], pop.N, replay_steps, float(clock.dt_))
             ta = b2.TimedArray(np.zeros_like(table), dt=clock.dt, name=f"{name}_replay")
-            groups[name] = b2.NeuronGroup(pop.N, "", threshold=f"{ta.name}(t, i) > 0.5",
+            # a source that spikes where its table says, with no state to reset: the empty reset
+            # says so to Brian2 (which otherwise warns of a forgotten reset); no spike changes
+            groups[name] = b2.NeuronGroup(pop.N, "", threshold=f"{ta.name}(t, i) > 0.5", reset="",
                                           namespace={ta.name: ta}, clock=clock, name=name)
             tables[name] = (ta, table)
             continue

@@ -39,6 +39,7 @@ import contextlib
 import json
 import os
 import sys
+import textwrap
 import time
 import warnings
 
@@ -55,7 +56,7 @@ FIGURE = "ctmhsa.figures.timescale"
 """The module whose ``draw(json_path)`` the command line calls after the run (figures only read data)."""
 
 __all__ = ["HELP", "add_arguments", "settings", "held_out_tokens", "accuracy_row", "paired_ratio", "escape_latency",
-           "rate_latency", "crossing", "main", "FIGURE"]
+           "rate_latency", "crossing", "main", "FIGURE", "QUICK_MARK", "shorten"]
 
 HELP = "streams of token sets: x̃ error vs presentation time and P (streamed vs static), latency to a switch"
 
@@ -138,7 +139,7 @@ def _warnings_into(record: list):
     for w in caught:
         if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning)):
             continue
-        text = f"{w.category.__name__}: {w.message}"[:400]
+        text = f"{w.category.__name__}: {w.message}"   # whole: the JSON keeps what the user can act on
         if text not in record:
             record.append(text)
 
@@ -340,8 +341,23 @@ _NO_ROW = dict(nrmse_median=float("nan"), r_median=float("nan"), noise_floor_med
 """The static columns of a run without static rows (``--static none``)."""
 
 
+QUICK_MARK = "QUICK (not the documented setting)"
+"""First line of a ``--quick`` run's table: its grid is a smoke test's, its numbers not the benchmark's."""
+
+
+def shorten(text: str, width: int = 300) -> str:
+    """``text`` on one line, cut at a word boundary to at most ``width`` characters (``" ..."``
+    marks a cut): a warning quoted in a summary line, never cut mid-word (300: a one-violation
+    operating warning whole, its remedy included)."""
+    return textwrap.shorten(text, width=width, placeholder=" ...")
+
+
 def _print_table(doc: dict) -> None:
     rows = {(r["mode"], r["P"], r["presentation"]): r for r in doc["rows"]}
+    if doc.get("quick"):
+        print(f"{QUICK_MARK}: a smoke test (presentations {', '.join(f'{p:g}' for p in doc['presentations'])} s, "
+              f"P {', '.join(map(str, doc['P']))}, T {doc['T']}); its errors are not the benchmark's: run without "
+              f"--quick for those")
     cells = f"firing {doc.get('firing', 'poisson')}, tau_m {1e3 * doc.get('params', {}).get('tau_m', 0.01):g} ms"
     print(f"x̃ vs exact attention, median over presentations 2..{doc['T']} (escape level, {cells}, n={N}, "
           f"dk=dv=de={D}, H={H}; static: {doc['static']} window; ratio: median over sets of streamed / static NRMSE; "
@@ -406,7 +422,7 @@ def main(args) -> int:
     warned = [r for r in doc["rows"] + list(doc["latency"].values()) if r["warnings"]]
     if warned:
         print(f"  {len(warned)} of {len(doc['rows']) + len(doc['latency'])} measurements warned (kept in the JSON, "
-              f"'warnings'), e.g. {warned[0]['warnings'][0][:160]}")
+              f"'warnings'), e.g. {shorten(warned[0]['warnings'][0])}")
     print(f"wall time {doc['wall_s']:.0f} s")
     atomic_write_json(args.out, doc)
     print(f"written {os.path.abspath(args.out)}")
