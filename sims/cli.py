@@ -1,5 +1,5 @@
 """Command line: ``ctmhsa run``, ``ctmhsa circuit``, ``ctmhsa figures``, ``ctmhsa train``,
-``ctmhsa bench NAME``
+``ctmhsa digits``, ``ctmhsa experiment``, ``ctmhsa plan``, ``ctmhsa bench NAME``
 (one subcommand per benchmark of :data:`ctmhsa.sims.benchmarks.BENCHMARKS`), ``ctmhsa --version``.
 
 Every subcommand takes ``--quiet`` (no progress bars, nothing printed but errors) and
@@ -508,6 +508,21 @@ def _cmd_circuit(args) -> int:
     return 0
 
 
+def _cmd_plan(args) -> int:
+    from .io import load
+    from .plan import plan
+
+    if not (np.isfinite(args.target) and args.target > 0):    # before the directory is read
+        raise ValueError(f"--target: expected a target NRMSE > 0 (finite), got {args.target:g}")
+    try:
+        table = plan(load(args.results), args.target, stages=args.stage)
+    except ValueError as exc:     # the flag's name for the argument's
+        msg = str(exc)
+        raise ValueError("--stage: " + msg[len("stages: "):] if msg.startswith("stages: ") else msg) from None
+    print(table)
+    return 0
+
+
 FIGURES_DRAWN = ("fig1b_head_cells", "fig1c_pathway", "fig4a_cross_attention", "fig2_cells", "accuracy_rate",
                  "accuracy_escape", "accuracy_lif", "raster_escape", "error_scaling", "counts_vs_n",
                  "quadratic_vs_linear", "two_point_laws")
@@ -757,6 +772,20 @@ def build_parser() -> argparse.ArgumentParser:
     circ.add_argument("config", nargs="?", default=None)
     circ.add_argument("--json", action="store_true", help="full declarative description as JSON")
     circ.set_defaults(func=_cmd_circuit)
+
+    pl = sub.add_parser("plan", parents=[common],
+                        help="from a spiking run's noise floors: the window or P that reaches a target NRMSE per "
+                             "stage, with its neurons and wall time",
+                        description="Read a results directory (ctmhsa.load) and print, per stage, the window T "
+                                    "(same P) and the copies P (same window) whose noise floor reaches the target "
+                                    "NRMSE, from the floors' 1/sqrt(T P) scaling, with the neurons and estimated "
+                                    "wall time of each (ctmhsa.sims.plan). A floor is the error expected from "
+                                    "spike-count noise alone, not a guarantee; no window or P removes a bias.")
+    pl.add_argument("results", metavar="RESULTS_DIR", help="a results directory of ctmhsa run (a spiking level)")
+    pl.add_argument("--target", type=float, required=True, metavar="NRMSE", help="target NRMSE (> 0) of every stage")
+    pl.add_argument("--stage", nargs="+", metavar="STAGE",
+                    help="plan only these stages (q k v s kappa Z y v_tilde x_tilde; default all)")
+    pl.set_defaults(func=_cmd_plan)
 
     figs = sub.add_parser("figures", parents=[common],
                           help=f"run the shipped small simulations (ctmhsa.sims.figure_data), then draw the "
