@@ -12,6 +12,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 DOCS = sorted((ROOT / "docs").glob("*.md"))
+BUILT = "docs/api/_build/html"          # git-ignored
 INTERNAL = re.compile(r"issue[- ]?\d|SPEC\b|§|DESIGN\.md|seed 00\d")
 
 pytestmark = pytest.mark.codegen_independent
@@ -32,6 +33,7 @@ def test_readme_is_a_short_guide_whose_two_commands_ci_runs():
     assert 'python -m pip install -q ".[test]"' in ci
     assert [ln for ln in ci.splitlines() if "pytest" in ln and not ln.lstrip().startswith(("#", "echo"))] == \
         [test_command]
+    assert "`python -m pytest -m smoke`" in README                  # the quick install check (pyproject's marker)
     for section in ("## Two commands", "tutorial", "## API in ten lines", "## Command line", "## How to cite"):
         assert section in README, section
 
@@ -69,22 +71,39 @@ def test_citation_license_changelog():
 
 
 def test_api_reference_builds_without_warnings(tmp_path):
-    """The README's Sphinx command, warnings as errors (6 s on 2 idle cores, html builder, one
-    process): every page documents the ``ctmhsa.`` modules, and a reference to a name by the
-    module that re-exports it (``ctmhsa.sims.simulate_mhsa``) links to where it is documented."""
+    """The docs site, by the README's Sphinx command, warnings as errors (html builder, one
+    process): the guides (``docs/*.md``, myst-parser) and the API reference (``docs/api``), whose
+    every page documents the ``ctmhsa.`` modules, and a reference to a name by the module that
+    re-exports it (``ctmhsa.sims.simulate_mhsa``) links to where it is documented."""
     pytest.importorskip("sphinx")
     pytest.importorskip("numpydoc")
-    out = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-j", "1", "-b", "html",
-                          str(ROOT / "docs" / "api"), str(tmp_path / "html")], capture_output=True, text=True)
+    pytest.importorskip("myst_parser")
+    command = next(b.strip() for b in _blocks(README, "bash") if "sphinx" in b)
+    assert command == f'pip install ".[docs]" && python -m sphinx -W -c docs/api -b html docs {BUILT}'
+    out = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-j", "1", "-c",
+                          str(ROOT / "docs" / "api"), "-b", "html", str(ROOT / "docs"), str(tmp_path / "html")],
+                         capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
-    page = (tmp_path / "html" / "simulator.html").read_text()
+    html = tmp_path / "html"
+    page = (html / "api" / "simulator.html").read_text()
     assert 'id="ctmhsa.sims.simulate.simulate_mhsa"' in page and "RunOptions" in page
     assert 'id="module-ctmhsa.sims"' in page
-    maths = (tmp_path / "html" / "maths.html").read_text()
+    maths = (html / "api" / "maths.html").read_text()
     assert "load_attention" in maths and 'id="ctmhsa.mapping.stages.STAGE_TABLE"' in maths
-    assert 'id="module-ctmhsa"' in (tmp_path / "html" / "index.html").read_text()
+    assert 'url=api/index.html' in (html / "index.html").read_text()        # the start page
+    index = (html / "api" / "index.html").read_text()
+    assert 'id="module-ctmhsa"' in index
     # sims.result's docstring cites :func:`ctmhsa.sims.simulate_mhsa` (a re-export): it links
-    assert 'href="simulator.html#ctmhsa.sims.simulate.simulate_mhsa"' in (tmp_path / "html" / "results.html").read_text()
+    assert 'href="simulator.html#ctmhsa.sims.simulate.simulate_mhsa"' in (html / "api" / "results.html").read_text()
+    # every guide is a page of the site, listed on the start page, its figures copied beside it
+    for guide in DOCS:
+        assert (html / f"{guide.stem}.html").is_file() and f'href="../{guide.stem}.html"' in index, guide.name
+    for png in re.findall(r"\]\(\.\./figures/gallery/([\w.-]+\.png)\)", (ROOT / "docs" / "figures.md").read_text()):
+        assert (html / "_images" / png).is_file(), png
+    # a link to a section of a guide lands on its anchor; the guides' tables are tables
+    cortex = (html / "cortex.html").read_text()
+    assert 'href="#the-standalone-cache"' in cortex and 'id="the-standalone-cache"' in cortex
+    assert "<table" in (html / "results.html").read_text()
 
 
 def _cited_docs(path: pathlib.Path) -> set:

@@ -39,6 +39,7 @@ def _top_levels_of_distribution() -> set[str]:
             if not f.startswith(("..", "__editable__", "__pycache__")) and ".dist-info" not in f.split("/")[0]}
 
 
+@pytest.mark.smoke
 def test_installed_distribution_has_one_top_level_package():
     try:
         tops = _top_levels_of_distribution()

@@ -1,7 +1,10 @@
-"""Sphinx configuration of the ctmhsa API reference (built from the docstrings, numpydoc style).
+"""Sphinx configuration of the ctmhsa documentation site: the guides (``docs/*.md``, Markdown read
+by myst-parser) and the API reference (``docs/api/*.rst``, built from the docstrings, numpydoc style).
 
-Build: ``python -m sphinx -W -b html docs/api docs/api/_build/html`` (``-W``: a warning fails the
-build; ``tests/test_docs.py`` runs it in the default test suite: about 6 s).
+The source directory is ``docs`` (so the guides stay where the README and each other link to them)
+and this configuration lives in ``docs/api`` (``-c``); the site's start page is ``api/index``.
+Build: ``python -m sphinx -W -c docs/api -b html docs docs/api/_build/html`` (``-W``: a warning
+fails the build; ``tests/test_docs.py`` runs it in the default test suite).
 """
 
 import importlib
@@ -25,7 +28,11 @@ except metadata.PackageNotFoundError:  # pragma: no cover - a source tree withou
     release = "unknown"
 version = release
 
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "numpydoc"]
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "numpydoc", "myst_parser"]
+root_doc = "api/index"
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+# the guides link to each other's sections by their GitHub anchors (cortex.md#the-standalone-cache)
+myst_heading_anchors = 3
 autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": False,
                            "member-order": "bysource"}
 autodoc_typehints = "none"            # signatures as written; types are in the docstrings
@@ -33,9 +40,11 @@ autodoc_mock_imports = []
 numpydoc_show_class_members = False   # attributes are documented in the class docstrings
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks = set()
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "api/_build"]
 html_theme = "alabaster"
 html_static_path = []
+# the site starts at api/index.html; root/index.html sends the build folder's index.html there
+html_extra_path = ["root"]
 suppress_warnings = []
 # absolute values written |v| in docstrings read as reStructuredText substitutions: print them
 rst_prolog = "\n".join(f".. |{s}| replace:: \\|{s}\\|" for s in ("v", "x̃"))
@@ -84,6 +93,33 @@ def _resolve_reexports(app, env, node, contnode):
     return None
 
 
+def _numpydoc_template_once():
+    """numpydoc (1.11) compiles its docstring template anew for every documented object (a
+    fifth of the build's time); compile it once. Its ``get_doc_object`` hook is what
+    ``numpydoc.setup(app, get_doc_object_=...)`` replaces; if numpydoc's internals differ, keep its own."""
+    from numpydoc import docscrape, docscrape_sphinx, numpydoc as extension
+
+    own = docscrape_sphinx.get_doc_object
+    if getattr(extension, "get_doc_object", None) is not own:
+        return
+    template = {}
+
+    def get_doc_object(obj, what=None, doc=None, config=None, builder=None):
+        if builder not in template:
+            compiled = {}
+            own(None, what="object", doc="", config=compiled, builder=builder)
+            template[builder] = compiled["template"]
+        config = {} if config is None else config
+        config["template"] = template[builder]
+        return docscrape.get_doc_object(obj, what=what, doc=doc, config=config,
+                                        class_doc=docscrape_sphinx.SphinxClassDoc,
+                                        func_doc=docscrape_sphinx.SphinxFunctionDoc,
+                                        obj_doc=docscrape_sphinx.SphinxObjDoc)
+
+    extension.get_doc_object = get_doc_object
+
+
 def setup(app):
     app.connect("missing-reference", _resolve_reexports)
+    _numpydoc_template_once()
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -352,6 +352,7 @@ def test_embed():
         Model.from_state_dict(make_state(rng)).embed(u)
 
 
+@pytest.mark.smoke
 def test_load_model_by_name_and_missing(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="not_a_shipped_model_xyz.*shipped models"):
         load_model("not_a_shipped_model_xyz")

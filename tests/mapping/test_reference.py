@@ -39,6 +39,7 @@ def test_loops_vectorized_linear_agree(phi, shape, causal, normalize):
     assert _max_diff(vec, lin, ["q", "k", "v", "Z", "v_tilde", "x_tilde"]) <= 1e-12
 
 
+@pytest.mark.smoke
 def test_stage_shapes_match_spec():
     n, m, H, dk, dv, de = 5, 7, 3, 2, 4, 6
     X, Y, WQ, WK, WV, WO = random_problem(n=n, m=m, H=H, dk=dk, dv=dv, de=de)
@@ -53,6 +54,7 @@ def test_stage_shapes_match_spec():
         assert st[key].shape == shape, key
 
 
+@pytest.mark.smoke
 def test_kernel_is_normalised_and_matches_definition():
     X, _, WQ, WK, WV, WO = random_problem(seed=3, n=6, H=2, dk=4, dv=3, de=5)
     st = linear_mhsa(X, WQ, WK, WV, WO)

@@ -32,6 +32,7 @@ def test_default_config_is_a_meaningful_spiking_run():
     ({"problem": {"n": 0}}, "problem.n must be a positive integer"),
     ({"problem": {"weight_scale": -1}}, "problem.weight_scale must be > 0"),
 ])
+@pytest.mark.smoke
 def test_config_errors(raw, match):
     with pytest.raises(ValueError, match=match):
         resolve_config(raw)
@@ -120,6 +121,7 @@ def test_cli_run_writes_a_complete_results_directory(tmp_path, capsys):
 
 
 @pytest.mark.codegen_independent
+@pytest.mark.smoke
 def test_version(capsys):
     from importlib import metadata
 
@@ -171,6 +173,7 @@ def test_sizes_not_stated_come_from_the_inputs_and_are_saved(tmp_path, capsys):
 
 
 @pytest.mark.codegen_independent
+@pytest.mark.smoke
 def test_cli_errors_are_clean(tmp_path, capsys):
     cfg = tmp_path / "c.toml"
     cfg.write_text("[simulation]\nphi = 'tanh'\n")

@@ -29,6 +29,7 @@ def model():
     return ctmhsa.load_model("digits")
 
 
+@pytest.mark.smoke
 def test_shipped_model_has_the_documented_shapes(model):
     assert model.name == "digits" and 1 <= model.n_blocks <= 2
     assert (model.de, model.H, model.dk, model.dv) == (16, 2, 8, 8)
@@ -43,6 +44,7 @@ def test_shipped_model_has_the_documented_shapes(model):
     assert max(np.abs(a).max() for a in model.state_dict().values()) < 5
 
 
+@pytest.mark.smoke
 def test_reference_reproduces_the_recorded_test_accuracy(model, record):
     U, y = digits.test_set()
     assert U.shape == (digits.DIGITS_TEST, 16, 4) and y.shape == (digits.DIGITS_TEST,)
@@ -55,6 +57,7 @@ def test_reference_reproduces_the_recorded_test_accuracy(model, record):
     assert ctmhsa.transformer_forward(U[7], model)["logits"].argmax() == pred[7]
 
 
+@pytest.mark.smoke
 def test_json_records_the_file_and_how_it_was_made(record):
     assert record["sha256"] == hashlib.sha256((MODELS / "digits.npz").read_bytes()).hexdigest()
     assert record["architecture"]["blocks"] in (1, 2) and record["train_images"] == digits.DIGITS_TRAIN

@@ -22,6 +22,7 @@ def tiny_run():
 
 
 @pytest.mark.brian2
+@pytest.mark.smoke
 def test_spiking_run_writes_nwb_that_pynwb_reads_back(tiny_run, tmp_path):
     from ctmhsa.sims.io import write_result
     from ctmhsa.sims.nwb import AXIS_DESCRIPTIONS, circuit_of

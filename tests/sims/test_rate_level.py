@@ -56,6 +56,7 @@ def test_rate_level_cross_attention(n, m):
     assert "nucleus1_kv" in res.rates
 
 
+@pytest.mark.smoke
 def test_rate_level_causal():
     X, _, WQ, WK, WV, WO = random_problem(seed=8, n=5, H=2, dk=2, dv=3, de=4)
     res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="rate", causal=True)

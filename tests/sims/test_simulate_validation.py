@@ -45,6 +45,7 @@ def no_build(monkeypatch):
     (dict(Y=np.zeros((4, 2))), ValueError, "Y: embedding dimension 2 differs"),
     (dict(params=dict(tau_m=0.01)), TypeError, "params: expected ctmhsa.neurons.params.CellParams"),
 ])
+@pytest.mark.smoke
 def test_bad_arguments(args, change, exc, match):
     args.update(change)
     with pytest.raises(exc, match=match):
