@@ -32,6 +32,7 @@ from ctmhsa.mapping.encode import check_tokens, encode, relay_rates
 from ctmhsa.mapping.inputs import as_input_range
 from ctmhsa.mapping.reference import linear_mhsa
 
+from .cost import RUN_COST, estimate_runtime  # noqa: F401 - re-exported
 from .options import (AUTO_CYTHON_SYNAPSES, DEFAULT_DT, DEFAULT_PRESENTATION, CircuitOptions, RunOptions,
                       check_applies, check_record_spikes, check_run, given_options, split_options)
 from .readout import read_out
@@ -45,37 +46,6 @@ REFERENCE_METHOD = {"quadratic": "vectorized", "linear": "linear"}
 """The reference's method per attention area: the same sums the circuit's area computes."""
 
 log = logging.getLogger(__name__)
-
-RUN_COST = {
-    "runtime": {"rate": (6e-4, 2e-8, 3.4e-9), "escape": (1.3e-3, 1.5e-8, 0.0), "lif": (8e-4, 1e-7, 0.0)},
-    "standalone": {"rate": (4e-6, 1e-8, 1.7e-9), "escape": (4e-6, 7e-9, 0.0), "lif": (4e-6, 5e-8, 0.0)},
-}
-"""Wall time of one step (s): ``(fixed, per neuron, per simulated synapse)`` per device kind and
-level, for :func:`estimate_runtime`.
-
-Measured on this project's 2-core development machine (shared, Brian2 2.9.0, one run each, the
-``run`` timing of :func:`ctmhsa.sims.simulate_mhsa`, compilation excluded): *fixed*, the time per
-step of the smallest circuit (n = 3, H = 1, dk = dv = 2, de = 3; 132 neurons) with numpy code;
-*per neuron*, the rest at n = 16 to 48, H = 2, dk = dv = de = 16 to 32 (27k to 456k neurons),
-the cheaper of numpy and Cython; *per synapse*, the rate level's continuous synapses (Cython,
-1.5 M synapses: 3.4 ns; numpy took 10 to 19 ns). Spiking synapses act only at spikes and are
-counted in the per-neuron cost. The standalone costs were measured at the escape level
-(``cpp_standalone``, one thread: 4 us per step, 7 ns per neuron at 27k neurons); its other
-levels take the runtime costs halved."""
-
-
-def estimate_runtime(level: str, device: str, steps: int, neurons: int, synapses: int) -> float:
-    """Estimated wall time (s) of ``steps`` integration steps of a network of ``neurons`` cells
-    and ``synapses`` simulated synapses at ``level`` on ``device``:
-    ``steps * (fixed + neurons * per_neuron + synapses * per_synapse)`` with :data:`RUN_COST`.
-
-    A rough figure (within a factor of a few of the measured runs; fewer cores, numpy code of a
-    large circuit or a busy machine are slower, more OpenMP threads faster), meant to refuse
-    runs that cannot finish, not to plan them. Building and compiling are not included.
-    """
-    fixed, per_neuron, per_synapse = RUN_COST["runtime" if device == "runtime" else "standalone"][level]
-    return float(steps) * (fixed + neurons * per_neuron + synapses * per_synapse)
-
 
 class Simulation:
     """A built simulation of multihead attention in the cortico-thalamic pathway.

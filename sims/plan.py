@@ -1,5 +1,5 @@
 """Plan a run from a result's noise floors: the window or the copies that bring each stage's
-floor to a target NRMSE, and what they cost (:func:`plan`, ``SimulationResult.plan``,
+floor to a target NRMSE, and what they cost (:func:`plan`,
 ``ctmhsa plan``).
 
 A stage's noise floor (``SimulationResult.metrics()["noise_floor"]``,
@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ctmhsa.mapping.stages import STAGE_ORDER
+
+from .cost import RUN_COST, estimate_runtime
+from .result import SimulationResult
 
 __all__ = ["Plan", "StagePlan", "plan"]
 
@@ -184,7 +187,6 @@ def _targets(target, stages: list) -> dict:
 def _cost(config: dict, level: str, T: float, P=None, circuit=None) -> tuple[int, float]:
     """Neurons and estimated wall time (s) of the result's run with window ``T`` and, when
     given, copies ``P`` (the circuit described again, not built)."""
-    from .build import RUN_COST, estimate_runtime
 
     circuit = _described(config, P) if circuit is None else circuit
     device = config.get("device", "runtime")
@@ -228,8 +230,6 @@ def plan(result, target, stages=None) -> Plan:
         A bad ``target`` or ``stages``; a rate-level result (no spikes, no floor); a stream
         (its floors are per presentation); a result without its configuration.
     """
-    from .result import SimulationResult
-
     if not isinstance(result, SimulationResult):
         raise TypeError(f"result: expected a ctmhsa.sims.SimulationResult, got {type(result).__name__}")
     if result.level == "rate":

@@ -200,16 +200,6 @@ class SimulationResult:
                         f"{m['max_rel_error']:>12.3e} {m['noise_floor']:>12.3e}")
         return "\n".join(rows)
 
-    def plan(self, target, stages=None):
-        """Per stage, the window (same copies) and the copies P (same window) whose noise floor
-        reaches the NRMSE ``target`` (one number, or a dict per stage), with their neurons and
-        estimated wall time, from the floors' ``1/sqrt(T P)`` scaling
-        (:func:`ctmhsa.sims.plan.plan`; ``str()`` of the returned plan is a table). A floor is
-        the error expected from count noise alone, not a guarantee. Spiking levels only."""
-        from .plan import plan
-
-        return plan(self, target, stages=stages)
-
     def __repr__(self) -> str:
         x = self.metrics().get("x_tilde", {})
         window = (f" window=[{self.t_start:g}, {self.t_stop:g}) s" if "duration" in self.config else "")

@@ -46,7 +46,7 @@ def escape(tmp_path_factory):
 
 @pytest.mark.codegen_independent
 def test_quadrupling_the_window_or_the_copies_halves_the_floor():
-    p = synthetic(floor=0.4).plan(0.2)
+    p = plan(synthetic(floor=0.4), 0.2)
     (s,) = p.stages
     assert isinstance(p, Plan) and p.exact_rule and not s.reached
     assert s.T == pytest.approx(4 * 0.5) and s.P == 4 and s.P_floor == pytest.approx(0.2)
@@ -55,31 +55,31 @@ def test_quadrupling_the_window_or_the_copies_halves_the_floor():
     assert s.P_neurons == c.n_neurons() and s.P_neurons > p.neurons
     assert s.T_neurons == p.neurons and s.T_wall > p.wall and s.P_wall > p.wall
     # the same circuit run 4x longer: its floor halves, and the plan says the target is reached
-    (again,) = synthetic(floor=0.2, duration=2.0).plan(0.2).stages
-    assert again.reached and "already" in str(synthetic(floor=0.2, duration=2.0).plan(0.2))
+    (again,) = plan(synthetic(floor=0.2, duration=2.0), 0.2).stages
+    assert again.reached and "already" in str(plan(synthetic(floor=0.2, duration=2.0), 0.2))
     # P is an integer: rounded up, its floor at or below the target
-    (odd,) = synthetic(floor=0.4).plan(0.3).stages
+    (odd,) = plan(synthetic(floor=0.4), 0.3).stages
     assert odd.P == math.ceil((0.4 / 0.3) ** 2) and odd.P_floor <= 0.3
 
 
 @pytest.mark.codegen_independent
 def test_per_population_copies_are_scaled_as_a_whole():
-    (s,) = synthetic(floor=0.4, P={"l5pt": 2, "nucleus2": 3}).plan(0.2).stages
+    (s,) = plan(synthetic(floor=0.4, P={"l5pt": 2, "nucleus2": 3}), 0.2).stages
     assert s.P["l5pt"] == 8 and s.P["nucleus2"] == 12 and s.P["l23"] == 4 and s.P_floor == pytest.approx(0.2)
 
 
 @pytest.mark.codegen_independent
 def test_a_stage_far_above_its_floor_is_flagged_as_bias():
-    p = synthetic(floor=0.1, nrmse=0.5).plan(0.2)
+    p = plan(synthetic(floor=0.1, nrmse=0.5), 0.2)
     assert p.stages[0].bias == pytest.approx(math.sqrt(0.5 ** 2 - 0.1 ** 2), rel=1e-6)
     assert "not reachable by T or P" in str(p)
-    assert "integrators" in str(synthetic(floor=0.4, firing="population").plan(0.2))   # an upper bound
+    assert "integrators" in str(plan(synthetic(floor=0.4, firing="population"), 0.2))   # an upper bound
 
 
 @pytest.mark.codegen_independent
 def test_the_rate_level_is_refused():
     with pytest.raises(ValueError, match=r"^result: the rate level has no spike-count noise"):
-        synthetic(level="rate").plan(0.1)
+        plan(synthetic(level="rate"), 0.1)
     with pytest.raises(TypeError, match=r"^result: expected a ctmhsa.sims.SimulationResult"):
         plan({"x_tilde": 1.0}, 0.1)
 
@@ -92,15 +92,15 @@ def test_the_rate_level_is_refused():
     ({"x_tilde": 0}, ValueError, r"^target\['x_tilde'\]: "), ({"kappa": 0.1}, ValueError, r"^target: unknown stage")])
 def test_a_bad_target_is_refused_naming_it(target, error, match):
     with pytest.raises(error, match=match):
-        synthetic().plan(target)
+        plan(synthetic(), target)
 
 
 @pytest.mark.codegen_independent
 def test_bad_stages_and_streams_are_refused():
     with pytest.raises(ValueError, match=r"^stages: unknown stage\(s\) \['kappa'\]"):
-        synthetic().plan(0.1, stages=["kappa"])
+        plan(synthetic(), 0.1, stages=["kappa"])
     with pytest.raises(ValueError, match=r"^result: a stream's floors are per presentation"):
-        synthetic(presentation=0.2).plan(0.1)
+        plan(synthetic(presentation=0.2), 0.1)
 
 
 @pytest.mark.codegen_independent
@@ -118,7 +118,7 @@ def test_the_rule_matches_the_runs_own_floors(escape):
     assert short["T"] == pytest.approx(0.1)
     ratios = [short["metrics"][s]["noise_floor"] / full[s]["noise_floor"] for s in full]
     assert 1.8 < np.median(ratios) < 2.2 and all(1.5 < r < 2.7 for r in ratios)
-    p = res.plan({s: m["noise_floor"] / 2 for s, m in full.items()})
+    p = plan(res, {s: m["noise_floor"] / 2 for s, m in full.items()})
     assert all(s.T == pytest.approx(1.6) and s.P == 4 for s in p.stages)
 
 
