@@ -28,3 +28,11 @@ def problem2():
     """A two-head problem (n = 3, dk = dv = 3, de = 4) shared by the device and dask tests."""
     X, _, WQ, WK, WV, WO = random_problem(seed=3, n=3, H=2, dk=3, dv=3, de=4)
     return X, WQ, WK, WV, WO
+
+
+@pytest.fixture
+def no_build(monkeypatch):
+    """Any attempt to build a Brian2 network is a failure (validation must refuse first)."""
+    def boom(*a, **k):
+        raise AssertionError("a network was built before validation failed")
+    monkeypatch.setattr("ctmhsa.sims.runners.instantiate", boom)

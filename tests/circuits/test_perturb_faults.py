@@ -33,14 +33,6 @@ def _model(H=1, blocks=2):
     return model_circuit(3, m.de, model_sizes(m) * blocks, P=1)
 
 
-@pytest.fixture
-def no_build(monkeypatch):
-    """Any attempt to build a Brian2 network is a failure."""
-    def boom(*a, **k):
-        raise AssertionError("a network was built before validation failed")
-    monkeypatch.setattr("ctmhsa.sims.runners.instantiate", boom)
-
-
 # P01: several perturbations of one target compose ---------------------------------------------
 
 @pytest.mark.codegen_independent

@@ -21,14 +21,6 @@ def tiny():
     return dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO)
 
 
-@pytest.fixture
-def no_build(monkeypatch):
-    """Any attempt to build a Brian2 network is a failure."""
-    def boom(*a, **k):
-        raise AssertionError("a network was built before validation failed")
-    monkeypatch.setattr("ctmhsa.sims.runners.instantiate", boom)
-
-
 def accepted(tiny, **kw):
     """Validate and encode without building a network (the standalone runner builds in ``run``)."""
     return build_mhsa(**dict(tiny, device="cpp_standalone", **kw))

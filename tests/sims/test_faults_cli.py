@@ -17,14 +17,6 @@ class Simulated(Exception):
     """Raised by the stand-ins of the simulation: the command got that far."""
 
 
-@pytest.fixture
-def no_build(monkeypatch):
-    """Any attempt to build a Brian2 network is a failure."""
-    def boom(*a, **k):
-        raise AssertionError("a network was built before validation failed")
-    monkeypatch.setattr("ctmhsa.sims.runners.instantiate", boom)
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     """The issue's small model ($P: one block, H = 1, dk = dv = 2, de = 3) and token files, good and bad."""

@@ -26,14 +26,6 @@ def problem():
     return X, S, W, ctmhsa.Model.from_arrays(*W)
 
 
-@pytest.fixture
-def no_build(monkeypatch):
-    """Any attempt to build a Brian2 network is a failure."""
-    def boom(*a, **k):
-        raise AssertionError("a network was built before validation failed")
-    monkeypatch.setattr("ctmhsa.sims.runners.instantiate", boom)
-
-
 class Built(Exception):
     """Raised in place of building a model's network: carries the options it would run with."""
 

@@ -26,14 +26,6 @@ def tiny():
     return dict(X=X, WQ=WQ, WK=WK, WV=WV, WO=WO)
 
 
-@pytest.fixture
-def no_build(monkeypatch):
-    """Any attempt to build a Brian2 network is a failure."""
-    def boom(*a, **k):
-        raise AssertionError("a network was built before validation failed")
-    monkeypatch.setattr("ctmhsa.sims.runners.instantiate", boom)
-
-
 # 1. a keyword left at None beside an option object ----------------------------------------------
 
 def test_a_keyword_left_at_none_keeps_the_option_objects_field():

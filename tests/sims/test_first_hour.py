@@ -24,14 +24,6 @@ class Simulated(Exception):
 
 
 @pytest.fixture
-def no_build(monkeypatch):
-    """Any attempt to build a Brian2 network is a failure."""
-    def boom(*a, **k):
-        raise AssertionError("a network was built before validation failed")
-    monkeypatch.setattr("ctmhsa.sims.runners.instantiate", boom)
-
-
-@pytest.fixture
 def stop_at_simulate(monkeypatch):
     """``ctmhsa run`` stops where it would simulate (everything before it is printed)."""
     def stop(*a, **k):
