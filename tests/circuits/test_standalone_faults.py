@@ -82,6 +82,7 @@ def _quiet_run():
         return _run()
 
 
+@pytest.mark.long   # compiles a standalone project (65-70 s cold on 2 cores)
 def test_a_truncated_binary_is_rebuilt_with_a_warning(project):
     from ctmhsa.circuits.standalone import StandaloneCacheWarning
 
@@ -92,6 +93,7 @@ def test_a_truncated_binary_is_rebuilt_with_a_warning(project):
     _same_spikes(_quiet_run(), project["result"])   # repaired once, for good
 
 
+@pytest.mark.long   # compiles a standalone project (65-70 s cold on 2 cores)
 def test_a_truncated_object_file_is_rebuilt_with_a_warning(project):
     from ctmhsa.circuits.standalone import StandaloneCacheWarning
 
@@ -105,6 +107,7 @@ def test_a_truncated_object_file_is_rebuilt_with_a_warning(project):
     _same_spikes(_quiet_run(), project["result"])
 
 
+@pytest.mark.long   # compiles a standalone project (65-70 s cold on 2 cores)
 def test_a_new_duration_on_a_cached_shape_compiles_nothing(project, tmp_path, monkeypatch):
     """The run's length is a run argument: the same project, the new duration simulated (the
     relays' window rates stay those of the compiled length: a binary that stopped at its old end
@@ -129,6 +132,7 @@ def test_a_new_duration_on_a_cached_shape_compiles_nothing(project, tmp_path, mo
         assert np.nanmean(res.rates["nucleus1"]) == pytest.approx(np.nanmean(first), rel=0.15)
 
 
+@pytest.mark.long   # compiles a standalone project (65-70 s cold on 2 cores)
 def test_copies_of_dead_processes_are_removed_at_the_next_start(project, tmp_path):
     from ctmhsa.circuits.standalone import _process_identity
 
@@ -216,6 +220,7 @@ def test_a_killed_compile_leaves_no_compiler_running(tmp_path):
                 pass
 
 
+@pytest.mark.long   # compiles a standalone project (65-70 s cold on 2 cores)
 def test_a_second_failure_of_make_names_the_project(project, tmp_path, monkeypatch):
     """A cached project whose ``make`` fails is built from scratch once (with a warning); if that
     fails too, the error names the project. (On a copy of the project, with a failing compiler.)"""

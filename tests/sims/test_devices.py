@@ -57,6 +57,7 @@ def _compiler_spy(directory):
     return log
 
 
+@pytest.mark.long   # compiles a standalone project (26-36 s)
 def test_new_inputs_on_a_cached_shape_do_not_compile(problem2, tmp_path, monkeypatch):
     kw = dict(neuron="escape", duration=0.5, warmup=0.2, device="cpp_standalone", threads=0)
     first = simulate_mhsa(*problem2, seed=1, **kw)            # compiles unless cached
