@@ -37,7 +37,7 @@ from ctmhsa.mapping.gradients import formal_gradients, gradients_from_stages, mh
 from ctmhsa.mapping.reference import _as_real_array, check_attention_inputs, linear_mhsa
 from ctmhsa.neurons.models import FIDELITY_LEVELS
 
-from .build import _wall, build_mhsa, estimate_runtime
+from .build import _check_runtime, _wall, build_mhsa
 from .config import check_output_dir
 from .options import check_applies, check_record_spikes, check_scheduler, given_options, split_options
 
@@ -187,7 +187,7 @@ def _check_training_runtime(co, ro, a, steps: int, tied: bool, cross: bool) -> f
     synapses = simulated_synapse_count(circuit, fold_plan(circuit, co.neuron) if co.fold and tied else {})
     per = a["H"] if ro.scheduler is not None else 1       # a split run's heads run in parallel
     sim_steps = int(round((ro.warmup + ro.duration) / ro.dt))
-    run = estimate_runtime(co.neuron, ro.device, sim_steps, circuit.n_neurons() // per, synapses // per)
+    run = _check_runtime(circuit, co, ro.replace(max_runtime=None), synapses, per)    # one run, not held to the limit
     total = steps * a["B"] * run
     limit = float("inf") if ro.max_runtime is None else ro.max_runtime
     if total > limit:
