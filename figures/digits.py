@@ -28,6 +28,10 @@ closest one the JSON has)."""
 LEVEL_COLOURS = {"escape": "#d95f02", "rate": "#1f78b4", "float": "0.35"}
 """Colour of each level (and of the float model)."""
 
+ACC_MS, AGREE_MS = 4.5, 9.0
+"""Marker sizes (points) in (a): accuracy a filled dot, agreement with the float model an unfilled
+ring drawn above it and wide enough to leave a gap around the dot where the two coincide."""
+
 RIGHT, WRONG = "#1a9641", "#d7191c"
 """Colours of a right and a wrong prediction in the examples' titles."""
 
@@ -58,9 +62,9 @@ def _example_row(doc):
 
 
 def _accuracy_panel(ax, doc) -> None:
-    """(a) Accuracy (solid, filled) and agreement with the float model (dashed, open) vs
-    presentation time; the float model's accuracy a horizontal line; the rate level one marker
-    pair; the wall time per image under each point."""
+    """(a) Accuracy (solid, filled dots) and agreement with the float model (dashed, unfilled
+    rings drawn above the dots) vs presentation time; the float model's accuracy a horizontal
+    line; the rate level one marker pair; the wall time per image under each point."""
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
 
@@ -72,26 +76,28 @@ def _accuracy_panel(ax, doc) -> None:
     handles = []
     if escape:
         x = [1e3 * _num(r["presentation"]) for r in escape]
-        # agreement's open markers a little larger, below: a ring around accuracy where the two meet
-        ax.plot(x, [100 * _num(r["agreement"]) for r in escape], "--o", color=c, ms=6.5, lw=1.1, mfc="white",
-                zorder=3)
-        ax.plot(x, [100 * _num(r["accuracy"]) for r in escape], "-o", color=c, ms=4.5, lw=1.4, zorder=4)
-        handles.append(Line2D([], [], color=c, lw=1.4, marker="o", ms=4.5, label="escape level"))
+        # accuracy a small filled dot with a white rim, agreement an unfilled ring drawn above it:
+        # where the two meet the ring stays visible around the dot, a gap between them
+        ax.plot(x, [100 * _num(r["accuracy"]) for r in escape], "-o", color=c, ms=ACC_MS, lw=1.4, mec="white",
+                mew=0.8, zorder=3)
+        ax.plot(x, [100 * _num(r["agreement"]) for r in escape], "--o", color=c, ms=AGREE_MS, lw=1.1, mfc="none",
+                mew=1.2, zorder=4)
+        handles.append(Line2D([], [], color=c, lw=1.4, marker="o", ms=ACC_MS, label="escape level"))
     at = {1e3 * _num(r["presentation"]) for r in escape}
     for r in rate:
         cr = LEVEL_COLOURS["rate"]
         x = 1e3 * _num(r["presentation"])
         x *= 1.14 if x in at else 1.0       # beside an escape point at the same presentation, not on it
-        ax.plot([x], [100 * _num(r["agreement"])], "s", color=cr, ms=8, mfc="white", mew=1.3, zorder=4)
-        ax.plot([x], [100 * _num(r["accuracy"])], "s", color=cr, ms=5.5, zorder=5)
-        handles.append(Line2D([], [], color=cr, ls="none", marker="s", ms=5.5,
+        ax.plot([x], [100 * _num(r["accuracy"])], "s", color=cr, ms=ACC_MS, mec="white", mew=0.8, zorder=3)
+        ax.plot([x], [100 * _num(r["agreement"])], "s", color=cr, ms=AGREE_MS + 1, mfc="none", mew=1.2, zorder=4)
+        handles.append(Line2D([], [], color=cr, ls="none", marker="s", ms=ACC_MS + 1,
                               label=f"rate level ({_wall(r['wall_per_input'])} / image)"))
     if np.isfinite(fa):
         ax.axhline(100 * fa, color=LEVEL_COLOURS["float"], lw=1.0, ls=":", zorder=1)
         handles.append(Line2D([], [], color=LEVEL_COLOURS["float"], lw=1.0, ls=":",
                               label=f"float model ({100 * fa:.1f} %)"))
-    handles += [Line2D([], [], color="k", lw=1.3, marker="o", ms=4.5, label="accuracy"),
-                Line2D([], [], color="k", lw=1.0, ls="--", marker="o", ms=6.5, mfc="white",
+    handles += [Line2D([], [], color="k", lw=1.3, marker="o", ms=ACC_MS, label="accuracy"),
+                Line2D([], [], color="k", lw=1.0, ls="--", marker="o", ms=AGREE_MS, mfc="none",
                        label="agreement with float")]
     ticks = sorted({1e3 * _num(r["presentation"]) for r in rows})
     ax.set_xscale("log")
@@ -123,7 +129,12 @@ def _accuracy_panel(ax, doc) -> None:
     if len(neurons) == 1:
         size = f"one circuit of {neurons[0]:,} neurons"
     else:
-        size = ", ".join(f"{r['neuron']} {int(_num(r['neurons'])):,}" for r in rows) + " neurons"
+        per_level = {}              # each level once (its rows share a circuit size unless P differs)
+        for r in rows:
+            if np.isfinite(_num(r["neurons"])):
+                per_level.setdefault(r["neuron"], set()).add(int(_num(r["neurons"])))
+        size = ", ".join(f"{level} " + "/".join(f"{k:,}" for k in sorted(ks)) for level, ks in per_level.items())
+        size += " neurons"
     ax.set_title(f"(a) accuracy vs presentation time\n{size}")
 
 
@@ -203,13 +214,14 @@ def _confusion_panel(ax, row) -> None:
 def draw_digits(doc: dict, fig=None):
     """The figure of ``ctmhsa bench digits`` from its JSON (as a dict).
 
-    (a) Accuracy (solid) and agreement with the float model (dashed, open markers) vs presentation
-    time at the escape level, the rate level as a square pair at its presentation (nudged right of
-    an escape point there), the float model's accuracy a dotted line; the circuit's neurons in the
-    title, the wall time per image under each escape point. (b) The example images of the escape
-    row closest to :data:`EXAMPLE_PRESENTATION`, each beside its spiking class scores (bars) and
-    the float model's (dots), titled with its label and both predictions (green right, red
-    wrong). (c) That row's confusion matrix. Quick data are marked in the title. Returns the figure."""
+    (a) Accuracy (solid, dots) and agreement with the float model (dashed, rings drawn above the
+    dots) vs presentation time at the escape level, the rate level as a square pair at its
+    presentation (nudged right of an escape point there), the float model's accuracy a dotted
+    line; the circuit's neurons in the title, the wall time per image under each escape point.
+    (b) The example images of the escape row closest to :data:`EXAMPLE_PRESENTATION`, each beside
+    its spiking class scores (bars) and the float model's (dots), titled with its label and both
+    predictions (green right, red wrong). (c) That row's confusion matrix. Quick data are marked in
+    the title. Returns the figure."""
     if fig is None:
         fig = plt.figure(figsize=(7.4, 7.2), constrained_layout=True)
     row = _example_row(doc)
@@ -236,11 +248,12 @@ def _caption(doc) -> str:
             f"\"{doc.get('model', '?')}\" computed in spikes: {int(_num(doc['images']))} held-out test images "
             "streamed one after another through one built circuit per level and presentation time; each "
             "image's class is the largest class score decoded from the read-out's class cells in its window "
-            f"(float model: {100 * fa:.1f} % correct). (a) Accuracy (solid, filled markers) and agreement with "
-            "the float model's predictions (dashed, open markers) vs presentation time at the escape level, the "
-            "rate level as squares (just right of an escape point at the same presentation), the float model's "
-            "accuracy dotted; the wall time per image (building and compiling included) under each escape "
-            f"point. (b) The first {len(row.get('examples') or [])} test images ({row['neuron']} level, "
+            f"(float model: {100 * fa:.1f} % correct). (a) Accuracy (solid, filled dots) and agreement with "
+            "the float model's predictions (dashed, open rings drawn over the dots) vs presentation time at "
+            "the escape level, the rate level as squares (just right of an escape point at the same "
+            "presentation), the float model's accuracy dotted; the wall time per image (building and "
+            "compiling included) under each escape point. (b) The first "
+            f"{len(row.get('examples') or [])} test images ({row['neuron']} level, "
             f"{_ms(row['presentation'])} ms), each with its spiking class scores (bars) and the float model's "
             "(dots); above, the label and the spiking and float predictions (green right, red wrong), the "
             "label's class in bold under the bars. (c) That row's confusion matrix (rows: label, columns: "

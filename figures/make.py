@@ -247,7 +247,9 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
     made += save(raster(data["accuracy_escape"], circ), out_dir, "raster_escape",
                  "Spike raster of one macrocolumn (its L2/3 cells, interneurons, L5 IT ON/OFF cells and "
                  "L5 PT ON/OFF cells) and of the nucleus-2 relays of the same token (ON/OFF), escape level, "
-                 f"{size}, warm-up included (from the accuracy_escape run).")[:1]
+                 f"{size}, warm-up included (from the accuracy_escape run). The dotted line marks the start of the "
+                 "measurement window; a macrocolumn's interneurons fire together because they share one integral "
+                 "loop (docs/physiology.md, \"Why the interneurons fire together\").")[:1]
     c, size = sizes(data["time_escape"])
     cp, _ = sizes(next(iter(data["readout"].values())))
     made += save(error_scaling({"escape": data["time_escape"]}, data["readout"]), out_dir, "error_scaling",

@@ -12,7 +12,12 @@ from ctmhsa.sims.io import load
 
 from .style import PROJECTION_COLOURS, clear_legend, plt, read_json_numbers
 
-__all__ = ["fig2", "raster", "draw_raster", "error_scaling", "counts_vs_n", "circuits_vs_n", "laws"]
+__all__ = ["fig2", "raster", "draw_raster", "error_scaling", "counts_vs_n", "circuits_vs_n", "laws",
+           "INTERNEURON_NOTE"]
+
+INTERNEURON_NOTE = "a macrocolumn's interneurons share one integral loop, so they fire together (docs/physiology.md)"
+"""The line a raster's title adds where it shows interneurons: their common bursts are the shared
+loop's rate, not a defect (docs/physiology.md, "Why the interneurons fire together")."""
 
 
 def fig2(npz_paths: dict, it_pt_matrix: np.ndarray):
@@ -56,12 +61,32 @@ def fig2(npz_paths: dict, it_pt_matrix: np.ndarray):
             a.tick_params(labelsize=7)
             a.legend(fontsize=7)
     axd = fig.add_subplot(grid[:, 3])
-    im = axd.imshow(it_pt_matrix, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+    _sign_matrix(fig, axd, it_pt_matrix)
     axd.set(title="(d) IT → PT connections (sign)", xlabel="L5 PT cell", ylabel="L5 IT cell")
     axd.title.set_fontsize(8)
     axd.tick_params(labelsize=7)
-    fig.colorbar(im, ax=axd, shrink=0.7)
     return fig
+
+
+SIGN_LEVELS = ((-1, "−1: inhibitory", "#2166ac"), (0, "0: none", "#f7f7f7"), (1, "+1: excitatory", "#b2182b"))
+"""The three values of a connection-sign matrix: value, label, colour."""
+
+
+def _sign_matrix(fig, ax, m) -> None:
+    """A −1/0/+1 matrix in three colours with a colour bar of three labelled levels (a continuous
+    bar would suggest values in between)."""
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    values = [v for v, _, _ in SIGN_LEVELS]
+    m = np.asarray(m, float)
+    if not np.isin(m, values).all():
+        raise ValueError(f"sign matrix: expected entries in {values}, got {np.unique(m)[:6]}")
+    cmap = ListedColormap([c for _, _, c in SIGN_LEVELS])
+    norm = BoundaryNorm([-1.5, -0.5, 0.5, 1.5], cmap.N)
+    im = ax.imshow(m, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
+    bar = fig.colorbar(im, ax=ax, shrink=0.5, ticks=values, drawedges=True)
+    bar.ax.set_yticklabels([label for _, label, _ in SIGN_LEVELS], fontsize=7)
+    bar.ax.tick_params(length=0)
 
 
 RASTER_COLOURS = {"nucleus2": "#238b45", "l5pt": "#08519c", "l5it": "#1f78b4", "readout": "#1f78b4",
@@ -69,11 +94,14 @@ RASTER_COLOURS = {"nucleus2": "#238b45", "l5pt": "#08519c", "l5it": "#1f78b4", "
 """Darker versions of the population colours, for spikes (thin marks)."""
 
 
-def draw_raster(ax, res, circuit, head: int = 0, macro: int = 0, span: tuple | None = None) -> None:
+def draw_raster(ax, res, circuit, head: int = 0, macro: int = 0, span: tuple | None = None,
+                origin: float = 0.0) -> None:
     """Spikes of one macrocolumn (L2/3, interneurons, L5 IT, L5 PT; or the key-value-memory
     circuit's read-out cells) and of the nucleus-2 relays of the same token, on ``ax``.
 
-    ``span``: ``(t0, t1)`` in s, the part of the run drawn (default all of it)."""
+    ``span``: ``(t0, t1)`` in s, the part of the run drawn (default all of it); ``origin`` (s):
+    the run's time drawn as 0 (the start of the measurement window, say). The y range leaves
+    :data:`RASTER_PAD` of the rows above and below, so that no spike mark is cut at an edge."""
     offset = 0
     ticks = []
     names = [p for p in ("nucleus2", "l5pt", "l5it", "readout", "readout_z", "interneuron", "l23")
@@ -96,26 +124,39 @@ def draw_raster(ax, res, circuit, head: int = 0, macro: int = 0, span: tuple | N
         row = np.full(pop.N, -1)
         row[cells] = np.arange(cells.size)
         keep = row[i] >= 0
-        ax.scatter(t[keep], offset + row[i[keep]], s=4, color=RASTER_COLOURS.get(name, "0.2"), marker="|",
+        ax.scatter(t[keep] - origin, offset + row[i[keep]], s=4, color=RASTER_COLOURS.get(name, "0.2"), marker="|",
                    linewidths=0.7)
-        ticks.append((offset + cells.size / 2, f"{name} ({cells.size})"))
+        ticks.append((offset + (cells.size - 1) / 2, f"{name} ({cells.size})"))
         offset += cells.size + 3
     ax.set_yticks([p for p, _ in ticks])
     ax.set_yticklabels([s for _, s in ticks])
-    ax.set_ylim(-2, offset)
+    top = offset - 3 - 1                 # the last row drawn
+    pad = 1 + RASTER_PAD * max(top, 1)
+    ax.set_ylim(-pad, top + pad)
     if span is not None:
-        ax.set_xlim(*span)
+        ax.set_xlim(span[0] - origin, span[1] - origin)
     ax.set_xlabel("time (s)")
 
 
+RASTER_PAD = 0.03
+"""Margin of a raster above its top row and below its bottom one, as a fraction of its rows."""
+
+
 def raster(results_dir: str, circuit, head: int = 0, macro: int = 0):
-    """Spikes of one macrocolumn (L2/3, interneurons, L5 IT, L5 PT) and of nucleus 2."""
+    """Spikes of one macrocolumn (L2/3, interneurons, L5 IT, L5 PT) and of nucleus 2, from the
+    start of the run: the warm-up, then the measurement window (a dotted line between them)."""
     res = load(results_dir)
     fig, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
     draw_raster(ax, res, circuit, head, macro)
     c = res.config
+    warm = float(c.get("warmup") or 0.0)
+    if warm:
+        ax.axvline(warm, color="0.4", lw=0.8, ls=":", zorder=0)
+    ax.set_xlabel("time from the start of the run (s)" + (f"; the window starts after {warm:g} s of warm-up (dotted)"
+                                                         if warm else ""))
+    note = f"\n{INTERNEURON_NOTE}" if "interneuron" in circuit.populations else ""
     ax.set_title(f"{res.level} level, macrocolumn {macro} of head {head} (n={c['n']}, dk={c['dk']}, "
-                 f"dv={c['dv']}) and the nucleus-2 relays of token {macro}; warm-up {c['warmup']} s")
+                 f"dv={c['dv']}) and the nucleus-2 relays of token {macro}; warm-up {warm:g} s{note}")
     return fig
 
 

@@ -19,8 +19,8 @@ from ctmhsa.mapping.stages import STAGE_ORDER, symbol, title
 from ctmhsa.sims.io import atomic_path, load
 from ctmhsa.sims.nwb import circuit_of
 
-from .panels import draw_raster
-from .style import DPI, POP_COLOURS, check_fonts, plt
+from .panels import INTERNEURON_NOTE, draw_raster
+from .style import DPI, POP_COLOURS, check_fonts, clear_legend, plt
 
 __all__ = ["draw_summary"]
 
@@ -51,6 +51,64 @@ def _scatter(ax, key, decoded, exact, m):
             bbox=dict(fc="white", ec="none", alpha=0.75, pad=1))
     ax.tick_params(labelsize=7)
     ax.locator_params(nbins=4)
+
+
+FLOOR_SCALING_TOL = 0.05
+"""Largest relative departure of floor·√T from its mean over the checkpoints under which the
+error-vs-window panel says the floors fall as 1/√T instead of drawing a 1/√T guide: the floors are
+predicted from spike counts, so a guide through one would lie on it."""
+
+
+def _log_ticks(ax) -> None:
+    """Round tick values on a log y axis (no minor ticks), within its limits."""
+    lo, hi = ax.get_ylim()
+    ticks = [t for t in (0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5) if lo <= t <= hi]
+    ax.yaxis.set_minor_locator(plt.NullLocator())
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+
+
+def _error_vs_window(ax, cps) -> list:
+    """Error (solid, dots) and predicted spike-count floor (dashed) of ṽ, x̃ and s against the
+    window T of the checkpoints ``cps``, log-log. Where every floor falls as 1/√T to within
+    :data:`FLOOR_SCALING_TOL` the legend says so; else a dotted 1/√T guide is drawn through x̃'s
+    first floor. Returns the legend's handles (placed clear of the data once the figure is laid
+    out: :func:`ctmhsa.figures.style.clear_legend`)."""
+    from matplotlib.lines import Line2D
+
+    T = np.array([cp["T"] for cp in cps], float)
+    drawn, dev = [], 0.0
+    for key, col in (("v_tilde", POP_COLOURS["l5pt"]), ("x_tilde", "#238b45"), ("s", "#e08214")):
+        if key not in cps[-1]["metrics"]:
+            continue
+        e = np.array([cp["metrics"][key]["nrmse"] for cp in cps], float)
+        f = np.array([cp["metrics"][key]["noise_floor"] for cp in cps], float)
+        ax.loglog(T, e, "o-", color=col, ms=3, label=f"{symbol(key)} NRMSE")
+        ax.loglog(T, f, "--", color=col, lw=0.9, label=f"{symbol(key)} floor")
+        g = f * np.sqrt(T)
+        g = g[np.isfinite(g) & (g > 0)]
+        dev = max(dev, float(np.max(np.abs(g / g.mean() - 1))) if g.size > 1 else np.inf)
+        drawn.append((key, col))
+    if not drawn:
+        return []
+    handles = [Line2D([], [], color=col, marker="o", ms=3, label=symbol(key)) for key, col in drawn]
+    handles.append(Line2D([], [], color="0.3", marker="o", ms=3, label="NRMSE"))
+    if dev <= FLOOR_SCALING_TOL:
+        label = f"floor, ∝ 1/√T (± {100 * dev:.0f} %)" if dev >= 0.005 else "floor, ∝ 1/√T"
+        handles.append(Line2D([], [], color="0.3", ls="--", lw=0.9, label=label))
+    else:
+        handles.append(Line2D([], [], color="0.3", ls="--", lw=0.9, label="floor"))
+        key = "x_tilde" if "x_tilde" in dict(drawn) else drawn[0][0]
+        f0 = cps[0]["metrics"][key]["noise_floor"]
+        ax.loglog(T, f0 * np.sqrt(T[0] / T), ":", color="0.5", label="∝ 1/√T")
+        handles.append(Line2D([], [], color="0.5", ls=":", label=f"∝ 1/√T (through {symbol(key)}'s floor)"))
+    ax.set_xticks(T, [f"{t:g}" for t in T])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    lo, hi = ax.get_ylim()      # headroom above the lines (they fall to the right) for the legend
+    ax.set_ylim(lo, hi * (hi / lo) ** 0.3)
+    _log_ticks(ax)
+    ax.set(xlabel="measurement window T (s)", ylabel="NRMSE")
+    ax.set_title("error vs simulated time (one run, checkpoints)", fontsize=7.5)
+    return handles
 
 
 def draw_summary(results_dir, out: str | None = None, head: int = 0, macro: int = 0, span: float = 1.0):
@@ -94,44 +152,31 @@ def draw_summary(results_dir, out: str | None = None, head: int = 0, macro: int 
         ax.bar(x + 0.2, floor, width=0.4, color="0.7", label="noise floor")
     ax.set_xticks(x, [symbol(k) for k in stages])
     ax.set_title("error vs spike-count floor", fontsize=7.5)
-    ax.legend(loc="upper left", frameon=False)
-    # raster
+    # the legend in one row above the tallest bar (upper left, it covered the tall κ bars)
+    top = max([e for e in err + floor if np.isfinite(e)], default=0.0)
+    ax.set_ylim(0, 1.3 * top if top > 0 else 1.0)
+    ax.legend(loc="upper center", ncols=2, frameon=False, borderaxespad=0.2, handlelength=1.2, columnspacing=1.0)
+    # raster, its time axis counted from the start of the measurement window (after the warm-up)
     ax = fig.add_subplot(gs[2, :3])
     warm = float(c.get("warmup") or 0.0)
     if res.spikes:
-        t1 = warm + min(span, float(c["duration"]))
-        draw_raster(ax, res, circuit_of(c), head, macro, span=(warm, t1))
-        ax.set_title(f"spikes of macrocolumn {macro}, head {head}, and of the nucleus-2 relays of token "
-                     f"{macro}: first {t1 - warm:g} s of the window", fontsize=7.5)
+        shown = min(span, float(c["duration"]))
+        circuit = circuit_of(c)
+        draw_raster(ax, res, circuit, head, macro, span=(warm, warm + shown), origin=warm)
+        ax.set_xlabel("time in the measurement window (s)" + (f"; {warm:g} s warm-up before it" if warm else ""))
+        note = f"\n{INTERNEURON_NOTE}" if "interneuron" in circuit.populations else ""
+        ax.set_title(f"spikes of macrocolumn {macro}, head {head}, and of the nucleus-2 relays of token {macro}: "
+                     f"first {shown:g} s of the window{note}", fontsize=7.5)
     else:
         ax.axis("off")
         ax.text(0.5, 0.5, "rate level: no spikes" if res.level == "rate" else
                 "no spikes recorded (record_spikes = false)", ha="center", va="center", fontsize=8)
     # error vs window
-    ax = fig.add_subplot(gs[2, 3:])
+    err_ax = fig.add_subplot(gs[2, 3:])
     cps = res.diagnostics.get("checkpoints") or []
-    if len(cps) > 1:
-        T = np.array([cp["T"] for cp in cps])
-        for key, col in (("v_tilde", POP_COLOURS["l5pt"]), ("x_tilde", "#238b45"), ("s", "#e08214")):
-            if key not in cps[-1]["metrics"]:
-                continue
-            e = [cp["metrics"][key]["nrmse"] for cp in cps]
-            f = [cp["metrics"][key]["noise_floor"] for cp in cps]
-            sym = symbol(key)
-            ax.loglog(T, e, "o-", color=col, ms=3, label=f"{sym} NRMSE")
-            ax.loglog(T, f, "--", color=col, lw=0.9, label=f"{sym} floor")
-        ax.loglog(T, cps[0]["metrics"]["x_tilde"]["noise_floor"] * np.sqrt(T[0] / T), ":", color="0.5",
-                  label="∝ 1/√T")
-        ax.set_xticks(T, [f"{t:g}" for t in T])
-        ax.xaxis.set_minor_locator(plt.NullLocator())
-        lo, hi = ax.get_ylim()
-        ticks = [t for t in (0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5) if lo <= t <= hi]
-        ax.yaxis.set_minor_locator(plt.NullLocator())
-        ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
-        ax.set(xlabel="measurement window T (s)", ylabel="NRMSE")
-        ax.set_title("error vs simulated time (one run, checkpoints)", fontsize=7.5)
-        ax.legend(ncol=2, loc="lower left", frameon=False)
-    else:
+    handles = _error_vs_window(err_ax, cps) if len(cps) > 1 else None
+    if not handles:
+        ax = err_ax
         ax.axis("off")
         lines = [f"{_pad(symbol(k), 3)} NRMSE {met[k]['nrmse']:.3f}  floor {met[k]['noise_floor']:.3f}"
                  for k in stages]
@@ -141,6 +186,11 @@ def draw_summary(results_dir, out: str | None = None, head: int = 0, macro: int 
     fig.suptitle(f"ctmhsa run: {res.level} level{firing}, n = {c['n']}, H = {c['H']}, dk = {c['dk']}, dv = {c['dv']}, "
                  f"de = {c['de']}; {counts.get('neurons', 0):,} neurons, {counts.get('synapses', 0):,} synapses; "
                  f"window {c['duration']:g} s, seed {c.get('seed')}", fontsize=9)
+    if handles:       # once the figure has its titles: the legend where it hides no line or marker
+        ylim = err_ax.get_ylim()
+        clear_legend(err_ax, handles=handles, ncol=2)
+        if err_ax.get_ylim() != ylim:
+            _log_ticks(err_ax)
     check_fonts(fig)
     if out:
         with atomic_path(out, ".png") as tmp:
