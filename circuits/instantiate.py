@@ -14,6 +14,7 @@ argument of the compiled binary instead; nothing here knows device names.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
@@ -22,7 +23,8 @@ from dataclasses import dataclass, field
 import brian2 as b2
 import numpy as np
 
-from ctmhsa.neurons.backend import configure_brian2
+from ctmhsa.neurons.backend import building
+from ctmhsa.neurons.compilation import CompileLog, lean_cython, precompile, watch
 from ctmhsa.neurons.models import (PHI_COVARIANCE, add_step_code, count_variance, get_model, initial_draws,
                                     stratify_phases, synapse_model)
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, with_units
@@ -96,6 +98,9 @@ class BuiltCircuit:
     run_args : dict, optional
         The values as run arguments of a compiled binary (``None``: written into the objects;
         the seed is then a run argument too and is not set here).
+    compiled : dict
+        Set by :meth:`prepare`: Cython ``modules`` compiled for this network (0 when all came
+        from the cache), the ``seconds`` that took, and the modules ``loaded`` from the cache.
     """
 
     circuit: Circuit
@@ -115,6 +120,7 @@ class BuiltCircuit:
     replay_tables: dict = field(default_factory=dict)
     replay_source: dict | None = None
     streamed: frozenset = frozenset()
+    compiled: dict = field(default_factory=lambda: dict(modules=0, seconds=0.0, loaded=0))
     _seeded: bool = False
 
     @property
@@ -130,15 +136,25 @@ class BuiltCircuit:
             b2.seed(self.seed)
         self._seeded = True
 
-    def prepare(self) -> float:
+    def prepare(self, bar=None) -> float:
         """Generate and compile every code object (a zero-length run); return wall time (s).
 
         Separates code generation from simulation in timings; compiled Cython modules are
-        cached, so the ``before_run`` of the following :meth:`run` only reloads them.
+        cached, so the ``before_run`` of the following :meth:`run` only reloads them. Modules
+        missing from the cache are compiled in parallel first and announced
+        (:func:`ctmhsa.neurons.compilation.precompile`; ``bar``: its progress bar factory);
+        :attr:`compiled` then holds how many compiled and how long it took.
         """
         t0 = time.perf_counter()
         self._seed()
-        self.network.run(0 * b2.second, namespace={})  # prepares (generates/compiles) every object, 0 steps
+        first = CompileLog()
+        if self.run_args is None and b2.prefs.codegen.target == "cython":
+            lean_cython(self.network)
+            first = precompile(self.network, {}, bar=bar)
+        with watch(bar=bar) as rest:    # what the parallel compile left (a failure there): one by one
+            self.network.run(0 * b2.second, namespace={})  # prepares (generates/compiles) every object, 0 steps
+        self.compiled = dict(modules=first.compiled + rest.compiled, seconds=round(first.seconds + rest.seconds, 3),
+                             loaded=rest.loaded)
         return time.perf_counter() - t0
 
     def run(self, duration: float, report=None) -> float:
@@ -300,8 +316,13 @@ def instantiate(
         ``period`` s, to the one network). The population's static ``r_in`` values are then not
         used.
     """
-    if run_args is None:
-        configure_brian2(codegen)
+    with contextlib.nullcontext() if run_args is not None else building(codegen):
+        return _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, run_args, replay, law, fold,
+                            replay_steps, stream)
+
+
+def _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, run_args, replay, law, fold,
+                 replay_steps, stream) -> BuiltCircuit:
     t0 = time.perf_counter()
     ns = with_units(params, dt)
     clock = b2.Clock(dt=dt * b2.second, name=f"clock_{circuit.name}")

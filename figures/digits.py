@@ -121,7 +121,7 @@ def _accuracy_panel(ax, doc) -> None:
                     xycoords=("data", "axes fraction"),
                     ha="center", va="bottom", fontsize=7, color=c)
     if escape:
-        ax.text(0.02, 0.115, "escape wall time / image:", transform=ax.transAxes, ha="left", va="bottom",
+        ax.text(0.02, 0.115, "escape wall time / image (compiling apart):", transform=ax.transAxes, ha="left", va="bottom",
                 fontsize=7, color=c)
     ax.legend(handles=handles, loc="upper left", ncol=2, fontsize=7, frameon=False, handlelength=2.0,
               columnspacing=0.8, borderaxespad=0.3)

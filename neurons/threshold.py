@@ -81,8 +81,10 @@ class CellThresholder(Thresholder):
         random = get_identifiers(f"{self.pre_code}\n{self.group.events[self.event]}") & RANDOM
         if type(get_device()) is CPPStandaloneDevice and not random:
             self.template, self.codeobj_class = "threshold_blocks", BlockThresholdCodeObject
-        else:
-            self.template, self.codeobj_class = "threshold", None
+        else:   # the target's own class (or one set on the object, ctmhsa.neurons.compilation.lean_cython)
+            self.template = "threshold"
+            if self.codeobj_class is BlockThresholdCodeObject:
+                self.codeobj_class = None
         super().create_code_objects(run_namespace)
 
     @classmethod

@@ -40,7 +40,14 @@ class Classification:
     neurons : int
         Cells of the circuit.
     wall_per_input : float
-        Wall time (s) of the whole run per input (building and compiling included).
+        Wall time (s) per input of the run without compiling (building, simulating and
+        reading out): what every later run on this machine pays. Until version 0.14 it included
+        the first run's compilation (minutes), which made a cold run look 10x slower per image.
+    compile_s : float
+        Wall time (s) spent generating and compiling code (a first run on this machine compiles
+        Cython modules: ``compiled``; a later one only generates and loads them).
+    compiled : int
+        Cython modules compiled for this run (0: all from the cache).
     result : ModelResult
         The run (stages per presentation, metrics, rates, spikes of the last window).
     """
@@ -58,13 +65,16 @@ class Classification:
     presentation: float
     neurons: int
     wall_per_input: float
+    compile_s: float = 0.0
+    compiled: int = 0
     result: object = field(repr=False, default=None)
 
     def summary(self) -> dict:
         """Plain data (JSON): accuracies, agreement, sizes, timing."""
         return dict(neuron=self.neuron, presentation=self.presentation, inputs=int(len(self.labels)),
                     accuracy=self.accuracy, float_accuracy=self.float_accuracy, agreement=self.agreement,
-                    neurons=self.neurons, wall_per_input=self.wall_per_input)
+                    neurons=self.neurons, wall_per_input=self.wall_per_input, compile_s=self.compile_s,
+                    compiled=self.compiled)
 
 
 def classify(model, inputs, labels, neuron: str = "escape", presentation: float = 0.2, **options) -> Classification:
@@ -109,6 +119,7 @@ def classify(model, inputs, labels, neuron: str = "escape", presentation: float 
     t0 = time.perf_counter()
     res = simulate_model(model, x, neuron=neuron, presentation=presentation, **options)
     wall = time.perf_counter() - t0
+    compile_s = float(res.timings.get("compile", 0.0))
     exact = transformer_forward(x, model)["logits"]
     scores = np.asarray(res.logits, float).reshape(len(y), classes)
     pred, fpred = scores.argmax(axis=1), exact.argmax(axis=1)
@@ -118,4 +129,5 @@ def classify(model, inputs, labels, neuron: str = "escape", presentation: float 
                           accuracy=float(np.mean(pred == y)), float_accuracy=float(np.mean(fpred == y)),
                           agreement=float(np.mean(pred == fpred)), confusion=confusion, neuron=neuron,
                           presentation=float(presentation), neurons=int(res.counts["total"]),
-                          wall_per_input=wall / len(y), result=res)
+                          wall_per_input=(wall - compile_s) / len(y), compile_s=compile_s,
+                          compiled=int(res.timings.get("compiled", 0)), result=res)

@@ -287,7 +287,7 @@ def _cmd_run_model(args) -> int:
     args._out = None    # written
     if not args.quiet:
         t = res.timings
-        print(f"  {res.counts['total']:,} neurons; build {t['build']:.1f} s, compile {t['compile']:.1f} s, "
+        print(f"  {res.counts['total']:,} neurons; build {t['build']:.1f} s, {_compile_text(t)}, "
               f"run {t['run']:.1f} s, total {time.perf_counter() - t0:.1f} s")
         print("  decoded stage vs transformer_forward, per block:")
         print("  " + res.table().replace("\n", "\n  "))
@@ -315,6 +315,13 @@ def _check_digits_model(model, patches: tuple, classes: int) -> None:
         raise ValueError(f"--model: {model.source or model.name!r} does not take the digits: the task shows each 8x8 "
                          f"image as {n} tokens of {p} pixels (2x2 patches) and reads {classes} classes (readout.W "
                          f"({classes}, de)); the model has {has}")
+
+
+def _compile_text(timings: dict) -> str:
+    """The compile time of a run's ``timings``, saying when it was a first run's compilation."""
+    n = int(timings.get("compiled") or 0)
+    first = f" ({n} Cython modules compiled: a first run's cost, cached for later runs)" if n else ""
+    return f"compile {timings['compile']:.1f} s{first}"
 
 
 def _cmd_digits(args) -> int:
@@ -360,8 +367,10 @@ def _cmd_digits(args) -> int:
             draw(os.path.join(tmp, "classification.json"), os.path.join(tmp, "digits.png"))
     args._out = None    # written
     if not args.quiet:
+        compiled = (f"; compiling {c.compile_s:.0f} s apart ({c.compiled} Cython modules, a first run's cost)"
+                    if c.compiled else "")
         print(f"  accuracy {c.accuracy:.4f} (float model {c.float_accuracy:.4f}), agreement {c.agreement:.4f}; "
-              f"{c.neurons:,} neurons, {c.wall_per_input:.2f} s per image")
+              f"{c.neurons:,} neurons, {c.wall_per_input:.2f} s per image{compiled}")
         print(f"results in {out}")
     return 0
 
@@ -451,7 +460,7 @@ def _cmd_run(args) -> int:
         sim = res.counts.get("simulated_synapses")
         folded = f" ({sim:,} simulated after folding)" if sim is not None and sim != res.counts["synapses"] else ""
         print(f"  {res.counts['neurons']:,} neurons, {res.counts['synapses']:,} synapses{folded}; "
-              f"build {t['build']:.1f} s, compile {t['compile']:.1f} s, run {t['run']:.1f} s, "
+              f"build {t['build']:.1f} s, {_compile_text(t)}, run {t['run']:.1f} s, "
               f"total {time.perf_counter() - t0:.1f} s")
         print("  decoded stage vs exact attention (NRMSE), beside the error spike-count noise alone "
               "would give (floor):" if co.spiking else "  decoded stage vs exact attention (NRMSE):")

@@ -424,7 +424,7 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         blocks=dec["blocks"], reference_blocks=blocks_ref, metrics=metrics, counts=_counts(circuit),
         rates=rates, spikes=obs.spikes,
         config=config, diagnostics=diag,
-        timings=dict(build=obs.build, compile=obs.compile, run=obs.run, total=time.perf_counter() - t0))
+        timings=dict(build=obs.build, compile=obs.compile, compiled=obs.compiled, run=obs.run, total=time.perf_counter() - t0))
 
 
 def _recorded_populations(names, populations) -> tuple:

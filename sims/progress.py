@@ -21,7 +21,8 @@ import threading
 
 from tqdm.auto import tqdm
 
-__all__ = ["RunProgress", "progress", "set_quiet", "is_quiet", "binary_progress"]
+__all__ = ["RunProgress", "progress", "set_quiet", "is_quiet", "binary_progress", "compile_bar", "compile_note",
+           "compile_announcer"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,30 @@ def progress(iterable=None, total=None, desc: str = "", unit: str = "it", **kw):
     """A tqdm bar, off under :func:`set_quiet` and when standard error is not a terminal."""
     return tqdm(iterable, total=total, desc=desc, unit=unit, disable=True if _QUIET else None,
                 dynamic_ncols=True, **kw)
+
+
+def compile_bar(total, message: str):
+    """The bar over Cython modules compiled on a first run (:func:`ctmhsa.neurons.compilation.watch`):
+    ``message`` (what compiles, how many, about how long) is printed on standard error at once,
+    also when standard error is not a terminal (a log file then says why the run is silent), unless
+    :func:`set_quiet`; the bar itself is drawn on a terminal only."""
+    if not _QUIET:
+        tqdm.write(message, file=sys.stderr)
+    return progress(total=total, desc="compiling", unit="module")
+
+
+def compile_note(total, message: str):
+    """The announcement of :func:`compile_bar` without a bar (Brian2's text reports)."""
+    if not _QUIET:
+        print(message, file=sys.stderr, flush=True)
+
+
+def compile_announcer(report):
+    """How a run with ``report`` announces a first run's compilation: a bar (``"progress"``), a
+    line on standard error (Brian2's text reports, a callable), or only the log (``None``)."""
+    if report == "progress":
+        return compile_bar
+    return None if report is None else compile_note
 
 
 def _seconds(q) -> float:

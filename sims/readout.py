@@ -111,7 +111,7 @@ def _result(sim, obs, ro, stages, x_ref, ref_stages, rates, noise_var, operating
     counts = dict(neurons=circuit.n_neurons(), synapses=circuit.n_synapses(), simulated_synapses=sim.simulated_synapses,
                   populations={k: p.N for k, p in circuit.populations.items()},
                   projections=circuit.n_synapses(by_projection=True))
-    timings = dict(build=obs.build, compile=obs.compile, run=obs.run)
+    timings = dict(build=obs.build, compile=obs.compile, compiled=obs.compiled, run=obs.run)
     stream = diagnostics.get("stream")
     window = ro.duration if stream is None else (stream["window"][1] - stream["window"][0]) * stream["count"]
     diagnostics["rates"] = rate_table(rates, {k: p.cell_type for k, p in circuit.populations.items()},

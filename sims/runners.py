@@ -21,6 +21,7 @@ that looks at the device and scheduler options.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 
@@ -35,7 +36,7 @@ from ctmhsa.neurons.window import counts_as_rates, fano_from_sums, measure_strea
 
 from .distributed import run_split
 from .options import N_CHUNKS, CircuitOptions, RunOptions, decode_lag, stream_chunks
-from .progress import RunProgress, binary_progress
+from .progress import RunProgress, binary_progress, compile_announcer
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,9 @@ class Observations:
         ``chunks`` per population ``(presentations, n_chunks, N)``.
     build, compile, run : float
         Wall-clock seconds creating Brian2 objects, generating/compiling code, simulating.
+    compiled : int
+        Cython modules compiled for this run (0: all loaded from the cache, or no Cython), the
+        part of ``compile`` a later run on this machine does not pay.
     """
 
     snapshots: list
@@ -78,6 +82,7 @@ class Observations:
     build: float = float("nan")
     compile: float = float("nan")
     run: float = float("nan")
+    compiled: int = 0
 
     @property
     def final(self) -> dict:
@@ -207,12 +212,13 @@ class RuntimeRunner(Runner):
     def run(self, run_options: RunOptions) -> Observations:
         built, ro = self.built, run_options
         log.info("generating code (%s target)", ro.codegen)
-        t_compile = built.prepare()
+        t_compile = built.prepare(bar=compile_announcer(ro.report))
         bar = _bar(self.options, ro)
         report = bar if bar is not None else ro.report
         with _ticking(built, bar):
             if ro.presentation is not None:
-                return self._stream(built, ro, report, t_compile)
+                return dataclasses.replace(self._stream(built, ro, report, t_compile),
+                                           compiled=built.compiled["modules"])
             if not built.spiking:
                 # run 90 % of the time, look, run the rest: the change of every observable over the
                 # last 10 % says how settled the rate dynamics are, without looking at the reference
@@ -221,11 +227,11 @@ class RuntimeRunner(Runner):
                 t_run += built.run(ro.duration - 0.9 * ro.duration, report=report)
                 final = {p: built.read(p) for p in self.circuit.populations}
                 return Observations([(ro.duration, final)], early=early, build=built.build_time,
-                                    compile=t_compile, run=t_run)
+                                    compile=t_compile, run=t_run, compiled=built.compiled["modules"])
             m = built.measure(ro.warmup, ro.duration, N_CHUNKS, ro.checkpoints, report)
         return Observations([(t, counts_as_rates(o)) for t, o in m["snapshots"]], m["chunks"],
                             _recorded(built, ro), build=built.build_time,
-                            compile=t_compile, run=m["run"])
+                            compile=t_compile, run=m["run"], compiled=built.compiled["modules"])
 
 
     def _stream(self, built, ro: RunOptions, report, t_compile: float) -> Observations:

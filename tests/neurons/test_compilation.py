@@ -1,0 +1,136 @@
+"""Compilation announced, counted apart and cut (issue 47): synapses created without a compiler,
+spike pushers without Cython modules, the missing modules compiled in parallel before Brian2
+would compile them one by one, and a later run that compiles nothing."""
+
+import brian2 as b2
+import numpy as np
+import pytest
+
+from ctmhsa.neurons import compilation as C
+from ctmhsa.neurons.backend import building, configure_brian2
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """An empty cache: every Cython module is missing (a first run on a new machine)."""
+    monkeypatch.setenv("CTMHSA_CACHE", str(tmp_path / "cache"))
+    yield tmp_path / "cache"
+    configure_brian2("numpy")
+
+
+def _network(n_syn: int = 2):
+    """A small network of the kinds of object a circuit has: cells with a threshold and a reset,
+    synapses with their pathways, a spike monitor."""
+    G = b2.NeuronGroup(20, "dv/dt = (1.2 - v) / (10*ms) : 1", threshold="v > 1", reset="v = 0",
+                       method="exact", name="cells")
+    G.v = np.linspace(0, 1, 20)
+    syn = []
+    for k in range(n_syn):
+        S = b2.Synapses(G, G, "w : 1", on_pre="v_post += w", name=f"syn{k}")
+        S.connect(i=np.arange(19, dtype=np.int32), j=np.arange(1, 20, dtype=np.int32))
+        S.w = 0.1 * (k + 1)
+        syn.append(S)
+    M = b2.SpikeMonitor(G, name="spikes")
+    return b2.Network(G, *syn, M), M
+
+
+@pytest.mark.brian2
+def test_building_creates_synapses_without_compiling(fresh_cache):
+    """Creating synapses and writing values under the Cython target compile nothing (numpy code),
+    and leave the run's target Cython."""
+    with C.watch() as log, building("cython"):
+        _network()
+    assert log.compiled == 0
+    assert b2.prefs.codegen.target == "cython"
+
+
+@pytest.mark.brian2
+def test_blocks_that_only_call_python_need_no_module_and_collecting_changes_nothing(fresh_cache):
+    """With the lean Cython class, a pathway's spike pusher (both blocks call the pathway) and a
+    threshold's after-run block (one entry cleared) are not modules; asking for the code
+    (nothing compiled, nothing run) leaves every object as it was."""
+    with building("cython"):
+        net, _ = _network(n_syn=2)
+    before = C._missing_modules(net, {})
+    pathways = [o for o in net.sorted_objects if isinstance(o, b2.synapses.synapses.SynapticPathway)]
+    assert all(p._pushspikes_codeobj is None for p in pathways)     # restored after collecting
+    assert not any((fresh_cache / "cython").glob("*.so"))           # nothing compiled
+    assert C.lean_cython(net) > 0
+    after = C._missing_modules(net, {})
+    # the two pathways share one source, so one pusher's two blocks; and one threshold's after-run
+    assert len(before) - len(after) == 3, (len(before), len(after))
+    assert not any("push_spikes()" in j["code"] or "[N] = 0" in j["code"] for j in after)
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("statement, kind", [("_owner.push_spikes()", "call"), ("_owner.initialise_queue()", "call"),
+                                             ("_array_g__spikespace[N] = 0  # a note", "reset"),
+                                             ("_owner.other()", None), ("_array_g_v[N] = 1", None),
+                                             ("_array_g_v[_idx] = 0", None)])
+def test_only_a_call_of_the_owner_or_a_cleared_count_runs_as_python(statement, kind):
+    code = ("def main(_namespace):\n    _var_N = _namespace[\"_var_N\"]\n    cdef int64_t N = _namespace[\"N\"]\n"
+            "    if '_owner' in _namespace:\n        _owner = _namespace['_owner']\n    " + statement + "\n")
+    block = C._python_block(code)
+    assert (block and block.kind) == kind
+    assert C._python_block(code + "    x = 1\n") is None                 # a second statement: compiled
+
+
+@pytest.mark.brian2
+def test_missing_modules_compile_in_parallel_and_a_later_run_compiles_none(fresh_cache, tmp_path):
+    """A first run: the announcement names the count, a bar counts every module, the network's
+    own preparation then compiles none; the spikes are those of numpy code."""
+    shown = []
+
+    class Bar:
+        def __init__(self, total):
+            self.total, self.n = total, 0
+
+        def update(self, k):
+            self.n += k
+
+        def close(self):
+            pass
+
+    def bar(total, message):
+        shown.append((total, message, Bar(total)))
+        return shown[-1][2]
+
+    with building("cython"):
+        net, mon = _network(n_syn=1)
+    C.lean_cython(net)
+    first = C.precompile(net, {}, workers=2, bar=bar)
+    [(total, message, b)] = shown
+    assert first.compiled == total == b.n > 0
+    assert f"compiling {total} Cython modules" in message and "first run" in message
+    with C.watch() as rest:
+        net.run(20 * b2.ms, namespace={})
+    assert rest.compiled == 0 and rest.loaded >= total
+    spikes_cython = np.array(mon.i[:]), np.array(mon.t_[:])
+    # the same network with numpy code: the same spikes
+    with building("numpy"):
+        net2, mon2 = _network(n_syn=1)
+    net2.run(20 * b2.ms, namespace={})
+    np.testing.assert_array_equal(spikes_cython[0], mon2.i[:])
+    np.testing.assert_allclose(spikes_cython[1], mon2.t_[:])
+    # a second first-run check of the same code: all cached, nothing announced
+    with building("cython"):
+        net3, _ = _network(n_syn=1)
+    C.lean_cython(net3)
+    assert C.precompile(net3, {}, bar=bar).compiled == 0 and len(shown) == 1
+
+
+@pytest.mark.codegen_independent
+def test_estimate_reads_this_machines_record(fresh_cache):
+    assert C.seconds_per_module() == C.DEFAULT_SECONDS
+    C._remember([2.0, 3.0, 9.0])
+    assert C.seconds_per_module() == 3.0
+    (fresh_cache / C._TIMES).write_text("[]")                          # damaged: only an estimate
+    assert C.seconds_per_module() == C.DEFAULT_SECONDS
+
+
+@pytest.mark.codegen_independent
+def test_cli_states_a_first_runs_compilation_apart():
+    from ctmhsa.sims.cli import _compile_text
+
+    assert _compile_text(dict(compile=0.8, compiled=0)) == "compile 0.8 s"
+    assert "71 Cython modules compiled: a first run's cost" in _compile_text(dict(compile=150.0, compiled=71))
