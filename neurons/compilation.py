@@ -251,7 +251,7 @@ def _missing_modules(network, namespace) -> list:
 # cache at once (a module file is never seen half-written); dies with its parent (Linux
 # parent-death signal) and takes its compilers with it (its own process group).
 _WORKER = """
-import ctypes, os, pickle, signal, sys
+import ctypes, os, pickle, signal, sys, traceback
 def stop(*_):
     os.killpg(0, signal.SIGKILL)
 signal.signal(signal.SIGTERM, stop)
@@ -266,14 +266,18 @@ with open(sys.argv[2], "rb") as fh:
     jobs = pickle.load(fh)
 private = sys.argv[3]
 mgr._simplify_paths()
-for job in jobs:
+for line in sys.stdin:                 # one job index per line, sent when the last one is done
+    job = dict(jobs[int(line)])
     final = job.pop("module_path")
-    if os.path.isfile(final):
-        continue
     name = os.path.basename(final)
-    mgr._load_module(os.path.join(private, name), **dict(job, lib_dir=private))
-    os.replace(os.path.join(private, name), final)
-    print(name, flush=True)
+    try:
+        if not os.path.isfile(final):
+            mgr._load_module(os.path.join(private, name), **dict(job, lib_dir=private))
+            os.replace(os.path.join(private, name), final)
+        print("ok", line.strip(), flush=True)
+    except Exception:
+        traceback.print_exc()
+        print("failed", line.strip(), flush=True)
 """
 
 
@@ -287,7 +291,7 @@ def precompile(network, namespace=None, workers: int | None = None, bar=None) ->
     namespace : dict, optional
         The run namespace the network will be prepared with (default ``{}``).
     workers : int, optional
-        Worker processes (default: the cores of this machine, at most one per module).
+        Worker processes (default: the cores this process may run on, at most one per module).
     bar : callable, optional
         ``bar(total, message)`` as in :func:`watch`; called once, if anything is missing.
 
@@ -313,7 +317,8 @@ def precompile(network, namespace=None, workers: int | None = None, bar=None) ->
     if not jobs:
         return rec
     rec.expected = len(jobs)
-    workers = max(1, min(len(jobs), workers or os.cpu_count() or 1))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    workers = max(1, min(len(jobs), workers or cores))
     per = seconds_per_module()
     from .backend import cache_dir
 
@@ -327,23 +332,40 @@ def precompile(network, namespace=None, workers: int | None = None, bar=None) ->
     tmp = tempfile.mkdtemp(prefix="ctmhsa-compile-")
     procs = []
     try:
+        # longest code first, each worker handed the next module when it finishes one: no worker
+        # idles at the end while another compiles a long tail
+        jobs.sort(key=lambda j: -len(j["code"]))
+        job_file = os.path.join(tmp, "jobs.pkl")
+        with open(job_file, "wb") as fh:
+            pickle.dump(jobs, fh)
         for w in range(workers):
-            job_file = os.path.join(tmp, f"jobs{w}.pkl")
-            with open(job_file, "wb") as fh:
-                pickle.dump(jobs[w::workers], fh)
             private = os.path.join(tmp, f"w{w}")
             os.makedirs(private)
             with open(os.path.join(tmp, f"err{w}"), "w") as err:    # the child holds its own copy
                 procs.append(subprocess.Popen([sys.executable, "-c", _WORKER, str(os.getpid()), job_file, private],
-                                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                                               start_new_session=True, text=True))
-        done = 0
         import selectors
 
         sel = selectors.DefaultSelector()
+        following = iter(range(len(jobs)))
+
+        def hand_next(p):
+            k = next(following, None)
+            if k is None:
+                p.stdin.close()               # no more: the worker ends
+            else:
+                try:
+                    p.stdin.write(f"{k}\n")
+                    p.stdin.flush()
+                except BrokenPipeError:      # the worker died: Brian2 compiles what it left
+                    with contextlib.suppress(OSError):
+                        p.stdin.close()
+
         for p in procs:
-            sel.register(p.stdout, selectors.EVENT_READ)
-        open_pipes = len(procs)
+            sel.register(p.stdout, selectors.EVENT_READ, p)
+            hand_next(p)
+        done, failed, open_pipes = 0, 0, len(procs)
         while open_pipes:
             for key, _ in sel.select():
                 line = key.fileobj.readline()
@@ -351,22 +373,33 @@ def precompile(network, namespace=None, workers: int | None = None, bar=None) ->
                     sel.unregister(key.fileobj)
                     open_pipes -= 1
                     continue
-                done += 1
-                if shown is not None:
-                    shown.update(1)
+                if line.startswith("ok"):
+                    done += 1
+                    if shown is not None:
+                        shown.update(1)
+                else:
+                    failed += 1
+                if not key.data.stdin.closed:
+                    hand_next(key.data)
         for w, p in enumerate(procs):
-            if p.wait() != 0:
+            if p.wait() != 0 or failed:
                 with open(os.path.join(tmp, f"err{w}"), errors="replace") as fh:
-                    log.debug("precompile: a worker failed (%s); Brian2 compiles what is missing", fh.read()[-2000:])
+                    log.debug("precompile: %d modules failed (%s); Brian2 compiles what is missing and reports "
+                              "its error", failed, fh.read()[-2000:])
     except BaseException:       # interrupted: no compiler outlives the run
         for p in procs:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(p.pid, signal.SIGKILL)
+                if hasattr(os, "killpg"):
+                    os.killpg(p.pid, signal.SIGKILL)     # the worker and its compilers
+                else:
+                    p.kill()
         raise
     finally:
         for p in procs:
             p.wait()
-            p.stdout.close()
+            for f in (p.stdin, p.stdout):
+                with contextlib.suppress(OSError):
+                    f.close()
         if shown is not None:
             shown.close()
         shutil.rmtree(tmp, ignore_errors=True)

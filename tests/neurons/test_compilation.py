@@ -96,7 +96,7 @@ def test_missing_modules_compile_in_parallel_and_a_later_run_compiles_none(fresh
         return shown[-1][2]
 
     with building("cython"):
-        net, mon = _network(n_syn=1)
+        net, mon = _network(n_syn=0)      # cells and a monitor: 4 modules (synapses: the test above)
     C.lean_cython(net)
     first = C.precompile(net, {}, workers=2, bar=bar)
     [(total, message, b)] = shown
@@ -108,13 +108,13 @@ def test_missing_modules_compile_in_parallel_and_a_later_run_compiles_none(fresh
     spikes_cython = np.array(mon.i[:]), np.array(mon.t_[:])
     # the same network with numpy code: the same spikes
     with building("numpy"):
-        net2, mon2 = _network(n_syn=1)
+        net2, mon2 = _network(n_syn=0)
     net2.run(20 * b2.ms, namespace={})
     np.testing.assert_array_equal(spikes_cython[0], mon2.i[:])
     np.testing.assert_allclose(spikes_cython[1], mon2.t_[:])
     # a second first-run check of the same code: all cached, nothing announced
     with building("cython"):
-        net3, _ = _network(n_syn=1)
+        net3, _ = _network(n_syn=0)
     C.lean_cython(net3)
     assert C.precompile(net3, {}, bar=bar).compiled == 0 and len(shown) == 1
 
