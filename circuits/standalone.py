@@ -32,8 +32,9 @@ static arrays whose sizes are compiled in, so the spikes are part of the key (``
 :func:`project_key`): a split run compiles its head project once for its nucleus-1 spikes,
 which every head of the run shares.
 
-``device`` is ``"cpp_standalone"`` or, where brian2cuda is installed, ``"cuda_standalone"``
-(GPU; the seed is then compiled into the project, see :func:`run_standalone`).
+``device`` is a registered device that compiles (:mod:`ctmhsa.circuits.devices`):
+``"cpp_standalone"`` or, where brian2cuda is installed, ``"cuda_standalone"`` (GPU; the seed is
+then compiled into the project, see :func:`run_standalone`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ import atexit
 import contextlib
 import gc
 import hashlib
-import importlib
 import json
 import os
 import re
@@ -65,8 +65,10 @@ from brian2.core.variables import ArrayVariable, DynamicArrayVariable, Subexpres
 from brian2.devices.cpp_standalone.device import CPPStandaloneDevice
 from filelock import FileLock
 
+from ctmhsa.circuits.devices import check_device, compiled_devices
 from ctmhsa.neurons.backend import cache_dir
 from ctmhsa.neurons.models import get_model
+from ctmhsa.neurons.compilation import DIE_WITH_PARENT
 from ctmhsa.neurons.params import CellParams
 from ctmhsa.neurons.window import counted_observables, counter_run_args, window_observables
 
@@ -74,20 +76,11 @@ __all__ = ["standalone_device", "project_dir", "project_key", "run_standalone", 
            "replay_digest", "release", "STANDALONE_DEVICES", "check_device", "StandaloneCacheWarning",
            "COMPILE_TIMEOUT_S"]
 
-STANDALONE_DEVICES = ("cpp_standalone", "cuda_standalone")
-"""Brian2 devices that compile a project (``cuda_standalone`` needs the brian2cuda package)."""
-
-
-def check_device(device: str) -> None:
-    """Raise ``ValueError`` naming ``device`` if it cannot be used here (before any build):
-    ``"cuda_standalone"`` needs brian2cuda (and, to run, a CUDA GPU and toolkit)."""
-    if device == "cuda_standalone":
-        try:
-            importlib.import_module("brian2cuda")
-        except Exception as exc:   # ImportError, or brian2cuda failing to find CUDA
-            raise ValueError(
-                "device: 'cuda_standalone' needs the brian2cuda package and a CUDA GPU "
-                f"(pip install brian2cuda); importing it failed: {exc}") from None
+def __getattr__(name):
+    # STANDALONE_DEVICES, read from the registry when asked (a device registered later is in it)
+    if name == "STANDALONE_DEVICES":
+        return compiled_devices()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def replay_digest(replay: dict | None) -> str | None:
@@ -246,7 +239,7 @@ def release() -> None:
         _KEPT.clear()
         from brian2.devices.device import all_devices   # (``b2.devices.device`` is the active-device proxy)
 
-        for name in STANDALONE_DEVICES:
+        for name in compiled_devices():
             if name in all_devices:
                 all_devices[name].reinit()
         gc.collect()
@@ -261,9 +254,7 @@ def standalone_device(directory: str, threads: int, device: str = "cpp_standalon
     # left from earlier networks of this process would change the generated code and force a
     # recompilation of an unchanged shape: collect them first.
     gc.collect()
-    if device == "cuda_standalone":
-        check_device(device)
-        importlib.import_module("brian2cuda")   # registers the device
+    check_device(device)   # imports the device's package, which registers it with Brian2
     b2.set_device(device, build_on_run=False, directory=directory)
     b2.device.reinit()
     b2.device.activate(build_on_run=False, directory=directory)
@@ -468,20 +459,10 @@ MANIFEST = ".build.json"
 """File of a project recording the size and modification time of its compiled files after a
 successful ``make``."""
 
-# Runs ``make`` (the arguments after the parent's pid) as the leader of a new process group, and
-# kills the group — make and every compiler it started — when the Python process that started it
-# dies (Linux parent-death signal); the parent kills the group itself on interrupt or timeout.
-_SUPERVISOR = """
-import ctypes, os, signal, subprocess, sys
-def stop(*_):
-    os.killpg(0, signal.SIGKILL)
-signal.signal(signal.SIGTERM, stop)
-try:
-    ctypes.CDLL(None).prctl(1, int(signal.SIGTERM))   # PR_SET_PDEATHSIG
-except (AttributeError, OSError):                      # not Linux
-    pass
-if os.getppid() != int(sys.argv[1]):                   # the parent died before prctl
-    stop()
+# Runs ``make`` (the arguments after the parent's pid) as the leader of a new process group that
+# dies with this process (ctmhsa.neurons.compilation.DIE_WITH_PARENT).
+_SUPERVISOR = DIE_WITH_PARENT + """
+import subprocess
 sys.exit(subprocess.call(sys.argv[2:]))
 """
 

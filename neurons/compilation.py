@@ -39,7 +39,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-__all__ = ["CompileLog", "watch", "precompile", "lean_cython", "expected_modules", "seconds_per_module", "DEFAULT_SECONDS", "KEEP"]
+__all__ = ["CompileLog", "watch", "precompile", "lean_cython", "DIE_WITH_PARENT", "expected_modules", "seconds_per_module", "DEFAULT_SECONDS", "KEEP"]
 
 log = logging.getLogger(__name__)
 
@@ -247,20 +247,28 @@ def _missing_modules(network, namespace) -> list:
     return list(jobs.values())
 
 
-# A worker: compiles the modules of a job file into a private directory, then moves each into the
-# cache at once (a module file is never seen half-written); dies with its parent (Linux
-# parent-death signal) and takes its compilers with it (its own process group).
-_WORKER = """
-import ctypes, os, pickle, signal, sys, traceback
+DIE_WITH_PARENT = """
+import ctypes, os, signal, sys
 def stop(*_):
     os.killpg(0, signal.SIGKILL)
 signal.signal(signal.SIGTERM, stop)
 try:
     ctypes.CDLL(None).prctl(1, int(signal.SIGTERM))   # PR_SET_PDEATHSIG
-except (AttributeError, OSError):
+except (AttributeError, OSError):                      # not Linux
     pass
-if os.getppid() != int(sys.argv[1]):
+if os.getppid() != int(sys.argv[1]):                   # the parent died before prctl
     stop()
+"""
+"""The start of a child script (``python -c``, started with ``start_new_session=True`` and the
+parent's pid as its first argument) that kills its own process group — itself and every compiler
+it started — when the Python process that started it dies (Linux parent-death signal) or sends it
+SIGTERM; the parent kills the group itself on interrupt or timeout. Used by the Cython workers
+here and by the standalone projects' ``make`` (:mod:`ctmhsa.circuits.standalone`)."""
+
+# A worker: compiles the modules of a job file into a private directory, then moves each into the
+# cache at once (a module file is never seen half-written); dies with its parent.
+_WORKER = DIE_WITH_PARENT + """
+import pickle, traceback
 from brian2.codegen.runtime.cython_rt.extension_manager import cython_extension_manager as mgr
 with open(sys.argv[2], "rb") as fh:
     jobs = pickle.load(fh)

@@ -22,6 +22,7 @@ from importlib import import_module, metadata
 
 import numpy as np
 
+from ctmhsa.circuits.devices import DEVICES, get_device
 from ctmhsa.mapping.operating import CircuitRangeError
 from ctmhsa.mapping.weights import LAYOUTS
 from ctmhsa.neurons.models import FIRING
@@ -697,7 +698,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--duration", type=_times, help="override the simulated window (s)")
     run.add_argument("--seed", type=int, help="override the simulation seed")
     run.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target")
-    run.add_argument("--device", choices=["runtime", "cpp_standalone"], help="Brian2 device")
+    run.add_argument("--device", choices=DEVICES,
+                     help="Brian2 device; " + "; ".join(f"{n}: {get_device(n).description}" for n in DEVICES))
     run.add_argument("--record-spikes", nargs="*", metavar="POPULATION",
                      help="keep spike times: of every population (no names) or of the named ones")
     run.add_argument("--no-record-spikes", action="store_true", help="keep no spike times")

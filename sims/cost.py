@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from ctmhsa.circuits.devices import get_device
+
 __all__ = ["RUN_COST", "estimate_runtime"]
 
 RUN_COST = {
@@ -33,5 +35,5 @@ def estimate_runtime(level: str, device: str, steps: int, neurons: int, synapses
     large circuit or a busy machine are slower, more OpenMP threads faster), meant to refuse
     runs that cannot finish, not to plan them. Building and compiling are not included.
     """
-    fixed, per_neuron, per_synapse = RUN_COST["runtime" if device == "runtime" else "standalone"][level]
+    fixed, per_neuron, per_synapse = RUN_COST["standalone" if get_device(device).compiles else "runtime"][level]
     return float(steps) * (fixed + neurons * per_neuron + synapses * per_synapse)

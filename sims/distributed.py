@@ -48,6 +48,7 @@ import numpy as np
 
 
 from ctmhsa.circuits.builders import build
+from ctmhsa.circuits.devices import get_device
 from ctmhsa.circuits.graph import Circuit
 from ctmhsa.circuits.instantiate import assign, instantiate
 from ctmhsa.circuits.standalone import project_key, release, run_project
@@ -167,7 +168,7 @@ def run_head(spec: dict) -> dict:
                input_range=s["input_range"])
     add_lif_drive(head, e.values, level, dt)                    # lif drive and baselines (no-op otherwise)
     # the replayed relays keep their rates in the values: the dendrites' phi correction reads them
-    if s["device"] == "runtime":
+    if not get_device(s["device"]).compiles:
         return run_stage(head, level, e.values, s["phi"], s["params"], dt, s["codegen"], s["seed"], s["warmup"],
                          s["T"], s["n_chunks"], s["replay"], s["record"], s["law"], s["fold"])
     return _run_standalone_stage(head, level, e.values, s["phi"], s["params"], dt, s["seed"], s["warmup"],

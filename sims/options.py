@@ -30,6 +30,7 @@ import numpy as np
 
 from ctmhsa.circuits.builders import CIRCUITS, DEFAULT_N_INH, SIGNED_CODES, pathway
 from ctmhsa.circuits.dale import apply as dale_apply
+from ctmhsa.circuits.devices import DEVICES, check_device   # DEVICES: re-exported, the registry's names
 from ctmhsa.mapping.codes import CodeGains, default_gains
 from ctmhsa.mapping.inputs import as_input_range
 from ctmhsa.neurons.laws import check_law
@@ -93,7 +94,6 @@ Cython: 896 s of compilation in a fresh environment against 11 s of numpy run.""
 
 CODEGEN = ("auto", "numpy", "cython")
 REPORTS = ("progress", "text", "stdout", "stderr")
-DEVICES = ("runtime", "cpp_standalone", "cuda_standalone")
 
 SCHEDULERS = ("serial", "local")
 """Scheduler names (:func:`ctmhsa.sims.distributed.client_for`); any other string must be a dask
@@ -345,9 +345,10 @@ class RunOptions(_Options):
         Window lengths (s, < ``duration``) at which every stage is also decoded (runtime device).
     codegen : {"auto", "numpy", "cython"}
         Brian2 code-generation target of the runtime device.
-    device : {"runtime", "cpp_standalone", "cuda_standalone"}
-        Brian2 device (see :mod:`ctmhsa.sims.runners`); ``"cuda_standalone"`` needs brian2cuda and a
-        GPU (checked here: a ``ValueError`` naming ``device`` otherwise).
+    device : {"runtime", "cpp_standalone", "cuda_standalone"} or another registered device
+        Brian2 device (:mod:`ctmhsa.circuits.devices`; its runner: :mod:`ctmhsa.sims.runners`);
+        ``"cuda_standalone"`` needs brian2cuda and a GPU (checked here: a ``ValueError`` naming
+        ``device`` otherwise).
     threads : int, optional
         OpenMP threads of the standalone device (``None``: one thread, compiled without OpenMP;
         0 or 1 likewise). More threads gain at most about a quarter on a quiet machine and lose
@@ -419,13 +420,7 @@ class RunOptions(_Options):
             raise ValueError(f"checkpoints: every time must lie in (0, duration = {self.duration}) s; got {bad}")
         _set(self, "checkpoints", cps)
         _choice("codegen", self.codegen, CODEGEN)
-        if self.device not in DEVICES:
-            raise ValueError(f"device: expected 'runtime', 'cpp_standalone' or 'cuda_standalone', "
-                             f"got {self.device!r}")
-        if self.device == "cuda_standalone":
-            from ctmhsa.circuits.standalone import check_device
-
-            check_device(self.device)
+        check_device(self.device)   # registered, and its package importable
         if self.threads is not None and (isinstance(self.threads, bool)
                                          or not isinstance(self.threads, (int, np.integer)) or self.threads < 0):
             raise ValueError(f"threads: expected an integer >= 0 (0 = no OpenMP), got {self.threads!r}")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ctmhsa.circuits.devices import get_device
 from ctmhsa.mapping.stages import STAGE_ORDER
 
 from .cost import RUN_COST, estimate_runtime
@@ -196,7 +197,7 @@ def _cost(config: dict, level: str, T: float, P=None, circuit=None) -> tuple[int
     # the spiking levels' synapses cost nothing per step (RUN_COST: counted per neuron), and
     # counting them takes seconds at a large P (every copy contacts every copy): counted only
     # where they cost, the description's count standing in for the simulated (folded) one
-    per_synapse = RUN_COST["runtime" if device == "runtime" else "standalone"][level][2]
+    per_synapse = RUN_COST["standalone" if get_device(device).compiles else "runtime"][level][2]
     synapses = circuit.n_synapses() if per_synapse else 0
     wall = estimate_runtime(level, device, steps, circuit.n_neurons() // per, synapses // per)
     return circuit.n_neurons(), wall

@@ -15,7 +15,8 @@
 =========================  ======================================================================
 
 Every runner returns the same typed :class:`Observations`; :func:`runner_for` is the one place
-that looks at the device and scheduler options.
+that looks at the device and scheduler options. A device (:mod:`ctmhsa.circuits.devices`) is run
+by the runner registered for its name (:func:`register_runner`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 import brian2 as b2
 
 from ctmhsa.circuits import perturb
+from ctmhsa.circuits.devices import get_device
 from ctmhsa.circuits.graph import Circuit
 from ctmhsa.circuits.instantiate import instantiate
 from ctmhsa.circuits.standalone import project_key, run_project
@@ -40,7 +42,8 @@ from .progress import RunProgress, binary_progress, compile_announcer
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Observations", "Runner", "RuntimeRunner", "StandaloneRunner", "SplitRunner", "runner_for"]
+__all__ = ["Observations", "Runner", "RuntimeRunner", "StandaloneRunner", "SplitRunner", "runner_for",
+           "register_runner", "RUNNERS", "SPLIT"]
 
 
 @dataclass
@@ -292,7 +295,7 @@ class SplitRunner(Runner):
 
     def config(self) -> dict:
         ro = self.run_options
-        return dict(threads=ro.threads if ro.device != "runtime" else None)
+        return dict(threads=ro.threads if get_device(ro.device).threads else None)
 
     def run(self, run_options: RunOptions) -> Observations:
         o, ro = self.options, run_options
@@ -302,12 +305,34 @@ class SplitRunner(Runner):
                             compile=sa["compile"], run=sa["run"])
 
 
-RUNNERS = {"runtime": RuntimeRunner, "cpp_standalone": StandaloneRunner, "cuda_standalone": StandaloneRunner,
-           "split": SplitRunner}
-"""Runner per way of running; :func:`runner_for` picks one from the run options."""
+SPLIT = "split"
+"""Key of the runner of a split run (a scheduler given), whatever the device of its heads."""
+
+RUNNERS: dict[str, type[Runner]] = {}
+"""Runner per registered device (:data:`ctmhsa.circuits.devices.DEVICES`) and for :data:`SPLIT`;
+:func:`runner_for` picks one from the run options."""
+
+
+def register_runner(name: str, runner: type[Runner]) -> type[Runner]:
+    """Run the device ``name`` (registered in :mod:`ctmhsa.circuits.devices`, or :data:`SPLIT`) with
+    ``runner``. Returns ``runner``."""
+    if name != SPLIT:
+        get_device(name)   # a runner for a device nobody declared is a typo
+    if not (isinstance(runner, type) and issubclass(runner, Runner)):
+        raise TypeError(f"register_runner: expected a Runner subclass, got {runner!r}")
+    RUNNERS[name] = runner
+    return runner
 
 
 def runner_for(run_options: RunOptions) -> type[Runner]:
     """The runner class of ``run_options``: split when a scheduler is given, else the device's."""
-    return RUNNERS["split" if run_options.scheduler is not None else run_options.device]
+    name = SPLIT if run_options.scheduler is not None else run_options.device
+    if name not in RUNNERS:
+        raise ValueError(f"device: {name!r} has no runner (ctmhsa.sims.runners.register_runner)")
+    return RUNNERS[name]
 
+
+register_runner("runtime", RuntimeRunner)
+register_runner("cpp_standalone", StandaloneRunner)
+register_runner("cuda_standalone", StandaloneRunner)
+register_runner(SPLIT, SplitRunner)

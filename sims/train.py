@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ctmhsa.circuits.devices import get_device
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.mapping.decode import key_value_potentials, signed_rate
 from ctmhsa.mapping.encode import cell_weights
@@ -167,7 +168,7 @@ def _check(X, T, W, neuron, steps, lr, seed, tied, Y, options):
         if co.signed != "onoff":
             raise ValueError("signed: tied=False installs every copy's weights into its synapses, which "
                              "needs the ON/OFF code (signed='onoff'; the offset code's biases depend on the weights)")
-        if ro.device != "runtime" or ro.scheduler is not None:
+        if get_device(ro.device).compiles or ro.scheduler is not None:
             raise ValueError("device: tied=False sets the synapses of the built network; it needs the runtime "
                              "device and no scheduler")
         if options.get("fold"):

@@ -1,7 +1,38 @@
-"""Shared fixtures: seeded random attention problems."""
+"""Shared fixtures: seeded random attention problems; every test must carry a category marker."""
+
+import os
 
 import numpy as np
 import pytest
+
+# pyproject.toml's markers that say what a test needs (long and smoke are not categories)
+CATEGORIES = ("codegen_independent", "brian2", "standalone", "distributed")
+
+
+def uncategorised(items):
+    """Node ids of the ``items`` that carry none of the ``CATEGORIES`` (a module's ``pytestmark``
+    counts)."""
+    return [it.nodeid for it in items if not any(m.name in CATEGORIES for m in it.iter_markers())]
+
+
+def _no_category(nodeids):
+    return (f"{len(nodeids)} test(s) carry none of the category markers {', '.join(CATEGORIES)} "
+            f"(pyproject.toml): " + ", ".join(nodeids))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Refuse the collection if a test has no category: ``-m`` selects by category, so an unmarked
+    test would silently drop out of every selection (runs before ``-m`` deselects). A pytest-xdist
+    worker cannot report a UsageError (it crashes unexplained): there each such test fails instead."""
+    missing = uncategorised(items)
+    if missing and not hasattr(config, "workerinput"):
+        raise pytest.UsageError(_no_category(missing))
+
+
+def pytest_runtest_setup(item):
+    """The same check per test, for pytest-xdist's workers."""
+    if uncategorised([item]):
+        pytest.fail(_no_category([item.nodeid]), pytrace=False)
 
 
 def random_problem(seed=0, n=4, m=None, H=2, dk=3, dv=4, de=5, scale=1.0, batch=None):
@@ -36,3 +67,20 @@ def no_build(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a network was built before validation failed")
     monkeypatch.setattr("ctmhsa.sims.runners.instantiate", boom)
+
+
+def processes_in(root):
+    """``(pid, command line)`` of every process working in ``root`` or naming it."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:   # gone, or a zombie
+            continue
+        if cwd.startswith(root) or root in cmd:
+            out.append((int(pid), cmd))
+    return out

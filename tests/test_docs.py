@@ -1,12 +1,16 @@
-"""The documentation: the README is a short user guide whose two commands CI runs, the docs cite
-no internal or git-ignored files, the API reference builds without a warning, and the
-citation/licence/changelog files are there and agree with the package."""
+"""The documentation: the README is a short user guide whose two commands CI runs and whose python
+snippets run as written, the docs cite no internal or git-ignored files, the API reference builds
+without a warning, and the citation/licence/changelog files are there and agree with the package."""
 
+import ast
+import builtins
+import os
 import pathlib
 import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -15,13 +19,12 @@ DOCS = sorted((ROOT / "docs").glob("*.md"))
 BUILT = "docs/api/_build/html"          # git-ignored
 INTERNAL = re.compile(r"issue[- ]?\d|SPEC\b|§|DESIGN\.md|seed 00\d")
 
-pytestmark = pytest.mark.codegen_independent
-
 
 def _blocks(text, lang):
     return re.findall(rf"```{lang}\n(.*?)```", text, re.S)
 
 
+@pytest.mark.codegen_independent
 def test_readme_is_a_short_guide_whose_two_commands_ci_runs():
     assert len(README.splitlines()) <= 250
     bash = _blocks(README, "bash")
@@ -38,11 +41,83 @@ def test_readme_is_a_short_guide_whose_two_commands_ci_runs():
         assert section in README, section
 
 
-def test_readme_python_compiles():
-    for k, code in enumerate(_blocks(README, "python")):
-        compile(code, f"README block {k}", "exec")
+def _free_names(code):
+    """Names a block reads but neither assigns nor imports (nor are builtins)."""
+    nodes = list(ast.walk(ast.parse(code)))
+    bound = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    bound |= {(n.asname or n.name).split(".")[0] for n in nodes if isinstance(n, ast.alias)}
+    bound |= {n.arg for n in nodes if isinstance(n, ast.arg)}
+    bound |= {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    return {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound - set(dir(builtins))
 
 
+def _snippets(text):
+    """The README's python blocks as scripts, in order, each a list of ``(section, block)``: each
+    block its own script (a fresh namespace), except that a block using names it does not define
+    continues the script before it, as a reader running them would (``ctmhsa.build_mhsa(X, ...)``)."""
+    scripts, section = [], ""
+    for heading, code in re.findall(r"^(## [^\n]*)$|^```python\n(.*?)```", text, re.M | re.S):
+        if heading:
+            section = heading
+        elif scripts and _free_names(code):
+            scripts[-1].append((section, code))
+        else:
+            scripts.append([(section, code)])
+    return scripts
+
+
+def _run_snippets(scripts, cwd, timeout):
+    """Run each script in a fresh interpreter, one after another in ``cwd`` (a snippet may read
+    what an earlier one wrote: the tutorial's NWB file)."""
+    for k, script in enumerate(scripts):
+        path = cwd / f"readme_snippet_{k}.py"
+        path.write_text("".join(code for _, code in script))
+        out = subprocess.run([sys.executable, path.name], cwd=cwd, capture_output=True, text=True,
+                             timeout=timeout, env=dict(os.environ, MPLBACKEND="Agg"))
+        assert out.returncode == 0, f"README snippet {k} ({script[0][0]}):\n{out.stderr[-3000:]}"
+
+
+@pytest.mark.codegen_independent
+def test_readme_snippets_are_grouped_by_namespace():
+    scripts = ["".join(code for _, code in s) for s in _snippets(README)]
+    assert "".join(scripts) == "".join(_blocks(README, "python"))
+    for k, code in enumerate(scripts):
+        compile(code, f"README snippet {k}", "exec")
+        assert not _free_names(code), _free_names(code)                     # each runs on its own
+    assert _free_names("import numpy as np\nres = f(np.ones(3), x=lambda a: a + b)") == {"f", "b"}
+    two = "## A\n```python\nx = 1\n```\n## B\n```python\nprint(x)\n```\n```python\ny = 2\n```\n"
+    assert _snippets(two) == [[("## A", "x = 1\n"), ("## B", "print(x)\n")], [("## B", "y = 2\n")]]
+
+
+@pytest.mark.brian2
+def test_readme_api_snippets_run(tmp_path):
+    """The cheap snippets, in the default suite: the API in ten lines (the rate level, 1 s) and the
+    Brian2 network built and run after (the escape level, 0.7 s)."""
+    api = [[b for b in s if b[0] == "## API in ten lines"] for s in _snippets(README)]
+    api = [s for s in api if s]                 # the blocks of that section, without what continues them
+    assert len(api) == 1 and "build_mhsa" in api[0][-1][1]
+    _run_snippets(api, tmp_path, timeout=120)
+
+
+@pytest.mark.brian2
+@pytest.mark.long    # 34 s on 2 busy cores: the tutorial's 5.5 s of spikes and the transformer's 2 s
+def test_every_readme_snippet_runs(tmp_path):
+    """Every snippet as written, in order; the transformer snippet reads ``model.npz``, the user's
+    file: here one block in the layout its comment states, of the API snippet's width (de = 6)."""
+    from ctmhsa.mapping.model import Model
+
+    g = np.random.default_rng(0)
+    de, H, dk, dh, classes = 6, 2, 4, 5, 3
+    shapes = {"attn.WQ": (H, dk, de), "attn.WK": (H, dk, de), "attn.WV": (H, dk, de), "attn.WO": (H, de, dk),
+              "mlp.W1": (dh, de), "mlp.b1": (dh,), "mlp.W2": (de, dh), "mlp.b2": (de,)}
+    state = {f"blocks.0.{k}": g.normal(size=s) / np.sqrt(s[-1]) for k, s in shapes.items()}
+    state.update({"readout.W": g.normal(size=(classes, de)) / np.sqrt(de), "readout.b": np.zeros(classes)})
+    Model.from_state_dict(state).save(str(tmp_path / "model.npz"))
+    _run_snippets(_snippets(README), tmp_path, timeout=600)
+    assert (tmp_path / "results" / "tutorial" / "summary.png").is_file()
+
+
+@pytest.mark.codegen_independent
 @pytest.mark.parametrize("path", [ROOT / "README.md", *DOCS], ids=lambda p: p.name)
 def test_docs_cite_no_internal_reference_nor_ignored_file(path):
     text = path.read_text()
@@ -58,6 +133,7 @@ def test_docs_cite_no_internal_reference_nor_ignored_file(path):
         assert not ignored, f"{path.name} cites {rel}, which git ignores"
 
 
+@pytest.mark.codegen_independent
 def test_citation_license_changelog():
     import tomllib
 
@@ -70,6 +146,7 @@ def test_citation_license_changelog():
     assert f"## {version}" in (ROOT / "CHANGELOG.md").read_text()
 
 
+@pytest.mark.codegen_independent
 def test_api_reference_builds_without_warnings(tmp_path):
     """The docs site, by the README's Sphinx command, warnings as errors (html builder, one
     process): the guides (``docs/*.md``, myst-parser) and the API reference (``docs/api``), whose
@@ -121,6 +198,7 @@ SOURCES = [ROOT / "README.md", *DOCS, *sorted((ROOT / "docs" / "api").glob("*.rs
              for p in sorted((ROOT / layer).rglob("*.py")))]
 
 
+@pytest.mark.codegen_independent
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_cited_doc_exists(path):
     """Every ``docs/*.md`` the README, the docs, the API pages and the package's strings (figure
@@ -130,6 +208,7 @@ def test_every_cited_doc_exists(path):
         assert any(p.is_file() for p in here), f"{path.name} cites {rel}, which does not exist"
 
 
+@pytest.mark.codegen_independent
 def test_cited_doc_check_can_fail(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("numbers in `docs/results.md`, in docs/benchmarks.md and in nowhere.md")
@@ -138,6 +217,7 @@ def test_cited_doc_check_can_fail(tmp_path):
         test_every_cited_doc_exists(page)
 
 
+@pytest.mark.codegen_independent
 def test_stage_tables_of_the_docs_match_the_stage_table():
     """The stages' symbols and the cells each is read from, in docs/results.md's table and in the
     table of ctmhsa.mapping.stages' docstring, are those of STAGE_TABLE."""

@@ -28,6 +28,7 @@ import resource
 import statistics
 import time
 
+from ctmhsa.circuits.devices import DEVICES
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.circuits.standalone import release
 from ctmhsa.sims.distributed import client_for
@@ -69,7 +70,7 @@ def add_arguments(parser) -> None:
                         help="'local' (a LocalCluster of --workers workers, one thread each) or the "
                              "address of a running dask scheduler (default local)")
     parser.add_argument("--device", default="cpp_standalone",
-                        choices=("cpp_standalone", "cuda_standalone", "runtime"),
+                        choices=tuple(DEVICES),
                         help="device of the heads (default cpp_standalone)")
     parser.add_argument("--threads", type=int, default=1,
                         help="OpenMP threads per head in split runs (default 1: one head per worker core)")

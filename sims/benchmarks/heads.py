@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 
+from ctmhsa.circuits.devices import DEVICES
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.distributed import client_for
 from ctmhsa.sims.io import atomic_write_json, versions
@@ -27,7 +28,7 @@ def add_arguments(parser) -> None:
                         help="measurement window after a 0.2 s warm-up, s (default 1)")
     parser.add_argument("--scheduler", default="local",
                         help="'local' (LocalCluster), 'serial' or a dask scheduler address (default local)")
-    parser.add_argument("--device", default="runtime", choices=("runtime", "cpp_standalone", "cuda_standalone"),
+    parser.add_argument("--device", default="runtime", choices=tuple(DEVICES),
                         help="device of the heads (default runtime; cpp_standalone: one compiled project "
                              "per head shape, see ctmhsa bench cortex)")
     add_out_argument(parser, "bench_results/heads.json")

@@ -58,6 +58,7 @@ def test_split_weights_are_the_two_signs_of_the_origin():
     np.testing.assert_array_equal(wp + wn, plain.synapse_weights(plain.projections["core_q"], W, i, j))
 
 
+@pytest.mark.brian2
 def test_a_plain_circuit_breaks_the_check_and_a_dale_circuit_passes():
     sim = build_mhsa(**_kw(), neuron="rate")
     built = sim.runner.built
@@ -68,6 +69,7 @@ def test_a_plain_circuit_breaks_the_check_and_a_dale_circuit_passes():
     assert ok.circuit.meta.dale
 
 
+@pytest.mark.brian2
 @pytest.mark.parametrize("neuron", ["rate", "escape", "lif"])
 def test_every_cell_makes_synapses_of_one_sign(neuron):
     sim = build_mhsa(**_kw(), neuron=neuron, dale=True)
@@ -86,6 +88,7 @@ def test_every_cell_makes_synapses_of_one_sign(neuron):
             assert signs <= ({-1.0} if inhibitory else {1.0}), (name, cell, signs)
 
 
+@pytest.mark.brian2
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(1, 3), m=st.integers(1, 3), H=st.integers(1, 2), dk=st.integers(1, 3), dv=st.integers(1, 3),
        de=st.integers(1, 3), cross=st.booleans(), causal=st.booleans(), scale=st.sampled_from([1e-2, 1.0, 10.0]),
@@ -107,6 +110,7 @@ def test_rate_level_is_unchanged_by_dale(n, m, H, dk, dv, de, cross, causal, sca
         np.testing.assert_allclose(b.stages[st_], a.stages[st_], rtol=1e-7, atol=1e-9, err_msg=st_)
 
 
+@pytest.mark.brian2
 @pytest.mark.parametrize("neuron", ["escape", "lif"])
 def test_followers_fire_with_every_spike_of_their_cell_one_step_later(neuron):
     pops = ("nucleus1", "l5it", "l5pt")
@@ -123,6 +127,7 @@ def test_followers_fire_with_every_spike_of_their_cell_one_step_later(neuron):
         assert len(cell) > 10 and cell == follower, p
 
 
+@pytest.mark.brian2
 def test_dale_escape_error_stays_at_its_noise_floor():
     X, _, WQ, WK, WV, WO = random_problem(seed=5, n=4, H=2, dk=3, dv=3, de=4)
     res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="escape", dale=True, duration=2.0, seed=7)
@@ -131,6 +136,7 @@ def test_dale_escape_error_stays_at_its_noise_floor():
             assert m["nrmse"] < 2.0 * m["noise_floor"], (st_, m["nrmse"], m["noise_floor"])
 
 
+@pytest.mark.brian2
 def test_cut_and_silence_act_on_both_halves():
     P = ctmhsa.perturb
     sim = build_mhsa(**_kw(), neuron="escape", seed=4, dale=True, perturbations=[P.Cut("it_pt", fraction=0.5)])
@@ -153,6 +159,7 @@ def test_dale_refusals():
         build_mhsa(**_kw(), neuron="escape", dale=True, scheduler="serial")
 
 
+@pytest.mark.brian2
 @pytest.mark.long   # 15 s serial; test_rate_level_is_unchanged_by_dale keeps Dale's law in the default suite
 def test_a_transformer_model_under_dale_computes_the_same_blocks():
     """Every block's relays, L5 and L6 cells get followers; the rate level is unchanged and the

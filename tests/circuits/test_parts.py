@@ -33,6 +33,7 @@ def _problem(seed=0, n=2, de=3, H=1, dk=2, dv=2):
             rng.normal(size=(H, dv, de)), rng.normal(size=(H, de, dv)))
 
 
+@pytest.mark.brian2
 def test_registered_part_is_built_encoded_and_simulated():
     X, WQ, WK, WV, WO = _problem()
     w = Block.from_arrays(WQ, WK, WV, WO)
@@ -48,6 +49,7 @@ def test_registered_part_is_built_encoded_and_simulated():
     np.testing.assert_allclose(U - U0, 0.01, rtol=1e-3)     # the dummy's drive, nothing else changed
 
 
+@pytest.mark.codegen_independent
 def test_unknown_part_is_refused():
     with pytest.raises(ValueError, match="no part named 'nope'; registered parts are"):
         pathway(2, 2, 2, 3, parts=("nope",))
@@ -55,11 +57,13 @@ def test_unknown_part_is_refused():
         register_part("bad")(object)
 
 
+@pytest.mark.codegen_independent
 def test_attention_areas_are_registered_parts():
     assert {"quadratic", "linear"} <= set(PARTS)
     assert pathway(2, 2, 2, 3, circuit="linear").meta.parts == ("linear",)
 
 
+@pytest.mark.codegen_independent
 @pytest.mark.parametrize("kw", [dict(), dict(circuit="linear", signed="offset", skip=True),
                                 dict(causal=True, P={"l23": 2}, n_inh=3)])
 def test_meta_is_typed_and_rebuilds_the_circuit(kw):
@@ -75,6 +79,7 @@ def test_meta_is_typed_and_rebuilds_the_circuit(kw):
         CircuitMeta.from_dict({"heads": 2})
 
 
+@pytest.mark.codegen_independent
 def test_every_area_dispatch_goes_through_its_hooks():
     from ctmhsa.circuits.parts import area_hook
     import ctmhsa.mapping.noise  # noqa: F401 - registers the noise hooks
@@ -87,6 +92,7 @@ def test_every_area_dispatch_goes_through_its_hooks():
         area_hook(pathway(2, 2, 2, 3), "nothing")
 
 
+@pytest.mark.codegen_independent
 def test_block_head_is_one_head_of_the_block():
     X, WQ, WK, WV, WO = _problem(H=3)
     WS = np.ones((3, 2, 3))

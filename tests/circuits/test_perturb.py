@@ -24,6 +24,7 @@ def _run(pert, **kw):
     return res, [str(x.message) for x in w]
 
 
+@pytest.mark.brian2
 @pytest.mark.parametrize("neuron", ["rate", "escape"])
 def test_silencing_l23_silences_l5_and_is_flagged_not_raised(neuron):
     res, warned = _run([P.Silence("l23")], neuron=neuron, seed=2)
@@ -32,6 +33,7 @@ def test_silencing_l23_silences_l5_and_is_flagged_not_raised(neuron):
     assert res.config["perturbations"][0]["kind"] == "silence"
 
 
+@pytest.mark.brian2
 def test_silencing_one_area_leaves_the_other():
     base, _ = _run(None, neuron="rate")
     res, _ = _run([P.Silence("area1.l23")], neuron="rate")
@@ -39,6 +41,7 @@ def test_silencing_one_area_leaves_the_other():
     assert np.nanmax(res.rates["l5pt"][1]) == 0
 
 
+@pytest.mark.brian2
 def test_silence_interval_on_the_network_clock():
     res, _ = _run([P.Silence("nucleus1", start=0.6, stop=0.8)], neuron="escape", seed=1,
                   record_spikes=("nucleus1",))
@@ -46,6 +49,7 @@ def test_silence_interval_on_the_network_clock():
     assert t.size and not np.any((t >= 0.6 + 1e-9) & (t < 0.8 - 1e-9)) and np.any(t >= 0.8)
 
 
+@pytest.mark.brian2
 def test_partial_cut_removes_that_fraction_and_is_seeded():
     sim = build_mhsa(**_problem(), neuron="escape", seed=4, perturbations=[P.Cut("it_pt", fraction=0.5)])
     w = np.asarray(sim.runner.built.synapses["it_pt"].w_[:])
@@ -54,6 +58,7 @@ def test_partial_cut_removes_that_fraction_and_is_seeded():
     np.testing.assert_array_equal(w == 0, np.asarray(again.runner.built.synapses["it_pt"].w_[:]) == 0)
 
 
+@pytest.mark.brian2
 def test_drive_adds_a_relay_population_and_raises_interneuron_input():
     base, _ = _run(None, neuron="rate")
     res, _ = _run([P.Drive("interneuron", rate=20)], neuron="rate")
@@ -62,6 +67,7 @@ def test_drive_adds_a_relay_population_and_raises_interneuron_input():
     assert np.nanmean(res.rates["l23"]) < np.nanmean(base.rates["l23"])
 
 
+@pytest.mark.codegen_independent
 @pytest.mark.parametrize("bad, match", [
     (P.Silence("l99"), "'l99' is not a population"), (P.Cut("l23"), "'l23' is not a projection"),
     (P.Silence("area7.l23"), "area 7 does not exist"), (P.Silence("block1.l23"), "block 1 does not exist"),
@@ -71,6 +77,7 @@ def test_bad_perturbations_are_refused_before_building(bad, match):
         build_mhsa(**_problem(), neuron="rate", perturbations=[bad])
 
 
+@pytest.mark.codegen_independent
 def test_perturbation_fields_are_validated():
     with pytest.raises(ValueError, match="Cut.fraction"):
         P.Cut("attention", fraction=1.5)
@@ -82,6 +89,7 @@ def test_perturbation_fields_are_validated():
         P.Silence("a b")
 
 
+@pytest.mark.brian2
 def test_one_drive_per_population_and_compartment():
     res, _ = _run([P.Drive("l5it", rate=20, compartment="basal"), P.Drive("l5it", rate=20, compartment="apical")],
                   neuron="rate")
@@ -92,6 +100,7 @@ def test_one_drive_per_population_and_compartment():
                                                                 P.Drive("l5it", rate=9, compartment="apical")])
 
 
+@pytest.mark.brian2
 def test_silenced_interneurons_stay_finite():
     # their error never closes while their output is gone: the integral is capped, not overflowed to NaN
     sim = build_mhsa(**_problem(), neuron="escape", seed=1, duration=0.5, perturbations=[P.Silence("interneuron")])

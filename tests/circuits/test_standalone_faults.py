@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 import pytest
 
-from conftest import random_problem
+from conftest import processes_in as _processes_in, random_problem
 from ctmhsa.sims import simulate_mhsa
 
 pytestmark = pytest.mark.standalone
@@ -162,30 +162,13 @@ def test_copies_of_dead_processes_are_removed_at_the_next_start(project, tmp_pat
     assert left == sorted([f"{host}-{live.pid}.tmp4567ef01", f"elsewhere-{dead.pid}"])
 
 
-def _processes_in(root):
-    """``(pid, command line)`` of every process working in ``root`` or naming it."""
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:   # gone, or a zombie
-            continue
-        if cwd.startswith(root) or root in cmd:
-            out.append((int(pid), cmd))
-    return out
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
 def test_a_killed_compile_leaves_no_compiler_running(tmp_path):
     """A process killed (SIGKILL: nothing of it runs after) while it compiles: make and its
     compilers die with it, and the project keeps no record of a finished build."""
     cache = str(tmp_path / "cache")
     code = (f"import sys; sys.path.insert(0, {TESTS!r})\n"
-            "from conftest import random_problem\n"
+            "from conftest import processes_in as _processes_in, random_problem\n"
             "from ctmhsa.sims import simulate_mhsa\n"
             f"X, _, WQ, WK, WV, WO = random_problem(**{TINY!r})\n"
             f"simulate_mhsa(X, WQ, WK, WV, WO, **{TINY_KW!r})\n")

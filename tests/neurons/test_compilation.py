@@ -2,9 +2,17 @@
 spike pushers without Cython modules, the missing modules compiled in parallel before Brian2
 would compile them one by one, and a later run that compiles nothing."""
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import brian2 as b2
 import numpy as np
 import pytest
+from conftest import processes_in
 
 from ctmhsa.neurons import compilation as C
 from ctmhsa.neurons.backend import building, configure_brian2
@@ -134,3 +142,41 @@ def test_cli_states_a_first_runs_compilation_apart():
 
     assert _compile_text(dict(compile=0.8, compiled=0)) == "compile 0.8 s"
     assert "71 Cython modules compiled: a first run's cost" in _compile_text(dict(compile=150.0, compiled=71))
+
+
+@pytest.mark.brian2
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_a_killed_run_leaves_no_compile_worker_running(tmp_path):
+    """A run killed (SIGKILL) while its workers compile: the workers and their compilers die
+    with it (parent-death signal, own process group)."""
+    code = ("import brian2 as b2\n"
+            "from ctmhsa.neurons.backend import building\n"
+            "from ctmhsa.neurons import compilation as C\n"
+            "with building('cython'):\n"
+            "    G = b2.NeuronGroup(5, 'dv/dt = -v / (10*ms) : 1', threshold='v > 1', reset='v = 0', name='g')\n"
+            "    net = b2.Network(G, b2.SpikeMonitor(G))\n"
+            "C.precompile(net, {}, workers=2)\n")
+    env = dict(os.environ, CTMHSA_CACHE=str(tmp_path / "cache"), TMPDIR=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    root = str(tmp_path)
+    try:
+        workers, deadline = [], time.monotonic() + 120
+        while not workers and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            workers = [c for _, c in processes_in(root) if "ctmhsa-compile-" in c]
+        assert workers, "no compile worker seen"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        left, deadline = processes_in(root), time.monotonic() + 10
+        while left and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = processes_in(root)
+        assert left == [], left[:3]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid, _ in processes_in(root):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)

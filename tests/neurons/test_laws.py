@@ -9,6 +9,7 @@ from ctmhsa.sims import simulate_mhsa
 from conftest import random_problem
 
 
+@pytest.mark.codegen_independent
 def test_laws_follow_the_equations_of_the_seed():
     R, C = np.array([-1.5, -0.5, 0.0, 0.7, 2.0]), np.array([0.0, 0.5, 1.0, 2.0, 3.0])
     R, C = np.meshgrid(R, C)
@@ -55,6 +56,7 @@ def test_law_with_offset_code_and_causal_mask():
     assert err < 1e-9
 
 
+@pytest.mark.codegen_independent
 def test_bad_law_is_refused_before_building():
     X, _, WQ, WK, WV, WO = random_problem(n=3)
     with pytest.raises(ValueError, match="law"):

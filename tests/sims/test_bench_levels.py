@@ -7,6 +7,7 @@ import pytest
 from ctmhsa.sims.cli import main
 
 
+@pytest.mark.brian2
 @pytest.mark.long   # 9 s on 2 busy cores; `ctmhsa bench levels` runs it in full
 def test_bench_levels_writes_ratio_and_accuracy(tmp_path, capsys):
     out = tmp_path / "levels.json"
@@ -22,6 +23,7 @@ def test_bench_levels_writes_ratio_and_accuracy(tmp_path, capsys):
     assert "x escape" in capsys.readouterr().out
 
 
+@pytest.mark.codegen_independent
 def test_bench_accuracy_records_a_refused_input_and_runs_the_rest(tmp_path, monkeypatch):
     """An input the encoder refuses (OperatingRangeError, before anything is built) is recorded
     with its reason; the other runs go on and are written."""

@@ -18,6 +18,7 @@ def _rate(name, **kw):
     return run_experiment(name, neuron="rate", duration=0.4, problem=SMALL, codegen="numpy", **kw)
 
 
+@pytest.mark.brian2
 @pytest.mark.long   # 12 runs, 10-18 s
 def test_photoinhibition_rate_level():
     doc = _rate("photoinhibition")
@@ -31,6 +32,7 @@ def test_photoinhibition_rate_level():
     assert len(doc["predictions"]) == 2
 
 
+@pytest.mark.brian2
 @pytest.mark.long   # 19 s serial (rate level; the CLI test below runs a lesion at escape)
 def test_interneuron_silencing_loses_normalisation():
     doc = _rate("interneurons")
@@ -41,6 +43,7 @@ def test_interneuron_silencing_loses_normalisation():
     assert all(d > 2 for d in doc["summary"]["division"])
 
 
+@pytest.mark.brian2
 @pytest.mark.long   # 12 s serial
 def test_cutting_it_pt_scales_the_output_and_nothing_upstream():
     doc = _rate("it_pt")
@@ -51,6 +54,7 @@ def test_cutting_it_pt_scales_the_output_and_nothing_upstream():
     assert rows[0]["rates"]["l5pt"] > 0 == rows[1]["rates"]["l5pt"]
 
 
+@pytest.mark.brian2
 @pytest.mark.long   # 15 runs, 12-25 s
 def test_apical_drive_scales_the_slope_linearly():
     s = _rate("apical")["summary"]
@@ -60,6 +64,7 @@ def test_apical_drive_scales_the_slope_linearly():
     assert abs((r[2] - 1) - 2 * (r[1] - 1)) < 1e-3 * (r[2] - 1)
 
 
+@pytest.mark.brian2
 def test_experiment_command_writes_json_nwb_and_figure(tmp_path, capsys):
     out = tmp_path / "cut"
     rc = main(["experiment", "it_pt", "--n", "2", "--H", "1", "--d", "2", "--duration", "0.2", "--warmup", "0.1",
@@ -77,6 +82,7 @@ def test_experiment_command_writes_json_nwb_and_figure(tmp_path, capsys):
     assert ["cut", "it_pt"] in [list(t) for t in epochs["tags"]]
 
 
+@pytest.mark.codegen_independent
 @pytest.mark.parametrize("kw, match", [
     (dict(name="nope"), "unknown 'nope'"), (dict(neuron="hh"), "neuron"), (dict(problem={"q": 1}), "unknown keys"),
     (dict(duration=0.01), "duration"), (dict(neuron="rate", warmup=0.2), "warmup"), (dict(seed=-1), "seed")])
@@ -86,6 +92,7 @@ def test_bad_arguments_are_refused_before_running(kw, match):
         run_experiment(name, **kw)
 
 
+@pytest.mark.codegen_independent
 def test_a_users_file_is_never_replaced(tmp_path):
     mine = tmp_path / "notes.txt"
     mine.write_text("mine")
@@ -94,6 +101,7 @@ def test_a_users_file_is_never_replaced(tmp_path):
     assert mine.read_text() == "mine"
 
 
+@pytest.mark.codegen_independent
 def test_every_experiment_is_registered_with_its_protocol():
     from ctmhsa.sims.experiments import experiment
 

@@ -28,6 +28,7 @@ def accepted(tiny, **kw):
 
 # 1. units -------------------------------------------------------------------------------------
 
+@pytest.mark.codegen_independent
 @pytest.mark.parametrize("name", ["X", "WQ", "WO"])
 def test_tokens_and_weights_with_a_unit_are_refused(tiny, no_build, name):
     tiny[name] = tiny[name] * b2.mV
@@ -35,6 +36,7 @@ def test_tokens_and_weights_with_a_unit_are_refused(tiny, no_build, name):
         simulate_mhsa(**tiny, neuron="rate")
 
 
+@pytest.mark.codegen_independent
 def test_the_reference_refuses_tokens_with_a_unit_too(tiny):
     """``ctmhsa.linear_mhsa(X * mV, ...)`` used to read the tokens 1000 times too small."""
     import ctmhsa
@@ -47,12 +49,14 @@ def test_the_reference_refuses_tokens_with_a_unit_too(tiny):
                            WQ, WK, WV, WO)
 
 
+@pytest.mark.codegen_independent
 def test_dimensionless_quantities_are_plain_numbers(tiny, no_build):
     sim = accepted(tiny, X=tiny["X"] * b2.Quantity(1.0), WV=b2.Quantity(tiny["WV"]), neuron="rate")
     np.testing.assert_array_equal(sim.inputs["X"], tiny["X"])
     np.testing.assert_array_equal(sim.inputs["WV"], tiny["WV"])
 
 
+@pytest.mark.codegen_independent
 @pytest.mark.parametrize("name, value", [("duration", 1 * b2.mV), ("dt", 1 * b2.Hz), ("warmup", 0.1 * b2.mV)])
 def test_times_with_another_unit_are_refused(tiny, no_build, name, value):
     with pytest.raises(ValueError, match=rf"^{name}: "):
@@ -61,6 +65,7 @@ def test_times_with_another_unit_are_refused(tiny, no_build, name, value):
 
 # 2. masked arrays -----------------------------------------------------------------------------
 
+@pytest.mark.codegen_independent
 @pytest.mark.parametrize("name", ["X", "WK"])
 def test_masked_arrays_are_refused(tiny, no_build, name):
     a = np.ma.masked_array(tiny[name], mask=np.zeros(np.shape(tiny[name]), bool))
@@ -70,6 +75,7 @@ def test_masked_arrays_are_refused(tiny, no_build, name):
         simulate_mhsa(**tiny, neuron="rate")
 
 
+@pytest.mark.codegen_independent
 def test_a_masked_array_with_nothing_masked_is_its_data(tiny, no_build):
     sim = accepted(tiny, X=np.ma.masked_array(tiny["X"]), neuron="rate")
     np.testing.assert_array_equal(sim.inputs["X"], tiny["X"])
@@ -78,11 +84,13 @@ def test_a_masked_array_with_nothing_masked_is_its_data(tiny, no_build):
 
 # 3. record_spikes -----------------------------------------------------------------------------
 
+@pytest.mark.codegen_independent
 def test_unknown_population_in_record_spikes_is_refused(tiny, no_build):
     with pytest.raises(ValueError, match=r"^record_spikes: .*'nope'.*'l23'.*'nucleus2'"):
         simulate_mhsa(**tiny, neuron="escape", record_spikes=["nope"])
 
 
+@pytest.mark.codegen_independent
 @pytest.mark.parametrize("record", [True, ("l23",)])
 def test_record_spikes_at_the_rate_level_is_refused(tiny, no_build, record):
     with pytest.raises(ValueError, match="^record_spikes: the rate level has no spikes"):
@@ -91,12 +99,14 @@ def test_record_spikes_at_the_rate_level_is_refused(tiny, no_build, record):
 
 # 4. minimum measurement window ----------------------------------------------------------------
 
+@pytest.mark.codegen_independent
 def test_a_window_shorter_than_the_minimum_is_refused(tiny, no_build):
     with pytest.raises(ValueError, match=r"^duration: 0.0015 s .*minimum measurement window of 0.1 s"):
         simulate_mhsa(**tiny, neuron="escape", duration=0.0015)
     accepted(tiny, neuron="escape", duration=0.1)          # the minimum itself is fine
 
 
+@pytest.mark.codegen_independent
 def test_a_noise_floor_without_counts_is_unknown_not_zero():
     z = np.zeros((1, 3, 2))
     res = SimulationResult(x_tilde=z, reference=z, stages={"q": z + 1}, reference_stages={"q": z + np.arange(2)},
@@ -109,6 +119,7 @@ def test_a_noise_floor_without_counts_is_unknown_not_zero():
 
 # 5. dt bounded by the cells' time constants ---------------------------------------------------
 
+@pytest.mark.codegen_independent
 @pytest.mark.parametrize("neuron, dt, bound", [("escape", 0.1, "0.001"), ("escape", 2e-3, "0.001"),
                                                ("rate", 5e-3, "0.002"), ("lif", 1e-3, "0.00054")])
 def test_dt_beyond_the_cells_time_constants_is_refused(tiny, no_build, neuron, dt, bound):
@@ -116,6 +127,7 @@ def test_dt_beyond_the_cells_time_constants_is_refused(tiny, no_build, neuron, d
         simulate_mhsa(**tiny, neuron=neuron, dt=dt)
 
 
+@pytest.mark.codegen_independent
 def test_dt_bound_follows_the_cell_parameters(tiny, no_build):
     accepted(tiny, neuron="rate", dt=2e-3)
     with pytest.raises(ValueError, match=r"^dt: 0.001 s .*0.0002 s .*tau_syn"):
@@ -124,12 +136,14 @@ def test_dt_bound_follows_the_cell_parameters(tiny, no_build):
 
 # 6. run-time estimate -------------------------------------------------------------------------
 
+@pytest.mark.codegen_independent
 @pytest.mark.parametrize("change", [dict(dt=1e-9), dict(duration=1e7)])
 def test_runs_estimated_past_max_runtime_are_refused(tiny, no_build, change):
     with pytest.raises(ValueError, match=r"^max_runtime: .*estimated .* steps .*max_runtime=None"):
         simulate_mhsa(**tiny, neuron="escape", **change)
 
 
+@pytest.mark.codegen_independent
 def test_max_runtime_can_be_raised_or_disabled(tiny, no_build):
     sim = accepted(tiny, neuron="escape", duration=1e6, max_runtime=None)
     assert sim.runtime_estimate > 3600
@@ -143,6 +157,7 @@ def test_max_runtime_can_be_raised_or_disabled(tiny, no_build):
 
 # 7. seeds -------------------------------------------------------------------------------------
 
+@pytest.mark.codegen_independent
 @pytest.mark.parametrize("device", ["runtime", "cpp_standalone"])
 @pytest.mark.parametrize("seed", [2**32, 2**40, True, -1, 1.0])
 def test_seeds_are_checked_once_for_every_device(tiny, no_build, device, seed):
@@ -150,12 +165,14 @@ def test_seeds_are_checked_once_for_every_device(tiny, no_build, device, seed):
         simulate_mhsa(**tiny, neuron="escape", seed=seed, device=device)
 
 
+@pytest.mark.codegen_independent
 def test_largest_seed_is_accepted(tiny, no_build):
     assert accepted(tiny, neuron="escape", seed=np.uint64(2**32 - 1)).run_options.seed == 2**32 - 1
 
 
 # 8. max_memory --------------------------------------------------------------------------------
 
+@pytest.mark.codegen_independent
 def test_max_memory_nan_is_refused_and_inf_means_no_limit(tiny, no_build):
     with pytest.raises(ValueError, match="^max_memory: expected a positive number of bytes"):
         simulate_mhsa(**tiny, neuron="rate", max_memory=np.nan)
@@ -164,6 +181,7 @@ def test_max_memory_nan_is_refused_and_inf_means_no_limit(tiny, no_build):
 
 # 9. sweep: results keyed by the items' parameters ---------------------------------------------
 
+@pytest.mark.brian2
 def test_sweep_reuses_unchanged_items_and_recomputes_changed_ones(tiny, tmp_path):
     from ctmhsa.sims.io import load
 
@@ -181,6 +199,7 @@ def test_sweep_reuses_unchanged_items_and_recomputes_changed_ones(tiny, tmp_path
     assert os.path.getmtime(os.path.join(again[1], "provenance.json")) == stamp1
 
 
+@pytest.mark.codegen_independent
 def test_sweep_refuses_an_item_path_it_did_not_write_before_running(tiny, tmp_path, monkeypatch):
     from ctmhsa.sims.io import OutputError
 
@@ -197,6 +216,7 @@ def test_sweep_refuses_an_item_path_it_did_not_write_before_running(tiny, tmp_pa
 
 # 10. scheduler --------------------------------------------------------------------------------
 
+@pytest.mark.codegen_independent
 def test_unknown_scheduler_is_refused(tiny, no_build, monkeypatch):
     with pytest.raises(ValueError, match=r"^scheduler: .*'serial'.*'local'.*'nonsense'"):
         RunOptions(scheduler="nonsense")
@@ -229,12 +249,14 @@ def test_warmup_is_explicit_and_spike_times_give_the_rates(tiny):
     assert early > 0                                    # warm-up spikes are kept, before t_start
 
 
+@pytest.mark.codegen_independent
 def test_warmup_at_the_rate_level_is_refused(tiny, no_build):
     with pytest.raises(ValueError, match="^warmup: the rate level has no measurement window"):
         simulate_mhsa(**tiny, neuron="rate", warmup=0.5)
     assert accepted(tiny, neuron="rate", warmup=0.0).run_options.warmup == 0.0
 
 
+@pytest.mark.codegen_independent
 def test_run_checks_its_duration_and_warmup_before_running(tiny, no_build):
     sim = accepted(tiny, neuron="escape")
     with pytest.raises(ValueError, match="^duration: 0.01 s .*minimum measurement window"):

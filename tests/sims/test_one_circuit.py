@@ -36,6 +36,7 @@ def _state(sim):
     return out
 
 
+@pytest.mark.brian2
 @pytest.mark.parametrize("kw", [dict(neuron="rate"), dict(neuron="escape", seed=3),
                                 dict(neuron="escape", seed=3, circuit="linear"),
                                 dict(neuron="rate", signed="offset"), dict(neuron="lif", seed=1)])
@@ -50,6 +51,7 @@ def test_two_token_sets_build_the_same_circuit(kw):
     assert differ and all(k.split(".")[0] in RELAYS and k.split(".")[1] in ("r_in", "r") for k in differ), differ
 
 
+@pytest.mark.brian2
 def test_set_tokens_equals_a_fresh_build():
     rng, W = _problem(1)
     X1, X2 = _tokens(rng, 3, 4, 2.0), _tokens(rng, 3, 4, 2.0)
@@ -62,6 +64,7 @@ def test_set_tokens_equals_a_fresh_build():
     assert np.max(np.abs(res.x_tilde - res.reference)) < 1e-3 * np.max(np.abs(res.reference))
 
 
+@pytest.mark.brian2
 def test_tokens_outside_the_declared_range_are_refused():
     rng, W = _problem(2)
     X = _tokens(rng, 3, 4, 2.0)
@@ -74,6 +77,7 @@ def test_tokens_outside_the_declared_range_are_refused():
         sim.set_tokens(X[:2])
 
 
+@pytest.mark.codegen_independent
 def test_undividable_tokens_are_refused_before_building():
     # weights large enough that some tokens of the range need more division than the
     # interneurons can exert at the gain fixed from the range's statistics
@@ -84,6 +88,7 @@ def test_undividable_tokens_are_refused_before_building():
         build_mhsa(X, **W, neuron="rate", input_range=InputRange(norm=3.0, std=0.01))
 
 
+@pytest.mark.codegen_independent
 def test_input_range_option_is_validated():
     rng, W = _problem(4)
     X = _tokens(rng, 3, 4, 1.0)

@@ -10,6 +10,7 @@ from ctmhsa.sims.config import problem_inputs
 from ctmhsa.sims.physiology import REFERENCE_RATES, rate_table
 
 
+@pytest.mark.codegen_independent
 def test_rate_table_rows_bounds_and_text():
     rates = {"l23": np.array([[1.0, np.nan], [0.0, 11.0]]),                  # NaN: an absent cell
              "interneuron": np.full((2, 3, 4), 30.0),                       # a stream (T, ...) is pooled
@@ -26,6 +27,7 @@ def test_rate_table_rows_bounds_and_text():
     assert "l23" in text.splitlines()[2] and text.splitlines()[2].rstrip().endswith("above")
 
 
+@pytest.mark.brian2
 def test_every_result_carries_its_rate_table(tmp_path):
     rng = np.random.default_rng(2)
     res = simulate_mhsa(rng.normal(size=(3, 3)) / 2, rng.normal(size=(1, 2, 3)) / 2, rng.normal(size=(1, 2, 3)) / 2,
@@ -40,6 +42,7 @@ def test_every_result_carries_its_rate_table(tmp_path):
     assert list(back.rate_table()) == list(rows)
 
 
+@pytest.mark.brian2
 def test_default_circuit_fires_at_rates_recorded_in_vivo():
     """The default problem at the escape level: interneurons <= 40 Hz, L2/3 at its 5 Hz set point,
     relays <= 100 Hz (population means over a 1 s window)."""

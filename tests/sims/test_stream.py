@@ -16,6 +16,7 @@ def _problem(T=3, n=3, de=3, H=2, dk=2, dv=2, seed=0):
     return X, W
 
 
+@pytest.mark.brian2
 def test_rate_stream_equals_the_reference_of_every_presentation():
     X, W = _problem()
     res = simulate_mhsa(X, *W, neuron="rate", presentation=0.2)
@@ -32,6 +33,7 @@ def test_rate_stream_equals_the_reference_of_every_presentation():
     assert rates.shape[0] == 3 and period == 0.2 and shift == 0.0
 
 
+@pytest.mark.brian2
 def test_stream_decodes_what_a_fresh_circuit_for_each_set_decodes():
     """Each presentation's state is the fixed point of that token set: the same as a circuit built
     for the same declared range and shown that set alone."""
@@ -43,6 +45,7 @@ def test_stream_decodes_what_a_fresh_circuit_for_each_set_decodes():
         np.testing.assert_allclose(res.x_tilde[k], alone.x_tilde, atol=1e-6 * np.abs(alone.x_tilde).max())
 
 
+@pytest.mark.brian2
 def test_escape_stream_per_presentation_metrics_and_determinism():
     X, W = _problem(T=3)
     kw = dict(neuron="escape", presentation=0.2, warmup=0.25, seed=3, P=10)
@@ -61,6 +64,7 @@ def test_escape_stream_per_presentation_metrics_and_determinism():
     assert np.corrcoef(res.x_tilde.ravel(), res.reference.ravel())[0, 1] > 0.6
 
 
+@pytest.mark.codegen_independent
 @pytest.mark.parametrize("kw, match", [
     (dict(duration=1.0), "duration: .*a stream lasts"),
     (dict(device="cpp_standalone"), "device: does not apply to a stream"),
@@ -73,6 +77,7 @@ def test_stream_refusals(kw, match):
         build_mhsa(X, *W, neuron="escape", **kw)
 
 
+@pytest.mark.brian2
 def test_presentation_needs_a_stream_and_a_stream_needs_its_sets_in_range():
     X, W = _problem(T=2)
     with pytest.raises(ValueError, match="presentation: .*a presentation period needs a stream"):

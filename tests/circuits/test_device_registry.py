@@ -1,0 +1,95 @@
+"""Devices as registered objects: one list that the options, the runners and the command line read,
+and a new device as one registration (issue 48)."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from ctmhsa.circuits import devices, standalone
+from ctmhsa.circuits.devices import DEVICES, Device, get_device, register_device
+from ctmhsa.sims import cli, options
+from ctmhsa.sims.options import RunOptions
+from ctmhsa.sims.runners import RUNNERS, SPLIT, RuntimeRunner, StandaloneRunner, register_runner, runner_for
+
+
+@pytest.fixture
+def toy():
+    """A runtime-like device ``"toy"`` run by the runtime runner; the registries restored after."""
+    saved_devices, saved_runners = dict(devices._REGISTRY), dict(RUNNERS)
+    register_device(Device("toy", description="Brian2's runtime device under another name"))
+    register_runner("toy", RuntimeRunner)
+    yield "toy"
+    devices._REGISTRY.clear()
+    devices._REGISTRY.update(saved_devices)
+    RUNNERS.clear()
+    RUNNERS.update(saved_runners)
+
+
+def _cli_choices() -> list:
+    run = next(a for a in cli.build_parser()._subparsers._group_actions[0].choices["run"]._actions
+               if a.dest == "device")
+    return list(run.choices)
+
+
+@pytest.mark.codegen_independent
+def test_the_four_places_read_the_registry():
+    names = ["runtime", "cpp_standalone", "cuda_standalone"]
+    assert list(DEVICES) == names
+    assert list(options.DEVICES) == names
+    assert standalone.STANDALONE_DEVICES == ("cpp_standalone", "cuda_standalone")
+    assert standalone.check_device is devices.check_device
+    assert set(RUNNERS) == set(names) | {SPLIT}
+    assert _cli_choices() == names   # the command line offers cuda_standalone too
+
+
+@pytest.mark.codegen_independent
+def test_toy_device_is_one_registration(toy):
+    ro = RunOptions(device=toy)
+    assert runner_for(ro) is RuntimeRunner
+    assert toy in options.DEVICES and toy in _cli_choices() and toy not in standalone.STANDALONE_DEVICES
+    with pytest.raises(ValueError, match="'toy' is already registered"):
+        register_device(Device(toy))
+
+
+@pytest.mark.brian2
+def test_toy_device_runs_the_rate_level(toy, problem):
+    from ctmhsa.sims.simulate import simulate_mhsa
+
+    X, _, WQ, WK, WV, WO = problem(seed=1, n=3, H=1, dk=2, dv=2, de=3)
+    kw = dict(neuron="rate", duration=0.5, codegen="numpy")
+    res, ref = (simulate_mhsa(X, WQ, WK, WV, WO, device=d, **kw) for d in (toy, "runtime"))
+    assert res.config["device"] == toy
+    np.testing.assert_array_equal(res.stages["x_tilde"], ref.stages["x_tilde"])
+
+
+@pytest.mark.codegen_independent
+def test_unknown_device_is_refused_naming_it(monkeypatch):
+    for bad in ("gpu", None):
+        with pytest.raises(ValueError, match=f"device: expected 'runtime', 'cpp_standalone' or "
+                                             f"'cuda_standalone', got {bad!r}"):
+            RunOptions(device=bad)
+    with pytest.raises(ValueError, match="device: expected .*, got .gpu."):
+        register_runner("gpu", RuntimeRunner)
+    with pytest.raises(TypeError, match="expected a Device"):
+        register_device("gpu")
+    monkeypatch.setitem(sys.modules, "brian2cuda", None)   # as if not installed
+    with pytest.raises(ValueError, match="device: 'cuda_standalone' needs the brian2cuda package and a CUDA GPU"):
+        get_device("cuda_standalone").check()
+
+
+@pytest.mark.codegen_independent
+def test_standalone_device_still_reaches_the_standalone_runner(problem, monkeypatch):
+    """``device="cpp_standalone"`` is run by the standalone runner (its run replaced: nothing compiles)."""
+    from ctmhsa.sims.simulate import simulate_mhsa
+
+    class Reached(Exception):
+        pass
+
+    def run(self, run_options):
+        raise Reached(run_options.device)
+
+    monkeypatch.setattr(StandaloneRunner, "run", run)
+    X, _, WQ, WK, WV, WO = problem(seed=1, n=3, H=1, dk=2, dv=2, de=3)
+    with pytest.raises(Reached, match="cpp_standalone"):
+        simulate_mhsa(X, WQ, WK, WV, WO, neuron="escape", duration=0.3, warmup=0.1, device="cpp_standalone")
