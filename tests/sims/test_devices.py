@@ -73,6 +73,7 @@ def test_new_inputs_on_a_cached_shape_do_not_compile(problem2, tmp_path, monkeyp
     assert second.metrics()["q"]["nrmse"] < 3 * second.metrics()["q"]["noise_floor"] + 0.05
 
 
+@pytest.mark.long   # compiles the escape-level project (59 s with a cold cache on 2 cores; the rate-level one stays)
 def test_cells_count_their_spikes_like_the_runtime_monitors(problem2):
     """Without recorded spike trains a compiled run has no monitor: its cells count their spikes
     (window and chunks). The counts decode to the runtime run's stages and give its Fano factors."""
@@ -86,6 +87,7 @@ def test_cells_count_their_spikes_like_the_runtime_monitors(problem2):
     assert set(sa.diagnostics["fano"]) == {"nucleus1", "nucleus1_kv", "nucleus1_v", "l23", "interneuron", "l5it", "l5pt", "nucleus2"}
 
 
+@pytest.mark.long   # the escape-level project of the test above
 def test_a_compiled_run_writes_back_only_what_it_reads(problem2, monkeypatch):
     """Brian2 ends a standalone run by writing every array; the binary writes the counters,
     window integrals and the NaN-checked state instead (ctmhsa.circuits.standalone._write_back_code)."""
