@@ -34,7 +34,7 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 
 # The front door is lazy (PEP 562): ``import ctmhsa.mapping.reference`` stays numpy-only, and
 # Brian2 is imported the first time a simulator name is used.
-_EXPORTS = {"linear_mhsa": "mapping.reference", "simulate_mhsa": "sims", "build_mhsa": "sims",
+_EXPORTS = {"linear_mhsa": "mapping.reference", "memory_attention": "mapping.reference", "simulate_mhsa": "sims", "build_mhsa": "sims",
             "train_mhsa": "sims", "load": "sims", "Simulation": "sims", "SimulationResult": "sims",
             "TrainingResult": "sims", "CircuitOptions": "sims", "RunOptions": "sims",
             "InputRange": "mapping.inputs", "Model": "mapping.model", "load_model": "mapping.model",

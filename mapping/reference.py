@@ -38,6 +38,7 @@ __all__ = [
     "check_attention_inputs",
     "plain_array",
     "linear_mhsa",
+    "memory_attention",
     "softmax_mhsa",
 ]
 
@@ -489,6 +490,97 @@ def _linear(a, name, f, causal, normalize):
         v_tilde = num
     x_tilde = np.einsum("hec,bhnc->bne", a["WO"], v_tilde)
     return dict(q=q, k=k, v=v, Z=Z, S=S, z=z, v_tilde=v_tilde, x_tilde=x_tilde)
+
+
+# --------------------------------------------------------------------------------------------
+# The key-value memory over a stream (the paper's revised circuit, arXiv 2504.06354v3)
+# --------------------------------------------------------------------------------------------
+
+def memory_attention(X, WQ, WK, WV, WO, forget=1.0, normalize: bool = False, Y=None,
+                     phi="elu1") -> dict[str, np.ndarray]:
+    """Attention as a key-value memory written by a stream of tokens, one token at a time.
+
+    Granier & Senn's revised circuit (arXiv 2504.06354v3): L2/3 holds a key-value memory over the
+    tokens seen so far, L5 encodes the current query and is gain-modulated by that memory; the
+    attention is unnormalised, linear and causal. Per head, tokens ``t = 1 ... T``::
+
+        M_t = λ M_{t-1} + v_t φ(k_t)ᵀ          (dv × dk, M_0 = 0)
+        z_t = λ z_{t-1} + φ(k_t)               (normalised variant only, z_0 = 0)
+        ṽ_t = M_t φ(q_t)                       or  M_t φ(q_t) / (z_tᵀ φ(q_t))
+        x̃_t = Σ_h W_O ṽ_t
+
+    with ``q_t = W_Q x_t``, ``k_t = W_K y_t``, ``v_t = W_V y_t`` (``y = x`` unless ``Y`` is
+    given). At ``forget = 1`` this is causal linear attention
+    (:func:`linear_mhsa` with ``causal=True``); with a memory time constant τ_mem and one token
+    per presentation P, ``forget = exp(-P / τ_mem)``.
+
+    Parameters
+    ----------
+    X : array, shape (T, de) or (B, T, de)
+        The stream whose queries read the memory, one token per step. Dimensionless.
+    WQ, WK : array, shape (H, dk, de)
+    WV : array, shape (H, dv, de)
+    WO : array, shape (H, de, dv)
+        As in :func:`linear_mhsa`.
+    forget : float
+        λ in (0, 1]: the fraction of the memory kept from one token to the next (1: nothing is
+        forgotten).
+    normalize : bool
+        Divide by ``Z_t = z_tᵀ φ(q_t)`` (the v1 circuit's normaliser over the stream); the revised
+        circuit is unnormalised (default).
+    Y : array, shape like X, optional
+        Cross-attention: the stream that writes the memory (keys and values), token t of ``Y``
+        written before token t of ``X`` reads it. Default ``X``.
+    phi : str or (callable, callable)
+        Feature map (:func:`resolve_phi`).
+
+    Returns
+    -------
+    dict of str -> ndarray
+        ``q (H, T, dk)``, ``k (H, T, dk)``, ``v (H, T, dv)``, ``M (H, T, dv, dk)`` (the memory after
+        token t is written), ``v_tilde (H, T, dv)``, ``x_tilde (T, de)``; normalised also
+        ``z (H, T, dk)`` and ``Z (H, T)``. With a batch axis every array gains a leading ``B``.
+
+    Raises
+    ------
+    ValueError
+        Bad shapes (``Y`` must have X's number of tokens), NaN/inf, ``forget`` outside (0, 1],
+        an unknown ``phi``, ``Z = 0`` when normalising.
+    TypeError
+        A non-numeric ``forget`` or a non-boolean ``normalize``.
+    """
+    if isinstance(forget, (bool, np.bool_)) or not isinstance(forget, numbers.Real):
+        raise TypeError(f"forget: expected a real number in (0, 1], got {forget!r}")
+    lam = float(forget)
+    if not (0.0 < lam <= 1.0):
+        raise ValueError(f"forget: the fraction of the memory kept per token must lie in (0, 1], got {forget!r}")
+    name, f, _ = resolve_phi(phi)
+    a = check_attention_inputs(X, WQ, WK, WV, WO, Y=Y, causal=True, normalize=normalize)
+    if a["m"] != a["n"]:
+        raise ValueError(f"Y: the stream writing the memory needs one token per token of X ({a['n']}); "
+                         f"got {a['m']}")
+    q, k, v, fq, fk = _projections(a, name, f)
+    B, H, T, dk, dv = a["B"], a["H"], a["n"], a["dk"], a["dv"]
+    M = np.zeros((B, H, T, dv, dk))
+    z = np.zeros((B, H, T, dk))
+    m_t, z_t = np.zeros((B, H, dv, dk)), np.zeros((B, H, dk))
+    for t in range(T):      # the recurrence itself, token by token: the reference the circuit follows
+        m_t = lam * m_t + np.einsum("bhd,bhc->bhdc", v[:, :, t], fk[:, :, t])
+        z_t = lam * z_t + fk[:, :, t]
+        M[:, :, t], z[:, :, t] = m_t, z_t
+    num = np.einsum("bhtdc,bhtc->bhtd", M, fq)
+    out = dict(q=q, k=k, v=v, M=M)
+    if normalize:
+        Z = np.einsum("bhtc,bhtc->bht", z, fq)
+        _check_Z(Z, name, f, a)
+        out.update(z=z, Z=Z)
+        v_tilde = num / Z[..., None]
+    else:
+        v_tilde = num
+    out.update(v_tilde=v_tilde, x_tilde=np.einsum("hec,bhtc->bte", a["WO"], v_tilde))
+    if not a["batched"]:
+        out = {key: val[0] for key, val in out.items()}
+    return out
 
 
 # --------------------------------------------------------------------------------------------
