@@ -44,17 +44,24 @@ _SUBMODULES = ("perturb",)   # ctmhsa.perturb.Silence, ... (lesions and drive)
 __all__ = ["__version__", *_EXPORTS, *_SUBMODULES]
 
 
+def lazy_attribute(package: str, exports: dict, namespace: dict, name: str):
+    """Attribute ``name`` of ``package`` imported from its module ``exports[name]`` (relative) the
+    first time it is asked for, and kept in the package's ``namespace`` (a PEP 562 ``__getattr__``
+    of this package and of :mod:`ctmhsa.sims`)."""
+    import importlib
+
+    value = getattr(importlib.import_module(f".{exports[name]}", package), name)
+    namespace[name] = value
+    return value
+
+
 def __getattr__(name):
     if name in _SUBMODULES:
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
     if name in _EXPORTS:
-        import importlib
-
-        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-        globals()[name] = value
-        return value
+        return lazy_attribute(__name__, _EXPORTS, globals(), name)
     raise AttributeError(f"module 'ctmhsa' has no attribute {name!r}")
 
 

@@ -17,6 +17,8 @@ import sys
 
 import numpy as np
 
+from ctmhsa.neurons.levels import get_level
+
 from .style import QUICK_MARK, mark_quick, plt, read_json_numbers, save
 
 __all__ = ["draw_digits", "draw", "EXAMPLE_PRESENTATION", "LEVEL_COLOURS"]
@@ -55,7 +57,7 @@ def _wall(s) -> str:
 def _example_row(doc):
     """The escape row drawn in (b) and (c): the one closest to :data:`EXAMPLE_PRESENTATION` (on a
     log scale); the first row where there is no escape row."""
-    escape = [r for r in doc["rows"] if r["neuron"] == "escape"]
+    escape = [r for r in doc["rows"] if get_level(r["neuron"]).spiking]
     if not escape:
         return doc["rows"][0]
     return min(escape, key=lambda r: abs(np.log(_num(r["presentation"]) / EXAMPLE_PRESENTATION)))
@@ -69,8 +71,8 @@ def _accuracy_panel(ax, doc) -> None:
     from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
 
     rows = doc["rows"]
-    escape = sorted((r for r in rows if r["neuron"] == "escape"), key=lambda r: _num(r["presentation"]))
-    rate = [r for r in rows if r["neuron"] == "rate"]
+    escape = sorted((r for r in rows if get_level(r["neuron"]).spiking), key=lambda r: _num(r["presentation"]))
+    rate = [r for r in rows if not get_level(r["neuron"]).spiking]
     fa = _num(doc.get("float_accuracy"))
     c = LEVEL_COLOURS["escape"]
     handles = []

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from ctmhsa.mapping.stages import symbol
-from ctmhsa.sims.experiments.protocol import fit_line
+from ctmhsa.sims.experiments.fit import fit_line
 
 from .style import POP_COLOURS, plt, read_json_numbers, save
 

@@ -1,8 +1,9 @@
 """Draw every figure as PNG + PDF with a caption file, from the data files of a data directory
 only (written by :func:`ctmhsa.sims.figure_data.make_data`; ``ctmhsa figures`` runs both). Nothing here
-simulates: results directories are read with :func:`ctmhsa.sims.io.load` or as plain files, and the
-circuit diagrams and the IT→PT matrix are drawn from circuit *descriptions*
-(:mod:`ctmhsa.circuits.builders`), which allocate nothing.
+simulates: results directories are read with :func:`ctmhsa.sims.io.load` or as plain files (a run's
+raster with the circuit description its configuration records, :func:`ctmhsa.sims.nwb.circuit_of`), and
+the circuit diagrams and the IT→PT matrix are drawn from circuit *descriptions*
+(:mod:`ctmhsa.circuits.builders`), which allocate nothing; no Brian2 network is built or imported.
 
 The data directory holds ``manifest.json`` (see :mod:`ctmhsa.sims.figure_data` for its contents).
 """
@@ -18,7 +19,9 @@ import numpy as np
 from ctmhsa.circuits.builders import build, macrocolumn, pathway
 from ctmhsa.mapping.stages import STAGE_TABLE
 from ctmhsa.sims.io import load
+from ctmhsa.sims.nwb import circuit_of
 from ctmhsa.sims.progress import progress
+from ctmhsa.neurons.levels import get_level
 
 from .accuracy import plot_accuracy
 from .diagrams import draw_head_cells, draw_pathway
@@ -118,16 +121,16 @@ def accuracy_caption(level: str, results_dir: str) -> str:
     res = load(results_dir)
     c = res.config
     size = _size(c)
-    window = (f"{c['duration']:g} s simulated" if level == "rate"
+    window = (f"{c['duration']:g} s simulated" if not get_level(level).spiking
               else f"{c['warmup']:g} s warm-up + {c['duration']:g} s window")
-    band = ("" if level == "rate" else
+    band = ("" if not get_level(level).spiking else
             " Grey band: the exact value ± 2 standard deviations of each entry's spike-count noise "
             "(noise.npz): points well outside it are bias, not noise.")
     caption = (f"Decoded rates vs the exact reference (ctmhsa.mapping.reference) for every stage, {level} "
                f"level, {size}, {window} (the barrel-size numbers are in docs/results.md"
-               f"{' and docs/lif.md' if level == 'lif' else ''}). Identity line grey; NRMSE"
-               f"{'' if level == 'rate' else ', noise floor'} and Pearson r in each panel." + band)
-    if level == "lif":
+               f"{' and docs/lif.md' if get_level(level).lif else ''}). Identity line grey; NRMSE"
+               f"{', noise floor' if get_level(level).spiking else ''} and Pearson r in each panel." + band)
+    if get_level(level).lif:
         met = res.metrics()
         ratio = {k: met[k]["nrmse"] / met[k]["noise_floor"] if met[k]["noise_floor"] > 0 else float("nan")
                  for k in ("v_tilde", "x_tilde")}
@@ -240,9 +243,7 @@ def make_figures(out_dir: str, data_dir: str | None = None, gallery: str | None 
     for level in ("rate", "escape", "lif"):
         made += save(plot_accuracy(data[f"accuracy_{level}"]), out_dir, f"accuracy_{level}",
                      accuracy_caption(level, data[f"accuracy_{level}"]))[:1]
-    res = load(data["accuracy_escape"])
-    c = res.config
-    circ = pathway(c["n"], c["dk"], c["dv"], c["de"], H=c["H"], P=c["P"], signed=c["signed"])
+    circ = circuit_of(load(data["accuracy_escape"]).config)   # its configuration's description
     _, size = sizes(data["accuracy_escape"])
     made += save(raster(data["accuracy_escape"], circ), out_dir, "raster_escape",
                  "Spike raster of one macrocolumn (its L2/3 cells, interneurons, L5 IT ON/OFF cells and "

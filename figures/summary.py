@@ -18,6 +18,7 @@ import numpy as np
 from ctmhsa.mapping.stages import STAGE_ORDER, symbol, title
 from ctmhsa.sims.io import atomic_path, load
 from ctmhsa.sims.nwb import circuit_of
+from ctmhsa.neurons.levels import get_level
 
 from .panels import INTERNEURON_NOTE, draw_raster
 from .style import DPI, POP_COLOURS, check_fonts, clear_legend, plt
@@ -139,7 +140,7 @@ def draw_summary(results_dir, out: str | None = None, head: int = 0, macro: int 
         ax = fig.add_subplot(gs[n // 5, n % 5])
         _scatter(ax, key, res.stages[key], res.reference_stages[key], met[key])
         if n % 5 == 0:
-            ax.set_ylabel("decoded from spikes" if res.level != "rate" else "decoded from rates")
+            ax.set_ylabel("decoded from spikes" if get_level(res.level).spiking else "decoded from rates")
         if n >= 5 or n + 5 >= len(stages):
             ax.set_xlabel("exact (reference)")
     # error beside floor, per stage
@@ -169,7 +170,7 @@ def draw_summary(results_dir, out: str | None = None, head: int = 0, macro: int 
                      f"first {shown:g} s of the window{note}", fontsize=7.5)
     else:
         ax.axis("off")
-        ax.text(0.5, 0.5, "rate level: no spikes" if res.level == "rate" else
+        ax.text(0.5, 0.5, "rate level: no spikes" if not get_level(res.level).spiking else
                 "no spikes recorded (record_spikes = false)", ha="center", va="center", fontsize=8)
     # error vs window
     err_ax = fig.add_subplot(gs[2, 3:])

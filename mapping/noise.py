@@ -33,6 +33,7 @@ from ctmhsa.circuits.parts import area_hook, register_hook
 from ctmhsa.mapping.decode import per_dimension
 from ctmhsa.mapping.encode import copies
 from ctmhsa.mapping.reference import FEATURE_MAPS
+from ctmhsa.neurons.levels import get_level
 from ctmhsa.neurons.conductance import calibration_of, intrinsic_fano
 from ctmhsa.neurons.models import get_model
 
@@ -72,16 +73,16 @@ def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None 
     mode, which :func:`stage_noise_variance` turns into the Fano factor of that quantisation
     in its window (:func:`quantisation_fano`).
     """
-    out, own = {}, {}
+    out, own, lif = {}, {}, get_level(level).lif
     for p, pop in circuit.populations.items():
         model = get_model(level, pop.cell_type, circuit.meta.firing)
         if model.firing != "poisson":
             out[p] = model.firing
-        elif level == "lif" and "I_rh" in model.parameters and dt is not None:
+        elif lif and "I_rh" in model.parameters and dt is not None:
             if pop.cell_type not in own:                                   # one per soma type
                 own[pop.cell_type] = partial(intrinsic_fano, calibration_of(pop.cell_type, dt))
             out[p] = own[pop.cell_type]
-        elif (pop.cell_type == "relay" or (level == "lif" and pop.cell_type != "interneuron")) and p in measured:
+        elif (pop.cell_type == "relay" or (lif and pop.cell_type != "interneuron")) and p in measured:
             out[p] = measured[p]
         else:
             out[p] = 1.0

@@ -55,6 +55,7 @@ import numpy as np
 from ctmhsa.circuits.builders import CIRCUITS  # noqa: F401 - registers the area parts hooked below
 from ctmhsa.circuits.graph import copies  # noqa: F401 - re-exported to encode and blocks
 from ctmhsa.circuits.parts import area_hook, register_hook
+from ctmhsa.neurons.levels import get_level
 
 from .decode import per_dimension
 from .reference import FEATURE_MAPS
@@ -381,7 +382,7 @@ def _over_intensity(o: dict, level: str, T: float | None):
     for ``N`` cells (a Gaussian tail bound: under 1 % of runs flag a cell by chance): their
     intensity was negative part of the time while their spikes were clipped at 0 (boolean per
     cell); ``None`` where this cannot be measured (other levels, no spike counts)."""
-    if level != "escape" or "rate" not in o or "expected_r" not in o:
+    if not get_level(level).escape or "rate" not in o or "expected_r" not in o:
         return None
     T = 1.0 if T is None else T
     rate, inten = np.asarray(o["rate"], float), np.asarray(o["expected_r"], float)
@@ -453,7 +454,7 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
     pops, consts = circuit.populations, encoding.consts
     out = {"violations": []}
     viol = out["violations"]
-    rate_level = level == "rate"
+    rate_level = not get_level(level).spiking
     if "interneuron" in pops:
         src = circuit.projections["pool"].source    # the cells the interneurons pool
         o = obs[src]
@@ -551,7 +552,7 @@ def enforce(report: dict, level: str) -> None:
     if not viol:
         return
     head = viol[0] if len(viol) == 1 else f"{viol[0]} (and {len(viol) - 1} more)"
-    if level == "rate":
+    if not get_level(level).spiking:
         raise CircuitRangeError("the circuit left its working range, its answer would be wrong: " +
                                 "; ".join(viol[:10]) + ("" if len(viol) <= 10 else f"; ... {len(viol) - 10} more"))
     warnings.warn(f"{level} run outside its working range: {head}; see "

@@ -30,6 +30,7 @@ import numpy as np
 
 from .backend import cache_dir
 from .cellsim import Drive, simulate_cells
+from .levels import LEVELS, get_level
 from .models import get_model
 from .params import DEFAULT_PARAMS, CellParams
 
@@ -191,7 +192,7 @@ def _measure(level, cell_type, params, protocol, phi) -> np.ndarray:
 
 
 def _fit(level, cell_type, grid, raw, protocol, key) -> TransferTable:
-    if level == "escape":
+    if get_level(level).escape:   # escape noise: proportional to the intensity
         slope = float(grid @ raw / (grid @ grid))
         fitted = slope * grid
     else:
@@ -243,7 +244,7 @@ def calibrate(cell_type: str = "l5it", level: str = "lif", params: CellParams = 
     TransferTable
         ``meta["from_cache"]`` says whether it was loaded.
     """
-    if level not in ("escape", "lif"):
+    if level not in LEVELS or not get_level(level).spiking:
         raise ValueError(f"level: calibration applies to the spiking levels 'escape' and 'lif', got {level!r}")
     key = calibration_key(level, cell_type, params, protocol, phi)
     path = _path(level, cell_type, key)

@@ -34,9 +34,9 @@ from functools import partial
 import numpy as np
 
 from .laws import law_expression
+from .levels import LEVELS
 from .params import lif_soma
 from .shotnoise import regular_ratio_expression
-from .threshold import CellThresholder
 
 __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
@@ -202,8 +202,9 @@ class CellModel:
         return "\n".join(lines)
 
 
-FIDELITY_LEVELS = ("rate", "escape", "lif")
-"""Fidelity levels of the cells, from exact rates to integrate-and-fire spiking cells."""
+FIDELITY_LEVELS = LEVELS
+"""Fidelity levels of the cells, from exact rates to integrate-and-fire spiking cells: the names
+registered in :mod:`ctmhsa.neurons.levels` (a live view)."""
 
 MODELS: dict[tuple[str, str], CellModel] = {}
 
@@ -279,6 +280,8 @@ def add_step_code(group, model: CellModel, clock) -> None:
     if model.regular:
         group.run_regularly(model.regular, clock=clock, when="groups", order=1, name=f"{group.name}_regular")
     if model.threshold:
+        from .threshold import CellThresholder   # Brian2's codegen: imported where a group is built
+
         CellThresholder.install(group, model.pre_threshold)
     elif model.pre_threshold:
         raise ValueError("pre_threshold: code before a spike condition needs a model with a threshold")

@@ -10,13 +10,24 @@ runners, configurations, results on disk and the command line (benchmarks in
 >>> tr = train_mhsa(X, T, WQ, WK, WV, WO, neuron="rate", steps=100)  # doctest: +SKIP
 """
 
-from .build import Simulation, build_mhsa  # noqa: F401
-from .io import load  # noqa: F401
-from .model import ModelResult, simulate_model  # noqa: F401
-from .options import CircuitOptions, RunOptions  # noqa: F401
-from .result import SimulationResult, stage_metrics  # noqa: F401
-from .simulate import simulate_mhsa  # noqa: F401
-from .train import TrainingResult, train_mhsa  # noqa: F401
+# Lazy (PEP 562), as the package's front door: ``import ctmhsa.sims.io`` (a figure reading a results
+# directory) loads no builder, runner or Brian2; the simulator is imported the first time it is named.
+_EXPORTS = {"Simulation": "build", "build_mhsa": "build", "load": "io", "ModelResult": "model",
+            "simulate_model": "model", "CircuitOptions": "options", "RunOptions": "options",
+            "SimulationResult": "result", "stage_metrics": "result", "simulate_mhsa": "simulate",
+            "TrainingResult": "train", "train_mhsa": "train"}
 
 __all__ = ["simulate_mhsa", "build_mhsa", "Simulation", "CircuitOptions", "RunOptions", "SimulationResult",
            "stage_metrics", "load", "train_mhsa", "TrainingResult", "simulate_model", "ModelResult"]
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        from ctmhsa import lazy_attribute
+
+        return lazy_attribute(__name__, _EXPORTS, globals(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

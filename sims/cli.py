@@ -25,6 +25,7 @@ import numpy as np
 from ctmhsa.circuits.devices import DEVICES, get_device
 from ctmhsa.mapping.operating import CircuitRangeError
 from ctmhsa.mapping.weights import LAYOUTS
+from ctmhsa.neurons.levels import LEVELS, get_level
 from ctmhsa.neurons.models import FIRING
 
 from .benchmarks import BENCHMARKS, benchmark, run_benchmark
@@ -158,12 +159,13 @@ def _run_config(args) -> dict:
             run[key] = getattr(args, key)
     if args.checkpoints is None and run.get("checkpoints") and (args.duration is not None or args.neuron):
         # the file's checkpoints were chosen for its own window and level: keep those that fit
-        keep = [] if circuit.get("neuron") == "rate" else [t for t in run["checkpoints"] if t < run.get(
+        rate = circuit.get("neuron") in LEVELS and not get_level(circuit["neuron"]).spiking
+        keep = [] if rate else [t for t in run["checkpoints"] if t < run.get(
             "duration", DEFAULTS["run"]["duration"])]
         if keep != list(run["checkpoints"]):
             log.info("checkpoints %s -> %s for the window and level of the command line", run["checkpoints"], keep)
         run["checkpoints"] = keep
-    if args.neuron == "rate":
+    if args.neuron is not None and not get_level(args.neuron).spiking:
         # nor has the rate level spikes or a window to warm up for: the file's settings for its
         # spiking level are dropped (the command line's own are kept, and refused if they cannot be)
         for key, off in (("record_spikes", False), ("warmup", 0.0)):
@@ -292,7 +294,7 @@ def _cmd_run_model(args) -> int:
               f"run {t['run']:.1f} s, total {time.perf_counter() - t0:.1f} s")
         print("  decoded stage vs transformer_forward, per block:")
         print("  " + res.table().replace("\n", "\n  "))
-        if neuron != "rate":
+        if get_level(neuron).spiking:
             print("  firing rates (Hz) and the mean's bound in vivo for the cell type (docs/physiology.md):")
             print("  " + str(res.rate_table()).replace("\n", "\n  "))
         rng = {k: v for k, v in res.diagnostics["range"].items() if v.get("silent_interneurons") or v.get("saturated")}
@@ -345,7 +347,8 @@ def _cmd_digits(args) -> int:
     opts = {k: v for k, v in dict(seed=args.seed, P=args.P, codegen=args.codegen).items() if v is not None}
     if not args.quiet:
         print(f"ctmhsa digits: {model!r}\n  {count} test images, {args.neuron} level, {args.presentation:g} s each")
-    record = ("classes",) if args.neuron != "rate" else False
+    spiking = get_level(args.neuron).spiking
+    record = ("classes",) if spiking else False
     try:
         c = classify(model, images[:count], labels[:count], neuron=args.neuron, presentation=args.presentation,
                      report=None if args.quiet else "progress", record_spikes=record, calibration=cal,
@@ -360,7 +363,7 @@ def _cmd_digits(args) -> int:
         atomic_write_json(os.path.join(tmp, "classification.json"), doc)
         atomic_write_json(os.path.join(tmp, "metrics.json"), c.result.metrics)
         atomic_write_json(os.path.join(tmp, "config.json"), c.result.config)
-        if args.neuron != "rate":
+        if spiking:
             c.result.write_nwb(os.path.join(tmp, "spikes.nwb"))
         if not args.no_figure:
             from ctmhsa.figures.digits import draw   # matplotlib: only when drawing

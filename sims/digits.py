@@ -97,8 +97,10 @@ def classify_options(neuron: str, presentation: float, firing: str = FIRING) -> 
     (``ctmhsa digits`` and ``ctmhsa bench digits``): at the escape level the cells of
     ``firing`` (:func:`cells`) and the decoding lag (:func:`window_lag`); at the rate level, which
     has no spikes, the same time constants (``params``) and the models' default window."""
+    from ctmhsa.neurons.levels import get_level
+
     opts = cells(firing)
-    if neuron == "escape":
+    if get_level(neuron).escape:   # escape-noise somata: the cells of firing
         return dict(opts, lag=window_lag(presentation, firing))
     return dict(params=opts["params"])
 

@@ -39,6 +39,7 @@ import numpy as np
 
 from ctmhsa import __version__
 from ctmhsa.neurons.laws import LAWS
+from ctmhsa.neurons.levels import get_level
 
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.benchmarks.cells import fig2_data
@@ -109,10 +110,11 @@ def make_data(data_dir: str, quick: bool = False) -> dict:
     with progress(total=n_items, desc="figure data", unit="item") as bar:
         small = _problem(8, 1, 8) if not quick else _problem(3, 1, 3)
         for level, T in windows.items():
+            lv = get_level(level)
             man["accuracy"][level] = _simulate(
                 data_dir, f"accuracy_{level}", bar, **small, neuron=level,
-                duration=T if level == "rate" else T * s, warmup=None if level == "rate" else 0.5 * s,
-                record_spikes=level == "escape")
+                duration=T * s if lv.spiking else T, warmup=0.5 * s if lv.spiking else None,
+                record_spikes=lv.escape)
         multi = _problem(6, 2, 6) if not quick else _problem(3, 2, 3)
         T = 4.0 * s
         man["time_escape"] = _simulate(data_dir, "time_escape", bar, **multi, neuron="escape", duration=T,

@@ -62,6 +62,7 @@ except ImportError:      # not POSIX: filelock for the target's lock, no ownersh
 import numpy as np
 
 from ctmhsa.neurons.models import FIDELITY_LEVELS
+from ctmhsa.neurons.levels import get_level
 
 from .atomic import OutputError, _public, atomic_path  # noqa: F401 - OutputError, atomic_path re-exported
 from .config import dumps_toml, tables_of
@@ -331,7 +332,7 @@ def estimate_result_bytes(circuit, level: str, duration: float, warmup: float = 
     S = H * (n * dk + m * dk + m * dv + n * m * dk + n * m + n + n * m * dv + n * dv) + n * de
     pops = circuit.populations
     grid = sum(int(np.prod(p.sizes)) for p in pops.values())
-    spiking = level != "rate"
+    spiking = get_level(level).spiking
     nwb = spiking if nwb is None else bool(nwb)
     recorded = [] if not spiking or record_spikes is False else (
         list(pops) if record_spikes is True else [p for p in record_spikes if p in pops])
@@ -622,7 +623,7 @@ def write_result(result: SimulationResult, path: str, config: dict | None = None
             trains[f"{pop}.i"], trains[f"{pop}.t"] = np.asarray(i, np.int32), np.asarray(t, float)
         np.savez_compressed(os.path.join(tmp, "spikes.npz"), **trains)
         np.savez_compressed(os.path.join(tmp, "noise.npz"), **result.noise_variance)
-        if nwb if nwb is not None else result.level != "rate":
+        if nwb if nwb is not None else get_level(result.level).spiking:
             from .nwb import write_nwb
 
             write_nwb(result, os.path.join(tmp, "spikes.nwb"))

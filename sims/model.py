@@ -27,9 +27,10 @@ from ctmhsa.mapping.transformer import plain_model, tokens_of, transformer_forwa
 from .io import atomic_savez, atomic_write_json, results_directory
 from .jsonfile import to_json
 from .physiology import RateTable, rate_table
+from ctmhsa.neurons.levels import LEVELS, get_level
 from ctmhsa.neurons.params import seconds
 
-from .options import (AUTO_CYTHON_SYNAPSES, DEFAULT_WARMUP, CircuitOptions, RunOptions, check_applies, check_run,
+from .options import (AUTO_CYTHON_SYNAPSES, CircuitOptions, RunOptions, check_applies, check_run,
                       given_options, split_options)
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.circuits.memory import estimate_memory
@@ -156,7 +157,8 @@ class ModelResult:
             if self.spikes:
                 atomic_savez(os.path.join(tmp, "spikes.npz"),
                              **{f"{p}.{k}": v for p, (i, t) in self.spikes.items() for k, v in (("i", i), ("t", t))})
-            if self.config.get("neuron") != "rate" and self.config.get("presentation") is None:
+            level = self.config.get("neuron")
+            if (level not in LEVELS or get_level(level).spiking) and self.config.get("presentation") is None:
                 self.write_nwb(os.path.join(tmp, "spikes.nwb"))
         return os.path.abspath(os.fspath(path))
 
@@ -313,7 +315,7 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
     plain = {k: v for k, v in options.items() if k not in ("circuit_options", "run_options")}
     if neuron is None:   # the level of circuit_options where given
         neuron = co_in.neuron if co_in is not None and hasattr(co_in, "neuron") else "escape"
-    if neuron not in ("rate", "escape"):
+    if neuron not in LEVELS or get_level(neuron).lif:
         raise ValueError(f"neuron: simulate_model runs the 'rate' and 'escape' levels, got {neuron!r} (the lif "
                          "somata's baseline would be divided with the signal by the TRN pools)")
     # every option applies to a model or is refused (options.APPLIES), those inside the option objects too
@@ -339,13 +341,13 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         return name not in plain and f"circuit_options.{name}" not in given and f"run_options.{name}" not in given
 
     if default("P"):
-        options["P"] = 1 if neuron == "rate" else MODEL_COPIES
+        options["P"] = MODEL_COPIES if get_level(neuron).spiking else 1
     # presentation=None would replace run_options.presentation: pass it only where given
     co, ro = split_options(neuron=neuron, **options, **({} if presentation is None else {"presentation": presentation}))
     ro = _stream_timing(ro, tokens.shape[0] if stream else None, co.neuron)
     if default("warmup") and co.spiking:
-        ro = ro.replace(warmup=max(DEFAULT_WARMUP[co.neuron], MODEL_WARMUP_PER_BLOCK * model.n_blocks))
-    if co.neuron == "rate" and default("duration") and not stream:
+        ro = ro.replace(warmup=max(co.level.warmup, MODEL_WARMUP_PER_BLOCK * model.n_blocks))
+    if not co.spiking and default("duration") and not stream:
         ro = ro.replace(duration=RATE_TIME_PER_BLOCK * model.n_blocks)
     ro = ro.resolved(co.neuron)
     check_run(co, ro, blocks=model.n_blocks)   # dt, the window, a presentation of the model's depth

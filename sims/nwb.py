@@ -43,6 +43,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from .options import CircuitOptions
+from ctmhsa.neurons.levels import get_level
 
 __all__ = ["write_nwb", "circuit_of", "AXIS_DESCRIPTIONS", "SUBJECT", "PAPER", "KEYWORDS"]
 
@@ -160,7 +161,7 @@ def write_nwb(result, path: str, circuit=None) -> str:
     if not isinstance(getattr(result, "level", None), str):
         raise TypeError(f"result: expected a spiking run's result (ctmhsa.sims.SimulationResult), "
                         f"got {type(result).__name__}")
-    if result.level == "rate":
+    if not get_level(result.level).spiking:
         raise ValueError("result: the rate level has no spikes to write to NWB")
     _check_path(path)
     stream = (getattr(result, "diagnostics", None) or {}).get("stream")

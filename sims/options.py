@@ -34,6 +34,7 @@ from ctmhsa.circuits.devices import DEVICES, check_device   # DEVICES: re-export
 from ctmhsa.mapping.codes import CodeGains, default_gains
 from ctmhsa.mapping.inputs import as_input_range
 from ctmhsa.neurons.laws import check_law
+from ctmhsa.neurons.levels import LevelFacts, get_level
 from ctmhsa.neurons.models import FIDELITY_LEVELS, FIRING, PHI_EXPRESSIONS, TAU_LOOP_LAG
 from ctmhsa.neurons.params import DEFAULT_PARAMS, DEFAULT_SOMA, CellParams, seconds
 
@@ -43,10 +44,10 @@ __all__ = ["CircuitOptions", "RunOptions", "split_options", "seconds", "DEFAULT_
            "check_scheduler", "DEFAULT_PRESENTATION", "DECODE_LAG", "decode_lag", "stream_chunks",
            "RUN_KINDS", "APPLIES", "check_applies", "given_options", "settling_constant", "min_presentation"]
 
-DEFAULT_DT = {"rate": 1e-3, "escape": 1e-3, "lif": 5e-4}
-"""Default integration step per level (s). The rate level's steady state does not depend on
-dt (exponential Euler is exact for its linear compartments); escape cells spike with
-probability r dt, exact in expectation while r dt < 1 (1 ms: rates up to a few hundred Hz);
+DEFAULT_DT = LevelFacts("dt")
+"""Default integration step per level (s), a view of :attr:`ctmhsa.neurons.levels.Level.dt`. The
+rate level's steady state does not depend on dt (exponential Euler is exact for its linear
+compartments); escape cells spike with probability r dt, exact in expectation while r dt < 1 (1 ms: rates up to a few hundred Hz);
 LIF somata integrate their membrane exactly for the step's conductances (exponential Euler), update
 their Ornstein-Uhlenbeck conductance background exactly, and are
 calibrated at the step they run with, so 0.5 ms (under :func:`max_dt`, 0.54 ms) gives the
@@ -54,8 +55,9 @@ accuracy of 0.1 ms at a fifth of the steps: a barrel head on the standalone devi
 escape level's time instead of 46x, 6.4x with the background's uniform increments
 (``ctmhsa bench levels``; docs/lif.md)."""
 
-DEFAULT_WARMUP = {"rate": 0.0, "escape": 0.5, "lif": 0.5}
-"""Discarded warm-up before the measurement window (s): the interneurons settle in ~0.1 s."""
+DEFAULT_WARMUP = LevelFacts("warmup")
+"""Discarded warm-up before the measurement window (s), a view of
+:attr:`ctmhsa.neurons.levels.Level.warmup`: the interneurons settle in ~0.1 s."""
 
 N_CHUNKS = 10
 
@@ -264,7 +266,7 @@ class CircuitOptions(_Options):
             raise ValueError("dale: Dale's law is built for circuit='quadratic'; the linear circuit's "
                              "outer-product cells remove a covariance of relays that their followers would share")
         _choice("firing", self.firing, FIRING)
-        if self.firing != "poisson" and self.neuron != "escape":
+        if self.firing != "poisson" and not get_level(self.neuron).escape:
             raise ValueError(f"firing: {self.firing!r} makes the escape level's somata perfect integrators; "
                              f"neuron={self.neuron!r} has no escape-noise cells (use neuron='escape')")
         if self.firing != "poisson" and self.circuit == "linear":
@@ -318,8 +320,13 @@ class CircuitOptions(_Options):
         return out
 
     @property
+    def level(self):
+        """The fidelity level, :class:`ctmhsa.neurons.levels.Level` (its facts)."""
+        return get_level(self.neuron)
+
+    @property
     def spiking(self) -> bool:
-        return self.neuron != "rate"
+        return self.level.spiking
 
 
 @dataclass(frozen=True)
@@ -455,7 +462,8 @@ class RunOptions(_Options):
         ValueError
             What the rate level cannot do: checkpoints, spike recording, a warm-up.
         """
-        if level == "rate":
+        lv = get_level(level)
+        if not lv.spiking:
             if self.checkpoints:
                 raise ValueError("checkpoints: the rate level has no counting window; use a spiking level")
             if self.record_spikes:
@@ -465,10 +473,10 @@ class RunOptions(_Options):
                 raise ValueError(f"warmup: the rate level has no measurement window (its result is the state "
                                  f"at the end of duration), so a warm-up of {self.warmup:g} s would not be "
                                  "simulated; leave warmup out or set it to 0")
-        warm = 0.0 if level == "rate" else (DEFAULT_WARMUP[level] if self.warmup is None else self.warmup)
+        warm = 0.0 if not lv.spiking else (lv.warmup if self.warmup is None else self.warmup)
         # one thread unless asked: OpenMP threads collapse on a shared, busy machine (see threads)
         threads = 1 if self.threads is None else int(self.threads)
-        return self.replace(dt=self.dt or DEFAULT_DT[level], warmup=warm, threads=threads)
+        return self.replace(dt=self.dt or lv.dt, warmup=warm, threads=threads)
 
     def to_dict(self) -> dict:
         out = super().to_dict()
@@ -484,7 +492,7 @@ def _time_constants(options: CircuitOptions) -> dict:
     taus = dict(tau_m=p.tau_m, tau_d=p.tau_d, tau_int=p.tau_int)
     if options.spiking:       # exponential synaptic currents
         taus["tau_syn"] = p.tau_syn
-    if options.neuron == "lif":   # the somata's membrane and their conductance background
+    if options.level.lif:   # the somata's membrane and their conductance background
         s = DEFAULT_SOMA
         taus.update(tau_e=s.tau_e, tau_i=s.tau_i, tau_soma=s.C_m / s.input_conductance())
     return taus
@@ -541,7 +549,7 @@ def settling_constant(options: CircuitOptions, model: bool = False) -> tuple[flo
     taus = dict(tau_int=p.tau_int, tau_m=p.tau_m, tau_d=p.tau_d)   # a tie names the loop
     if options.spiking:
         taus["tau_syn"] = p.tau_syn
-    if options.neuron == "lif":
+    if options.level.lif:
         taus["the interneurons' loop tau_int + 50 ms"] = taus.pop("tau_int") + TAU_LOOP_LAG
     if model:
         taus["tau_relay"] = p.tau_relay

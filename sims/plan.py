@@ -28,6 +28,7 @@ import numpy as np
 
 from ctmhsa.circuits.devices import get_device
 from ctmhsa.mapping.stages import STAGE_ORDER
+from ctmhsa.neurons.levels import get_level
 
 from .cost import RUN_COST, estimate_runtime
 from .result import SimulationResult
@@ -233,7 +234,7 @@ def plan(result, target, stages=None) -> Plan:
     """
     if not isinstance(result, SimulationResult):
         raise TypeError(f"result: expected a ctmhsa.sims.SimulationResult, got {type(result).__name__}")
-    if result.level == "rate":
+    if not get_level(result.level).spiking:
         raise ValueError("result: the rate level has no spike-count noise and so no noise floor to plan from; "
                          "plan from a spiking level's result (neuron='escape' or 'lif')")
     c = result.config
@@ -257,7 +258,7 @@ def plan(result, target, stages=None) -> Plan:
 
     T, P0 = result.duration, c["P"]
     firing = c.get("firing", "poisson")
-    exact = result.level == "escape" and firing == "poisson"
+    exact = get_level(result.level).escape and firing == "poisson"
     base_neurons, base_wall = _cost(c, result.level, T, circuit=_Counted(result))
     by_factor: dict = {}          # copies multiplier -> (neurons, wall): a description each
     out, notes = [], []

@@ -76,12 +76,12 @@ def _rate_limits(circuit, o, ro) -> tuple:
     step; a lif soma is affine over its type's calibrated range (per population; the
     calibrations are cached)."""
     rate_range = None
-    if o.neuron == "lif":
+    if o.level.lif:
         types = {name: pop.cell_type for name, pop in circuit.populations.items()
-                 if "I_rh" in get_model("lif", pop.cell_type).parameters}
+                 if "I_rh" in get_model(o.neuron, pop.cell_type).parameters}
         ranges = {ct: rate_range_of(ct, ro.dt) for ct in set(types.values())}   # one per soma type
         rate_range = {name: ranges[ct] for name, ct in types.items()}
-    return 1.0 / ro.dt if o.neuron == "escape" else None, rate_range
+    return 1.0 / ro.dt if o.level.escape else None, rate_range
 
 
 def _rates(circuit, obs: dict) -> dict:

@@ -8,6 +8,7 @@ import numpy as np
 
 # the stages' order, symbols and names: one table, re-exported here
 from ctmhsa.mapping.stages import STAGE_LABELS, STAGE_ORDER
+from ctmhsa.neurons.levels import get_level
 
 __all__ = ["SimulationResult", "stage_metrics", "STAGE_ORDER", "STAGE_LABELS"]
 
@@ -112,7 +113,7 @@ class SimulationResult:
                 var = self.noise_variance.get(name)
                 ok = np.isfinite(np.asarray(self.stages[name], float).ravel())
                 v = None if var is None else np.asarray(var, float).ravel()[ok]
-                if self.level == "rate" and var is None:
+                if not get_level(self.level).spiking and var is None:
                     m["noise_floor"] = 0.0
                 elif v is None or not np.any(v > 0):
                     m["noise_floor"] = float("nan")

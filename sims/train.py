@@ -37,6 +37,7 @@ from ctmhsa.mapping.encode import cell_weights
 from ctmhsa.mapping.gradients import formal_gradients, gradients_from_stages, mhsa_loss
 from ctmhsa.mapping.reference import _as_real_array, check_attention_inputs, linear_mhsa
 from ctmhsa.neurons.models import FIDELITY_LEVELS
+from ctmhsa.neurons.levels import get_level
 
 from .build import _check_runtime, _wall, build_mhsa
 from .config import check_output_dir
@@ -535,7 +536,7 @@ def _level_options(opts: dict, level: str) -> dict:
     """The shared ``[circuit]``/``[run]`` options of a training config for one level: the rate
     level has no spikes, window or warm-up, so the spiking levels' ``warmup``, ``record_spikes``
     and ``checkpoints`` are left out of its runs (and kept for the others)."""
-    if level != "rate":
+    if get_level(level).spiking:
         return dict(opts)
     return {k: v for k, v in opts.items() if k not in ("warmup", "record_spikes", "checkpoints")}
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from ctmhsa.circuits.builders import pathway
 from ctmhsa.mapping.operating import OperatingRangeError
+from ctmhsa.neurons.levels import get_level
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.config import problem_inputs
 from ctmhsa.sims.io import atomic_write_json, versions
@@ -139,7 +140,7 @@ def main(args) -> int:
     runs, refused, which = [], [], args.copies
     for case in args.cases:
         for level in args.levels:
-            if case == "barrel" and level == "lif" and not args.allow_slow:
+            if case == "barrel" and get_level(level).lif and not args.allow_slow:
                 print("skipping barrel/lif (about 6x the escape cost per biological second); --allow-slow runs it")
                 continue
             for P, seed in itertools.product(args.P, args.seeds):

@@ -17,6 +17,7 @@ import time
 
 
 from ctmhsa.sims.io import atomic_write_json, versions
+from ctmhsa.neurons.levels import get_level
 from ctmhsa.sims.train import WEIGHT_NAMES, curve_summary, default_lr, exact_descent, teacher_student, train_mhsa
 
 from .common import add_out_argument, count
@@ -47,14 +48,15 @@ def main(args) -> int:
     prob = teacher_student(n=args.n, H=args.H, dk=args.d, dv=args.d, de=args.de, batch=args.batch, seed=args.seed)
     X, T, W0 = prob["X"], prob["T"], prob["W0"]
     lr = default_lr(args.batch, args.n)
-    nmax = max([args.steps] + [args.escape_steps for lv in args.levels if lv != "rate"])
+    nmax = max([args.steps] + [args.escape_steps for lv in args.levels if get_level(lv).spiking])
     ref = exact_descent(X, T, *W0, steps=nmax, lr=lr)
     out = dict(benchmark="train", n=args.n, H=args.H, dk=args.d, dv=args.d, de=args.de, batch=args.batch,
                seed=args.seed, lr=lr, exact_gd=dict(loss=ref.tolist(), **curve_summary([], ref, [], [])),
                levels={}, versions=versions(), cpus=os.cpu_count())
     print(f"teacher-student n={args.n} H={args.H} dk=dv={args.d} de={args.de} batch={args.batch}, lr={lr:.4g}")
     for level in args.levels:
-        steps = args.steps if level == "rate" else args.escape_steps
+        spiking = get_level(level).spiking
+        steps = args.escape_steps if spiking else args.steps
         rec = dict(loss=[], exact_loss=[], cosines=[], step_time=[], done=False)
         out["levels"][level] = rec
         t0 = time.perf_counter()
@@ -66,7 +68,7 @@ def main(args) -> int:
                 rec["summary"] = curve_summary(rec["loss"], rec["exact_loss"], rec["cosines"], rec["step_time"])
                 atomic_write_json(args.out, out)
 
-        opts = {} if args.duration is None or level == "rate" else dict(duration=args.duration)
+        opts = {} if args.duration is None or not spiking else dict(duration=args.duration)
         tr = train_mhsa(X, T, *W0, neuron=level, steps=steps, lr=lr, seed=args.seed, progress=progress, **opts)
         rec.update(loss=tr.loss.tolist(), exact_loss=tr.exact_loss.tolist(), cosines=tr.cosines.tolist(),
                    step_time=tr.step_time.tolist(), done=True, wall_s=time.perf_counter() - t0)

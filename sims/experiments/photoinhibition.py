@@ -96,10 +96,11 @@ def summarise(rows, opts) -> dict:
 
 def _loop_text(neuron: str) -> str:
     """The interneurons' loop time constant at ``neuron`` (the experiments run the default cells)."""
+    from ctmhsa.neurons.levels import get_level
     from ctmhsa.neurons.models import TAU_LOOP_LAG
     from ctmhsa.neurons.params import DEFAULT_PARAMS
 
     ti = DEFAULT_PARAMS.tau_int
-    if neuron == "lif":   # ctmhsa.neurons.models.TAU_LOOP_LIF
+    if get_level(neuron).lif:   # ctmhsa.neurons.models.TAU_LOOP_LIF
         return f"(its loop integrates over tau_int + 50 ms = {1e3 * (ti + TAU_LOOP_LAG):g} ms at the lif level)."
     return f"(tau_int = {1e3 * ti:g} ms)."

@@ -29,6 +29,7 @@ from ..build import build_mhsa
 from ..config import problem_inputs
 from ..io import atomic_write_json, check_output, results_directory
 from ..options import CircuitOptions, RunOptions, check_run
+from .fit import fit_line  # noqa: F401 - re-exported (the experiments' figures import it from .fit)
 
 __all__ = ["Run", "run", "DEFAULT_PROBLEM", "PSTH_BIN", "fit_line", "rows_of", "population_size"]
 
@@ -72,16 +73,6 @@ def population_size(problem: dict, neuron: str, population: str) -> int:
     return c.populations[population].N
 
 
-def fit_line(x, y) -> tuple[float, float]:
-    """Least-squares ``(slope, intercept)`` of ``y`` on ``x`` (NaN with fewer than 2 points)."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = np.isfinite(x) & np.isfinite(y)
-    if ok.sum() < 2 or np.ptp(x[ok]) == 0:
-        return float("nan"), float("nan")
-    slope, icpt = np.polyfit(x[ok], y[ok], 1)
-    return float(slope), float(icpt)
-
-
 def rows_of(rows: list, condition: str) -> list:
     """The rows of ``condition``, by increasing swept value."""
     return sorted((r for r in rows if r["condition"] == condition), key=lambda r: r["value"])
@@ -107,7 +98,7 @@ def _seen_rates(sim, res) -> dict:
     """Population -> rates (Hz) as an electrode sees them: at the rate level a silenced cell's
     output is 0 (the perturbation gates its output; its own state runs on)."""
     rates = dict(res.rates)
-    if res.level == "rate":
+    if not CircuitOptions(neuron=res.level).spiking:
         for name, sv in silence_values(sim.circuit).items():
             pop = sim.circuit.populations[name]
             silent = pop.to_dense(np.isfinite(sv["sil_on"]).astype(float), fill=0.0) > 0
@@ -194,13 +185,14 @@ def run(module, out=None, *, neuron: str = "escape", seed: int = 0, duration: fl
         perturbed run's are expected and not warned about), population time histograms where
         asked), ``summary`` and ``predictions``, ``wall_s``.
     """
+    spiking = CircuitOptions(neuron=neuron).spiking   # the level's fact; refuses an unknown level
     if warmup is None:
-        warmup = 0.0 if neuron == "rate" else 0.3
+        warmup = 0.3 if spiking else 0.0
     p = _check(neuron, seed, duration, warmup, problem, codegen)
     opts = dict(neuron=neuron, seed=int(seed), duration=float(duration), warmup=float(warmup))
     x = problem_inputs(n=p["n"], H=p["H"], dk=p["dk"], dv=p["dv"], de=p["de"], inputs="random",
                        input_seed=p["input_seed"], weight_scale=p["weight_scale"])
-    runs = [r for r in module.runs(p, opts) if neuron != "rate" or not r.psth]
+    runs = [r for r in module.runs(p, opts) if spiking or not r.psth]
     stimuli = np.concatenate([a * x["X"] for a in sorted({r.amplitude for r in runs})])
     input_range = InputRange.from_tokens(stimuli)     # the stimulus set: one preparation for every run
     if out is not None:
@@ -217,14 +209,14 @@ def run(module, out=None, *, neuron: str = "escape", seed: int = 0, duration: fl
             sim = build_mhsa(r.amplitude * x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron=neuron,
                              duration=duration, warmup=warmup, seed=int(seed), input_range=input_range,
                              perturbations=list(r.perturbations) or None, codegen=codegen,
-                             record_spikes=bool(neuron != "rate" and (r.psth or (nwb and tmp))))
+                             record_spikes=bool(spiking and (r.psth or (nwb and tmp))))
             with warnings.catch_warnings():
                 if r.perturbations:   # a lesion moves the circuit out of its range by design: kept in the row
                     warnings.simplefilter("ignore", OperatingRangeWarning)
                 res = sim.run()
             rows.append(_row(r, sim, res))
             doc["neurons"] = res.counts["neurons"]
-            if tmp is not None and nwb and neuron != "rate":
+            if tmp is not None and nwb and spiking:
                 from ..nwb import write_nwb
 
                 name = f"run{k:02d}.nwb"

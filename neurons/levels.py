@@ -1,0 +1,138 @@
+"""Fidelity levels as registered objects.
+
+A level carries its own facts (as Nengo's neuron types do): whether its cells spike, the step
+and warm-up it runs with by default, and whether its somata are conductance-based
+integrate-and-fire cells. Code asks a level for these facts (``get_level(level).spiking``)
+instead of comparing its name, so a new level is one :func:`register_level` (plus its cell
+models in :data:`ctmhsa.neurons.models.MODELS`).
+
+The level's default code gains live one layer up, in :data:`ctmhsa.mapping.codes.LEVEL_GAINS`
+(gains belong to the encoding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Level", "register_level", "get_level", "LEVELS"]
+
+
+@dataclass(frozen=True)
+class Level:
+    """One fidelity level of the cells.
+
+    Attributes
+    ----------
+    name : str
+        The name options and results carry (``CircuitOptions.neuron``, ``SimulationResult.level``).
+    spiking : bool
+        Whether the cells emit spikes, counted in a measurement window after a warm-up; False:
+        continuous rates, the result is the state at the end of the run.
+    dt : float
+        Default integration step (s).
+    warmup : float
+        Default discarded time before the measurement window (s); 0 without spikes.
+    lif : bool
+        Whether the principal somata are conductance-based integrate-and-fire cells (calibrated
+        per cell type); False: escape-noise somata (spiking) or rates.
+    description : str
+        One line for listings.
+    """
+
+    name: str
+    spiking: bool
+    dt: float
+    warmup: float
+    lif: bool = False
+    description: str = ""
+
+    @property
+    def escape(self) -> bool:
+        """Whether the principal somata spike by escape noise (probability ``r dt`` per step)."""
+        return self.spiking and not self.lif
+
+    def __str__(self):
+        return self.name
+
+
+_REGISTRY: dict[str, Level] = {}
+
+
+def register_level(level: Level) -> Level:
+    """Register ``level`` under its name (replacing one of the same name) and return it."""
+    if not isinstance(level, Level):
+        raise TypeError(f"level: expected a ctmhsa.neurons.levels.Level, got {type(level).__name__}")
+    _REGISTRY[level.name] = level
+    return level
+
+
+def get_level(level) -> Level:
+    """The registered :class:`Level` named ``level`` (or ``level`` itself when it is one).
+
+    Raises
+    ------
+    ValueError
+        ``level`` names no registered level (the message lists them).
+    """
+    if isinstance(level, Level):
+        return level
+    try:
+        return _REGISTRY[level]
+    except (KeyError, TypeError):   # TypeError: an unhashable value
+        raise ValueError(f"neuron: unknown fidelity level {level!r}; expected one of {list(_REGISTRY)}") from None
+
+
+class _Names(Sequence):
+    """The registered levels' names in order of registration: a live, read-only view that
+    compares equal to a tuple of the same names."""
+
+    def __getitem__(self, i):
+        return tuple(_REGISTRY)[i]
+
+    def __len__(self):
+        return len(_REGISTRY)
+
+    def __contains__(self, name):
+        return isinstance(name, str) and name in _REGISTRY
+
+    def __eq__(self, other):
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return repr(tuple(self))
+
+
+class LevelFacts(Mapping):
+    """Level name -> one fact of it (a :class:`Level` attribute): a live, read-only view of
+    the registry, for the tables that predate it (``DEFAULT_DT``, ``DEFAULT_WARMUP``)."""
+
+    def __init__(self, attribute: str):
+        self._attribute = attribute
+
+    def __getitem__(self, name):
+        if name not in _REGISTRY:
+            raise KeyError(name)
+        return getattr(_REGISTRY[name], self._attribute)
+
+    def __iter__(self):
+        return iter(tuple(_REGISTRY))
+
+    def __len__(self):
+        return len(_REGISTRY)
+
+    def __repr__(self):
+        return repr(dict(self))
+
+
+LEVELS = _Names()
+"""Names of the registered levels, from exact rates to integrate-and-fire spiking cells."""
+
+register_level(Level("rate", spiking=False, dt=1e-3, warmup=0.0,
+                     description="continuous-rate compartments, no spikes; exact in expectation"))
+register_level(Level("escape", spiking=True, dt=1e-3, warmup=0.5,
+                     description="the rate compartments; somata spike with probability r dt (escape noise)"))
+register_level(Level("lif", spiking=True, dt=5e-4, warmup=0.5, lif=True,
+                     description="conductance-based integrate-and-fire somata, calibrated per cell type"))

@@ -1,0 +1,109 @@
+"""Fidelity levels as registered objects (issue 48, item 1): their facts, and no level-name
+comparisons left outside ctmhsa.neurons.levels."""
+
+import ast
+import dataclasses
+import pathlib
+
+import pytest
+
+from ctmhsa.neurons import levels, models
+from ctmhsa.neurons.levels import LEVELS, Level, get_level, register_level
+
+pytestmark = pytest.mark.codegen_independent
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+NAMES = ("rate", "escape", "lif")
+ALLOWED = set()   # "path:line" of a comparison that may stay (none)
+
+
+def _is_name(node) -> bool:
+    return isinstance(node, ast.Constant) and node.value in NAMES
+
+
+def level_comparisons(source: str) -> list[int]:
+    """Lines comparing a value with a level's name: ``x == "rate"``, ``x != "lif"``,
+    ``x in ("escape", "lif")`` (a key test such as ``"rate" in obs`` is not one)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        for op, left, right in zip(node.ops, operands, operands[1:]):
+            if isinstance(op, (ast.Eq, ast.NotEq)) and (_is_name(left) or _is_name(right)):
+                lines.append(node.lineno)
+            elif isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) \
+                    and any(_is_name(e) for e in right.elts):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_counter_finds_comparisons():
+    src = 'a == "rate"\nb != "lif"\nc in ("escape", "lif")\n"rate" in obs\nd == "poisson"\n'
+    assert level_comparisons(src) == [1, 2, 3]
+
+
+def test_no_level_name_comparisons_outside_levels():
+    found = []
+    for pkg in ("mapping", "neurons", "circuits", "sims", "figures"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            if path == ROOT / "neurons" / "levels.py":
+                continue
+            rel = path.relative_to(ROOT).as_posix()
+            found += [f"{rel}:{n}" for n in level_comparisons(path.read_text()) if f"{rel}:{n}" not in ALLOWED]
+    assert found == []
+
+
+def test_registry_holds_the_former_tables():
+    from ctmhsa.sims.options import DEFAULT_DT, DEFAULT_WARMUP
+
+    assert LEVELS == NAMES and tuple(models.FIDELITY_LEVELS) == NAMES
+    assert dict(DEFAULT_DT) == {"rate": 1e-3, "escape": 1e-3, "lif": 5e-4}
+    assert dict(DEFAULT_WARMUP) == {"rate": 0.0, "escape": 0.5, "lif": 0.5}
+    assert [get_level(n).spiking for n in NAMES] == [False, True, True]
+    assert [get_level(n).lif for n in NAMES] == [False, False, True]
+    assert [get_level(n).escape for n in NAMES] == [False, True, False]
+    assert get_level(get_level("lif")) is get_level("lif") and str(get_level("lif")) == "lif"
+
+
+@pytest.mark.parametrize("bad", ["gif", None, ["rate"]])
+def test_unknown_level_refused(bad):
+    with pytest.raises(ValueError, match=r"unknown fidelity level .*expected one of \['rate', 'escape', 'lif'\]"):
+        get_level(bad)
+    with pytest.raises(TypeError):
+        register_level("rate")
+
+
+@pytest.fixture
+def toy_level():
+    """A copy of the rate level named "toy", its cell models the rate level's; the registries
+    restored afterwards."""
+    saved_levels, saved_models = dict(levels._REGISTRY), dict(models.MODELS)
+    register_level(dataclasses.replace(get_level("rate"), name="toy", description="a copy of rate"))
+    models.MODELS.update({("toy", ct): m for (lv, ct), m in saved_models.items() if lv == "rate"})
+    yield get_level("toy")
+    levels._REGISTRY.clear()
+    levels._REGISTRY.update(saved_levels)
+    models.MODELS.clear()
+    models.MODELS.update(saved_models)
+
+
+def test_toy_level_is_one_registration(toy_level):
+    from ctmhsa.sims.options import DEFAULT_DT, CircuitOptions, RunOptions, max_dt
+
+    assert "toy" in LEVELS and "toy" in models.FIDELITY_LEVELS and DEFAULT_DT["toy"] == 1e-3
+    co = CircuitOptions(neuron="toy")
+    assert co.level is toy_level and not co.spiking
+    assert max_dt(co) == max_dt(CircuitOptions(neuron="rate"))
+    assert RunOptions().resolved("toy") == RunOptions().resolved("rate")
+    assert models.get_model("toy", "l23") == models.get_model("rate", "l23")
+    with pytest.raises(ValueError, match="warmup: the rate level has no measurement window"):
+        RunOptions(warmup=0.1).resolved("toy")
+
+
+def test_registry_restored_after_toy():
+    assert "toy" not in LEVELS and not any(lv == "toy" for lv, _ in models.MODELS)
+    with pytest.raises(ValueError, match="neuron: expected one of"):
+        from ctmhsa.sims.options import CircuitOptions
+
+        CircuitOptions(neuron="toy")
