@@ -545,14 +545,17 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
     return out
 
 
-def enforce(report: dict, level: str) -> None:
+def enforce(report: dict, level: str, perturbed: bool = False) -> None:
     """Raise :class:`CircuitRangeError` at the rate level if ``report`` has violations; warn
-    (:class:`OperatingRangeWarning`) at spiking levels."""
+    (:class:`OperatingRangeWarning`) at spiking levels and for a perturbed circuit (studied where
+    a lesion takes it out of its range: flagged, not raised)."""
     viol = report["violations"]
     if not viol:
         return
     head = viol[0] if len(viol) == 1 else f"{viol[0]} (and {len(viol) - 1} more)"
-    if not get_level(level).spiking:
+    if perturbed:
+        level = f"perturbed {level}"
+    elif not get_level(level).spiking:
         raise CircuitRangeError("the circuit left its working range, its answer would be wrong: " +
                                 "; ".join(viol[:10]) + ("" if len(viol) <= 10 else f"; ... {len(viol) - 10} more"))
     warnings.warn(f"{level} run outside its working range: {head}; see "

@@ -95,7 +95,7 @@ def _result(sim, obs, ro, stages, x_ref, ref_stages, rates, noise_var, operating
     """The result: the operating report enforced (a perturbed circuit is studied where it leaves
     its range: flagged, not raised), configuration, counts and timings gathered."""
     circuit, enc, o, x = sim.circuit, sim.encoding, sim.options, sim.inputs
-    enforce(operating, "perturbed " + o.neuron if circuit.meta.perturbations else o.neuron)
+    enforce(operating, o.neuron, perturbed=bool(circuit.meta.perturbations))
     if enc.consts["operating"] is not None:
         operating["operating_point"] = enc.consts["operating"].summary()
     diagnostics.update(operating=operating, in_range=not operating["violations"],
