@@ -25,6 +25,7 @@ import numpy as np
 
 from ctmhsa.neurons.backend import building
 from ctmhsa.neurons.compilation import CompileLog, lean_cython, precompile, watch
+from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.models import (PHI_COVARIANCE, add_step_code, count_variance, get_model, initial_draws,
                                     stratify_phases, synapse_model)
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, with_units
@@ -409,9 +410,9 @@ def _phases(pop, model, draws: dict, firing: str = "poisson") -> dict:
     phases, 0.50 and 0.51 spread, seeds 0 and 1; docs/digits.md); other models' draws unchanged."""
     if "S" not in draws:
         return draws
-    if model.firing == "population":
+    if get_firing(model.firing).in_turn:
         spread = ("p",)
-    elif firing == "population" and pop.cell_type == "interneuron":
+    elif get_firing(firing).in_turn and pop.cell_type == "interneuron":
         spread = ("k", "p")
     else:
         return draws

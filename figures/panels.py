@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from ctmhsa.mapping.stages import STAGE_TABLE, symbol, title
+from ctmhsa.neurons.law_registry import get_law
 from ctmhsa.neurons.laws import law_numpy
 from ctmhsa.sims.io import load
 
@@ -265,7 +266,7 @@ def laws(law_runs: dict):
     R = np.linspace(-2, 2, 201)
     for k, law in enumerate(law_runs):
         f = law_numpy(law)
-        style = dict(color="k", lw=1.8, ls="--") if law == "product" else dict(lw=1.0)
+        style = dict(color="k", lw=1.8, ls="--") if get_law(law).product else dict(lw=1.0)
         ax[0].plot(R, f(R, 1.0), label=law, **style)
     ax[0].set(title="(a) soma rate law f(R, C = 1) (rectified)", xlabel="basal R (value units)",
               ylabel="f / rate gain", ylim=(-0.2, 6.5))
@@ -280,7 +281,7 @@ def laws(law_runs: dict):
     for law, p in law_runs.items():
         r = load(p)
         ax[2].scatter(r.reference_stages["x_tilde"].ravel(), r.stages["x_tilde"].ravel(), s=5, lw=0,
-                      label=law, color="k" if law == "product" else None)
+                      label=law, color="k" if get_law(law).product else None)
     lo, hi = ax[2].get_xlim()
     ax[2].plot([lo, hi], [lo, hi], color="0.6", lw=0.8, zorder=0)
     out = STAGE_TABLE["x_tilde"]

@@ -18,6 +18,7 @@ import numpy as np
 from ctmhsa.mapping.stages import STAGE_ORDER, symbol, title
 from ctmhsa.sims.io import atomic_path, load
 from ctmhsa.sims.nwb import circuit_of
+from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.levels import get_level
 
 from .panels import INTERNEURON_NOTE, draw_raster
@@ -183,7 +184,7 @@ def draw_summary(results_dir, out: str | None = None, head: int = 0, macro: int 
                  for k in stages]
         ax.text(0.0, 1.0, "\n".join(lines), va="top", family="monospace", fontsize=7, transform=ax.transAxes)
     counts = res.counts
-    firing = f" ({c['firing']} firing)" if c.get("firing", "poisson") != "poisson" else ""
+    firing = f" ({c['firing']} firing)" if get_firing(c.get("firing", "poisson")).integrator else ""
     fig.suptitle(f"ctmhsa run: {res.level} level{firing}, n = {c['n']}, H = {c['H']}, dk = {c['dk']}, dv = {c['dv']}, "
                  f"de = {c['de']}; {counts.get('neurons', 0):,} neurons, {counts.get('synapses', 0):,} synapses; "
                  f"window {c['duration']:g} s, seed {c.get('seed')}", fontsize=9)

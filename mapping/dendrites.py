@@ -43,6 +43,7 @@ import numpy as np
 from ctmhsa.circuits.fold import fold_classes
 from ctmhsa.circuits.graph import copies
 from ctmhsa.circuits.covariance import covariance_coefficients, covariance_pairs, shared_dendrite_inputs
+from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.models import PHI_COVARIANCE, PHI_VARIANCE, get_model
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, k_syn
 from ctmhsa.neurons.shotnoise import regular_ratio, shot_noise_gain, soma_cross_gain
@@ -151,10 +152,10 @@ def _periodic(circuit, level: str, source: str, rate, params: CellParams):
     Poisson variance its periodic train makes (:func:`ctmhsa.neurons.shotnoise.regular_ratio`):
     at its own rate (``"regular"``), or at its dimension's summed rate (``"population"``)."""
     pop = circuit.populations[source]
-    firing = get_model(level, pop.cell_type, circuit.meta.firing).firing
-    if firing == "poisson":
+    firing = get_firing(get_model(level, pop.cell_type, circuit.meta.firing).firing)
+    if firing.poisson:
         return 1.0
-    n = copies(pop) if firing == "population" else 1
+    n = copies(pop) if firing.in_turn else 1
     return regular_ratio(n * np.asarray(rate, float), params)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from ctmhsa.circuits.graph import copies
 from ctmhsa.circuits.transformer import RELAY_SETS, block_prefix, stream_source
+from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.models import get_model
 
 from .decode import per_dimension
@@ -36,7 +37,7 @@ def _fano(circuit, obs, pop: str, T: float) -> float:
     integrators (``meta.firing``, :func:`ctmhsa.mapping.noise.quantisation_fano`)."""
     p = circuit.population(pop)
     firing = get_model("escape", p.cell_type, circuit.meta.firing).firing
-    return 1.0 if firing == "poisson" else quantisation_fano(p, obs[pop]["r"], T, firing)
+    return 1.0 if get_firing(firing).poisson else quantisation_fano(p, obs[pop]["r"], T, firing)
 
 
 def _signed_var(circuit, obs, pop: str, rho: float, T: float) -> np.ndarray:

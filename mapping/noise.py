@@ -33,6 +33,7 @@ from ctmhsa.circuits.parts import area_hook, register_hook
 from ctmhsa.mapping.decode import per_dimension
 from ctmhsa.mapping.encode import copies
 from ctmhsa.mapping.reference import FEATURE_MAPS
+from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.levels import get_level
 from ctmhsa.neurons.conductance import calibration_of, intrinsic_fano
 from ctmhsa.neurons.models import get_model
@@ -76,7 +77,7 @@ def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None 
     out, own, lif = {}, {}, get_level(level).lif
     for p, pop in circuit.populations.items():
         model = get_model(level, pop.cell_type, circuit.meta.firing)
-        if model.firing != "poisson":
+        if not get_firing(model.firing).poisson:
             out[p] = model.firing
         elif lif and "I_rh" in model.parameters and dt is not None:
             if pop.cell_type not in own:                                   # one per soma type
@@ -111,7 +112,7 @@ def quantisation_fano(pop, rates, T: float, firing: str) -> float:
     firing : {"regular", "population"}
     """
     x = np.asarray(rates, float) * T
-    if firing == "population" and "p" in pop.axes:
+    if get_firing(firing).in_turn and "p" in pop.axes:
         x = per_dimension(pop, x, fill=0.0) * copies(pop)        # the dimension's summed count
     return window_fano(x, 0.0)
 

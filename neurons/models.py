@@ -33,6 +33,7 @@ from functools import partial
 
 import numpy as np
 
+from .firing import FIRING_MODES, get_firing
 from .laws import law_expression
 from .levels import LEVELS
 from .params import lif_soma
@@ -528,11 +529,12 @@ def count_variance(rate: str, firing: str = "poisson", copies: int = 1, params=N
     fraction of a Poisson train's dendritic variance that a periodic train makes
     (:func:`ctmhsa.neurons.shotnoise.regular_ratio`, with ``params``' ``tau_d`` and ``tau_syn``)."""
     p = f"clip({rate}*dt, 0, 1)"
-    if firing == "poisson":
+    mode = get_firing(firing)
+    if mode.poisson:
         return f"{p}*(1 - {p})"
     if params is None:
         raise ValueError("count_variance: a perfect integrator's variance needs params (tau_d, tau_syn)")
-    train = f"{int(copies)}*{rate}" if firing == "population" else rate
+    train = f"{int(copies)}*{rate}" if mode.in_turn else rate
     return f"{p}*(1 - {p})*{regular_ratio_expression(train, params)}"
 
 
@@ -697,7 +699,7 @@ def _threshold_interneuron(rate_model: CellModel) -> CellModel:
 
 MODELS[("escape", "interneuron")] = _threshold_interneuron(MODELS[("rate", "interneuron")])
 
-FIRING = ("poisson", "regular", "population")
+FIRING = FIRING_MODES
 """How the escape level's cells turn their intensity into spikes: ``"poisson"`` (escape noise,
 :data:`ESCAPE`), ``"regular"`` (a perfect integrate-and-fire soma per cell, independent phases)
 and ``"population"`` (the same, the phases of a dimension's copies evenly spread: the copies
@@ -727,9 +729,7 @@ def integrator_model(model: CellModel, firing: str) -> CellModel:
     Boerlin, Machens & Deneve 2013, where a cell's spike removes the shared error the others
     would have fired on).
     """
-    if firing not in FIRING:
-        raise ValueError(f"firing: expected one of {list(FIRING)}, got {firing!r}")
-    if firing == "poisson" or model.pre_threshold != ESCAPE_SURVIVAL:
+    if get_firing(firing).poisson or model.pre_threshold != ESCAPE_SURVIVAL:
         return model
     eqs = "\n".join(line for line in model.equations.splitlines() if line.strip() != "u_next : 1")
     return replace(model, equations=eqs, pre_threshold=INTEGRATOR, threshold="S < 0", reset="S += 1",

@@ -70,7 +70,9 @@ def window_lag(presentation: float, firing: str = FIRING):
 
     Until version 0.9.0 the lag was ``min(SETTLE, presentation / 2)``, which read 0.2 s images
     from 0.1 s, not from the 0.125 s chosen on the training images (docs/digits.md)."""
-    if firing == "poisson":
+    from ctmhsa.neurons.firing import get_firing
+
+    if get_firing(firing).poisson:
         return None
     presentation = float(presentation)
     return SETTLE if presentation >= SETTLE + MIN_WINDOW - 1e-12 else 0.5 * presentation
@@ -82,12 +84,10 @@ def cells(firing: str = FIRING) -> dict:
     (:data:`ctmhsa.neurons.params.HIGH_CONDUCTANCE`: 5 ms somata and dendrites) with 5 ms relays:
     their counts carry little noise, so the chain can be fast without the relays' rectified pools
     counting fluctuations as signal (the bias that set :data:`TAU_RELAY` for Poisson cells)."""
-    from ctmhsa.neurons.models import FIRING as MODES
+    from ctmhsa.neurons.firing import get_firing
     from ctmhsa.neurons.params import HIGH_CONDUCTANCE, CellParams
 
-    if firing not in MODES:
-        raise ValueError(f"firing: expected one of {list(MODES)}, got {firing!r}")
-    if firing == "poisson":
+    if get_firing(firing).poisson:
         return dict(firing=firing, params=CellParams(tau_relay=TAU_RELAY))
     return dict(firing=firing, params=HIGH_CONDUCTANCE.replace(tau_relay=5e-3))
 

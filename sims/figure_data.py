@@ -38,6 +38,7 @@ import time
 import numpy as np
 
 from ctmhsa import __version__
+from ctmhsa.neurons.law_registry import get_law
 from ctmhsa.neurons.laws import LAWS
 from ctmhsa.neurons.levels import get_level
 
@@ -128,7 +129,7 @@ def make_data(data_dir: str, quick: bool = False) -> dict:
                                                **_problem(n, 1, 6 if not quick else 3),
                                                neuron="escape", circuit=kind, duration=1.0 * s, warmup=0.5 * s))
                            for kind in ("quadratic", "linear") for n in ns]
-        man["laws"] = {law: man["accuracy"]["rate"] if law == "product" else
+        man["laws"] = {law: man["accuracy"]["rate"] if get_law(law).product else
                        _simulate(data_dir, f"law_{law}", bar, **small, neuron="rate", law=law)
                        for law in LAWS}
         T2 = 3.0 * s

@@ -33,7 +33,8 @@ from ctmhsa.circuits.dale import apply as dale_apply
 from ctmhsa.circuits.devices import DEVICES, check_device   # DEVICES: re-exported, the registry's names
 from ctmhsa.mapping.codes import CodeGains, default_gains
 from ctmhsa.mapping.inputs import as_input_range
-from ctmhsa.neurons.laws import check_law
+from ctmhsa.neurons.firing import get_firing
+from ctmhsa.neurons.law_registry import get_law
 from ctmhsa.neurons.levels import LevelFacts, get_level
 from ctmhsa.neurons.models import FIDELITY_LEVELS, FIRING, PHI_EXPRESSIONS, TAU_LOOP_LAG
 from ctmhsa.neurons.params import DEFAULT_PARAMS, DEFAULT_SOMA, CellParams, seconds
@@ -255,8 +256,7 @@ class CircuitOptions(_Options):
             _flag(name, getattr(self, name), "a bool" if name in ("fold", "dale") else "True or False")
             _set(self, name, bool(getattr(self, name)))
         _choice("circuit", self.circuit, CIRCUITS)
-        check_law(self.law)
-        if self.law != "product" and self.circuit == "linear":
+        if not get_law(self.law).product and self.circuit == "linear":
             raise ValueError("law: the linear circuit has no L5 IT cells; two-point-neuron laws apply "
                              "to circuit='quadratic'")
         if self.causal and self.circuit == "linear":
@@ -266,10 +266,11 @@ class CircuitOptions(_Options):
             raise ValueError("dale: Dale's law is built for circuit='quadratic'; the linear circuit's "
                              "outer-product cells remove a covariance of relays that their followers would share")
         _choice("firing", self.firing, FIRING)
-        if self.firing != "poisson" and not get_level(self.neuron).escape:
+        integrator = get_firing(self.firing).integrator
+        if integrator and not get_level(self.neuron).escape:
             raise ValueError(f"firing: {self.firing!r} makes the escape level's somata perfect integrators; "
                              f"neuron={self.neuron!r} has no escape-noise cells (use neuron='escape')")
-        if self.firing != "poisson" and self.circuit == "linear":
+        if integrator and self.circuit == "linear":
             raise ValueError(f"firing: {self.firing!r} is built for circuit='quadratic' (the linear circuit's "
                              "outer-product cells correct a covariance of Poisson relays)")
         if self.signed not in SIGNED_CODES:
@@ -594,7 +595,7 @@ def check_run(options: CircuitOptions, run_options: RunOptions, blocks: int | No
     if options.dale and ro.scheduler is not None:
         raise ValueError("scheduler: a split run rebuilds every head on its worker without Dale's law's "
                          "followers; run dale=True with scheduler=None (runtime or standalone device)")
-    if options.firing != "poisson" and ro.scheduler is not None:
+    if not get_firing(options.firing).poisson and ro.scheduler is not None:
         raise ValueError(f"scheduler: a split run's workers replay the relays' spikes with a Poisson variance; "
                          f"run firing={options.firing!r} with scheduler=None (runtime or standalone device)")
     bound, why = max_dt(options)

@@ -28,6 +28,7 @@ import numpy as np
 
 from ctmhsa.circuits.devices import get_device
 from ctmhsa.mapping.stages import STAGE_ORDER
+from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.levels import get_level
 
 from .cost import RUN_COST, estimate_runtime
@@ -258,7 +259,7 @@ def plan(result, target, stages=None) -> Plan:
 
     T, P0 = result.duration, c["P"]
     firing = c.get("firing", "poisson")
-    exact = get_level(result.level).escape and firing == "poisson"
+    exact = get_level(result.level).escape and get_firing(firing).poisson
     base_neurons, base_wall = _cost(c, result.level, T, circuit=_Counted(result))
     by_factor: dict = {}          # copies multiplier -> (neurons, wall): a description each
     out, notes = [], []

@@ -37,6 +37,7 @@ from ctmhsa.mapping.encode import cell_weights
 from ctmhsa.mapping.gradients import formal_gradients, gradients_from_stages, mhsa_loss
 from ctmhsa.mapping.reference import _as_real_array, check_attention_inputs, linear_mhsa
 from ctmhsa.neurons.models import FIDELITY_LEVELS
+from ctmhsa.neurons.law_registry import get_law
 from ctmhsa.neurons.levels import get_level
 
 from .build import _check_runtime, _wall, build_mhsa
@@ -162,7 +163,7 @@ def _check(X, T, W, neuron, steps, lr, seed, tied, Y, options):
     if co.circuit != "quadratic":
         raise ValueError(f"circuit: train_mhsa needs Algorithm 1's circuit ('quadratic', which measures κ); "
                          f"got {co.circuit!r}")
-    if co.law != "product":
+    if not get_law(co.law).product:
         raise ValueError(f"law: eqs. 2-5 are the gradients of the product law; got {co.law!r}")
     a = check_attention_inputs(X, *W, Y=Yb, causal=co.causal, normalize=co.normalize)
     if not tied:

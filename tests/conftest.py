@@ -1,5 +1,6 @@
 """Shared fixtures: seeded random attention problems; every test must carry a category marker."""
 
+import ast
 import os
 
 import numpy as np
@@ -84,3 +85,24 @@ def processes_in(root):
         if cwd.startswith(root) or root in cmd:
             out.append((int(pid), cmd))
     return out
+
+
+def name_comparisons(source: str, names) -> list[tuple[int, str]]:
+    """Line and text of every comparison of a value with one of ``names`` in ``source``:
+    ``x == "rate"``, ``x != "product"``, ``x in ("escape", "lif")``; a key test such as
+    ``"rate" in obs`` is not one (the registries' tests count them: issue 48)."""
+    def named(node):
+        return isinstance(node, ast.Constant) and node.value in names
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        for op, left, right in zip(node.ops, operands, operands[1:]):
+            if isinstance(op, (ast.Eq, ast.NotEq)) and (named(left) or named(right)):
+                found.append((node.lineno, ast.get_source_segment(source, node)))
+            elif isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) \
+                    and any(named(e) for e in right.elts):
+                found.append((node.lineno, ast.get_source_segment(source, node)))
+    return found

@@ -1,11 +1,11 @@
 """Fidelity levels as registered objects (issue 48, item 1): their facts, and no level-name
 comparisons left outside ctmhsa.neurons.levels."""
 
-import ast
 import dataclasses
 import pathlib
 
 import pytest
+from conftest import name_comparisons
 
 from ctmhsa.neurons import levels, models
 from ctmhsa.neurons.levels import LEVELS, Level, get_level, register_level
@@ -17,25 +17,10 @@ NAMES = ("rate", "escape", "lif")
 ALLOWED = set()   # "path:line" of a comparison that may stay (none)
 
 
-def _is_name(node) -> bool:
-    return isinstance(node, ast.Constant) and node.value in NAMES
-
-
 def level_comparisons(source: str) -> list[int]:
     """Lines comparing a value with a level's name: ``x == "rate"``, ``x != "lif"``,
     ``x in ("escape", "lif")`` (a key test such as ``"rate" in obs`` is not one)."""
-    lines = []
-    for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.Compare):
-            continue
-        operands = [node.left, *node.comparators]
-        for op, left, right in zip(node.ops, operands, operands[1:]):
-            if isinstance(op, (ast.Eq, ast.NotEq)) and (_is_name(left) or _is_name(right)):
-                lines.append(node.lineno)
-            elif isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) \
-                    and any(_is_name(e) for e in right.elts):
-                lines.append(node.lineno)
-    return lines
+    return [n for n, _ in name_comparisons(source, NAMES)]
 
 
 def test_counter_finds_comparisons():
