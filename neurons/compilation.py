@@ -337,7 +337,11 @@ def precompile(network, namespace=None, workers: int | None = None, bar=None) ->
     if bar is None:
         log.info(msg)
     t0 = time.perf_counter()
-    tmp = tempfile.mkdtemp(prefix="ctmhsa-compile-")
+    # the workers' private directories beside the cache: a module is moved into it by a rename,
+    # which a system temporary directory on another file system (a tmpfs /tmp) would refuse
+    jobs_dir = os.path.dirname(jobs[0]["module_path"])
+    os.makedirs(jobs_dir, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="ctmhsa-compile-", dir=jobs_dir)
     procs = []
     try:
         # longest code first, each worker handed the next module when it finishes one: no worker

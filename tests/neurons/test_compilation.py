@@ -109,6 +109,7 @@ def test_missing_modules_compile_in_parallel_and_a_later_run_compiles_none(fresh
     first = C.precompile(net, {}, workers=2, bar=bar)
     [(total, message, b)] = shown
     assert first.compiled == total == b.n > 0
+    assert not list((fresh_cache / "cython").glob("ctmhsa-compile-*"))   # the workers' directories removed
     assert f"compiling {total} Cython modules" in message and "first run" in message
     with C.watch() as rest:
         net.run(20 * b2.ms, namespace={})
@@ -156,7 +157,7 @@ def test_a_killed_run_leaves_no_compile_worker_running(tmp_path):
             "    G = b2.NeuronGroup(5, 'dv/dt = -v / (10*ms) : 1', threshold='v > 1', reset='v = 0', name='g')\n"
             "    net = b2.Network(G, b2.SpikeMonitor(G))\n"
             "C.precompile(net, {}, workers=2)\n")
-    env = dict(os.environ, CTMHSA_CACHE=str(tmp_path / "cache"), TMPDIR=str(tmp_path))
+    env = dict(os.environ, CTMHSA_CACHE=str(tmp_path / "cache"))
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     root = str(tmp_path)
