@@ -12,8 +12,10 @@ The level's default code gains live one layer up, in :data:`ctmhsa.mapping.codes
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from .registry import Registry
 
 __all__ = ["Level", "register_level", "get_level", "LEVELS"]
 
@@ -56,15 +58,12 @@ class Level:
         return self.name
 
 
-_REGISTRY: dict[str, Level] = {}
+_REGISTRY = Registry(Level, "neuron: unknown fidelity level {name!r}; expected one of {names}")
 
 
 def register_level(level: Level) -> Level:
     """Register ``level`` under its name (replacing one of the same name) and return it."""
-    if not isinstance(level, Level):
-        raise TypeError(f"level: expected a ctmhsa.neurons.levels.Level, got {type(level).__name__}")
-    _REGISTRY[level.name] = level
-    return level
+    return _REGISTRY.register(level)
 
 
 def get_level(level) -> Level:
@@ -75,34 +74,7 @@ def get_level(level) -> Level:
     ValueError
         ``level`` names no registered level (the message lists them).
     """
-    if isinstance(level, Level):
-        return level
-    try:
-        return _REGISTRY[level]
-    except (KeyError, TypeError):   # TypeError: an unhashable value
-        raise ValueError(f"neuron: unknown fidelity level {level!r}; expected one of {list(_REGISTRY)}") from None
-
-
-class _Names(Sequence):
-    """The registered levels' names in order of registration: a live, read-only view that
-    compares equal to a tuple of the same names."""
-
-    def __getitem__(self, i):
-        return tuple(_REGISTRY)[i]
-
-    def __len__(self):
-        return len(_REGISTRY)
-
-    def __contains__(self, name):
-        return isinstance(name, str) and name in _REGISTRY
-
-    def __eq__(self, other):
-        return isinstance(other, Sequence) and tuple(self) == tuple(other)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return repr(tuple(self))
+    return _REGISTRY.lookup(level)
 
 
 class LevelFacts(Mapping):
@@ -127,7 +99,7 @@ class LevelFacts(Mapping):
         return repr(dict(self))
 
 
-LEVELS = _Names()
+LEVELS = _REGISTRY.names
 """Names of the registered levels, from exact rates to integrate-and-fire spiking cells."""
 
 register_level(Level("rate", spiking=False, dt=1e-3, warmup=0.0,
