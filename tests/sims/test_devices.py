@@ -14,6 +14,7 @@ pytestmark = pytest.mark.standalone
 STAGES = ("q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde")
 
 
+@pytest.mark.long   # a C++ project compiled cold: 19-31 s on 2 cores (ctmhsa bench speed runs the standalone device)
 def test_rate_level_agrees_across_devices(problem2):
     a = simulate_mhsa(*problem2, neuron="rate", duration=0.5)
     b = simulate_mhsa(*problem2, neuron="rate", duration=0.5, device="cpp_standalone", threads=0)
