@@ -39,7 +39,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-__all__ = ["CompileLog", "watch", "precompile", "lean_cython", "DIE_WITH_PARENT", "expected_modules", "seconds_per_module", "DEFAULT_SECONDS", "KEEP"]
+__all__ = ["CompileLog", "watch", "precompile", "lean_cython", "DIE_WITH_PARENT", "seconds_per_module", "DEFAULT_SECONDS", "KEEP"]
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class CompileLog:
     seconds : float
         Wall time (s) spent compiling the missed modules (loading excluded).
     expected : int or None
-        Code blocks expected when the first module missed (the announcement's count).
+        Modules found missing before a parallel compile (:func:`precompile`).
     times : list of float
         Each compiled module's wall time (s).
     """
@@ -119,34 +119,19 @@ def _remember(times: list) -> None:
         log.debug("compile times not recorded: %s", exc)
 
 
-def expected_modules(network) -> int:
-    """Code blocks a Brian2 ``network`` will compile when it is prepared: one per code-running
-    object (state updaters, thresholds, resets, synaptic pathways, summed variables, monitors).
-    Templates with an extra block (before or after the run) add one each; this count omits them,
-    so it is a lower bound, good to a few per cent on the project's circuits."""
-    from brian2.groups.group import CodeRunner
-
-    return sum(isinstance(o, CodeRunner) and o.active for o in network.sorted_objects)
-
-
-def _announce(expected: int | None, per: float) -> str:
+def _announce(per: float) -> str:
     from .backend import cache_dir
 
-    count = f"about {expected} code objects" if expected else "its code objects"
-    mins = f", about {max(1, round(expected * per / 60))} min at {per:.0f} s each on this machine" if expected else ""
-    return (f"compiling {count} with Cython (first run of this circuit on this machine{mins}); "
-            f"cached in {cache_dir()} for later runs")
+    return (f"compiling code objects with Cython, one by one (first run of this circuit on this machine, "
+            f"about {per:.0f} s each); cached in {cache_dir()} for later runs")
 
 
 @contextlib.contextmanager
-def watch(expected=None, bar=None):
+def watch(bar=None):
     """Watch Brian2's Cython extension manager: count, time and announce compilation.
 
     Parameters
     ----------
-    expected : int or callable, optional
-        Code blocks expected, or a function returning it (called at the first cache miss, when
-        the network may exist); only for the announcement and the bar's total.
     bar : callable, optional
         ``bar(total, message)`` returning a tqdm-like bar (``update``, ``close``, ``n``,
         ``total``), called at the first cache miss: the API's ``report="progress"`` and the CLI
@@ -173,11 +158,9 @@ def watch(expected=None, bar=None):
             return original(module_path, *args, **kw)
         if not state["announced"]:      # the first miss: announced once
             state["announced"] = True
-            total = expected() if callable(expected) else expected
-            rec.expected = total
-            msg = _announce(total, seconds_per_module())
+            msg = _announce(seconds_per_module())
             if bar is not None:
-                state["bar"] = bar(total, msg)
+                state["bar"] = bar(None, msg)     # how many are left is not known here
             else:
                 log.info(msg)
         t0 = time.perf_counter()
@@ -187,8 +170,6 @@ def watch(expected=None, bar=None):
         rec.seconds += dt
         rec.times.append(dt)
         if state["bar"] is not None:
-            if state["bar"].total is not None and state["bar"].n + 1 > state["bar"].total:
-                state["bar"].total = state["bar"].n + 1     # the count was a lower bound
             state["bar"].update(1)
         return out
 
