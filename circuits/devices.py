@@ -15,7 +15,10 @@ split run (heads as tasks) is chosen by its ``scheduler``: neither is a device.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from .cuda import cuda_prefs
 
 __all__ = ["Device", "register_device", "get_device", "check_device", "compiled_devices", "DEVICES"]
 
@@ -39,6 +42,11 @@ class Device:
         What the device needs, as the refusal of :meth:`check` words it (default: the package).
     description : str
         One line for the command line's help and the documentation.
+    prefs : callable, optional
+        ``prefs() -> {name: value}``: the Brian2 preferences (dotted names, e.g.
+        ``"codegen.cpp.extra_compile_args_gcc"``) this device needs, computed from Brian2's current
+        ones; set while the device builds and runs, and restored after
+        (:func:`ctmhsa.circuits.standalone.standalone_device`).
     """
 
     name: str
@@ -47,6 +55,7 @@ class Device:
     package: str | None = None
     needs: str = ""
     description: str = ""
+    prefs: Callable[[], dict] | None = None
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the device if it cannot be used here (before any build):
@@ -101,6 +110,6 @@ register_device(Device("runtime", description="Brian2's runtime device, in this 
                                               "codegen)"))
 register_device(Device("cpp_standalone", compiles=True, threads=True,
                        description="a C++ project compiled once per network shape and cached"))
-register_device(Device("cuda_standalone", compiles=True, threads=True, package="brian2cuda",
+register_device(Device("cuda_standalone", compiles=True, package="brian2cuda",
                        needs="the brian2cuda package and a CUDA GPU",
-                       description="the same on an NVIDIA GPU, through brian2cuda"))
+                       description="the same on an NVIDIA GPU, through brian2cuda", prefs=cuda_prefs))

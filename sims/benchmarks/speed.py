@@ -28,6 +28,8 @@ import brian2 as b2
 import numpy as np
 
 from ctmhsa.circuits.builders import pathway
+from ctmhsa.circuits.cuda import network_flags
+from ctmhsa.circuits.devices import compiled_devices, get_device
 from ctmhsa.circuits.fold import fold_plan, simulated_out_degree
 from ctmhsa.circuits.standalone import project_dir, standalone_device
 from ctmhsa.neurons.backend import configure_brian2
@@ -52,7 +54,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--duration", type=float, default=1.0, help="simulated time after the warm-up, s (default 1)")
     parser.add_argument("--repeats", type=count, default=3, help="repetitions, each in a fresh process (default 3)")
     parser.add_argument("--devices", nargs="+", default=["runtime", "cpp_standalone"],
-                        choices=["runtime", "cpp_standalone"], help="Brian2 devices (default both)")
+                        choices=["runtime", *compiled_devices()],
+                        help="Brian2 devices (default runtime cpp_standalone; cuda_standalone needs "
+                             "brian2cuda and an NVIDIA GPU, see docs/gpu.md)")
     parser.add_argument("--threads", type=int, default=None,
                         help="OpenMP threads of the standalone device (default 1)")
     parser.add_argument("--fold", nargs="+", choices=["on", "off"], default=None,
@@ -198,15 +202,16 @@ def _handwritten(circuit, rates, total, device, threads, dt) -> dict:
         t0 = time.perf_counter()
         net.run(total * b2.second)
         return dict(build=t_build, compile=t_compile, run=time.perf_counter() - t0)
-    where = project_dir(f"handwritten_{circuit.n_neurons()}_{threads}_{total}_{dt}")
-    with standalone_device(where, threads) as dev:
+    where = project_dir(f"handwritten_{device}_{circuit.n_neurons()}_{threads}_{total}_{dt}")
+    with standalone_device(where, threads, device) as dev:
         groups, syn, t_build = build()
         args = {g.r: rates[p] * b2.Hz for p, g in groups.items()}
         args.update({S.w: np.full(count, 0.1) for S, count in syn.values()})
         net = b2.Network(*groups.values(), *(S for S, _ in syn.values()))
         net.run(total * b2.second)
         t0 = time.perf_counter()
-        dev.build(directory=where, compile=True, run=False, clean=False, with_output=False)
+        with network_flags(b2.get_device(), net):
+            dev.build(directory=where, compile=True, run=False, clean=False, with_output=False)
         t_compile = time.perf_counter() - t0
         t0 = time.perf_counter()
         dev.run(directory=where, with_output=False, run_args=args)
@@ -245,7 +250,7 @@ def main(args) -> int:
                    desc="bench speed", unit="rep")
     for n in args.sizes:
         for device in args.devices:
-            th = threads if device == "cpp_standalone" else 0
+            th = threads if device != "runtime" and get_device(device).threads else 0
             spec = dict(n=n, d=args.d, H=args.H, duration=args.duration, device=device, threads=th)
             ours = {}
             for fold in folds:
