@@ -80,26 +80,32 @@ def test_rate_and_escape_levels_agree_in_expectation(cell_type, cell_params):
 
 
 def test_escape_macrocolumn_divides_by_the_pooled_salience():
-    """r_k = R_set u_k / Σ u across input sets whose Σ u spans > 3x (elu1 dendrites)."""
+    """r_k = R_set u_k / Σ u across input sets whose Σ u spans > 3x (elu1 dendrites). The four
+    input sets are four independent macrocolumns of one network (``Interneurons.groups``: each
+    block of N cells has its own 30 interneurons), one run instead of four. Each block's NRMSE
+    measured 0.76-1.24x its floor and its pooled rate within 0.31 % of the set point over seeds
+    10-13 (seed 11: at most 0.94x)."""
     rng = np.random.default_rng(0)
     N, T = 32, 8.0
     b0, a0 = rng.uniform(0.0, 1.0, N), rng.uniform(0.0, 1.0, N)
     R_set = G.r_l23 * N
-    inh = Interneurons(I_set=1 / G.g_sh, w_pool=1 / (G.g_sh * R_set), w_shunt=SHUNT, n=30)
+    scales = [0.2, 0.7, 1.3, 2.2]
+    inh = Interneurons(I_set=1 / G.g_sh, w_pool=1 / (G.g_sh * R_set), w_shunt=SHUNT, n=30, groups=len(scales))
+    b, a = np.concatenate([b0 * s for s in scales]), np.concatenate([a0 * s for s in scales])
+    out = simulate_cells("escape", "l23", b.size, {"basal": Drive(10 * b, W), "apical": Drive(10 * a, W)},
+                         duration=T, warmup=1.0, dt=1e-3, seed=11, interneurons=inh,
+                         cell_params=dict(b_b=0.0, b_a=0.0, rho=G.rho_l23))
+    assert out["inh_rate"].shape == (30 * len(scales),) and np.all(out["inh_rate"] < 250)
     norms, sums = [], []
-    for k, scale in enumerate([0.2, 0.7, 1.3, 2.2]):
-        b, a = b0 * scale, a0 * scale
-        out = simulate_cells("escape", "l23", N, {"basal": Drive(10 * b, W), "apical": Drive(10 * a, W)},
-                             duration=T, warmup=1.0, dt=1e-3, seed=10 + k, interneurons=inh,
-                             cell_params=dict(b_b=0.0, b_a=0.0, rho=G.rho_l23))
-        u = (b + 1) * (a + 1)            # elu1 of the (positive) dendritic potentials
+    for k in range(len(scales)):
+        block = slice(k * N, (k + 1) * N)
+        u = (b[block] + 1) * (a[block] + 1)            # elu1 of the (positive) dendritic potentials
         target = R_set * u / u.sum()
-        r = out["rate"]
+        r = out["rate"][block]
         floor = spike_count_nrmse_floor(target, T)
         assert np.sqrt(np.mean((r - target) ** 2)) / np.std(target) <= 1.3 * floor
         norms.append(r.sum() / R_set)     # 1 when the interneurons hold the set point
         sums.append(u.sum())
-        assert np.all(out["inh_rate"] < 250)
     assert max(sums) / min(sums) > 3
     assert max(norms) - min(norms) <= 0.01 and all(abs(c - 1) <= 0.01 for c in norms), norms
 

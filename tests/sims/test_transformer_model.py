@@ -2,6 +2,8 @@
 independent transcription of the block maths, the escape level spikes its way to the output
 within its floors, streams, the model file and the CLI, and refusals before any network."""
 
+import contextlib
+import io
 import json
 import os
 
@@ -88,15 +90,42 @@ def model_file(tmp_path_factory):
     return str(path), arrays
 
 
+# the rate level's largest step (max_dt): its fixed point, which these tests compare, is the
+# ODE's at any stable step (measured: the same error to 1e-14); the default step runs in rate_run
+RATE_DT = 2e-3
+
+
 # ------------------------------------------------------------------------------------------
 # rate level: exact
 # ------------------------------------------------------------------------------------------
 
-def test_two_block_file_at_the_rate_level_equals_the_maths(model_file):
+@pytest.fixture(scope="module")
+def rate_run(model_file, tmp_path_factory):
+    """The model file at the rate level (default step and duration), run once through the CLI
+    (``run --model FILE --n 4``): the tokens and the result are caught on their way through
+    simulate_model, so the maths test and the CLI test read the same run."""
+    from ctmhsa.sims import model as sims_model
+    from ctmhsa.sims.cli import main
+
+    path, _ = model_file
+    real, caught = sims_model.simulate_model, {}
+
+    def spy(model, X, **kw):
+        caught.update(model=model, X=X, res=real(model, X, **kw))
+        return caught["res"]
+
+    out, text = tmp_path_factory.mktemp("cli") / "res", io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(text):
+        mp.setattr(sims_model, "simulate_model", spy)
+        rc = main(["run", "--model", path, "--neuron", "rate", "--out", str(out), "--n", "4"])
+    return dict(caught, rc=rc, text=text.getvalue(), out=out)
+
+
+def test_two_block_file_at_the_rate_level_equals_the_maths(model_file, rate_run):
     path, arrays = model_file
-    model = ctmhsa.load_model(path)
-    X = np.random.default_rng(1).normal(size=(4, 5))
-    res = ctmhsa.simulate_model(model, X, neuron="rate")
+    assert repr(ctmhsa.load_model(path)) == repr(rate_run["model"])
+    X, res = rate_run["X"], rate_run["res"]
+    assert X.shape == (4, 5)
     want, logits = forward(X, arrays, 2)
     assert_close(res.output, want, "output")
     assert_close(res.logits, logits, "logits")
@@ -119,7 +148,8 @@ def test_rate_level_equals_the_maths_on_random_models(seed, L, H, dk, dv, de, dh
     model = Model.from_state_dict(arrays)
     X = np.random.default_rng(seed + 1).normal(size=(n, de))
     try:
-        res = ctmhsa.simulate_model(model, X, neuron="rate", duration=0.7 * L)   # settles within 1e-5 of its output
+        res = ctmhsa.simulate_model(model, X, neuron="rate", duration=0.7 * L,   # settles within 1e-5 of its output
+                                    dt=RATE_DT)
     except OperatingRangeError as exc:   # a refusal names the block: never a silent wrong answer
         assert "block" in str(exc)
         return
@@ -135,7 +165,7 @@ def test_stream_at_the_rate_level_equals_each_set():
     arrays = random_arrays(3, L=1, classes=0)
     model = Model.from_state_dict(arrays)
     X = np.random.default_rng(2).normal(size=(3, 4, 5))
-    res = ctmhsa.simulate_model(model, X, neuron="rate", presentation=1.0)
+    res = ctmhsa.simulate_model(model, X, neuron="rate", presentation=1.0, dt=RATE_DT)
     assert res.output.shape == (3, 4, 5)
     for t in range(3):
         assert_close(res.output[t], forward(X[t], arrays, 1, readout=False)[0], f"presentation {t}")
@@ -255,12 +285,8 @@ def test_block_with_attention_biases_is_refused():
         ctmhsa.simulate_model(Model.from_state_dict(arrays), np.ones((2, 5)), neuron="rate")
 
 
-def test_cli_runs_a_model_file(model_file, tmp_path, capsys):
-    from ctmhsa.sims.cli import main
-
-    path, _ = model_file
-    out = tmp_path / "res"
-    assert main(["run", "--model", path, "--neuron", "rate", "--out", str(out), "--n", "3"]) == 0
-    text = capsys.readouterr().out
+def test_cli_runs_a_model_file(rate_run):
+    out, text = rate_run["out"], rate_run["text"]
+    assert rate_run["rc"] == 0
     assert "output" in text and "x'" in text
     assert json.load(open(out / "metrics.json"))["output"]["max_rel_error"] < TOL
