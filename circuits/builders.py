@@ -65,17 +65,21 @@ has fewer neurons from n ≈ 45 on.
 
 from __future__ import annotations
 
+from . import kvmemory
 from .graph import Circuit, Population, Projection
 from .parts import Part, get_part, register_part
 
 __all__ = ["microcolumn", "macrocolumn", "area", "pathway", "build", "SCALES", "CIRCUITS", "DEFAULT_N_INH",
-           "SIGNED_CODES"]
+           "SIGNED_CODES", "STREAM_CIRCUITS"]
 
 SCALES = ("microcolumn", "macrocolumn", "area", "pathway")
 """The scales a circuit composes through (each usable alone); the *fidelity levels* of the
 cells are :data:`ctmhsa.neurons.models.FIDELITY_LEVELS`."""
 CIRCUITS = ("quadratic", "linear")
 """Circuit families: Algorithm 1 (n x m microcolumns per head) or the key-value memory."""
+STREAM_CIRCUITS = ("memory",)
+"""Circuits of a stream of single tokens: the key-value memory over the stream
+(:mod:`ctmhsa.circuits.kvmemory`, one token slot)."""
 SIGNED_CODES = ("onoff", "offset")
 DEFAULT_N_INH = 30
 """Divisive interneurons per macrocolumn (and reticular cells per token and relay set in a
@@ -164,8 +168,8 @@ def build(
     _check_size("m", m)
     if signed not in SIGNED_CODES:
         raise ValueError(f"signed: expected 'offset' or 'onoff', got {signed!r}")
-    if circuit not in CIRCUITS:
-        raise ValueError(f"circuit: expected one of {list(CIRCUITS)}, got {circuit!r}")
+    if circuit not in CIRCUITS + STREAM_CIRCUITS:
+        raise ValueError(f"circuit: expected one of {list(CIRCUITS + STREAM_CIRCUITS)}, got {circuit!r}")
     area = get_part(circuit)
     if causal and area.no_causal:
         raise ValueError(f"causal: {area.no_causal}")
@@ -256,6 +260,25 @@ class KeyValueMemory(Part):
         return _key_value_memory(*_area_args(c, ctx))
 
 
+@register_part("memory")
+class StreamMemory(Part):
+    """The key-value memory over a stream of single tokens (:mod:`ctmhsa.circuits.kvmemory`; values,
+    decoding and timing registered by :mod:`ctmhsa.mapping.kvmemory`): the linear circuit at one
+    token slot, its memory cells integrators opened by a gate, and a bypass to L5."""
+
+    populations = ("outer", "outer_z", "memory", "memory_z", "readout", "readout_z", "nucleus_gate")
+    no_causal = ("the memory circuit is causal by construction (token t reads the memory of tokens <= t); "
+                 "leave causal out")
+
+    def build(self, c, ctx):
+        if c.meta.n != 1 or c.meta.m != 1:
+            raise ValueError(f"n: the memory circuit has one token slot (n = m = 1, one token per presentation); "
+                             f"got n = {c.meta.n}, m = {c.meta.m}")
+        src = _key_value_memory(*_area_args(c, ctx), memory=kvmemory.CELL)
+        kvmemory.add_gate_and_bypass(c, ctx)
+        return src
+
+
 def _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, mask, w_in):
     """Algorithm 1: n x m microcolumns per head (L2/3, L5 IT) and the macrocolumns' interneurons.
     Returns the population and projection name that drive L5 PT."""
@@ -286,15 +309,16 @@ def _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, m
     return "l5it", "it_pt"
 
 
-def _key_value_memory(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w):
+def _key_value_memory(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, memory=("memory", ("soma",))):
     """Linear-time circuit: outer-product cells write a key-value memory once per head; each query
-    macrocolumn reads it out (module docstring). Returns what drives L5 PT."""
+    macrocolumn reads it out (module docstring). ``memory``: the memory cells' type and
+    compartments (the stream's integrators, :mod:`ctmhsa.circuits.kvmemory`). Returns what drives L5 PT."""
     sgn, two = pair
     pre_s = tuple(f"pre.{a}" for a in sgn)
     w_k = ("post.head", "post.f", "pre.e") + pre_s
     w_v = ("post.head", "post.c", "pre.e") + pre_s + sign_w
     pop("outer", "kv_write", ("head", "j", "f", "c") + sgn, (H, m, dk, dv) + two, ("basal", "apical"))
-    pop("memory", "memory", ("head", "f", "c") + sgn, (H, dk, dv) + two)
+    pop("memory", memory[0], ("head", "f", "c") + sgn, (H, dk, dv) + two, memory[1])
     pop("readout", "kv_read", ("head", "i", "f", "c") + sgn, (H, n, dk, dv) + two, ("basal", "apical", "soma"))
     c.add_projection(Projection("matrix_k", kv, "outer", "apical", (("token", "j"),), "WK", w_k, "matrix"))
     c.add_projection(Projection("matrix_v", kv, "outer", "basal", (("token", "j"),), "WV", w_v, "matrix"))
@@ -305,7 +329,7 @@ def _key_value_memory(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_
                                 (("head", "head"), ("f", "f"), ("c", "c")), "ones", pre_s + sign_w))
     if normalize:   # z = Σ_j phi(k_j), read out as Z_i = zᵀ phi(q_i) by the cells the interneurons pool
         pop("outer_z", "kv_write", ("head", "j", "f"), (H, m, dk), ("basal", "apical"))
-        pop("memory_z", "memory", ("head", "f"), (H, dk))
+        pop("memory_z", memory[0], ("head", "f"), (H, dk), memory[1])
         pop("readout_z", "kv_read", ("head", "i", "f"), (H, n, dk), ("basal", "apical", "soma"))
         pop("interneuron", "interneuron", ("head", "i", "k"), (H, n, n_inh))
         c.add_projection(Projection("matrix_kz", kv, "outer_z", "apical", (("token", "j"),), "WK", w_k, "matrix"))

@@ -145,6 +145,7 @@ def encode(
     phi: str = "elu1",
     input_range=None,
     drive=None,
+    timing: dict | None = None,
 ) -> Encoding:
     """Compute input rates, synaptic weights and biases for ``circuit``.
 
@@ -174,6 +175,9 @@ def encode(
         head) that the normalisation's operating point is centred on, instead of the drive the
         range's statistics predict (:func:`ctmhsa.mapping.operating.expected_drive`). Never the
         tokens shown.
+    timing : dict, optional
+        A stream circuit's timing (``presentation``, ``dt``, ``forget``, ``tokens``: declared, never the
+        tokens'), handed to its part's values (:mod:`ctmhsa.mapping.kvmemory`).
 
     Raises
     ------
@@ -240,7 +244,7 @@ def encode(
     check_tokens(circuit, rng, op, R_set, X, Y, weights, phi)
     rho_h = np.full(H, gains.rho_l23) if op is None else op.rho
     ctx = dict(u=u, xb=xb, v0=v0, onoff=onoff, weights=weights, rho_l23=rho_h, tau_syn=params.tau_syn,
-               R_set=R_set)
+               R_set=R_set, timing=timing)
     # the head's attention area (a registered part, ctmhsa.circuits.parts): also the weights onto L5 PT
     gains, R_set = get_part(meta.circuit).values(circuit, vals, gains, ctx)
 
@@ -276,6 +280,8 @@ def encode(
     consts = dict(u=u, R_set=R_set, a=ctx.get("n_keys"), v0=v0, s0=s0, x0=x0, xb=xb,
                   gains={**gains.to_dict(), "rho_l23": rho_h[:, None]},
                   onoff=onoff, normalize="interneuron" in pops, phi=phi, operating=op, input_range=rng)
+    if timing is not None:
+        consts["timing"] = dict(timing)
     return Encoding(vals, codes, consts)
 
 

@@ -27,6 +27,8 @@ from ctmhsa.circuits import dale, perturb
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.circuits.perturb import check_perturbations
 from ctmhsa.circuits.memory import BASE_BYTES, estimate_memory
+from ctmhsa.circuits.builders import STREAM_CIRCUITS
+from ctmhsa.mapping import kvmemory
 from ctmhsa.mapping.baseline import add_lif_drive
 from ctmhsa.mapping.encode import check_tokens, encode, relay_rates
 from ctmhsa.mapping.inputs import as_input_range
@@ -130,7 +132,7 @@ class Simulation:
             self.runner.set_values(pop, vals)
         self.inputs = Inputs(a["X"], a["Y"], b)
         self.runner.inputs = self.inputs
-        self.reference = _reference(self.inputs, co)
+        self.reference = _reference(self.inputs, co, self.run_options)
 
     def run(self, duration=None, warmup=None) -> SimulationResult:
         """Simulate ``warmup + duration`` and read the result out.
@@ -187,8 +189,12 @@ class Simulation:
                 f"{self.circuit.n_synapses():,} synapses on {type(self.runner).__name__}>")
 
 
-def _reference(x: Inputs, co: CircuitOptions) -> dict:
-    """The exact stages, for comparison only: nothing of them enters the circuit."""
+def _reference(x: Inputs, co: CircuitOptions, ro: RunOptions | None = None) -> dict:
+    """The exact stages, for comparison only: nothing of them enters the circuit (the memory
+    circuit's: :func:`ctmhsa.mapping.kvmemory.reference_stages`, per token)."""
+    if co.circuit in STREAM_CIRCUITS:
+        return kvmemory.reference_stages(**x.arrays(), forget=kvmemory.forget_factor(ro.presentation, co.tau_mem),
+                                         normalize=co.normalize, phi=co.phi)
     return linear_mhsa(**x.arrays(), phi=co.phi, causal=co.causal, normalize=co.normalize,
                        method=REFERENCE_METHOD[co.circuit])
 
@@ -274,12 +280,17 @@ def check_call(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     inputs : Inputs
         :func:`ctmhsa.sims.validate.check_inputs`.
     """
-    stream = np.ndim(X) == 3
+    memory = _circuit_of(circuit_options, options) in STREAM_CIRCUITS
+    if memory and options.get("normalize") is None and circuit_options is None:
+        options["normalize"] = False   # the revised paper's circuit is unnormalised
+    stream = memory or np.ndim(X) == 3
     # every option applies to this kind of run or is refused (a stream's duration is T x presentation,
     # it has no checkpoints: options.APPLIES), those inside the option objects too
     check_applies("stream" if stream else "set",
                   given_options(circuit_options, run_options, **options, Y=Y, WS=WS, perturbations=perturbations))
     co, ro = split_options(circuit_options, run_options, **options)
+    if memory:   # one token per presentation: a stream of one-token sets (T, 1, de)
+        X, Y = _token_stream(X, Y, WS, perturbations)
     a = check_inputs(X, WQ, WK, WV, WO, Y=Y, WS=WS, causal=co.causal, normalize=co.normalize, phi=co.phi,
                      stream=stream)
     ro = _stream_timing(ro, a["X"].shape[0] if stream else None, co.neuron)
@@ -287,6 +298,34 @@ def check_call(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     check_run(co, ro)
     runner_for(ro).check(co, ro)
     return stream, co, ro, a
+
+
+def _circuit_of(circuit_options, options: dict) -> str:
+    """The circuit a call asks for (before the options are resolved)."""
+    given = options.get("circuit")
+    return given if given is not None else getattr(circuit_options, "circuit", "quadratic")
+
+
+def _token_stream(X, Y, WS, perturbations) -> tuple:
+    """The memory circuit's inputs: ``X`` (and ``Y``) of shape ``(T, de)``, one token per
+    presentation, as a stream of one-token sets ``(T, 1, de)``; what it does not take refused."""
+    if WS is not None:
+        raise ValueError("WS: the memory circuit has no skip connection; leave WS out")
+    if perturbations:
+        raise ValueError("perturbations: lesions and drive are not placed in the memory circuit in this release")
+    out = []
+    for name, arr in (("X", X), ("Y", Y)):
+        if arr is None:
+            out.append(None)
+            continue
+        if np.ndim(arr) != 2:
+            raise ValueError(f"{name}: the memory circuit takes a stream of tokens of shape (T, de), one token per "
+                             f"presentation; got shape {np.shape(arr)}")
+        out.append(np.asarray(arr)[:, None, :])
+    if out[1] is not None and out[1].shape[0] != out[0].shape[0]:
+        raise ValueError(f"Y: the stream writing the memory needs one token per token of X ({out[0].shape[0]}); "
+                         f"got {out[1].shape[0]}")
+    return out[0], out[1]
 
 
 def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOptions | None = None,
@@ -318,6 +357,7 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     t_start = time.perf_counter()
     stream, co, ro, a = check_call(X, WQ, WK, WV, WO, Y=Y, WS=WS, circuit_options=circuit_options,
                                    run_options=run_options, perturbations=perturbations, **options)
+    memory = co.circuit in STREAM_CIRCUITS
     circuit = co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,
                           skip=WS is not None)
     # Dale's law: the followers are built and counted; the mapping layer encodes the plain circuit
@@ -358,13 +398,21 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     if ro.codegen == "auto":
         ro = ro.replace(codegen="cython" if n_simulated >= AUTO_CYTHON_SYNAPSES else "numpy")
     inputs = Inputs.from_checked(a)
-    ref = _reference(inputs, co)
+    ref = _reference(inputs, co, ro)
     if stream:   # one circuit for the whole stream: built for the range of every token set
         rng = as_input_range(co.input_range, inputs.X, inputs.Y)
         first = [None if t is None else t[0] for t in (inputs.X, inputs.Y)]
+        timing, drive = None, None
+        if memory:   # the integrators' timing, and the normalisation centred on the stream's range
+            timing = dict(presentation=ro.presentation, dt=ro.dt, tokens=inputs.X.shape[0],
+                          forget=kvmemory.forget_factor(ro.presentation, co.tau_mem))
+            if co.normalize:
+                drive = kvmemory.stream_drive(circuit, inputs.block, rng, co.phi, co.code_gains, timing["forget"],
+                                              timing["tokens"])
         enc = encode(circuit, first[0], inputs.block, Y=first[1], gains=co.code_gains, params=co.params,
-                     phi=co.phi, input_range=rng)
-        enc.stream = _stream_tables(circuit, enc, inputs, co, ro)
+                     phi=co.phi, input_range=rng, drive=drive, timing=timing)
+        enc.stream = (kvmemory.stream_tables(circuit, enc, inputs.X, inputs.Y, inputs.block, co.phi, ro.presentation,
+                                             ro.warmup) if memory else _stream_tables(circuit, enc, inputs, co, ro))
     else:
         enc = encode(circuit, inputs.X, inputs.block, Y=inputs.Y, gains=co.code_gains, params=co.params,
                      phi=co.phi, input_range=co.input_range)

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from ctmhsa.circuits.builders import CIRCUITS, DEFAULT_N_INH, SIGNED_CODES, pathway
+from ctmhsa.circuits.builders import CIRCUITS, DEFAULT_N_INH, SIGNED_CODES, STREAM_CIRCUITS, pathway
+from ctmhsa.circuits.kvmemory import WRITE_WINDOW
 from ctmhsa.circuits.dale import apply as dale_apply
 from ctmhsa.circuits.devices import DEVICES, check_device   # DEVICES: re-exported, the registry's names
 from ctmhsa.mapping.codes import CodeGains, default_gains
@@ -191,8 +192,9 @@ class CircuitOptions(_Options):
         Causal masking: microcolumns j > i are absent.
     normalize : bool
         ``False``: the unnormalised variant (no interneurons).
-    circuit : {"quadratic", "linear"}
-        Algorithm 1, or the linear-time key-value-memory circuit.
+    circuit : {"quadratic", "linear", "memory"}
+        Algorithm 1, the linear-time key-value-memory circuit, or the key-value memory over a
+        stream of single tokens (:mod:`ctmhsa.circuits.kvmemory`; rate level).
     law : str
         Interaction law of the L5 IT somata (:data:`ctmhsa.neurons.laws.LAWS`).
     P : int or dict
@@ -225,6 +227,9 @@ class CircuitOptions(_Options):
         the largest token norm): every gain, offset and set point comes from the weights and this
         range, so one built circuit runs any tokens of it; tokens outside it are refused.
         ``None``: the range of the tokens given (their largest norm and statistics).
+    tau_mem : float, optional
+        ``circuit="memory"``: the memory's time constant (s); the memory keeps
+        ``λ = exp(-presentation / tau_mem)`` of itself per token. ``None``: no forgetting (λ = 1).
     """
 
     neuron: str = "escape"
@@ -242,6 +247,7 @@ class CircuitOptions(_Options):
     params: CellParams = DEFAULT_PARAMS
     gains: CodeGains | None = None
     input_range: object = None
+    tau_mem: float | None = None
 
     def __post_init__(self):
         _choice("neuron", self.neuron, FIDELITY_LEVELS)
@@ -255,7 +261,13 @@ class CircuitOptions(_Options):
         for name in ("causal", "normalize", "fold", "dale"):
             _flag(name, getattr(self, name), "a bool" if name in ("fold", "dale") else "True or False")
             _set(self, name, bool(getattr(self, name)))
-        _choice("circuit", self.circuit, CIRCUITS)
+        _choice("circuit", self.circuit, CIRCUITS + STREAM_CIRCUITS)
+        _set(self, "tau_mem", seconds("tau_mem", self.tau_mem, allow_none=True))
+        if self.circuit in STREAM_CIRCUITS:
+            _check_memory_options(self)
+        elif self.tau_mem is not None:
+            raise ValueError(f"tau_mem: the memory's time constant is the memory circuit's (circuit='memory'); "
+                             f"circuit={self.circuit!r} keeps no memory between token sets")
         if not get_law(self.law).product and self.circuit == "linear":
             raise ValueError("law: the linear circuit has no L5 IT cells; two-point-neuron laws apply "
                              "to circuit='quadratic'")
@@ -487,6 +499,22 @@ class RunOptions(_Options):
         return out
 
 
+def _check_memory_options(co: CircuitOptions) -> None:
+    """The options the memory circuit (:mod:`ctmhsa.circuits.kvmemory`) is built with: a
+    ``ValueError`` naming any other (they do not apply to it, or are not built for it)."""
+    if co.spiking:
+        raise ValueError(f"neuron: the memory circuit is built at the rate level in this release; got {co.neuron!r}")
+    for name, value, ok, why in (
+            ("causal", co.causal, False, "the memory is causal by construction (token t reads tokens <= t)"),
+            ("law", co.law, "product", "its L5 read-out cells multiply"),
+            ("signed", co.signed, "onoff", "its signed streams use the on/off code"),
+            ("dale", co.dale, False, "Dale's law is built for circuit='quadratic'"),
+            ("firing", co.firing, "poisson", "its cells are not perfect integrators"),
+            ("P", co.P, 1, "population coding is not built for it")):
+        if not _equal(value, ok) or isinstance(value, dict):
+            raise ValueError(f"{name}: {value!r} does not apply to circuit='memory' ({why}); leave it at {ok!r}")
+
+
 def _time_constants(options: CircuitOptions) -> dict:
     """Name -> time constant (s) of every dynamics the level of ``options`` integrates."""
     p = options.params
@@ -574,6 +602,9 @@ def min_presentation(options: CircuitOptions, blocks: int | None = None) -> tupl
     """
     depth = 1 if blocks is None else int(blocks)
     tau, name = settling_constant(options, model=blocks is not None)
+    if options.circuit in STREAM_CIRCUITS:   # settle on a token, then write it in the gate's window
+        return 2 * tau + WRITE_WINDOW, (f"each token is read after the circuit has settled on it (twice {name} = "
+                                        f"{tau:g} s at the least) and then written in a window of {WRITE_WINDOW:g} s")
     what = ("the pathway" if blocks is None else "the block" if depth == 1
             else f"each of the {depth} blocks (one after another)")
     return 2 * depth * tau, (f"the decoding window opens at half the presentation at the latest, and {what} "
@@ -636,6 +667,7 @@ APPLIES = {
                                    "has none); simulate one attention layer with causal=True"),
     "normalize": (_PATHWAY, (True,), "a transformer model's attention is always normalised (its TRN pools)"),
     "circuit": (_PATHWAY, ("quadratic",), "a transformer model's blocks are built on the quadratic circuit"),
+    "tau_mem": (("stream",), (), "the memory's time constant applies to a stream of tokens (circuit='memory')"),
     "law": (_PATHWAY, ("product",), "a transformer model's L5 IT somata multiply (law='product')"),
     "signed": (_PATHWAY, ("onoff",), "a transformer model's signed streams use the on/off code"),
     "P": (_ALL, (), ""),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ctmhsa.circuits.builders import STREAM_CIRCUITS
 from ctmhsa.mapping.baseline import remove_baselines
 from ctmhsa.mapping.decode import decode, range_report
 from ctmhsa.mapping.noise import spike_generation_fano, stage_noise_variance
@@ -67,8 +68,23 @@ def read_out(sim, obs, run_options) -> SimulationResult:
 
 
 def _compared(ref: dict, o) -> dict:
-    """The reference's stages the circuit is compared on (no Z, z without interneurons)."""
-    return {k: ref[k] for k in CIRCUIT_STAGES[o.circuit] if o.normalize or k not in ("Z", "z")}
+    """The reference's stages the circuit is compared on (no Z, z without interneurons; the
+    memory circuit's are the linear circuit's, per token)."""
+    keys = CIRCUIT_STAGES["linear" if o.circuit in STREAM_CIRCUITS else o.circuit]
+    return {k: ref[k] for k in keys if o.normalize or k not in ("Z", "z")}
+
+
+def _one_token(res: SimulationResult) -> SimulationResult:
+    """The memory circuit's result on its stream's grid: every stage's token slot (a one-token
+    set per presentation) dropped, ``x_tilde`` and ``reference`` of shape ``(T, de)``."""
+    def squeeze(stages):
+        return {k: (v if k in ("S", "z") else v[:, :, 0] if v.ndim > 2 and k != "x_tilde" else v[:, 0])
+                for k, v in stages.items()}
+
+    res.stages, res.reference_stages = squeeze(res.stages), squeeze(res.reference_stages)
+    res.noise_variance = squeeze(res.noise_variance)
+    res.x_tilde, res.reference = res.stages["x_tilde"], res.reference_stages["x_tilde"]
+    return res
 
 
 def _rate_limits(circuit, o, ro) -> tuple:
@@ -154,5 +170,6 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
     diagnostics = dict(range=[p["range"] for p in per], convergence=float("nan"), fano=fano, checkpoints=[],
                        stream=dict(presentation=P, count=len(per), window=[decode_lag(P), P],
                                    starts=[round(ro.warmup + k * P, 12) for k in range(len(per))]))
-    return _result(sim, obs, ro, stages, ref["x_tilde"], _compared(ref, o), rates, noise_var, operating,
-                   diagnostics)
+    res = _result(sim, obs, ro, stages, ref["x_tilde"], _compared(ref, o), rates, noise_var, operating,
+                  diagnostics)
+    return _one_token(res) if o.circuit in STREAM_CIRCUITS else res

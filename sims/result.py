@@ -155,6 +155,14 @@ class SimulationResult:
         return out
 
     @property
+    def memory(self) -> np.ndarray | None:
+        """The memory circuit's key-value memory after each token, ``M_t`` of shape ``(T, H, dv, dk)``
+        as L5 reads it (``stages["S"]``, ``(T, H, dk, dv)``, transposed; the reference's:
+        ``reference_stages["S"]``); ``None`` for the other circuits."""
+        S = self.stages.get("S")
+        return None if S is None or self.config.get("circuit") != "memory" else np.swapaxes(S, -1, -2)
+
+    @property
     def warmup(self) -> float:
         """Simulated and discarded before the measurement window (s; 0 at the rate level)."""
         return float(self.config.get("warmup") or 0.0)

@@ -123,13 +123,24 @@ def simulate_mhsa(
     WS : array, shape (H, dv, de), optional
         Skip connection: core thalamic axons onto L5 PT add ``WS x_i`` to ṽ_i (and ``WO WS x_i``
         to x̃_i); the reference is extended alike (:func:`ctmhsa.mapping.reference.linear_mhsa`).
-    circuit : {"quadratic", "linear"}
+    circuit : {"quadratic", "linear", "memory"}
         ``"quadratic"``: Algorithm 1, one microcolumn per query-key pair (n m microcolumns per
         head). ``"linear"``: the linear-time key-value-memory circuit (paper discussion, "Beyond
         quadratic scaling"): outer-product cells write S = Σ_j phi(k_j) v_jᵀ and z = Σ_j phi(k_j)
         once per head, and every query macrocolumn reads them out (see
         :mod:`ctmhsa.circuits.builders`); its decoded stages are q, k, v, S, z, Z, ṽ, x̃, compared with
         ``linear_mhsa(method="linear")``. No causal variant.
+        ``"memory"``: the key-value memory over a stream (Granier & Senn, arXiv 2504.06354v3;
+        :mod:`ctmhsa.circuits.kvmemory`, docs/memory.md): ``X`` of shape ``(T, de)`` (and ``Y``
+        alike) is shown one token per ``presentation``; L2/3 integrators hold
+        ``M_t = λ M_{t-1} + v_t φ(k_t)ᵀ`` and L5 reads ``ṽ_t = M_t φ(q_t)`` (unnormalised by default
+        here; ``normalize=True`` divides by ``z_tᵀ φ(q_t)``). ``res.x_tilde`` and ``res.reference``
+        (:func:`ctmhsa.mapping.reference.memory_attention`) are ``(T, de)``, every stage is
+        decoded per token and ``res.memory`` is ``M_t``, ``(T, H, dv, dk)``. Rate level in this
+        release; no causal, skip, Dale, population-coding or perturbation variant.
+    tau_mem : float or brian2 Quantity, optional
+        ``circuit="memory"``: the memory's time constant (s), ``λ = exp(-presentation / tau_mem)``
+        kept per token; ``None`` (default): no forgetting, λ = 1.
     law : str
         Interaction law of the L5 IT somata between basal value R and apical attention C
         (:data:`ctmhsa.neurons.laws.LAWS`): ``"product"`` (Algorithm 1, default) or one of Adeel's

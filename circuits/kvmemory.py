@@ -1,0 +1,83 @@
+"""The key-value memory over a stream (``circuit="memory"``; Granier & Senn, arXiv 2504.06354v3).
+
+Tokens arrive one per presentation. Per head, L2/3 holds a key-value memory ``M`` (dv x dk) in
+the persistent activity of integrator cells, written by the current token's keys and values,
+which the matrix thalamic projection carries; L5 cells encode the current query (core projection)
+and are gain-modulated through their apical dendrites by the memory, giving ``ṽ_t = M_t φ(q_t)``;
+L5 PT drives the higher-order nucleus through ``W_O`` as in the other circuits. The populations
+are those of the linear key-value-memory circuit (``ctmhsa.circuits.builders._key_value_memory``)
+for one token slot (``n = m = 1``; the part ``"memory"``, :class:`ctmhsa.circuits.builders.StreamMemory`),
+with three changes::
+
+    memory(_z)   kv_memory   (head, f, c, sign)   integrators: hold M (z) between writes, keep λ per write
+    nucleus_gate relay       (g=1)                a declared timing signal: fires during the write
+                                                  window of every presentation (the write gate)
+    gate(_z)     nucleus_gate -> memory(_z).gate  opens the integrators' input
+    bypass(_z)   outer(_z) -> readout(_z).apical  the current token's product, beside the memory
+
+The timing of one presentation of token t (the relays switch ``WRITE_WINDOW`` after each
+presentation boundary, see :mod:`ctmhsa.mapping.kvmemory`): the write cells and L5 settle on
+token t while the integrators hold ``M_{t-1}`` still and L5's apical dendrites sum λ times it
+with the write cells' ``v_t φ(k_t)ᵀ`` (the bypass): ``M_t``. The state is read at the end of that stretch; the gate then
+opens for ``WRITE_WINDOW``: the integrators keep λ of themselves and add the write cells' settled
+product (the write does not see their transient, and no gain is set from the tokens). The
+forgetting thus acts at each write, λ = exp(-P/tau_mem) per token as a leak of 1/tau_mem would
+over a presentation P, while the memory holds still between writes, so that L5 reads a constant
+memory (a memory decaying under the read-out would be read late by every cell after it: 1.7 %
+of ṽ at tau_mem = 1 s, measured). Neurons per head: those of the linear circuit at n = m = 1
+(O(dk dv)), whatever the stream's length.
+"""
+
+from __future__ import annotations
+
+from ctmhsa.neurons.models import CellModel, register
+
+from .graph import Projection
+
+__all__ = ["WRITE_WINDOW", "CELL", "add_gate_and_bypass"]
+
+WRITE_WINDOW = 0.02
+"""Length (s) of the write gate after each token is read: a declared timing signal (a burst of
+the gating input, e.g. cholinergic or matrix-thalamic, locked to the presentation), never
+computed from the data. A whole number of steps at every level (2 ms rate, 1 ms escape)."""
+
+
+CELL = ("kv_memory", ("soma", "gate"))
+"""The integrators' cell type and compartments (the linear circuit's memory cells are followers)."""
+
+
+@register("rate", "kv_memory")
+def _rate_kv_memory():
+    # L2/3 persistent activity: an integrator of its write cells' drive that holds its state
+    # between writes. The gate (I_g = 1 while the gate relay fires, else 0) opens both its input
+    # and its leak, so the memory forgets at each write (λ per token, as a leak of 1/tau_mem
+    # would over a presentation) and holds still while L5 reads it. Forward Euler, so that the
+    # leak per step is exactly 1 - leak dt (the encoder sets it from λ; leak = 0: no forgetting);
+    # the rate is linear-rectified as the linear circuit's memory cells (ON/OFF pairs carry the sign).
+    return CellModel(
+        equations="""
+        dU/dt = I_g*(I_s/tau_w - leak*U) : volt
+        r = rho*clip(U/u, 0, inf) : Hz
+        tau_w : second (shared, constant)
+        leak : Hz (shared, constant)
+        rho : Hz (shared, constant)
+        """,
+        inputs={"soma": ("I_s", "volt"), "gate": ("I_g", "1")},
+        parameters=("tau_w", "leak", "rho"),
+        observables=("U", "r"),
+        method="euler",
+    )
+
+
+def add_gate_and_bypass(c, ctx) -> None:
+    """The memory circuit's own populations and projections, added to the linear circuit's at
+    one token slot (built by :class:`ctmhsa.circuits.builders.StreamMemory`): the gate relay and
+    its synapses onto the integrators, and the bypass from the write cells to L5's apical dendrites."""
+    pre_s = tuple(f"pre.{a}" for a in ctx["pair"][0])
+    ctx["pop"]("nucleus_gate", "relay", ("g",), (1,), area="thalamus")
+    c.add_projection(Projection("gate", "nucleus_gate", "memory", "gate", (), "ones", ()))
+    c.add_projection(Projection("bypass", "outer", "readout", "apical",
+                                (("head", "head"), ("f", "f"), ("c", "c")), "ones", pre_s + ctx["sign_w"]))
+    if "memory_z" in c.populations:
+        c.add_projection(Projection("gate_z", "nucleus_gate", "memory_z", "gate", (), "ones", ()))
+        c.add_projection(Projection("bypass_z", "outer_z", "readout_z", "apical", (("head", "head"), ("f", "f"))))

@@ -1,0 +1,140 @@
+"""The key-value memory over a stream (issue 49): ``simulate_mhsa(..., circuit="memory")``, one token
+per presentation, L2/3 integrators holding M, L5 reading M_t φ(q_t). The rate level against
+``memory_attention`` and causal linear attention; the refusals, before any network is built."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from ctmhsa.mapping.kvmemory import forget_factor, integrator_constants
+from ctmhsa.mapping.reference import linear_mhsa, memory_attention
+from ctmhsa.sims import simulate_mhsa
+from ctmhsa.sims.options import CircuitOptions
+
+EXACT = 1e-6
+"""Rate level: max |error| / max |reference| of every stage, after the cascade has settled
+(presentation 0.3 s: 28 cell time constants)."""
+
+
+def _problem(seed=0, T=6, H=2, dk=2, dv=3, de=4, cross=False, scale=0.5):
+    r = np.random.default_rng(seed)
+    X = r.normal(size=(T, de)) * scale
+    Y = r.normal(size=(T, de)) * scale if cross else None
+    W = [r.normal(size=s) * scale for s in [(H, dk, de), (H, dk, de), (H, dv, de), (H, de, dv)]]
+    return X, Y, W
+
+
+def _run(X, Y, W, **kw):
+    return simulate_mhsa(X, *W, Y=Y, circuit="memory", neuron="rate", codegen="numpy", **kw)
+
+
+@pytest.mark.codegen_independent
+def test_integrator_constants_keep_lambda_and_add_one_unit_per_write():
+    for lam, dt in ((1.0, 0.002), (0.6, 0.002), (0.9, 0.001)):
+        c = integrator_constants(lam, dt)
+        steps = int(round(0.02 / dt))
+        U = 1.0
+        for _ in range(steps):            # forward Euler with the gate open, a unit input
+            U = U + dt * (1.0 / c["tau_w"] - c["leak"] * U)
+        assert U == pytest.approx(lam + 1.0, rel=1e-12)
+    assert forget_factor(0.2, None) == 1.0 and forget_factor(0.2, 0.2) == pytest.approx(np.exp(-1))
+
+
+@pytest.mark.brian2
+@settings(max_examples=3, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**16), T=st.integers(1, 6), H=st.integers(1, 3), dk=st.integers(1, 4),
+       dv=st.integers(1, 4), de=st.integers(1, 4), cross=st.booleans(), normalize=st.booleans(),
+       lam=st.floats(0.5, 1.0, exclude_min=True))
+def test_rate_level_equals_the_memory_reference(seed, T, H, dk, dv, de, cross, normalize, lam):
+    X, Y, W = _problem(seed, T, H, dk, dv, de, cross)
+    P = 0.3
+    tau_mem = None if lam == 1.0 else -P / np.log(lam)
+    res = _run(X, Y, W, presentation=P, tau_mem=tau_mem, normalize=normalize)
+    ref = memory_attention(X, *W, forget=lam, normalize=normalize, Y=Y)
+    np.testing.assert_allclose(res.reference, ref["x_tilde"], rtol=1e-12, atol=1e-15)
+    assert res.x_tilde.shape == res.reference.shape == (T, de)
+    for name, m in res.metrics().items():
+        assert m["max_rel_error"] < EXACT, (name, m)
+    np.testing.assert_allclose(res.reference_stages["S"], np.swapaxes(ref["M"], 0, 1).swapaxes(-1, -2))
+
+
+@pytest.mark.brian2
+@pytest.mark.parametrize("normalize", [False, True])
+def test_without_forgetting_it_is_causal_linear_attention_through_the_circuit(normalize):
+    X, _, W = _problem(seed=1, T=16, H=2, dk=3, dv=2, de=3)
+    res = _run(X, None, W, presentation=0.3, normalize=normalize)
+    causal = linear_mhsa(X, *W, causal=True, normalize=normalize, method="linear")
+    scale = np.abs(causal["x_tilde"]).max()
+    assert np.abs(res.x_tilde - causal["x_tilde"]).max() < EXACT * scale
+    assert np.abs(res.stages["v_tilde"] - np.swapaxes(causal["v_tilde"], 0, 1)).max() < EXACT * np.abs(
+        causal["v_tilde"]).max()
+
+
+@pytest.mark.brian2
+def test_every_stage_and_the_memory_per_token_and_cross_attention():
+    """Y writes the memory, X's queries read it; the default presentation (0.2 s) leaves the
+    cascade's transient (~1e-4 of x̃), the memory itself is exact."""
+    X, Y, W = _problem(seed=5, T=4, H=2, dk=2, dv=3, de=3, cross=True)
+    res = _run(X, Y, W, tau_mem=1.0)
+    T, H = 4, 2
+    assert res.stream["count"] == T and res.config["presentation"] == 0.2
+    assert res.memory.shape == (T, H, 3, 2)
+    assert {k: v.shape for k, v in res.stages.items()} == {
+        "q": (T, H, 2), "k": (T, H, 2), "v": (T, H, 3), "S": (T, H, 2, 3), "v_tilde": (T, H, 3), "x_tilde": (T, 3)}
+    ref = memory_attention(X, *W, forget=np.exp(-0.2), Y=Y)
+    np.testing.assert_allclose(res.memory, np.swapaxes(ref["M"], 0, 1), rtol=0, atol=1e-5 * np.abs(ref["M"]).max())
+    m = res.metrics()
+    assert m["x_tilde"]["max_rel_error"] < 1e-3 and m["k"]["max_rel_error"] < 1e-6
+
+
+@pytest.mark.codegen_independent
+def test_neurons_per_head_do_not_grow_with_the_stream():
+    """One token slot: the circuit is the same for any T (O(dk dv) cells per head)."""
+    co = CircuitOptions(circuit="memory", neuron="rate", normalize=False)
+    one = co.describe(1, 4, 4, 4, H=1).n_neurons()
+    two = co.describe(1, 4, 4, 4, H=2).n_neurons()
+    # per head: 2 dk dv write, 2 dk dv memory, 2 dk dv read-out, 2 dv L5 PT cells; relays besides
+    assert two - one == 3 * 2 * 16 + 2 * 4
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("change, match", [
+    (dict(X=np.zeros((3, 1, 4))), "X: the memory circuit takes a stream of tokens of shape"),
+    (dict(Y=np.zeros((2, 4))), "Y: the stream writing the memory"),
+    (dict(tau_mem=0.0), "tau_mem"),
+    (dict(tau_mem=-1.0), "tau_mem"),
+    (dict(presentation=0.03), "presentation"),
+    (dict(circuit="memories"), "circuit"),
+    (dict(causal=True), "causal"),
+    (dict(duration=1.0), "duration"),
+    (dict(neuron="lif"), "neuron"),
+    (dict(law="co4"), "law"),
+    (dict(P=2), "P"),
+    (dict(WS=np.zeros((2, 3, 4))), "WS"),
+    (dict(WQ=np.zeros((2, 3, 5))), "WQ"),
+    (dict(Y=np.zeros((3, 1, 4))), "Y: the memory circuit takes a stream of tokens"),
+    (dict(checkpoints=(0.1,)), "checkpoints"),
+    (dict(device="cpp_standalone"), "device"),
+    (dict(dale=True), "dale"),
+    (dict(perturbations=["x"]), "perturbations"),
+])
+def test_bad_inputs_are_refused_naming_the_argument(change, match, monkeypatch):
+    import ctmhsa.sims.build as build
+
+    def no_build(*a, **k):   # nothing may be described before the refusal
+        raise AssertionError("a circuit was described")
+
+    monkeypatch.setattr(CircuitOptions, "describe", no_build)
+    X, _, W = _problem(seed=0, T=3, H=2, dk=3, dv=3, de=4)
+    kw = dict(X=X, WQ=W[0], WK=W[1], WV=W[2], WO=W[3], circuit="memory", neuron="rate")
+    kw.update(change)
+    with pytest.raises((ValueError, TypeError), match=match):
+        build.build_mhsa(**kw)
+
+
+@pytest.mark.codegen_independent
+def test_tau_mem_is_the_memory_circuits_only():
+    with pytest.raises(ValueError, match="tau_mem: the memory's time constant is the memory circuit's"):
+        CircuitOptions(circuit="linear", tau_mem=1.0)
