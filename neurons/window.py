@@ -241,14 +241,16 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
         Time (s) from a presentation's start to its window's: ``0 <= lag < period``.
     read_state : callable, optional
         Without spiking probes (the rate level): ``read_state()`` -> the observables of every
-        population, read at the end of each presentation instead of window means.
+        population, read at the end of each presentation instead of window means, and at 90 %
+        of it (``early``: how much the state still moved, the settling check).
 
     Returns
     -------
     dict
         ``snapshots``: one ``(window length, {population: observables})`` per presentation, in
         order; ``chunks``: population -> ``(count, n_chunks, N)`` spike counts; ``run``: wall
-        time (s).
+        time (s); ``early``: with ``read_state`` and no probes, the state at 90 % of each
+        presentation (one per presentation, in order), else empty.
     """
     if not 0 <= lag < period:
         raise ValueError(f"lag: expected 0 <= lag < period = {period} s, got {lag}")
@@ -263,10 +265,12 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
         if probes:
             marks.append((start + lag, "open", k))
             marks.extend((start + lag + e, "chunk", k) for e in chunk_ends(T_win, n_chunks))
+        if read_state is not None and not probes:
+            marks.append((start + 0.9 * period, "early", k))
         marks.append((start + period, "read", k))
     # by step (equal times computed two ways differ in the last bit), then open < chunk < read
-    marks.sort(key=lambda m: (round(m[0] / dt), ("open", "chunk", "read").index(m[1])))
-    snapshots, chunks = [], {p: [] for p in probes}
+    marks.sort(key=lambda m: (round(m[0] / dt), ("open", "chunk", "early", "read").index(m[1])))
+    snapshots, chunks, early = [], {p: [] for p in probes}, []
     state = {"window": None, "counts": None}
 
     def at_step_end(t):
@@ -279,6 +283,8 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
             elif what == "chunk":
                 for p, probe in probes.items():
                     state["counts"][p].append(probe.counts())
+            elif what == "early":
+                early.append(read_state())
             elif probes:
                 snapshots.append((T_win, {p: state["window"].read(p, T_win) for p in probes}))
                 for p, c in state["counts"].items():
@@ -294,4 +300,4 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
         network.remove(op)
     if marks:
         raise RuntimeError(f"measure_stream: {len(marks)} marks were not reached in {count} x {period} s")
-    return dict(snapshots=snapshots, chunks={p: np.stack(c) for p, c in chunks.items()}, run=t_run)
+    return dict(snapshots=snapshots, chunks={p: np.stack(c) for p, c in chunks.items()}, run=t_run, early=early)

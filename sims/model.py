@@ -405,7 +405,7 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
             if k in metrics and k in floors:
                 metrics[k]["floor"] = floors[k]
     diag = dict(range=range_report(circuit, obs.final, max_rate=1.0 / ro.dt if co.spiking else None))
-    if obs.early is not None:
+    if obs.early is not None and not stream:   # (a stream's: one per presentation, not read for models yet)
         early = decode_model(circuit, menc, obs.early)["output"]
         diag["settled"] = float(np.max(np.abs(early - dec["output"])) / (np.max(np.abs(dec["output"])) or 1.0))
         if diag["settled"] > SETTLED:

@@ -64,8 +64,9 @@ class Observations:
     fano : dict, optional
         Population -> pooled Fano factor, where the runner reduced ``chunks`` itself (split
         runs reduce every head on its worker); ``None``: computed from ``chunks``.
-    early : dict, optional
-        Rate level on the runtime device: the observables at 90 % of the run (settling check).
+    early : dict or list, optional
+        Rate level on the runtime device: the observables at 90 % of the run (settling check);
+        of a stream, one such dict per presentation (at 90 % of it).
     stream : bool
         A stream of token sets: ``snapshots`` holds one window per presentation, in order, and
         ``chunks`` per population ``(presentations, n_chunks, N)``.
@@ -247,7 +248,7 @@ class RuntimeRunner(Runner):
                            stream_chunks(P - lag, self.options), report, read_state)
         snaps = [(t, counts_as_rates(o) if built.spiking else o) for t, o in m["snapshots"]]
         return Observations(snaps, m["chunks"], _recorded(built, ro), build=built.build_time, compile=t_compile,
-                            run=m["run"], stream=True)
+                            run=m["run"], stream=True, early=m["early"] or None)
 
 
 class StandaloneRunner(Runner):
