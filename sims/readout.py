@@ -140,9 +140,10 @@ def _result(sim, obs, ro, stages, x_ref, ref_stages, rates, noise_var, operating
         timings=timings, counts=counts, noise_variance=noise_var)
 
 
-STREAM_SETTLED = 1e-6
+STREAM_SETTLED = 1e-5
 """Largest estimated relative distance of a rate-level stream's x̃ from its fixed point at the
-end of a presentation before a warning: the rate level claims its fixed point to 1e-6."""
+end of a presentation before a warning (the tolerance of a single presentation's settling check,
+:func:`ctmhsa.mapping.operating.enforce`)."""
 
 
 def _read_out_stream(sim, obs, ro) -> SimulationResult:
