@@ -31,7 +31,7 @@ import numpy as np
 from ctmhsa.circuits.builders import CIRCUITS, DEFAULT_N_INH, SIGNED_CODES, STREAM_CIRCUITS, pathway
 from ctmhsa.circuits.kvmemory import WRITE_WINDOW
 from ctmhsa.circuits.dale import apply as dale_apply
-from ctmhsa.circuits.devices import DEVICES, check_device   # DEVICES: re-exported, the registry's names
+from ctmhsa.circuits.devices import DEVICES, check_device, get_device   # DEVICES: re-exported, the registry's names
 from ctmhsa.mapping.codes import CodeGains, default_gains
 from ctmhsa.mapping.inputs import as_input_range
 from ctmhsa.neurons.firing import get_firing
@@ -444,6 +444,9 @@ class RunOptions(_Options):
         if self.threads is not None and (isinstance(self.threads, bool)
                                          or not isinstance(self.threads, (int, np.integer)) or self.threads < 0):
             raise ValueError(f"threads: expected an integer >= 0 (0 = no OpenMP), got {self.threads!r}")
+        if self.threads is not None and self.threads > 1 and not get_device(self.device).threads:
+            raise ValueError(f"threads: {self.threads} OpenMP threads apply to a device that compiles C++ with "
+                             f"OpenMP (cpp_standalone); device={self.device!r} runs without them (give None, 0 or 1)")
         check_scheduler(self.scheduler)
         rs = self.record_spikes
         if not isinstance(rs, (bool, np.bool_)):

@@ -93,3 +93,15 @@ def test_standalone_device_still_reaches_the_standalone_runner(problem, monkeypa
     X, _, WQ, WK, WV, WO = problem(seed=1, n=3, H=1, dk=2, dv=2, de=3)
     with pytest.raises(Reached, match="cpp_standalone"):
         simulate_mhsa(X, WQ, WK, WV, WO, neuron="escape", duration=0.3, warmup=0.1, device="cpp_standalone")
+
+
+@pytest.mark.codegen_independent
+def test_threads_are_refused_where_the_device_runs_without_openmp():
+    """OpenMP threads apply to cpp_standalone; the runtime device (and brian2cuda's) ignored them."""
+    assert not get_device("runtime").threads and not get_device("cuda_standalone").threads
+    assert get_device("cpp_standalone").threads
+    for ok in (None, 0, 1):
+        RunOptions(device="runtime", threads=ok)
+    with pytest.raises(ValueError, match="threads: 4 OpenMP threads apply to .*device='runtime' runs without them"):
+        RunOptions(device="runtime", threads=4)
+    assert RunOptions(device="cpp_standalone", threads=4).threads == 4

@@ -416,7 +416,7 @@ def test_size_and_thread_flags_make_a_barrel_head_without_a_file(tmp_path, capsy
     out = tmp_path / "barrel"
     with pytest.raises(Simulated):
         main(["run", "--n", "33", "--dk", "33", "--dv", "33", "--de", "33", "--H", "1", "--neuron", "rate",
-              "--threads", "3", "--out", str(out), "--quiet"])
+              "--device", "cpp_standalone", "--threads", "3", "--out", str(out), "--quiet"])
     (args, kwargs), = no_simulation
     X, WQ, WK, WV, WO = args
     assert X.shape == (33, 33) and WQ.shape == WK.shape == WV.shape == (1, 33, 33) and WO.shape == (1, 33, 33)
