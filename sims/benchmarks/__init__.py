@@ -31,6 +31,7 @@ BENCHMARKS = {
     "digits": "ctmhsa.sims.benchmarks.digits",
     "levels": "ctmhsa.sims.benchmarks.levels",
     "dale": "ctmhsa.sims.benchmarks.dale",
+    "memory": "ctmhsa.sims.benchmarks.memory",
 }
 
 

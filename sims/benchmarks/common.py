@@ -3,9 +3,12 @@ the ``--out`` flag."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import textwrap
 import time
+import warnings
 import resource
 import subprocess
 import sys
@@ -132,3 +135,40 @@ def check_json_target(path) -> None:
     if not ours:
         raise OutputError(f"--out: {path} exists and is not a benchmark's JSON file; "
                           "choose another path or remove it yourself")
+
+
+@contextlib.contextmanager
+def warnings_into(record: list):
+    """Collect the warnings of a block (the operating-range warnings of short presentations: the
+    first presentation of a stream is not counted) into ``record`` as text, once each."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning)):
+            continue
+        text = f"{w.category.__name__}: {w.message}"   # whole: the JSON keeps what the user can act on
+        if text not in record:
+            record.append(text)
+
+
+def shorten(text: str, width: int = 300) -> str:
+    """``text`` on one line, cut at a word boundary to at most ``width`` characters (``" ..."``
+    marks a cut): a warning quoted in a summary line, never cut mid-word (300: a one-violation
+    operating warning whole, its remedy included)."""
+    return textwrap.shorten(text, width=width, placeholder=" ...")
+
+
+def finish(doc: dict, measured: list, out: str, what: str = "measurements") -> None:
+    """The end of a benchmark that collected warnings per measurement (``warnings``: a list of
+    texts in each of ``measured``): how many warned, with the first quoted, the wall time
+    (``doc["wall_s"]``), and the JSON written atomically to ``out``."""
+    from ctmhsa.sims.io import atomic_write_json
+
+    warned = [r for r in measured if r["warnings"]]
+    if warned:
+        print(f"  {len(warned)} of {len(measured)} {what} warned (kept in the JSON, 'warnings'), e.g. "
+              f"{shorten(warned[0]['warnings'][0])}")
+    print(f"wall time {doc['wall_s']:.0f} s")
+    atomic_write_json(out, doc)
+    print(f"written {os.path.abspath(out)}")

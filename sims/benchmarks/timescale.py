@@ -35,22 +35,17 @@ JSON [PNG]``). ``--quick`` is a smoke test.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import sys
-import textwrap
 import time
-import warnings
 
 import numpy as np
 
 from ctmhsa.neurons.models import FIRING
 from ctmhsa.neurons.params import DEFAULT_PARAMS, HIGH_CONDUCTANCE
-from ctmhsa.sims.io import atomic_write_json, versions
+from ctmhsa.sims.io import versions
 from ctmhsa.sims.progress import progress
 
-from .common import add_out_argument, count, square_problem
+from .common import add_out_argument, count, finish, shorten, square_problem, warnings_into
 
 FIGURE = "ctmhsa.figures.timescale"
 """The module whose ``draw(json_path)`` the command line calls after the run (figures only read data)."""
@@ -129,21 +124,6 @@ def _weights() -> dict:
     return {k: x[k] for k in ("WQ", "WK", "WV", "WO")}
 
 
-@contextlib.contextmanager
-def _warnings_into(record: list):
-    """Collect the warnings of a block (the operating-range warnings of short presentations: the
-    first presentation of a stream is not counted) into ``record`` as text, once each."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    for w in caught:
-        if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning)):
-            continue
-        text = f"{w.category.__name__}: {w.message}"   # whole: the JSON keeps what the user can act on
-        if text not in record:
-            record.append(text)
-
-
 def _summary(metrics: list[dict]) -> dict:
     """Median NRMSE, r and noise floor of x̃ over presentations (``None``: skipped), and the
     worst presentation's NRMSE and r."""
@@ -175,7 +155,7 @@ def accuracy_row(mode: str, Xs: np.ndarray, W: dict, presentation: float, P: int
     t_min = min_window(CircuitOptions(neuron="escape"), 0.001)[0]
     t0 = time.perf_counter()
     per, counts, window, note, warned = [], None, None, None, []
-    with _warnings_into(warned):
+    with warnings_into(warned):
         if mode == "streamed":
             res = simulate_mhsa(Xs, presentation=presentation, seed=seed, **kw)
             per = [_x_tilde(m) for m in res.presentation_metrics()]
@@ -263,7 +243,7 @@ def escape_latency(X2: np.ndarray, W: dict, presentation: float, P: int, seeds: 
         if per_bin < 1 or abs(per_bin * dt - bin_s) > 1e-9:
             raise ValueError(f"--bin: {bin_s:g} s must be a whole number of steps dt = {dt:g} s")
         nb = int(round(presentation / bin_s))
-        with _warnings_into(warned):
+        with warnings_into(warned):
             res = sim.run()
         cells, times = res.spikes["nucleus2"]
         spikes += len(cells)
@@ -312,7 +292,7 @@ def rate_latency(X2: np.ndarray, W: dict, presentation: float, dt: float = 0.000
 
     sim.network.add(b2.NetworkOperation(sample, clock=built.clock, when="end", order=999, name="timescale_trace"))
     warned = []
-    with _warnings_into(warned):
+    with warnings_into(warned):
         res = sim.run()
     switch = res.stream["starts"][1]
     t, x = np.asarray(ts) - switch, np.stack(xs)
@@ -343,13 +323,6 @@ _NO_ROW = dict(nrmse_median=float("nan"), r_median=float("nan"), noise_floor_med
 
 QUICK_MARK = "QUICK (not the documented setting)"
 """First line of a ``--quick`` run's table: its grid is a smoke test's, its numbers not the benchmark's."""
-
-
-def shorten(text: str, width: int = 300) -> str:
-    """``text`` on one line, cut at a word boundary to at most ``width`` characters (``" ..."``
-    marks a cut): a warning quoted in a summary line, never cut mid-word (300: a one-violation
-    operating warning whole, its remedy included)."""
-    return textwrap.shorten(text, width=width, placeholder=" ...")
 
 
 def _print_table(doc: dict) -> None:
@@ -419,11 +392,5 @@ def main(args) -> int:
     doc["wall_s"] = time.perf_counter() - t_all
     print()
     _print_table(doc)
-    warned = [r for r in doc["rows"] + list(doc["latency"].values()) if r["warnings"]]
-    if warned:
-        print(f"  {len(warned)} of {len(doc['rows']) + len(doc['latency'])} measurements warned (kept in the JSON, "
-              f"'warnings'), e.g. {shorten(warned[0]['warnings'][0])}")
-    print(f"wall time {doc['wall_s']:.0f} s")
-    atomic_write_json(args.out, doc)
-    print(f"written {os.path.abspath(args.out)}")
+    finish(doc, doc["rows"] + list(doc["latency"].values()), args.out)
     return 0   # the figure is drawn from the JSON by ctmhsa.figures.timescale (FIGURE)

@@ -90,12 +90,12 @@ def test_quick_timescale_table_says_quick(capsys):
 def test_timescale_keeps_warnings_whole_and_quotes_them_at_a_word_boundary():
     """A warning was kept cut at 400 characters and quoted cut at 160, mid-word; the JSON now
     keeps it whole and the summary line cuts between words, marking the cut."""
-    from ctmhsa.sims.benchmarks.timescale import _warnings_into, shorten
+    from ctmhsa.sims.benchmarks.common import shorten, warnings_into
 
     text = ("macrocolumn (head 0, query 3): pooled l23 rate 812.5 Hz is 0.0612 below its set point "
             "865.3 Hz; the interneurons' loop has not settled: run longer (duration) ") * 4
     record = []
-    with _warnings_into(record):
+    with warnings_into(record):
         warnings.warn(text, RuntimeWarning)
         warnings.warn(text, RuntimeWarning)   # once each
     assert record == [f"RuntimeWarning: {text}"]

@@ -1,0 +1,79 @@
+"""``ctmhsa bench memory``: the key-value memory's decay, capacity and latency (rate level), a
+tiny run through the command line; its parts and its figure from a JSON alone."""
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from ctmhsa.mapping.reference import memory_attention
+from ctmhsa.sims.benchmarks import memory as bench
+
+
+def _args(**kw):
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    return parser.parse_args([f"--{k.replace('_', '-')}={v}" for k, v in kw.items()])
+
+
+@pytest.mark.codegen_independent
+def test_only_the_measured_levels_are_accepted_naming_the_flag():
+    assert bench.settings(_args())["dk"] == [4, 8]
+    with pytest.raises(ValueError, match="--neuron: the memory benchmark measures the rate level only.*'escape'"):
+        bench.settings(_args(neuron="escape"))
+    with pytest.raises(ValueError, match="--dk"):
+        bench.settings(_args(dk=17))
+
+
+@pytest.mark.codegen_independent
+def test_queries_are_the_stored_keys_and_the_silent_tokens_write_nothing():
+    X, Y, W, values = bench.pair_streams(3, 4, np.random.default_rng(0))
+    ref = memory_attention(X, *W, Y=Y)
+    np.testing.assert_allclose(ref["q"][0, 3:], ref["k"][0, :3], atol=1e-12)   # q = k_i
+    np.testing.assert_allclose(ref["v"][0, :3], values)
+    assert np.all(ref["M"][0, 3:] == ref["M"][0, 2])                             # nothing more written
+    assert bench.recall_fraction(values, values) == 1.0
+    assert bench.recall_fraction(values[::-1], values) == pytest.approx(1 / 3)
+    assert bench.fit_forget(0.8 ** np.arange(5)) == pytest.approx(0.8, rel=1e-12)
+    assert bench.point90([1, 2, 4], [1.0, 0.95, 0.5]) == 4 and bench.point90([1, 2], [1.0, 1.0]) is None
+
+
+@pytest.mark.brian2
+def test_bench_memory_writes_table_json_and_figure(tmp_path, capsys):
+    from ctmhsa.sims.cli import main
+
+    out = tmp_path / "memory.json"
+    assert main(["bench", "memory", "--quick", "--tau-mem", "0.5", "1", "--lags", "2", "--dk", "2", "--pairs", "1",
+                 "--reference-trials", "5", "--latency-T", "1", "--set-size", "2", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["benchmark"] == "memory" and doc["quick"] is True and doc["neuron"] == "rate" and "machine" in doc
+    for r in doc["decay"]:
+        assert abs(r["tau_measured"] / r["tau_mem"] - 1) < 0.10 and len(r["component"]) == 3
+    assert [r["tau_mem"] for r in doc["decay"]] == [0.5, 1.0]
+    assert [(r["N"], r["dk"], r["recall"]) for r in doc["capacity"]] == [(1, 2, 1.0)]   # one pair: always recalled
+    assert doc["reference_capacity"][0]["recall"][0] == 1.0
+    lat = {r["circuit"]: r for r in doc["latency"]}
+    assert set(lat) == {"memory", "quadratic"} and lat["quadratic"]["set_size"] == 2
+    assert lat["memory"]["neurons_per_head"] == 3 * 2 * 8 * 8 + 2 * 8   # write, memory, read-out; L5 PT
+    assert all(r["s_per_token"] > 0 and r["x_tilde_rel_error"] < 1e-3 for r in lat.values())
+    assert (tmp_path / "memory.png").stat().st_size > 10_000
+    text = capsys.readouterr().out
+    assert "tau measured" in text and "capacity" in text and "s/token" in text
+
+
+@pytest.mark.codegen_independent
+def test_the_figure_draws_from_a_json_alone(tmp_path):
+    from ctmhsa.figures.memory import draw
+
+    decay = dict(tau_mem=1.0, forget=0.74, lags=[0, 1, 2], component=[1.0, 0.74, 0.5476], tau_measured=1.0)
+    capacity = [dict(N=N, dk=4, recall=r, recall_reference=r) for N, r in ((1, 1.0), (2, 0.5))]
+    latency = [dict(circuit=c, neurons=100, neurons_per_head=40, s_per_token=0.1) for c in ("memory", "quadratic")]
+    doc = dict(benchmark="memory", quick=True, neuron="rate", presentation=0.3, seed=1, recall_level=0.9,
+               decay=[decay], capacity=capacity, latency=latency,
+               reference_capacity=[dict(dk=4, pairs=[1, 2, 4], trials=5, recall=[1.0, 0.6, None], n90=2)])
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    png = draw(str(path))
+    assert png == str(tmp_path / "m.png") and (tmp_path / "m.png").stat().st_size > 10_000
+    assert "QUICK" in (tmp_path / "m.txt").read_text()
