@@ -11,7 +11,6 @@ Usage::
 
 from __future__ import annotations
 
-import os
 import sys
 
 import numpy as np
@@ -19,7 +18,7 @@ import numpy as np
 from ctmhsa.mapping.stages import symbol
 from ctmhsa.sims.experiments.fit import fit_line
 
-from .style import POP_COLOURS, plt, read_json_numbers, save
+from .style import POP_COLOURS, draw_from_json, plt
 
 __all__ = ["draw_experiment", "draw"]
 
@@ -165,11 +164,7 @@ def _caption(doc) -> str:
 def draw(json_path: str, png: str | None = None) -> str:
     """Draw the figure of the experiment in ``json_path`` into ``png`` (default: beside it, same
     name with ``.png``; with a PDF and a caption). Returns the PNG's path."""
-    png = png or os.path.splitext(json_path)[0] + ".png"
-    out_dir, stem = os.path.dirname(os.path.abspath(png)), os.path.splitext(os.path.basename(png))[0]
-    doc = read_json_numbers(json_path)
-    paths = save(draw_experiment(doc), out_dir, stem, _caption(doc))
-    return paths[0]
+    return draw_from_json(json_path, png, draw_experiment, _caption)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,14 +12,13 @@ Usage::
 
 from __future__ import annotations
 
-import os
 import sys
 
 import numpy as np
 
 from ctmhsa.mapping.stages import symbol
 
-from .style import plt, read_json_numbers, save
+from .style import draw_from_json, plt
 
 __all__ = ["draw_memory", "draw", "COLOURS"]
 
@@ -91,11 +90,7 @@ def draw(json_path: str, png: str | None = None) -> str:
     """Draw the figure of ``ctmhsa bench memory`` from its JSON ``json_path`` into ``png``
     (default: beside the JSON, same name with ``.png``; with a PDF and a caption). Returns the
     PNG's path."""
-    png = png or os.path.splitext(json_path)[0] + ".png"
-    out_dir, stem = os.path.dirname(os.path.abspath(png)), os.path.splitext(os.path.basename(png))[0]
-    doc = read_json_numbers(json_path)
-    fig = draw_memory(doc)
-    return save(fig, out_dir, stem, _caption(doc), quick=bool(doc.get("quick")))[0]
+    return draw_from_json(json_path, png, draw_memory, _caption)
 
 
 if __name__ == "__main__":  # pragma: no cover

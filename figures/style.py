@@ -183,3 +183,13 @@ def read_json_numbers(path: str):
     ``null``, and the figures plot it as a gap."""
     with open(path) as fh:
         return json.load(fh, object_hook=lambda d: {k: float("nan") if v is None else v for k, v in d.items()})
+
+
+def draw_from_json(json_path: str, png: str | None, figure, caption) -> str:
+    """A benchmark's figure from its JSON alone: ``figure(doc)`` saved with ``caption(doc)`` into
+    ``png`` (default: beside the JSON, same name with ``.png``; with a PDF and the caption), quick
+    data marked (:func:`save`). Returns the PNG's path."""
+    png = png or os.path.splitext(json_path)[0] + ".png"
+    doc = read_json_numbers(json_path)
+    return save(figure(doc), os.path.dirname(os.path.abspath(png)), os.path.splitext(os.path.basename(png))[0],
+                caption(doc), quick=bool(doc.get("quick")))[0]
