@@ -65,6 +65,8 @@ has fewer neurons from n ≈ 45 on.
 
 from __future__ import annotations
 
+import dataclasses
+
 from . import kvmemory
 from .graph import Circuit, Population, Projection
 from .parts import Part, get_part, register_part
@@ -112,6 +114,7 @@ def build(
     skip: bool = False,
     circuit: str = "quadratic",
     parts: tuple = (),
+    apical: bool = False,
 ) -> Circuit:
     """Build a circuit description (the common constructor behind every level).
 
@@ -161,6 +164,12 @@ def build(
     parts : tuple of str
         Further registered parts (:func:`ctmhsa.circuits.parts.register_part`), built after the
         pathway's own in this order and recorded in ``meta.parts`` for the encoder.
+    apical : bool
+        The divisive interneurons also shunt the apical dendrite of every cell they shunt at the
+        soma (projections ``<shunt>_apical`` onto compartment ``apical_shunt``): a second,
+        multiplicative division stage that widens the divisions they can exert from ``D`` to
+        ``D^2`` (:mod:`ctmhsa.mapping.operating`). Needs ``normalize``; circuits
+        ``"quadratic"`` and ``"linear"``.
     """
     for arg, val in (("n", n), ("dk", dk), ("dv", dv), ("de", de), ("H", H), ("n_inh", n_inh)):
         _check_size(arg, val)
@@ -183,6 +192,9 @@ def build(
         copies = {k: P for k in names}
     for k, v in copies.items():
         _check_size(f"P[{k!r}]" if isinstance(P, dict) else "P", v)
+    if apical and not (normalize and circuit in APICAL_CIRCUITS):
+        raise ValueError(f"apical: the apical division stage is built by the divisive interneurons of circuits "
+                         f"{list(APICAL_CIRCUITS)} (normalize=True); got circuit={circuit!r}, normalize={normalize}")
     if m != n and not cross:
         raise ValueError(f"m: {m} key tokens differ from n = {n} query tokens; set cross=True")
     if with_nucleus2 and not with_pt:
@@ -190,7 +202,7 @@ def build(
     c = Circuit(name, meta=dict(level=name, n=n, m=m, H=H, dk=dk, dv=dv, de=de,
                                 cross=cross, causal=causal, normalize=normalize, n_inh=n_inh,
                                 P={k: v for k, v in copies.items() if v > 1}, signed=signed,
-                                skip=bool(skip), circuit=circuit))
+                                skip=bool(skip), circuit=circuit, apical=bool(apical)))
 
     def pop(pname, cell_type, axes, sizes, *args, **kw):
         if copies.get(pname, 1) > 1:   # population coding: copies of every cell along axis p
@@ -209,6 +221,8 @@ def build(
     w_in = ("post.head", "post.c", "pre.e") + tuple(f"pre.{a}" for a in pair[0])
     ctx = dict(pop=pop, kv=kv, pair=pair, sign_w=sign_w, mask=mask, w_in=w_in)
     src_pt = area.build(c, ctx)
+    if apical:
+        _apical_shunts(c)
     if with_pt:
         pop("l5pt", "l5pt", ("head", "i", "c") + pair[0], (H, n, dv) + pair[1])
         pre_pop, pname = src_pt
@@ -230,6 +244,22 @@ def build(
                                     "WO", ("pre.head", "post.e", "pre.c") + signs, "corticothalamic"))
     c.check()
     return c
+
+
+APICAL_CIRCUITS = ("quadratic", "linear")
+"""Circuits whose divisive interneurons can shunt the apical dendrites too (``apical``)."""
+
+
+def _apical_shunts(c) -> None:
+    """The second division stage: every interneuron -> soma shunt gets a twin onto the apical
+    dendrite of the same cells (compartment ``apical_shunt``, where the cell's apical factor is
+    divided: dendrite-targeting inhibition of the tuft, Murayama et al. 2009, Nature 457:1137)."""
+    for p in [p for p in c.projections.values() if p.source == "interneuron" and p.compartment == "soma"]:
+        tgt = c.population(p.target)
+        if "apical_shunt" not in tgt.compartments:
+            c.graph.nodes[p.target]["pop"] = dataclasses.replace(tgt, compartments=tgt.compartments + ("apical_shunt",))
+        c.add_projection(Projection(p.name + "_apical", "interneuron", p.target, "apical_shunt", p.match,
+                                    pathway="normalisation"))
 
 
 def _area_args(c, ctx) -> tuple:
@@ -375,7 +405,8 @@ def area(n: int, dk: int, dv: int, de: int, m: int | None = None, cross: bool = 
 def pathway(n: int, dk: int, dv: int, de: int, H: int = 1, m: int | None = None,
             cross: bool = False, causal: bool = False, normalize: bool = True,
             n_inh: int = DEFAULT_N_INH, P: int | dict = 1, signed: str = "onoff", skip: bool = False,
-            circuit: str = "quadratic", parts: tuple = ()) -> Circuit:
+            circuit: str = "quadratic", parts: tuple = (), apical: bool = False) -> Circuit:
     """Thalamo-cortico-thalamic pathway: nucleus 1 → H areas → nucleus 2 (a full MHSA block)."""
     return build(n, dk, dv, de, H=H, m=m, cross=cross, causal=causal, normalize=normalize,
-                 name="pathway", n_inh=n_inh, P=P, signed=signed, skip=skip, circuit=circuit, parts=parts)
+                 name="pathway", n_inh=n_inh, P=P, signed=signed, skip=skip, circuit=circuit, parts=parts,
+                 apical=apical)

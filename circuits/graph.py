@@ -252,6 +252,9 @@ class CircuitMeta:
     firing : str
         How the escape level's cells fire (:data:`ctmhsa.neurons.models.FIRING`): ``"poisson"``
         (escape noise), ``"regular"`` or ``"population"`` (perfect integrate-and-fire somata).
+    apical : bool
+        The divisive interneurons also shunt the apical dendrites of the cells they divide (a
+        second, multiplicative division stage; :mod:`ctmhsa.mapping.operating`).
     """
 
     level: str = ""
@@ -275,6 +278,7 @@ class CircuitMeta:
     classes: int = 0
     dale: bool = False
     firing: str = "poisson"
+    apical: bool = False
 
     @classmethod
     def from_dict(cls, d) -> "CircuitMeta":
@@ -303,7 +307,7 @@ class CircuitMeta:
         args = dict(n=self.n, dk=self.dk, dv=self.dv, de=self.de, H=self.H, m=self.m, cross=self.cross,
                     causal=self.causal, normalize=self.normalize, n_inh=self.n_inh, P=dict(self.P) or 1,
                     signed=self.signed, skip=self.skip, circuit=self.circuit, parts=tuple(self.parts[1:]),
-                    name=self.level or "pathway")
+                    name=self.level or "pathway", apical=self.apical)
         return {**args, **changes}
 
 

@@ -179,7 +179,7 @@ def _central_drive(drive: np.ndarray, gains: CodeGains) -> np.ndarray:
     return q
 
 
-def _divide(vals, c: Circuit, relays: str, trn: str, gains: CodeGains, tau_syn: float, held: float,
+def _divide(vals, c: Circuit, relays: str, trn: str, gains: CodeGains, tau_syn: float, tau_int: float, held: float,
             unshunted: float, n_inh: int) -> None:
     """Values of a normalising relay set and its TRN pool: the pool holds the summed ON + OFF
     rate of a token's cells (copies included) at ``held * de * P``, so each relay fires
@@ -188,7 +188,7 @@ def _divide(vals, c: Circuit, relays: str, trn: str, gains: CodeGains, tau_syn: 
     vals.params[relays] = {"rho": unshunted}
     vals.weights[trn + "_pool"] = 1.0 / (gains.g_sh * R_set)
     vals.weights[trn + "_shunt"] = gains.g_sh / n_inh
-    vals.params[trn] = {"I_set": 1.0 / gains.g_sh, "e_max": 9.0 + 5.0 / (tau_syn * R_set)}
+    vals.params[trn] = {"I_set": 1.0 / gains.g_sh, "e_max": 9.0 + 5.0 / (tau_syn * R_set), "tau_inh": tau_int}
 
 
 def _signed_bias(pop, b) -> np.ndarray:
@@ -309,7 +309,7 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
         _check_divisions(f"X (block {l} input, TRN)", mean_abs, unshunted, gains.rho_in, bounds)
         for what, relays in RELAY_SETS.items():
             _weights(vals, circuit, p + f"drive_{what}", u / stream_rho[l])
-            _divide(vals, circuit, p + relays, p + f"trn_{what}", gains, tau_syn, gains.rho_in, unshunted, n_inh)
+            _divide(vals, circuit, p + relays, p + f"trn_{what}", gains, tau_syn, params.tau_int, gains.rho_in, unshunted, n_inh)
             rho[p + relays] = gains.rho_in
             divisions[p + relays] = (unshunted, gains.rho_in)
         _weights(vals, circuit, p + "residual", u / stream_rho[l])
@@ -319,7 +319,7 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
             _check_divisions(f"H (block {l}, MLP relays, TRN)", np.abs(st["h"]).mean(axis=-1), unshunted_h,
                              gains.rho_in, bounds)
             _weights(vals, circuit, p + "drive_mlp", u / rho_h)
-            _divide(vals, circuit, p + "mlp_relay", p + "trn_mlp", gains, tau_syn, gains.rho_in, unshunted_h, n_inh)
+            _divide(vals, circuit, p + "mlp_relay", p + "trn_mlp", gains, tau_syn, params.tau_int, gains.rho_in, unshunted_h, n_inh)
             rho[p + "mlp_relay"] = gains.rho_in
             divisions[p + "mlp_relay"] = (unshunted_h, gains.rho_in)
             rho_a = HIDDEN_RATE / cb["hidden_rms"]
@@ -345,7 +345,7 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
         _check_divisions("pooled output (read-out, TRN)", np.abs(ref["pooled"]).mean(axis=-1), unshunted_r,
                          gains.rho_in, bounds)
         _weights(vals, circuit, "readout_drive", u / rho_m)
-        _divide(vals, circuit, "readout_relay", "readout_trn", gains, tau_syn, gains.rho_in, unshunted_r, n_inh)
+        _divide(vals, circuit, "readout_relay", "readout_trn", gains, tau_syn, params.tau_int, gains.rho_in, unshunted_r, n_inh)
         rho["readout_relay"] = gains.rho_in
         divisions["readout_relay"] = (unshunted_r, gains.rho_in)
         rho_c = STREAM_RATE / cal["logits_rms"]

@@ -96,6 +96,11 @@ class CodeGains:
         range of fast-spiking interneurons in vivo (34 Hz on the n = d = 8 problem, 22 Hz on a
         barrel head, against 97 and 64 Hz with 0.2 s and 10 cells; docs/physiology.md): a
         spike then shunts 3× more, spread over 3× more cells, so the shunt's noise is unchanged.
+    g_apical : float
+        Shunt of the apical dendrite per Hz of interneuron rate (s), where the interneurons also
+        target it (the second division stage, ``CircuitOptions(apical_inhibition=...)``): the
+        division is then ``(1 + g_sh r)(1 + g_apical r)``; equal to ``g_sh``, so each stage spans
+        the same range and the two together its square (2.0-6,700 by default, 3,300x).
     r_pool_min : float
         Smallest pooled set point of a macrocolumn (Hz): ``R_set,i = max(r_l23 N_i, r_pool_min)``.
         The interneurons' feedback counts the pool's spikes; below ~200 Hz each spike moves
@@ -127,6 +132,7 @@ class CodeGains:
     rho_l23: float = 25.0
     r_l23: float = 5.0
     g_sh: float = 0.6
+    g_apical: float = 0.6
     r_inh_min: float = 0.7
     r_pool_min: float = 200.0
     r_inh_max: float = 135.0

@@ -160,7 +160,14 @@ def _decode_key_value_memory(circuit, encoding, obs):
     if "interneuron" in pops:
         st["z"] = per_dimension(pops["memory_z"], obs["memory_z"]["r"]) * m / g["rho_memory"]
         # 1 + g_i = rho_l23 Z_i / (m R_set)
-        st["Z"] = c["R_set"] * m * _division(c, obs["readout_z"], pops["readout_z"], 2) / g["rho_l23"]
+        D = _division(c, obs["readout_z"], pops["readout_z"], 2)
+        if circuit.meta.apical:   # times the apical stage's 1 + g_ap, measured on the rates it divides
+            rz, o = pops["readout_z"], obs["readout_z"]
+            undivided = (np.asarray(o["U"], float) / c["u"]).clip(0) * (np.asarray(o["V_a"], float) / c["u"]).clip(0)
+            rho = np.asarray(g["rho_l23"], float)[:, :, None]
+            rate = np.asarray(o.get("expected_r", o["r"]), float)
+            D = D * _pooled_ratio(per_dimension(rz, undivided) * rho, per_dimension(rz, rate), 2)
+        st["Z"] = c["R_set"] * m * D / g["rho_l23"]
         if "sign" not in outer.axes:
             S = S - c["v0"][:, None, None] * st["z"][..., None]
     st["S"] = S

@@ -235,15 +235,16 @@ def encode(
     if R_set is None:
         op = None
     elif drive is not None:
-        op = operating_point(np.asarray(drive, float), gains)
+        op = operating_point(np.asarray(drive, float), gains, apical=meta.apical)
     else:
-        op = operating_point(expected_drive(circuit, weights, rng, phi) / R_set, gains)
+        op = operating_point(expected_drive(circuit, weights, rng, phi) / R_set, gains, apical=meta.apical)
         # where the range's token sets lie far from its mean drive (heavy tails), a gain that
         # divides more of them (sets drawn from the range's statistics, never these tokens)
         op = recentre(op, sampled_drive(circuit, weights, rng, phi) / R_set, gains)
     check_tokens(circuit, rng, op, R_set, X, Y, weights, phi)
     rho_h = np.full(H, gains.rho_l23) if op is None else op.rho
     ctx = dict(u=u, xb=xb, v0=v0, onoff=onoff, weights=weights, rho_l23=rho_h, tau_syn=params.tau_syn,
+               tau_int=params.tau_int,
                R_set=R_set, timing=timing)
     # the head's attention area (a registered part, ctmhsa.circuits.parts): also the weights onto L5 PT
     gains, R_set = get_part(meta.circuit).values(circuit, vals, gains, ctx)
@@ -285,7 +286,7 @@ def encode(
     return Encoding(vals, codes, consts)
 
 
-def _normalisation(vals, gains, R_set, n_inh, tau_syn, inh, shunts=("shunt",)):
+def _normalisation(vals, gains, R_set, n_inh, tau_syn, inh, shunts=("shunt",), apical=False, tau_int=None):
     """Interneurons holding each macrocolumn's pooled rate at ``R_set`` (integral feedback):
     pool weight ``1/(g_sh R_set)``, set point ``1/g_sh``, the pool sharing the shunt. The
     relative error's bound ``e_max`` clears five single-spike jumps ``1/(tau_syn R_set)`` of the
@@ -293,8 +294,11 @@ def _normalisation(vals, gains, R_set, n_inh, tau_syn, inh, shunts=("shunt",)):
     vals.weights["pool"] = 1.0 / (gains.g_sh * R_set)
     for name in shunts:
         vals.weights[name] = gains.g_sh / n_inh
+        if apical:   # the second division stage (circuit.meta.apical): the same cells' apical dendrites
+            vals.weights[name + "_apical"] = gains.g_apical / n_inh
     e_max = 9.0 + 5.0 / (tau_syn * R_set)
-    vals.params["interneuron"] = {"I_set": 1.0 / gains.g_sh, "e_max": e_max[inh.axis("head"), inh.axis("i")]}
+    vals.params["interneuron"] = {"I_set": 1.0 / gains.g_sh, "e_max": e_max[inh.axis("head"), inh.axis("i")],
+                                  "tau_inh": tau_int * (2.0 if apical else 1.0)}
 
 
 @register_values("quadratic")
@@ -331,7 +335,8 @@ def _microcolumns(circuit, vals, gains, ctx):
     else:
         vals.params["l5it"] = {"b_b": u * (v0[hit] - xb * w.WV.sum(axis=2)[hit, cit]), "rho": gains.rho_it}
     if "interneuron" in pops:
-        _normalisation(vals, gains, R_set, meta.n_inh, ctx["tau_syn"], pops["interneuron"])
+        _normalisation(vals, gains, R_set, meta.n_inh, ctx["tau_syn"], pops["interneuron"], apical=meta.apical,
+                       tau_int=ctx["tau_int"])
     # apical potential u a_i κ_ij (normalised: a_i = keys of macrocolumn i; else 1/dk)
     vals.weights["attention"] = u * n_keys / R_set
     if "l5pt" in pops:   # PT potential u ṽ
@@ -372,7 +377,7 @@ def _key_value_memory(circuit, vals, gains, ctx):
         vals.params["readout_z"] = {"b_b": b_b[rz.axis("head"), rz.axis("f")], "rho": rho[rz.axis("head")]}
         R_set = ctx["R_set"]
         _normalisation(vals, gains, R_set, meta.n_inh, ctx["tau_syn"], pops["interneuron"],
-                       shunts=("shunt", "shunt_z"))
+                       shunts=("shunt", "shunt_z"), apical=meta.apical, tau_int=ctx["tau_int"])
     else:
         # unnormalised: Σ_f readout = rho_l23 ṽ / m; read-out gains scaled by 1/(m dk) as in
         # the quadratic circuit (ṽ sums m weights of size ~dk)

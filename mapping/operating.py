@@ -14,7 +14,10 @@ the interneurons fall silent and the macrocolumn is *not divided* — before thi
 circuit then settled at a fixed point of the rectified system and returned a silent wrong answer.
 The shunt is ``g_i = g_sh r_inh,i`` (``r_inh,i`` the macrocolumn's mean interneuron rate), so a
 physiological range of interneuron rates ``[r_inh_min, r_inh_max]`` (:class:`ctmhsa.mapping.codes.CodeGains`)
-is a range of divisions ``[D_min, D_max]``.
+is a range of divisions ``[D_min, D_max]``. Where the interneurons also shunt the apical dendrites
+(``circuit.meta.apical``, the second division stage) the apical factor is divided by
+``1 + g_apical r_inh,i`` too: ``D_i = (1 + g_sh r)(1 + g_apical r)`` (:func:`division`), the same
+rates spanning the square of the range; :func:`apical_needed` says where a pathway needs it.
 
 **Operating point.** :func:`operating_point` chooses one L2/3 gain per head from the drive the
 *declared input range* predicts (:func:`expected_drive`: the weights and the range's statistics,
@@ -47,6 +50,7 @@ rate level, where any violation means a wrong answer, and warns at spiking level
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 
@@ -61,7 +65,7 @@ from .decode import per_dimension
 from .reference import FEATURE_MAPS
 
 __all__ = ["OperatingPoint", "OperatingRangeError", "CircuitRangeError", "OperatingRangeWarning",
-           "division_bounds", "pooled_drive", "expected_drive", "set_points", "l23_cells", "copies",
+           "division_bounds", "division", "interneuron_rate", "apical_needed", "divided_sets", "pooled_drive", "expected_drive", "set_points", "l23_cells", "copies",
            "operating_point", "check_division", "check_operating", "enforce", "RATE_TOLERANCE", "ROOM_BELOW",
            "SAMPLES", "sampled_drive", "recentre"]
 
@@ -74,7 +78,7 @@ counts as settled (the rate level's stages then match the reference to ~1e-5).""
 ROOM_BELOW = 30.0
 """Largest factor by which the chosen gain puts the expected division above ``D_min`` (the
 geometric centre of ``[D_min, D_max]`` is 7.6 above it with the default gains, so the cap only
-acts for ranges wider than 900)."""
+acts for ranges wider than 900: with the apical stage, 3,300, it puts the gain at 30)."""
 
 
 SAMPLES = 64
@@ -111,7 +115,10 @@ class OperatingPoint:
     bounds : tuple of float
         ``(D_min, D_max)`` from the interneurons' rate range.
     g_sh : float
-        Shunt per Hz of mean interneuron rate (s).
+        Somatic shunt per Hz of mean interneuron rate (s).
+    g_apical : float
+        Apical shunt per Hz of mean interneuron rate (s); 0 where the interneurons shunt the
+        soma only (one division stage).
     """
 
     rho: np.ndarray
@@ -119,11 +126,18 @@ class OperatingPoint:
     division: np.ndarray
     bounds: tuple
     g_sh: float
+    g_apical: float = 0.0
+
+    @property
+    def apical(self) -> bool:
+        """Whether the division has its second, apical stage."""
+        return self.g_apical > 0
 
     @property
     def interneuron_rate(self) -> np.ndarray:
-        """Expected mean interneuron rate per macrocolumn (Hz): ``(D - 1) / g_sh`` (rate level)."""
-        return (self.division - 1.0) / self.g_sh
+        """Expected mean interneuron rate per macrocolumn (Hz) at the rate level: the ``r`` of
+        ``D = (1 + g_sh r)(1 + g_apical r)`` (:func:`interneuron_rate`)."""
+        return interneuron_rate(self.division, self.g_sh, self.g_apical)
 
     def summary(self) -> dict:
         """Plain data for provenance: per-head gain, the range of the division and of the drive."""
@@ -132,10 +146,30 @@ class OperatingPoint:
                     drive_ratio=[float(np.max(d) / np.min(d)) for d in self.drive])
 
 
-def division_bounds(gains) -> tuple[float, float]:
-    """``(D_min, D_max) = 1 + g_sh (r_inh_min, r_inh_max)``: the divisions the interneurons can
-    exert within their physiological rate range."""
-    return 1.0 + gains.g_sh * gains.r_inh_min, 1.0 + gains.g_sh * gains.r_inh_max
+def division(rate, gains, apical: bool = False):
+    """The division interneurons firing ``rate`` (Hz, their mean per macrocolumn) exert:
+    ``1 + g_sh r`` at the soma, times ``1 + g_apical r`` at the apical dendrite where they shunt
+    it too (``apical``: ``circuit.meta.apical``)."""
+    r = np.asarray(rate, float)
+    return (1.0 + gains.g_sh * r) * ((1.0 + gains.g_apical * r) if apical else 1.0)
+
+
+def interneuron_rate(D, g_sh: float, g_apical: float = 0.0):
+    """The mean interneuron rate (Hz) that exerts division ``D``: the inverse of
+    :func:`division` (the positive root of ``g_sh g_apical r^2 + (g_sh + g_apical) r + 1 - D``)."""
+    D = np.asarray(D, float)
+    if not g_apical:
+        return (D - 1.0) / g_sh
+    b, c = g_sh + g_apical, g_sh * g_apical
+    # the positive root, written without cancellation for D near 1
+    return 2.0 * (D - 1.0) / (b + np.sqrt(b * b + 4.0 * c * (D - 1.0)))
+
+
+def division_bounds(gains, apical: bool = False) -> tuple[float, float]:
+    """``(D_min, D_max)``: the divisions the interneurons can exert within their physiological
+    rate range ``[r_inh_min, r_inh_max]`` (:func:`division`): ``1 + g_sh r`` with one stage,
+    ``(1 + g_sh r)(1 + g_apical r)`` with the apical stage (1.42-82 and 2.0-6,700 by default)."""
+    return float(division(gains.r_inh_min, gains, apical)), float(division(gains.r_inh_max, gains, apical))
 
 
 def set_points(circuit, gains) -> np.ndarray:
@@ -237,21 +271,23 @@ def check_division(op: OperatingPoint, drive: np.ndarray, where: str = "X") -> N
         Naming the head, the query, the division these tokens need and the range.
     """
     d_min, d_max = op.bounds
-    division = op.rho[:, None] * np.asarray(drive, float)
-    bad = (division < d_min * (1 - 1e-9)) | (division > d_max * (1 + 1e-9))
+    need = op.rho[:, None] * np.asarray(drive, float)
+    bad = (need < d_min * (1 - 1e-9)) | (need > d_max * (1 + 1e-9))
     if np.any(bad):
         h, i = (int(v[0]) for v in np.nonzero(bad))
-        low = division[h, i] < d_min
+        low = need[h, i] < d_min
         raise OperatingRangeError(
-            f"{where}: macrocolumn (head {h}, query {i}) of these tokens needs a division of {division[h, i]:.4g}, "
+            f"{where}: macrocolumn (head {h}, query {i}) of these tokens needs a division of {need[h, i]:.4g}, "
             f"{'below' if low else 'above'} what its interneurons can exert ({d_min:.4g}-{d_max:.4g}) at the "
             f"gain fixed from the weights and the declared input range (rho = {op.rho[h]:.4g} Hz); "
             f"{int(bad.sum())} of {bad.size} macrocolumns are outside. The circuit is exact for tokens whose "
             f"pooled drive Z_i/R_set,i lies in [{d_min / op.rho[h]:.4g}, {d_max / op.rho[h]:.4g}]: declare the "
-            f"statistics of these tokens (input_range=InputRange.from_tokens(data)), or scale down WQ and WK")
+            f"statistics of these tokens (input_range=InputRange.from_tokens(data)), or scale down WQ and WK"
+            + ("" if op.apical else "; or let the interneurons shunt the apical dendrites too "
+               "(apical_inhibition=True: a second division stage)"))
 
 
-def operating_point(drive: np.ndarray, gains) -> OperatingPoint:
+def operating_point(drive: np.ndarray, gains, apical: bool = False) -> OperatingPoint:
     """Choose every head's L2/3 gain so that all its macrocolumns divide within bounds.
 
     Parameters
@@ -259,6 +295,9 @@ def operating_point(drive: np.ndarray, gains) -> OperatingPoint:
     drive : ndarray (H, n)
         Pooled drive per Hz of set point, :func:`pooled_drive` / :func:`set_points`.
     gains : ctmhsa.mapping.codes.CodeGains
+    apical : bool
+        The interneurons shunt the apical dendrites too (``circuit.meta.apical``): the divisions
+        of :func:`division_bounds` with both stages.
 
     Raises
     ------
@@ -266,7 +305,7 @@ def operating_point(drive: np.ndarray, gains) -> OperatingPoint:
         A head whose drive ratio exceeds ``D_max / D_min`` (message: head, ratio, bound, remedies),
         or a macrocolumn with no drive at all (``Z_i = 0``: nothing to divide).
     """
-    d_min, d_max = division_bounds(gains)
+    d_min, d_max = division_bounds(gains, apical)
     drive = np.asarray(drive, float)
     lo_a, hi_a = drive.min(axis=1), drive.max(axis=1)
     for h in range(drive.shape[0]):
@@ -278,7 +317,10 @@ def operating_point(drive: np.ndarray, gains) -> OperatingPoint:
                 f"that is positive everywhere (phi='elu1', 'softplus' or 'exp')")
         ratio = hi_a[h] / lo_a[h]
         if ratio > d_max / d_min:
-            need = (ratio * d_min - 1.0) / gains.g_sh
+            need = interneuron_rate(ratio * d_min, gains.g_sh, gains.g_apical if apical else 0.0)
+            wider = "" if apical else ("; or let the interneurons shunt the apical dendrites too "
+                                       "(apical_inhibition=True: divisions up to "
+                                       f"{np.divide(*division_bounds(gains, True)[::-1]):.4g}x)")
             raise OperatingRangeError(
                 f"WQ, WK: in head {h} the L2/3 drive per set point Z_i/R_set,i spans a ratio of {ratio:.4g} across "
                 f"macrocolumns (query {int(np.argmin(drive[h]))}: {lo_a[h]:.4g}, query "
@@ -286,7 +328,7 @@ def operating_point(drive: np.ndarray, gains) -> OperatingPoint:
                 f"{gains.r_inh_min:g}-{gains.r_inh_max:g} Hz divide by {d_min:.4g}-{d_max:.4g}, a ratio of at "
                 f"most {d_max / d_min:.4g}. Scale down WQ and WK (the spread of phi(q) phi(k) grows with "
                 f"their scale), or widen the interneurons' range: gains=CodeGains(r_inh_max={need:.4g}) "
-                f"(the interneurons' rates then leave the range recorded in vivo; docs/physiology.md)")
+                f"(the interneurons' rates then leave the range recorded in vivo; docs/physiology.md){wider}")
     lo = d_min / lo_a
     hi = d_max / hi_a
     # the geometric centre of the feasible gains: the drive is an expectation from the declared
@@ -296,8 +338,8 @@ def operating_point(drive: np.ndarray, gains) -> OperatingPoint:
     # lowest division: an unbounded range (r_inh_max -> inf) would put the centre at absurd
     # divisions, whose transients take long to settle (measured: D ~ 1e7 unsettled after 0.3 s)
     rho = lo * np.minimum(np.sqrt(hi / lo), ROOM_BELOW)
-    division = rho[:, None] * drive
-    return OperatingPoint(rho=rho, drive=drive, division=division, bounds=(d_min, d_max), g_sh=gains.g_sh)
+    return OperatingPoint(rho=rho, drive=drive, division=rho[:, None] * drive, bounds=(d_min, d_max),
+                          g_sh=gains.g_sh, g_apical=gains.g_apical if apical else 0.0)
 
 
 def sampled_drive(circuit, weights, input_range, phi: str, k: int = SAMPLES) -> np.ndarray:
@@ -336,7 +378,7 @@ def recentre(op: OperatingPoint, samples: np.ndarray, gains) -> OperatingPoint:
         :func:`sampled_drive` per Hz of set point.
     gains : ctmhsa.mapping.codes.CodeGains
     """
-    if not np.allclose(op.rho, operating_point(op.drive, gains).rho, rtol=1e-12, atol=0):
+    if not np.allclose(op.rho, operating_point(op.drive, gains, op.apical).rho, rtol=1e-12, atol=0):
         return op        # a gain not chosen by the expected-drive rule (e.g. set by hand) is kept
     d_min, d_max = op.bounds
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -361,8 +403,47 @@ def recentre(op: OperatingPoint, samples: np.ndarray, gains) -> OperatingPoint:
         rho[h] = np.exp((np.max(lo[inside]) + x_hi) / 2)
     if np.array_equal(rho, op.rho):
         return op
-    return OperatingPoint(rho=rho, drive=op.drive, division=rho[:, None] * op.drive, bounds=op.bounds,
-                          g_sh=op.g_sh)
+    return dataclasses.replace(op, rho=rho, division=rho[:, None] * op.drive)
+
+
+def divided_sets(op: OperatingPoint, samples: np.ndarray) -> int:
+    """How many of the sampled token sets ``samples`` ((k, H, n) drives per Hz of set point)
+    the operating point ``op`` divides in every head and macrocolumn."""
+    d_min, d_max = op.bounds
+    need = op.rho[None, :, None] * np.asarray(samples, float)
+    ok = (need >= d_min * (1 - 1e-9)) & (need <= d_max * (1 + 1e-9))
+    return int(np.count_nonzero(ok.reshape(ok.shape[0], -1).all(axis=1)))
+
+
+def apical_needed(circuit, weights, input_range, phi: str, gains) -> bool:
+    """Whether the divisive interneurons should shunt the apical dendrites too (the second
+    division stage, ``apical_inhibition=None``): where the somatic stage alone, at its best gain
+    (:func:`operating_point`, :func:`recentre`), does not divide every one of the :data:`SAMPLES`
+    token sets drawn from the declared range, and both stages divide more of them. Weights and
+    range only, never the tokens shown: two token sets of one range build the same circuit.
+
+    Parameters
+    ----------
+    circuit : ctmhsa.circuits.graph.Circuit
+        The description (its set points and pooled drive; the stage it has is ignored).
+    weights : ctmhsa.mapping.model.Block
+    input_range : ctmhsa.mapping.inputs.InputRange
+    phi : str
+    gains : ctmhsa.mapping.codes.CodeGains
+    """
+    R_set = set_points(circuit, gains)
+    expected = expected_drive(circuit, weights, input_range, phi) / R_set
+    samples = sampled_drive(circuit, weights, input_range, phi) / R_set
+
+    def divided(apical: bool) -> int:
+        try:
+            op = operating_point(expected, gains, apical)
+        except OperatingRangeError:   # no gain at all: the expected drive spreads too far
+            return -1
+        return divided_sets(recentre(op, samples, gains), samples)
+
+    one = divided(False)
+    return one < samples.shape[0] and divided(True) > one
 
 
 def _macrocolumn_sum(pop, values, fill=0.0):
@@ -464,7 +545,8 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
         err = pooled / R_set - 1.0
         inh = _macrocolumn_sum(pops["interneuron"], np.asarray(obs["interneuron"]["r"], float)) \
             / circuit.meta.n_inh
-        out.update(pooled_error=err, interneuron_rate=inh, division=1.0 + gains.g_sh * inh)
+        apical = circuit.meta.apical
+        out.update(pooled_error=err, interneuron_rate=inh, division=division(inh, gains, apical))
         over = _over_intensity(o, level, T)
         over_mc = _macrocolumn_sum(pops[src], over.astype(float)) if over is not None else np.zeros(err.shape)
         if rate_level:
@@ -473,7 +555,7 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
             # count noise over the window (short windows can only detect large departures)
             T = 1.0 if T is None else T
             tol = np.maximum(0.05, 3.0 / np.sqrt(np.maximum(R_set * T, 1e-12)))
-        d_min, d_max = division_bounds(gains)
+        d_min, d_max = division_bounds(gains, apical)
         for h, i in zip(*np.nonzero(np.abs(err) > tol)):
             what = "below" if err[h, i] < 0 else "above"
             if inh[h, i] <= 0:

@@ -143,6 +143,7 @@ def simulate_cells(
         # a lif cell's baseline reaches the pool too: the set point is raised to hold the excess
         inh.I_set_ = interneurons.I_set + interneurons.w_pool * cpg * drive.get("r_base", 0.0)
         inh.e_max_ = interneurons.e_max
+        inh.tau_inh_ = params.tau_int    # one division stage (the soma's)
         for k, v in initial_draws(im, n_i * ng, seed, "interneurons").items():
             setattr(inh, k + "_", v)
         objs.append(inh)

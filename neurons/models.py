@@ -313,10 +313,14 @@ def _two_compartment(shunted: bool, gain: str, apical_bias: bool) -> CellModel:
     (:mod:`ctmhsa.mapping.operating`); the others share one gain per population."""
     soma = "u*{PHI_B} - U*(1 + g_sh)" if shunted else "V_b - U"
     phi_apical = "phi_a" in gain       # phi of the apical potential, cached per fold class
+    # a shunted cell's apical factor is divided by the interneurons' apical shunt g_ap (the second
+    # division stage; g_ap = 0 where no projection targets it, and the factor is exactly 1)
     lines = ["dV_b/dt = (b_b + I_b - V_b)/tau_d : volt",
              f"dV_a/dt = ({'b_a + ' if apical_bias else ''}I_a - V_a)/tau_d : volt",
              f"dU/dt = ({soma})/tau_m : volt",
-             f"r = rho*{gain} : Hz"]
+             f"r = rho*{gain}{'*k_ap' if shunted else ''} : Hz"]
+    if shunted:
+        lines.append("k_ap = 1/(1 + g_ap) : 1")
     if phi_apical:
         lines.append("phi_a = {PHI_A} : 1")
     lines.append("b_b : volt")
@@ -326,9 +330,12 @@ def _two_compartment(shunted: bool, gain: str, apical_bias: bool) -> CellModel:
     inputs = {"basal": ("I_b", "volt"), "apical": ("I_a", "volt")}
     if shunted:
         inputs["soma"] = ("g_sh", "1")
+        inputs["apical_shunt"] = ("g_ap", "1")
     # the soma is a deterministic filter of the basal potential (and of the shunt): it folds
-    # with the basal dendrite; the apical dendrite folds alone
-    folds = (Fold("basal", ("V_b", "U"), ("basal", "soma") if shunted else ("basal",), ("b_b",)),
+    # with the basal dendrite; the apical dendrite folds alone. The apical shunt comes from the
+    # interneurons that shunt the soma, so it folds with the soma (its factor k_ap cached)
+    folds = (Fold("basal", ("V_b", "U"), ("basal", "soma", "apical_shunt") if shunted else ("basal",), ("b_b",),
+                  cached=("k_ap",) if shunted else ()),
              Fold("apical", ("V_a",), ("apical",), ("b_a",) if apical_bias else (),
                   cached=("phi_a",) if phi_apical else ()))
     return CellModel(equations="\n".join(lines), inputs=inputs,
@@ -365,14 +372,18 @@ def _rate_interneuron():
     # (far above any working rate: 10 kHz at the escape level's 1 ms), so that interneurons whose
     # output is silenced (ctmhsa.perturb.Silence), whose error then never closes, stop growing
     # instead of overflowing to inf and NaN.
+    # With the apical stage the division is the square of the somatic one, so the loop would move
+    # twice as fast in ln D; k_int (1 per somatic stage alone, 1/2 with both) keeps its speed: at
+    # the escape level the doubled gain rang and held the interneurons near their bound (measured)
     return CellModel(
         equations="""
-        dr/dt = (r + I_set)*clip(I_pool/I_set - 1, -1, e_max)/tau_int : Hz
+        dr/dt = (r + I_set)*clip(I_pool/I_set - 1, -1, e_max)/tau_inh : Hz
         I_set : Hz
         e_max : 1 (constant)
+        tau_inh : second (constant)
         """,
         inputs={"soma": ("I_pool", "Hz")},
-        parameters=("I_set", "e_max"),
+        parameters=("I_set", "e_max", "tau_inh"),
         regular="r = clip(r, 0*Hz, 10/dt)",
     )
 
@@ -891,7 +902,7 @@ ring (interneuron Fano factor 0.03-0.12; docs/lif.md, "Physiological L2/3 rates"
 
 MODELS[("lif", "interneuron")] = replace(
     MODELS[("escape", "interneuron")],
-    equations=MODELS[("escape", "interneuron")].equations.replace("/tau_int", "/" + TAU_LOOP_LIF))
+    equations=MODELS[("escape", "interneuron")].equations.replace("/tau_inh", "/" + TAU_LOOP_LIF.replace("tau_int", "tau_inh")))
 for _ct in ("l5pt", "relay_out", "memory"):
     MODELS[("lif", _ct)] = _lif(MODELS[("rate", _ct)])
 @dataclass(frozen=True)

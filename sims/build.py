@@ -27,11 +27,12 @@ from ctmhsa.circuits import dale, perturb
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.circuits.perturb import check_perturbations
 from ctmhsa.circuits.memory import BASE_BYTES, estimate_memory
-from ctmhsa.circuits.builders import STREAM_CIRCUITS
+from ctmhsa.circuits.builders import APICAL_CIRCUITS, STREAM_CIRCUITS
 from ctmhsa.mapping import kvmemory
 from ctmhsa.mapping.baseline import add_lif_drive
 from ctmhsa.mapping.encode import check_tokens, encode, relay_rates
 from ctmhsa.mapping.inputs import as_input_range
+from ctmhsa.mapping.operating import apical_needed
 from ctmhsa.mapping.reference import linear_mhsa
 
 from .cost import RUN_COST, estimate_runtime  # noqa: F401 - re-exported
@@ -199,6 +200,16 @@ def _reference(x: Inputs, co: CircuitOptions, ro: RunOptions | None = None) -> d
                        method=REFERENCE_METHOD[co.circuit])
 
 
+def _apical_needed(circuit, co: CircuitOptions, inputs: Inputs) -> bool:
+    """``apical_inhibition=None`` resolved: whether the divisive interneurons shunt the apical
+    dendrites too (:func:`ctmhsa.mapping.operating.apical_needed`: the weights and the declared
+    range, the range of the tokens given where none is declared, as the encoder takes it)."""
+    if not (co.normalize and co.circuit in APICAL_CIRCUITS) or co.level.lif:   # (not built at lif)
+        return False
+    rng = as_input_range(co.input_range, inputs.X, inputs.Y)
+    return apical_needed(circuit, inputs.block, rng, co.phi, co.code_gains)
+
+
 def _stream_timing(ro: RunOptions, count: int | None, level: str) -> RunOptions:
     """The run options of a stream of ``count`` token sets (``None``: one set): the presentation
     period (:data:`ctmhsa.sims.options.DEFAULT_PRESENTATION` when not given) and ``duration =
@@ -290,7 +301,7 @@ def check_call(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
                   given_options(circuit_options, run_options, **options, Y=Y, WS=WS, perturbations=perturbations))
     co, ro = split_options(circuit_options, run_options, **options)
     if memory:   # one token per presentation: a stream of one-token sets (T, 1, de)
-        X, Y = _token_stream(X, Y, WS, perturbations)
+        X, Y = _token_stream(X, Y, WS)
     a = check_inputs(X, WQ, WK, WV, WO, Y=Y, WS=WS, causal=co.causal, normalize=co.normalize, phi=co.phi,
                      stream=stream)
     ro = _stream_timing(ro, a["X"].shape[0] if stream else None, co.neuron)
@@ -306,13 +317,13 @@ def _circuit_of(circuit_options, options: dict) -> str:
     return given if given is not None else getattr(circuit_options, "circuit", "quadratic")
 
 
-def _token_stream(X, Y, WS, perturbations) -> tuple:
+def _token_stream(X, Y, WS) -> tuple:
     """The memory circuit's inputs: ``X`` (and ``Y``) of shape ``(T, de)``, one token per
-    presentation, as a stream of one-token sets ``(T, 1, de)``; what it does not take refused."""
+    presentation, as a stream of one-token sets ``(T, 1, de)``; what it does not take refused.
+    (Perturbations are placed as in the other circuits, at the rate level: token t's times on
+    the network clock are :func:`ctmhsa.mapping.kvmemory.token_times`.)"""
     if WS is not None:
         raise ValueError("WS: the memory circuit has no skip connection; leave WS out")
-    if perturbations:
-        raise ValueError("perturbations: lesions and drive are not placed in the memory circuit in this release")
     out = []
     for name, arr in (("X", X), ("Y", Y)):
         if arr is None:
@@ -360,6 +371,12 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     memory = co.circuit in STREAM_CIRCUITS
     circuit = co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,
                           skip=WS is not None)
+    inputs = Inputs.from_checked(a)
+    if co.apical_inhibition is None:   # the apical division stage where the somatic one cannot divide the range
+        co = co.replace(apical_inhibition=_apical_needed(circuit, co, inputs))
+        if co.apical_inhibition:
+            circuit = co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,
+                                  skip=WS is not None)
     # Dale's law: the followers are built and counted; the mapping layer encodes the plain circuit
     shaped = co.as_built(circuit)
     check_record_spikes(ro.record_spikes, shaped.populations)
@@ -397,7 +414,6 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     runtime = _check_runtime(shaped, co, ro, n_simulated, per)
     if ro.codegen == "auto":
         ro = ro.replace(codegen="cython" if n_simulated >= AUTO_CYTHON_SYNAPSES else "numpy")
-    inputs = Inputs.from_checked(a)
     ref = _reference(inputs, co, ro)
     if stream:   # one circuit for the whole stream: built for the range of every token set
         rng = as_input_range(co.input_range, inputs.X, inputs.Y)

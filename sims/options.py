@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from ctmhsa.circuits.builders import CIRCUITS, DEFAULT_N_INH, SIGNED_CODES, STREAM_CIRCUITS, pathway
+from ctmhsa.circuits.builders import APICAL_CIRCUITS, CIRCUITS, DEFAULT_N_INH, SIGNED_CODES, STREAM_CIRCUITS, pathway
 from ctmhsa.circuits.kvmemory import WRITE_WINDOW
 from ctmhsa.circuits.dale import apply as dale_apply
 from ctmhsa.circuits.devices import DEVICES, check_device, get_device   # DEVICES: re-exported, the registry's names
@@ -230,6 +230,14 @@ class CircuitOptions(_Options):
     tau_mem : float, optional
         ``circuit="memory"``: the memory's time constant (s); the memory keeps
         ``λ = exp(-presentation / tau_mem)`` of itself per token. ``None``: no forgetting (λ = 1).
+    apical_inhibition : bool, optional
+        The divisive interneurons also shunt the apical dendrites of the cells they divide: a
+        second, multiplicative division stage, ``(1 + g_sh r)(1 + g_apical r)``, which widens
+        the spread of drives a head can normalise from 58x to 3,300x (docs/operating_range.md).
+        ``None`` (default): built where the somatic stage alone cannot divide every token set
+        sampled from the declared range and both stages divide more of them (from the weights
+        and the range only: :func:`ctmhsa.mapping.operating.apical_needed`); the result's
+        configuration records what was built. Circuits ``"quadratic"`` and ``"linear"``, normalised.
     """
 
     neuron: str = "escape"
@@ -248,6 +256,7 @@ class CircuitOptions(_Options):
     gains: CodeGains | None = None
     input_range: object = None
     tau_mem: float | None = None
+    apical_inhibition: bool | None = None
 
     def __post_init__(self):
         _choice("neuron", self.neuron, FIDELITY_LEVELS)
@@ -268,6 +277,17 @@ class CircuitOptions(_Options):
         elif self.tau_mem is not None:
             raise ValueError(f"tau_mem: the memory's time constant is the memory circuit's (circuit='memory'); "
                              f"circuit={self.circuit!r} keeps no memory between token sets")
+        if self.apical_inhibition is not None:
+            _flag("apical_inhibition", self.apical_inhibition, "True, False or None (built where needed)")
+            _set(self, "apical_inhibition", bool(self.apical_inhibition))
+            if self.apical_inhibition and not (self.normalize and self.circuit in APICAL_CIRCUITS):
+                raise ValueError(f"apical_inhibition: the apical division stage is built by the divisive "
+                                 f"interneurons of circuits {list(APICAL_CIRCUITS)} with normalize=True; got "
+                                 f"circuit={self.circuit!r}, normalize={self.normalize}")
+            if self.apical_inhibition and get_level(self.neuron).lif:
+                raise ValueError("apical_inhibition: the apical division stage is not built at the lif level in this "
+                                 "release (measured: s and x̃ at 2x their noise floors against 1-1.5x with the somatic "
+                                 "stage alone; docs/operating_range.md); use neuron='rate' or 'escape'")
         if not get_law(self.law).product and self.circuit == "linear":
             raise ValueError("law: the linear circuit has no L5 IT cells; two-point-neuron laws apply "
                              "to circuit='quadratic'")
@@ -308,6 +328,7 @@ class CircuitOptions(_Options):
         """The pathway these options build for the given sizes (:func:`ctmhsa.circuits.builders.pathway`;
         ``cross``: a second input nucleus, ``skip``: the core -> L5 PT skip connection)."""
         return pathway(n, dk, dv, de, H=H, m=m, cross=cross, causal=self.causal, normalize=self.normalize,
+                       apical=bool(self.apical_inhibition),
                        P=self.P, n_inh=self.n_inh, signed=self.signed, skip=skip, circuit=self.circuit)
 
     def as_built(self, circuit):
@@ -671,6 +692,8 @@ APPLIES = {
     "normalize": (_PATHWAY, (True,), "a transformer model's attention is always normalised (its TRN pools)"),
     "circuit": (_PATHWAY, ("quadratic",), "a transformer model's blocks are built on the quadratic circuit"),
     "tau_mem": (("stream",), (), "the memory's time constant applies to a stream of tokens (circuit='memory')"),
+    "apical_inhibition": (_PATHWAY, (None, False), "a transformer model's blocks divide at the soma only (their "
+                                                   "interneurons and TRN pools); the apical stage is one pathway's"),
     "law": (_PATHWAY, ("product",), "a transformer model's L5 IT somata multiply (law='product')"),
     "signed": (_PATHWAY, ("onoff",), "a transformer model's signed streams use the on/off code"),
     "P": (_ALL, (), ""),
@@ -691,9 +714,8 @@ APPLIES = {
                                      "(res.presentation_metrics()) and a model from one window; use presentation "
                                      "windows for the error over time"),
     "codegen": (_ALL, (), ""),
-    "device": (("set",), ("runtime",), "a stream and a model are read during the run: runtime device only"),
-    "threads": (("set",), (0, 1), "threads are the standalone device's; a stream and a model run on the "
-                                  "runtime device"),
+    "device": (_PATHWAY, ("runtime",), "a model is read during the run: runtime device only"),
+    "threads": (_PATHWAY, (0, 1), "threads are the standalone device's; a model runs on the runtime device"),
     "scheduler": (("set",), (), "a split run rebuilds every head on its own; streams and models run as one "
                                 "network"),
     "record_spikes": (_ALL, (), ""),

@@ -7,8 +7,9 @@ signed codes, both circuits, P ∈ {1, 2} — runs each at the rate level and so
 
 - ``exact``: every stage within 1e-3 (max |error| / max |reference|) of :mod:`ctmhsa.mapping.reference`;
 - ``refused``: :class:`ctmhsa.mapping.operating.OperatingRangeError` before building, where the
-  circuit built for the tokens' declared range (their statistics, not their attention) cannot
-  divide some macrocolumn, recomputed here from the reference (:func:`refusal_justified`);
+  circuit built for the tokens' declared range (their statistics, not their attention; with the
+  apical division stage where the range needs it) cannot divide some macrocolumn, recomputed here
+  from the reference (:func:`refusal_justified`);
 - ``invalid``: inputs the reference itself rejects (``Z = 0`` with relu) or an unsupported
   combination refused with a ``ValueError`` before building;
 - ``failure``: anything else — a wrong answer, an error after the run, or a refusal that the
@@ -110,12 +111,6 @@ def refusal_justified(ref: dict, kw: dict, gains) -> bool:
     per_key = (eq * ek).sum(axis=1)[:, None]                          # (H, 1)
     expected = per_key * (np.ones(n) if linear else keys) / R        # (H, n)
     actual = ref["Z"] / (m if linear else 1.0) / R
-    d_min, d_max = division_bounds(gains)
-    if np.any(expected.max(axis=1) / expected.min(axis=1) > d_max / d_min):
-        return True
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lo, hi = d_min / expected.min(axis=1), d_max / expected.max(axis=1)
-        rho = lo * np.minimum(np.sqrt(hi / lo), ROOM_BELOW)
     # the gain moved to divide more of the range's sampled token sets; their drives recomputed
     # here from the feature maps (the rule that picks the gain is operating.recentre's)
     de = kw["X"].shape[1]
@@ -128,9 +123,34 @@ def refusal_justified(ref: dict, kw: dict, gains) -> bool:
     if kw["causal"]:
         Zs = Zs * np.tril(np.ones((n, m)))
     samples = Zs.sum(axis=3) / (m if linear else 1.0) / R
-    op = OperatingPoint(rho=rho, drive=expected, division=rho[:, None] * expected, bounds=(d_min, d_max),
-                        g_sh=gains.g_sh)
-    D = recentre(op, samples, gains).rho[:, None] * actual
+
+    def gain(apical: bool):
+        """The recentred gain per head with one or both division stages (None: no gain), and
+        how many sampled sets it divides."""
+        d_min, d_max = division_bounds(gains, apical)
+        if np.any(expected.max(axis=1) / expected.min(axis=1) > d_max / d_min):
+            return None, -1
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lo, hi = d_min / expected.min(axis=1), d_max / expected.max(axis=1)
+            rho = lo * np.minimum(np.sqrt(hi / lo), ROOM_BELOW)
+        op = OperatingPoint(rho=rho, drive=expected, division=rho[:, None] * expected, bounds=(d_min, d_max),
+                            g_sh=gains.g_sh, g_apical=gains.g_apical if apical else 0.0)
+        rho = recentre(op, samples, gains).rho
+        D = rho[None, :, None] * samples
+        ok = ((D >= d_min * (1 - 1e-9)) & (D <= d_max * (1 + 1e-9))).reshape(SAMPLES, -1).all(axis=1)
+        return rho, int(ok.sum())
+
+    # the apical stage is built where the somatic one leaves sampled sets undivided and both divide more
+    rho, covered = gain(False)
+    apical = bool(kw.get("apical_inhibition"))
+    if kw.get("apical_inhibition") is None and covered < SAMPLES:
+        apical = gain(True)[1] > covered
+    if apical:
+        rho = gain(True)[0]
+    if rho is None:
+        return True
+    d_min, d_max = division_bounds(gains, apical)
+    D = rho[:, None] * actual
     return bool(np.any(~((D >= d_min * (1 - 1e-9)) & (D <= d_max * (1 + 1e-9)))))
 
 

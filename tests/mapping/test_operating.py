@@ -107,7 +107,7 @@ def test_wrong_fixed_point_raises_at_rate_level_and_warns_at_escape(monkeypatch)
     """The old failure (a fixed gain; the least-driven macrocolumns not divided, the run
     stationary) is caught by the checks, naming the macrocolumn."""
     X, Y, (WQ, WK, WV, WO) = _issue_example()
-    fixed = lambda drive, gains: operating.OperatingPoint(   # noqa: E731 - the pre-fix encoder
+    fixed = lambda drive, gains, apical=False: operating.OperatingPoint(   # noqa: E731 - the pre-fix encoder
         rho=np.full(drive.shape[0], gains.rho_l23), drive=drive,
         division=gains.rho_l23 * drive, bounds=division_bounds(gains), g_sh=gains.g_sh)
     monkeypatch.setattr("ctmhsa.mapping.encode.operating_point", fixed)
@@ -290,8 +290,9 @@ def test_escape_cells_past_the_phi_correction_are_reported_not_called_unsettled(
     from ctmhsa.sims.config import problem_inputs
 
     x = problem_inputs(n=5, H=2, dk=4, dv=4, de=5, input_seed=13, weight_scale=4.5)
-    with pytest.warns(OperatingRangeWarning, match="fire above their intensity"):
-        res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape", duration=2.0, seed=21)
+    with pytest.warns(OperatingRangeWarning, match="fire above their intensity"):   # the somatic stage alone
+        res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape", duration=2.0, seed=21,
+                            apical_inhibition=False)
     rep = res.diagnostics["operating"]
     assert rep["rectified"]["l23"] > 0
     assert any("fire more spikes than their intensity" in v for v in rep["violations"])
