@@ -26,6 +26,13 @@ over a presentation P, while the memory holds still between writes, so that L5 r
 memory (a memory decaying under the read-out would be read late by every cell after it: 1.7 %
 of ṽ at tau_mem = 1 s, measured). Neurons per head: those of the linear circuit at n = m = 1
 (O(dk dv)), whatever the stream's length.
+
+Perturbations (:mod:`ctmhsa.circuits.perturb`, rate level) act as in the other circuits: a
+``Silence("memory")`` zeroes the integrators' output seen by L5 (the recall synapses) while
+their state, and the writes into it, run on, so L5 then reads the current token's product alone
+(the bypass) and the whole context returns when the silence stops; a ``Silence("outer")``
+across a write window removes that token from the memory for good. Token t's times on the
+network clock: :func:`ctmhsa.mapping.kvmemory.token_times`.
 """
 
 from __future__ import annotations

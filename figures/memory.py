@@ -23,7 +23,10 @@ from .style import draw_from_json, plt
 __all__ = ["draw_memory", "draw", "COLOURS"]
 
 COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02")
-"""One colour per declared τ_mem in (a) and per dk in (b)."""
+"""One colour per declared τ_mem in (a) and (c) and per dk in (b)."""
+
+NO_FORGETTING = "0.2"
+"""The colour of the memory without forgetting in (c)."""
 
 V = symbol("v_tilde")
 
@@ -35,11 +38,13 @@ def draw_memory(doc: dict, fig=None):
     τ_mem: the circuit (dots) and λ^lag of the declared λ (line), log scale; the legend gives the
     measured τ_mem. (b) Recall (the stored value nearest the read-out is the query's own) vs the
     number of stored pairs N, per dk: the reference over many instances (line), the circuit and
-    the reference on the circuit's instances (dots, rings), the 90 % level and chance (1/N)."""
+    the reference on the circuit's instances (dots, rings), the 90 % level and chance (1/N).
+    (c) Recall of a stored pair vs its lag (tokens since written), without forgetting and per
+    declared τ_mem, drawn as (b); absent from a JSON written before it was measured."""
     from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
-    fig = fig or plt.figure(figsize=(7.2, 3.0), constrained_layout=True)
-    ax1, ax2 = fig.subplots(1, 2)
+    fig = fig or plt.figure(figsize=(10.8, 3.2), constrained_layout=True)
+    ax1, ax2, ax3 = fig.subplots(1, 3)
     P = doc["presentation"]
     for i, r in enumerate(doc["decay"]):
         c = COLOURS[i % len(COLOURS)]
@@ -74,7 +79,40 @@ def draw_memory(doc: dict, fig=None):
     ax2.set_ylabel(f"recall (nearest stored value to {V})")
     ax2.set_title("(b) capacity, queried by the stored keys\n(rings: reference on the circuit's instances)")
     ax2.legend(fontsize=7, loc="upper right")
+    _draw_lag(ax3, doc)
     return fig
+
+
+def _tau(tau):
+    """A declared τ_mem, None without forgetting (the JSON's null reads as NaN)."""
+    return None if tau is None or not np.isfinite(tau) else float(tau)
+
+
+def _draw_lag(ax, doc: dict) -> None:
+    """(c): recall vs lag per forgetting (see :func:`draw_memory`)."""
+    from matplotlib.ticker import MaxNLocator
+
+    refs = doc.get("lag_reference", [])
+    colour = {r["tau_mem"]: COLOURS[i % len(COLOURS)] for i, r in enumerate(doc["decay"])}
+    for ref in refs:
+        tau = _tau(ref["tau_mem"])
+        c = NO_FORGETTING if tau is None else colour.get(tau, COLOURS[-1])
+        what = "no forgetting" if tau is None else f"τ_mem {tau:g} s (λ {ref['forget']:.2f})"
+        ax.plot(ref["lags"], ref["recall"], color=c, lw=1.2, label=what)
+        rows = [r for r in doc["lag"] if _tau(r["tau_mem"]) == tau]
+        if rows:
+            ax.plot(ref["lags"], np.mean([r["recalled"] for r in rows], axis=0), "o", ms=3.5, color=c)
+            ax.plot(ref["lags"], np.mean([r["recalled_reference"] for r in rows], axis=0), "o", ms=7, mfc="none",
+                    color=c, lw=0.8)
+    if refs:
+        N = refs[0]["N"]
+        ax.axhline(1 / N, ls=":", color="0.5", lw=0.9, label=f"chance, 1/{N}")
+        ax.set_title(f"(c) recall vs lag, {N} pairs stored, dk={refs[0]['dk']}\n(line: reference; dots: circuit)")
+        ax.legend(fontsize=7)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("lag L (tokens since the pair was written)")
+    ax.set_ylabel("recall of the pair at lag L")
 
 
 def _caption(doc: dict) -> str:
@@ -83,7 +121,8 @@ def _caption(doc: dict) -> str:
     return (f"The memory circuit over a stream of tokens ({doc['neuron']} level, {doc['presentation']:g} s per "
             f"token, held-out random weights, seed {doc['seed']}). (a) One key-value pair written, then tokens "
             f"that write nothing: the memory's component along the write decays as λ per token. (b) Recall of N "
-            f"stored pairs queried by their keys (cross-attention). Latency: {lat}.")
+            f"stored pairs queried by their keys (cross-attention). (c) Recall of a stored pair by the tokens since "
+            f"it was written, with and without forgetting. Latency: {lat}.")
 
 
 def draw(json_path: str, png: str | None = None) -> str:

@@ -37,7 +37,8 @@ from .operating import check_division, expected_drive, set_points
 from .reference import FEATURE_MAPS
 from .reference import memory_attention
 
-__all__ = ["RHO_GATE", "forget_factor", "horizon", "integrator_constants", "stream_drive", "stream_tables", "reference_stages", "to_stream"]
+__all__ = ["RHO_GATE", "forget_factor", "horizon", "integrator_constants", "stream_drive", "stream_tables",
+           "reference_stages", "to_stream", "token_times"]
 
 RHO_GATE = 100.0
 """Rate (Hz) of the gate relay while the write window is open (0 otherwise); its synapses weigh
@@ -167,6 +168,26 @@ def stream_tables(circuit, enc, X, Y, block, phi: str, presentation: float, warm
     gate = np.where((steps >= period) & (steps % period < window), RHO_GATE, 0.0)
     out["nucleus_gate"] = (gate[:, None], dt, 0.0)
     return out
+
+
+def token_times(t: int, presentation: float, warmup: float = 0.0) -> dict:
+    """When token ``t`` (0-based) is in the circuit, on the network clock (s; t = 0 at the start
+    of the warm-up, which is 0 at the rate level; :func:`stream_tables`), for timing a
+    :class:`ctmhsa.perturb.Silence`. With ``P`` the presentation, ``W`` the warm-up and ``s`` =
+    :data:`ctmhsa.circuits.kvmemory.WRITE_WINDOW`:
+
+    - ``shown = (W + t P + s, W + (t + 1) P + s)``: on the thalamic relays (token 0 from 0 on).
+      A Silence over it acts on token t's read and write and on no other token's;
+    - ``read = W + (t + 1) P``: the state decoded for token t (``res.x_tilde[t]``, the end of
+      its decoding window ``res.diagnostics["stream"]``);
+    - ``write = (W + (t + 1) P, W + (t + 1) P + s)``: the gate adds token t's product to the
+      integrators (after the run's end for the last token, which is read but never written).
+
+    A Silence that starts or stops inside a write window cuts that write short (a part of the
+    token written): start and stop a Silence of the write cells or the gate outside them."""
+    P, W, s = float(presentation), float(warmup), WRITE_WINDOW
+    read = W + (t + 1) * P
+    return dict(shown=(W + t * P + s, read + s), read=read, write=(read, read + s))
 
 
 def to_stream(ref: dict) -> dict:

@@ -156,14 +156,14 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
     if o.spiking:   # pooled over every window: each window's chunk spread, summed
         fano = fano_factors(obs.chunks)
         own_fano = spike_generation_fano(circuit, o.neuron, fano, dt=ro.dt)
-    violations, settled = [], []
+    violations, moved = [], []
     for k, (T_win, snap) in enumerate(obs.snapshots):
         remove_baselines(circuit, enc.values, snap)    # lif: rates above the somata's baseline
         st = decode(circuit, enc, snap)
         if obs.early:   # rate level: how much x̃ still moved over the last 10 % of the presentation
             late = np.asarray(st["x_tilde"], float)
-            moved = np.max(np.abs(late - decode(circuit, enc, obs.early[k])["x_tilde"]))
-            settled.append(float(moved / (np.max(np.abs(late)) or 1.0)))
+            moved.append((float(np.max(np.abs(late - decode(circuit, enc, obs.early[k])["x_tilde"]))),
+                          float(np.max(np.abs(late)))))
         nv = (stage_noise_variance(circuit, enc, snap, own_fano, T_win, st, x.block, o.phi) if o.spiking else {})
         op = check_operating(circuit, enc, snap, o.neuron, o.code_gains, T=T_win, max_rate=max_rate,
                              rate_range=rate_range)
@@ -179,6 +179,10 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
     ref = sim.reference
     operating = dict(violations=violations, presentations=[p["operating"] for p in per])
     P = ro.presentation
+    # relative to the presentation's own x̃, but never below a thousandth of the stream's largest:
+    # a presentation silenced to ~1e-13 (a lesion) would otherwise read its rounding as unsettled
+    top = max((m for _, m in moved), default=0.0)
+    settled = [d / (max(m, 1e-3 * top) or 1.0) for d, m in moved]
     convergence = max(settled) if settled else float("nan")
     # what is left to settle: a change over the last 10 % of the presentation, extrapolated as a
     # decay in the slowest settling constant tau (measured on the memory circuit at 0.2, 0.25 and

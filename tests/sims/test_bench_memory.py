@@ -24,6 +24,11 @@ def test_only_the_measured_levels_are_accepted_naming_the_flag():
         bench.settings(_args(neuron="escape"))
     with pytest.raises(ValueError, match="--dk"):
         bench.settings(_args(dk=17))
+    with pytest.raises(ValueError, match="--prediction-seeds: expected an integer >= 0"):
+        bench.settings(_args(prediction_seeds=-1))
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    assert bench.settings(parser.parse_args(["--quick"]))["prediction_seeds"] == 0
 
 
 @pytest.mark.codegen_independent
@@ -35,6 +40,7 @@ def test_queries_are_the_stored_keys_and_the_silent_tokens_write_nothing():
     assert np.all(ref["M"][0, 3:] == ref["M"][0, 2])                             # nothing more written
     assert bench.recall_fraction(values, values) == 1.0
     assert bench.recall_fraction(values[::-1], values) == pytest.approx(1 / 3)
+    assert bench.recalled(values[[0, 2, 1]], values).tolist() == [True, False, False]
     assert bench.fit_forget(0.8 ** np.arange(5)) == pytest.approx(0.8, rel=1e-12)
     assert bench.point90([1, 2, 4], [1.0, 0.95, 0.5]) == 4 and bench.point90([1, 2], [1.0, 1.0]) is None
 
@@ -44,22 +50,46 @@ def test_bench_memory_writes_table_json_and_figure(tmp_path, capsys):
     from ctmhsa.sims.cli import main
 
     out = tmp_path / "memory.json"
-    assert main(["bench", "memory", "--quick", "--tau-mem", "0.5", "1", "--lags", "2", "--dk", "2", "--pairs", "1",
-                 "--reference-trials", "5", "--latency-T", "1", "--set-size", "2", "--out", str(out)]) == 0
+    assert main(["bench", "memory", "--quick", "--tau-mem", "0.5", "--lags", "2", "--dk", "2", "--pairs", "1",
+                 "--reference-trials", "5", "--lag-pairs", "2", "--latency-T", "1", "--set-size", "2", "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["benchmark"] == "memory" and doc["quick"] is True and doc["neuron"] == "rate" and "machine" in doc
     for r in doc["decay"]:
         assert abs(r["tau_measured"] / r["tau_mem"] - 1) < 0.10 and len(r["component"]) == 3
-    assert [r["tau_mem"] for r in doc["decay"]] == [0.5, 1.0]
+    assert [r["tau_mem"] for r in doc["decay"]] == [0.5]
     assert [(r["N"], r["dk"], r["recall"]) for r in doc["capacity"]] == [(1, 2, 1.0)]   # one pair: always recalled
     assert doc["reference_capacity"][0]["recall"][0] == 1.0
+    assert [(r["tau_mem"], r["lags"]) for r in doc["lag"]] == [(None, [1, 2]), (0.5, [1, 2])]
+    assert all(r["recalled"] == r["recalled_reference"] for r in doc["lag"])   # the circuit as the reference
+    ref = {r["tau_mem"]: r for r in doc["lag_reference"]}
+    assert set(ref) == {None, 0.5} and ref[0.5]["forget"] == pytest.approx(np.exp(-0.3 / 0.5))
     lat = {r["circuit"]: r for r in doc["latency"]}
     assert set(lat) == {"memory", "quadratic"} and lat["quadratic"]["set_size"] == 2
     assert lat["memory"]["neurons_per_head"] == 3 * 2 * 8 * 8 + 2 * 8   # write, memory, read-out; L5 PT
     assert all(r["s_per_token"] > 0 and r["x_tilde_rel_error"] < 1e-3 for r in lat.values())
     assert (tmp_path / "memory.png").stat().st_size > 10_000
     text = capsys.readouterr().out
-    assert "tau measured" in text and "capacity" in text and "s/token" in text
+    assert "tau measured" in text and "capacity" in text and "recall vs lag" in text and "s/token" in text
+
+
+@pytest.mark.codegen_independent
+def test_recall_by_lag_favours_recent_pairs_only_with_forgetting():
+    """The reference over instances: without forgetting every lag is alike (the pairs weigh
+    the same); with forgetting the last pair written (lag 1) is recalled best."""
+    flat = bench.reference_lag(4, 4, None, 60, 0.3, seed=2)
+    fading = bench.reference_lag(4, 4, 0.5, 60, 0.3, seed=2)
+    assert flat["lags"] == [1, 2, 3, 4] and flat["forget"] == 1.0
+    assert fading["recall"][0] > fading["recall"][-1] + 0.4
+    assert max(flat["recall"]) - min(flat["recall"]) < 0.25
+
+
+@pytest.mark.brian2
+def test_delay_activity_holds_between_writes_and_fades_by_lambda_per_token():
+    """The predictions' delay part: after the writes the integrators' rates hold still between
+    two gate windows, and fall by λ per zero token."""
+    r = bench.delay_row(0, 0.5, 0.3, seed=1, K=1, D=3)
+    assert r["hold_change"] < 1e-9 and 0.3 < r["active"] <= 0.5   # one of each ON/OFF pair at most
+    assert r["mean_rate"][-1] / r["mean_rate"][1] == pytest.approx(np.exp(-0.3 / 0.5) ** 2, rel=1e-6)
 
 
 @pytest.mark.codegen_independent
@@ -71,7 +101,10 @@ def test_the_figure_draws_from_a_json_alone(tmp_path):
     latency = [dict(circuit=c, neurons=100, neurons_per_head=40, s_per_token=0.1) for c in ("memory", "quadratic")]
     doc = dict(benchmark="memory", quick=True, neuron="rate", presentation=0.3, seed=1, recall_level=0.9,
                decay=[decay], capacity=capacity, latency=latency,
-               reference_capacity=[dict(dk=4, pairs=[1, 2, 4], trials=5, recall=[1.0, 0.6, None], n90=2)])
+               reference_capacity=[dict(dk=4, pairs=[1, 2, 4], trials=5, recall=[1.0, 0.6, None], n90=2)],
+               lag=[dict(tau_mem=t, recalled=[True, False], recalled_reference=[True, False]) for t in (None, 1.0)],
+               lag_reference=[dict(N=2, dk=4, tau_mem=t, forget=f, trials=5, lags=[1, 2], recall=[0.7, r])
+                              for t, f, r in ((None, 1.0, 0.7), (1.0, 0.74, 0.4))])
     path = tmp_path / "m.json"
     path.write_text(json.dumps(doc))
     png = draw(str(path))

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from ctmhsa.mapping.kvmemory import forget_factor, integrator_constants
+from ctmhsa import perturb
+from ctmhsa.mapping.kvmemory import forget_factor, integrator_constants, token_times
 from ctmhsa.mapping.operating import OperatingRangeWarning
 from ctmhsa.mapping.reference import linear_mhsa, memory_attention
 from ctmhsa.sims import simulate_mhsa
@@ -119,9 +120,7 @@ def test_neurons_per_head_do_not_grow_with_the_stream():
     (dict(WQ=np.zeros((2, 3, 5))), "WQ"),
     (dict(Y=np.zeros((3, 1, 4))), "Y: the memory circuit takes a stream of tokens"),
     (dict(checkpoints=(0.1,)), "checkpoints"),
-    (dict(device="cpp_standalone"), "device"),
     (dict(dale=True), "dale"),
-    (dict(perturbations=["x"]), "perturbations"),
 ])
 def test_bad_inputs_are_refused_naming_the_argument(change, match, monkeypatch):
     import ctmhsa.sims.build as build
@@ -141,3 +140,77 @@ def test_bad_inputs_are_refused_naming_the_argument(change, match, monkeypatch):
 def test_tau_mem_is_the_memory_circuits_only():
     with pytest.raises(ValueError, match="tau_mem: the memory's time constant is the memory circuit's"):
         CircuitOptions(circuit="linear", tau_mem=1.0)
+
+
+@pytest.mark.codegen_independent
+def test_token_times_on_the_network_clock():
+    """Token t is on the relays from s after its presentation's start to s after its read; its
+    write is the gate window right after its read (s = 20 ms)."""
+    tt = token_times(2, 0.3)
+    assert tt["shown"] == pytest.approx((0.62, 0.92)) and tt["read"] == pytest.approx(0.9)
+    assert tt["write"] == pytest.approx((0.9, 0.92))
+    assert token_times(0, 0.2, warmup=0.5)["read"] == pytest.approx(0.7)
+
+
+def _own_token(X, W):
+    """x̃ of each token read from its own key-value product alone (the tokens before it absent)."""
+    return np.stack([memory_attention(X[t:t + 1], *W)["x_tilde"][0] for t in range(len(X))])
+
+
+@pytest.mark.brian2
+def test_silencing_the_memory_from_token_t_leaves_only_the_current_token():
+    """Silence of the integrators from token t on: L5 reads no memory, only the current token's
+    product (the bypass), so x̃ after t is independent of the tokens before t; before t, and the
+    integrators' own state (which runs on), as without the silence."""
+    X, _, W = _problem(seed=3, T=5, H=2, dk=2, dv=2, de=3)
+    t, P = 2, 0.3
+    res = _run(X, None, W, presentation=P, perturbations=[perturb.Silence("memory", start=token_times(t, P)["shown"][0])])
+    ref, own = memory_attention(X, *W), _own_token(X, W)
+    scale = np.abs(ref["x_tilde"]).max()
+    assert np.abs(res.x_tilde[:t] - ref["x_tilde"][:t]).max() < EXACT * scale
+    assert np.abs(res.x_tilde[t:] - own[t:]).max() < EXACT * scale
+    assert np.abs(own[t + 1:] - ref["x_tilde"][t + 1:]).max() > 0.1 * scale   # the silence is seen
+    np.testing.assert_allclose(res.memory, np.swapaxes(ref["M"], 0, 1), atol=1e-6 * np.abs(ref["M"]).max())
+    assert res.config["perturbations"][0]["target"] == "memory"
+
+
+@pytest.mark.brian2
+def test_the_context_returns_after_the_silence_and_silenced_writes_are_lost():
+    """A Silence of the integrators over token t's span blanks token t's context only (their
+    state ran on); one of the write cells over it deletes token t from the memory for good."""
+    X, _, W = _problem(seed=4, T=3, H=1, dk=2, dv=2, de=3)
+    t, P = 1, 0.3
+    span = token_times(t, P)["shown"]
+    ref, own = memory_attention(X, *W)["x_tilde"], _own_token(X, W)
+    scale = np.abs(ref).max()
+    res = _run(X, None, W, presentation=P, perturbations=[perturb.Silence("memory", start=span[0], stop=span[1])])
+    expected = ref.copy()
+    expected[t] = own[t]
+    assert np.abs(res.x_tilde - expected).max() < EXACT * scale
+    res = _run(X, None, W, presentation=P, perturbations=[perturb.Silence("outer", start=span[0], stop=span[1])])
+    written = X.copy()
+    written[t] = 0.0   # token t writes nothing (W_V 0 = 0), its query still reads
+    deleted = memory_attention(X, *W, Y=written)["x_tilde"]
+    assert np.abs(res.x_tilde - deleted).max() < EXACT * scale
+    assert np.abs(deleted[t:] - ref[t:]).max() > 0.1 * scale
+
+
+@pytest.mark.brian2
+def test_cutting_the_recall_equals_silencing_the_memory_throughout():
+    X, _, W = _problem(seed=6, T=3, H=1, dk=2, dv=2, de=2)
+    res = _run(X, None, W, presentation=0.3, perturbations=[perturb.Cut("recall")])
+    own = _own_token(X, W)
+    assert np.abs(res.x_tilde - own).max() < EXACT * np.abs(own).max()
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("perturbations, error, match", [
+    (["x"], TypeError, r"perturbations\[0\]: expected ctmhsa.perturb.Silence"),
+    ([perturb.Silence("l23")], ValueError, r"'l23' is not a population of this circuit.*'memory'"),
+    ([perturb.Silence("memory", start=3.0)], ValueError, "starts after the run ends"),
+    ([perturb.Drive("memory", rate=5, compartment="apical")], ValueError, "has no 'apical' compartment"),
+])
+def test_perturbations_that_do_not_apply_are_refused_before_a_network(perturbations, error, match):
+    X, _, W = _problem(seed=0, T=3, H=2, dk=2, dv=2, de=3)
+    with pytest.raises(error, match=match):
+        _run(X, None, W, perturbations=perturbations)
