@@ -87,6 +87,9 @@ class BuiltCircuit:
     replay_source : dict or None
         The recorded spikes the replay (tables or spike generators) was made from: a network
         kept for another run's spikes makes its tables again (:func:`assign`).
+    stream_tables : dict
+        On a compiled device (``run_args``), population -> ``(TimedArray, rates (rows, N) Hz)`` of
+        the streamed relays: the rates are a run argument of every run, the compiled table zeros.
     folds : dict
         Population name -> list of :class:`FoldedGroup` (state shared by cells with identical
         inputs, see :mod:`ctmhsa.circuits.fold`).
@@ -121,6 +124,7 @@ class BuiltCircuit:
     replay_tables: dict = field(default_factory=dict)
     replay_source: dict | None = None
     streamed: frozenset = frozenset()
+    stream_tables: dict = field(default_factory=dict)
     compiled: dict = field(default_factory=lambda: dict(modules=0, seconds=0.0, loaded=0))
     _seeded: bool = False
 
@@ -315,7 +319,8 @@ def instantiate(
         table ``rates`` of shape ``(rows, N)``, row ``floor((t + shift) / period)`` at time ``t``
         (a ``TimedArray``: a stream of token sets presented one after another, each for
         ``period`` s, to the one network). The population's static ``r_in`` values are then not
-        used.
+        used. With ``run_args`` the table is a run argument (:attr:`BuiltCircuit.stream_tables`):
+        its shape, ``period`` and ``shift`` are compiled in, its rates are not.
     """
     with contextlib.nullcontext() if run_args is not None else building(codegen):
         return _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, run_args, replay, law, fold,
@@ -359,7 +364,8 @@ def _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, r
     built = BuiltCircuit(circuit, level, b2.Network(*objects), groups, synapses, time.perf_counter() - t0, dt,
                          monitors=monitors, seed=seed, run_args=run_args, folds=folds,
                          counted=tuple(spiking) if counting else (), pairs=pairs, replayed=frozenset(replay),
-                         replay_tables=tables, replay_source=replay_source, streamed=frozenset(streams))
+                         replay_tables=tables, replay_source=replay_source, streamed=frozenset(streams),
+                         stream_tables={p: (ns[f"{p}_stream"], streams[p][0]) for p in streams if counting})
     _write_values(built, values, seed, run_args)   # checked above, before any Brian2 object
     built.build_time = time.perf_counter() - t0
     return built
@@ -605,7 +611,9 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
         rendered = model.render(phi, incoming[name], law=law)
         if name in (streams or {}):   # r_in from the stream table: one row per presentation
             rates, period, shift = streams[name]
-            ta = b2.TimedArray(rates * b2.Hz, dt=period * b2.second, name=f"{name}_stream")
+            # a compiled device reads the rates as a run argument: zeros compiled in (as a replay table)
+            ta = b2.TimedArray((np.zeros_like(rates) if counting else rates) * b2.Hz, dt=period * b2.second,
+                               name=f"{name}_stream")
             rendered, n_sub = STREAM_LINE.subn(f"r_in = {ta.name}(t + {name}_shift, i) : Hz", rendered)
             if n_sub != 1:
                 raise ValueError(f"stream: the model of {name!r} has no single input-rate parameter r_in")

@@ -32,6 +32,14 @@ static arrays whose sizes are compiled in, so the spikes are part of the key (``
 :func:`project_key`): a split run compiles its head project once for its nucleus-1 spikes,
 which every head of the run shares.
 
+A stream of token sets (the relays' rates from a table, one row per presentation) runs on
+``cpp_standalone`` at every level: the table's rates are a run argument (Brian2 >= 2.6
+sets a ``TimedArray`` from ``run_args``), its shape, period and shift are compiled in. Its rows
+are padded to :func:`stream_rows` (the last row repeated, what the table gives past its end
+anyway), so streams of every length up to that share one project. The binary records what the
+presentations are read from (:class:`StreamRead`), and each is read after the run as the runtime
+device reads it during the run.
+
 ``device`` is a registered device that compiles (:mod:`ctmhsa.circuits.devices`):
 ``"cpp_standalone"`` or, where brian2cuda is installed, ``"cuda_standalone"`` (GPU; the seed is
 then compiled into the project, see :func:`run_standalone`).
@@ -55,7 +63,7 @@ import sys
 import time
 import uuid
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from importlib import metadata
 
 import brian2 as b2
@@ -72,11 +80,12 @@ from ctmhsa.neurons.backend import cache_dir
 from ctmhsa.neurons.models import get_model
 from ctmhsa.neurons.compilation import DIE_WITH_PARENT
 from ctmhsa.neurons.params import CellParams
-from ctmhsa.neurons.window import counted_observables, counter_run_args, window_observables
+from ctmhsa.neurons.window import (counted_observables, counter_run_args, counts_before, stream_windows,
+                                   window_observables)
 
 __all__ = ["standalone_device", "project_dir", "project_key", "run_standalone", "run_project", "worker_copy",
            "replay_digest", "release", "STANDALONE_DEVICES", "check_device", "StandaloneCacheWarning",
-           "COMPILE_TIMEOUT_S"]
+           "COMPILE_TIMEOUT_S", "StreamRead", "stream_rows", "padded_stream"]
 
 def __getattr__(name):
     # STANDALONE_DEVICES, read from the registry when asked (a device registered later is in it)
@@ -98,10 +107,170 @@ def replay_digest(replay: dict | None) -> str | None:
     return h.hexdigest()[:16]
 
 
+STREAM_ROWS = 8
+"""Fewest rows of a compiled stream table (:func:`stream_rows`)."""
+
+
+def stream_rows(rows: int) -> int:
+    """Rows of the compiled table of a stream table of ``rows`` rows: the next power of two, at
+    least :data:`STREAM_ROWS`. Streams of up to 8 rows share a project, of 9 to 16 the next, and
+    so on: a table is at most twice its stream, and a longer stream compiles one more project
+    each time its length doubles."""
+    return max(STREAM_ROWS, 1 << (int(rows) - 1).bit_length())
+
+
+def padded_stream(stream: dict) -> dict:
+    """``stream`` (population -> ``(rates (rows, N), period, shift)``, see
+    :func:`ctmhsa.circuits.instantiate.instantiate`) with every table padded to :func:`stream_rows`
+    rows by its last row, which a table gives past its end anyway: the same rates at every time."""
+    out = {}
+    for pop, (rates, period, shift) in stream.items():
+        rates = np.asarray(rates, float)
+        pad = np.repeat(rates[-1:], stream_rows(len(rates)) - len(rates), axis=0)
+        out[pop] = (np.concatenate([rates, pad]), period, shift)
+    return out
+
+
+@dataclass
+class StreamRead:
+    """How a stream run on a compiled device is read once the binary has ended, as
+    :func:`ctmhsa.neurons.window.measure_stream` reads it during a runtime run.
+
+    At the spiking levels every presentation has a window: its spike counts per chunk binned from
+    spike monitors, its means from the cells' integrals ``acc_<v>``. At the rate level the
+    observables are read at 90 % and at the end of every presentation. What is read at a step
+    boundary is sampled by state monitors every :attr:`every` steps (every boundary read falls on
+    one) at the start of a step: the state after the step before, what a runtime read at that
+    boundary sees. The run lasts one step more than the stream (:attr:`EXTRA_STEPS`), so its last
+    boundary has a sample too. A streamed relay's rate at the rate level is the table's row at the
+    step before the boundary (a function of the time, which a sample at the boundary would read at
+    the next step): it is looked up in the table, as the runtime device's code does.
+
+    Attributes
+    ----------
+    t0 : int
+        Steps of the warm-up (the stream's first step).
+    marks : ndarray
+        Step boundaries from the stream's start, one row per presentation: spiking levels, its
+        window's opening and chunk ends (:func:`ctmhsa.neurons.window.stream_steps`); rate level,
+        its 90 % and its end (:func:`ctmhsa.neurons.window.stream_state_steps`).
+    window : float
+        Window length (s; rate level: the presentation).
+    tables : dict
+        The stream's tables as compiled (padded): population -> ``(rates, period, shift)``.
+    spiking : bool
+        A spiking level.
+    spikes, samples : dict
+        Set by :meth:`attach`: population -> ``SpikeMonitor``; ``(population, observable)`` ->
+        ``(StateMonitor, variable, fold classes or None)`` of the variable sampled for it.
+    """
+
+    t0: int
+    marks: np.ndarray
+    window: float
+    tables: dict
+    spiking: bool = True
+    spikes: dict = field(default_factory=dict)
+    samples: dict = field(default_factory=dict)
+
+    EXTRA_STEPS = 1
+
+    def _bounds(self) -> np.ndarray:
+        """The boundaries (steps from the run's start) the sampled variables are read at."""
+        return self.t0 + self.marks[:, [0, -1]]
+
+    @property
+    def every(self) -> int:
+        """Steps between samples: every boundary read falls on one."""
+        return int(np.gcd.reduce(np.concatenate([[self.t0], self._bounds().ravel()])))
+
+    def key(self) -> dict:
+        """What is compiled in (:func:`project_key`): the tables' shapes, periods and shifts, the
+        sampling step."""
+        return dict(tables={p: [*np.shape(r), float(P), float(sh)] for p, (r, P, sh) in sorted(self.tables.items())},
+                    every=self.every)
+
+    def attach(self, built) -> None:
+        """Add the monitors to ``built``'s network, in the active device before it runs: at the
+        spiking levels a spike monitor per counted population (its recorded one where it has
+        one); per group holding a sampled variable, one state monitor of them."""
+        held = {}
+        for name, pop in built.circuit.populations.items():
+            model = get_model(built.level, pop.cell_type)
+            if self.spiking and name not in built.counted or not self.spiking and name in built.replayed:
+                continue
+            if self.spiking:
+                mon = built.monitors.get(name)
+                if mon is None:
+                    mon = b2.SpikeMonitor(built.groups[name], record=True, name=f"{name}_stream_spikes")
+                    built.network.add(mon)
+                self.spikes[name] = mon
+            for v in model.observables:
+                var = f"acc_{v}" if self.spiking else v
+                group, cls = built.holder(name, var)
+                if name in self.tables and not self.spiking and _follows_table(group, var):
+                    continue   # looked up in the table (read)
+                held.setdefault(group.name, (group, []))[1].append((name, v, var, cls))
+        clock = b2.Clock(dt=self.every * built.dt * b2.second, name="stream_samples")
+        for gname, (group, wanted) in sorted(held.items()):
+            mon = b2.StateMonitor(group, sorted({var for _, _, var, _ in wanted}), record=True, clock=clock,
+                                  when="start", order=-100, name=f"{gname}_stream_samples")
+            built.network.add(mon)
+            for name, v, var, cls in wanted:
+                self.samples[name, v] = (mon, var, cls)
+
+    def monitors(self) -> list:
+        """Every monitor this read adds or uses."""
+        return [*self.spikes.values(), *{id(m): m for m, _, _ in self.samples.values()}.values()]
+
+    def read(self, built) -> dict:
+        """The run just ended as :func:`ctmhsa.neurons.window.measure_stream` returns it
+        (``snapshots``, ``chunks``, ``early``)."""
+        idx = self._bounds() // self.every
+        at = {}   # population -> {observable: (presentations, 2, N)}, at the two boundaries read
+        for (name, v), (mon, var, cls) in self.samples.items():
+            sampled = np.asarray(mon.variables[var].get_value(), float)   # (samples, cells)
+            at.setdefault(name, {})[v] = (sampled if cls is None else sampled[:, cls])[idx]
+        if not self.spiking:
+            for name, table in self.tables.items():   # the step before the boundary
+                for v in get_model(built.level, built.circuit.population(name).cell_type).observables:
+                    if (name, v) not in self.samples:
+                        at.setdefault(name, {})[v] = _table_rows(*table, (self._bounds() - 1) * built.dt, built.dt)
+            state = [{p: {v: a[k] for v, a in obs.items()} for p, obs in at.items()} for k in range(len(idx))]
+            return dict(snapshots=[(self.window, {p: {v: a[1] for v, a in o.items()} for p, o in st.items()})
+                                   for st in state],
+                        chunks={}, early=[{p: {v: a[0] for v, a in o.items()} for p, o in st.items()} for st in state])
+        counts = {}
+        for name, mon in self.spikes.items():
+            steps = np.rint(np.asarray(mon.t_[:]) / built.dt).astype(np.int64) - self.t0
+            counts[name] = counts_before(np.asarray(mon.i[:]), steps, built.circuit.population(name).N, self.marks)
+        return dict(stream_windows(counts, at, self.window), early=[])
+
+
+def _follows_table(group, var: str) -> bool:
+    """Whether ``var`` of a streamed ``group`` is its input rate from the table (``r_in``, or a
+    subexpression that is ``r_in``); another function of the table cannot be read."""
+    v = group.variables[var]
+    if var == "r_in" or isinstance(v, Subexpression) and v.expr.strip() == "r_in":
+        return True
+    if isinstance(v, Subexpression) and "r_in" in get_identifiers_recursively([v.expr], group.variables):
+        raise NotImplementedError(f"stream: {group.name}.{var} is a function of its stream table; only its rate "
+                                  "r_in can be read after a compiled run")
+    return False
+
+
+def _table_rows(rates: np.ndarray, period: float, shift: float, t: np.ndarray, dt: float) -> np.ndarray:
+    """``rates[row]`` where Brian2's numpy code reads a stream table (rows every ``period`` s, read
+    at ``t + shift``) at times ``t`` (s, any shape) of a clock of step ``dt``: ``t.shape + (N,)``."""
+    K = max(int(2 ** np.ceil(np.log2(8 / dt * period))), 1)   # brian2.input.timedarray's upsampling
+    row = np.clip((np.round((np.asarray(t) + shift) / (period / K)) / K).astype(int), 0, len(rates) - 1)
+    return rates[row]
+
+
 def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
                 schedule: tuple, threads: int, law: str = "product", fold: bool = True,
                 replay: dict | None = None, device: str = "cpp_standalone",
-                seed: int | None = None, record=(), replayed=()) -> str:
+                seed: int | None = None, record=(), replayed=(), stream: dict | None = None) -> str:
     """SHA-256 key of everything compiled into a standalone project: the circuit's structure,
     the level's cell models (equations, spike condition, reset, every per-step code), phi, the
     physiological constants, dt, OpenMP threads, the package and Brian2 versions and the Python
@@ -120,7 +289,9 @@ def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
     another length, i.e. another warm-up + window, is another project).
     ``replay``: spike trains replayed into the network (:func:`replay_digest` enters the key,
     their sizes being compiled in); ``device``: the standalone device; ``seed``: only on
-    ``cuda_standalone``, which compiles the seed in (``None`` elsewhere)."""
+    ``cuda_standalone``, which compiles the seed in (``None`` elsewhere). ``stream``: what a stream
+    compiles in (:meth:`StreamRead.key`: its tables' shapes, periods and shifts, the sampling
+    step), not its rates."""
     try:
         version = metadata.version("ctmhsa")
     except metadata.PackageNotFoundError:   # running from a source tree
@@ -134,6 +305,7 @@ def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
                            version=version, brian2=b2.__version__,
                            **({} if replay is None else dict(replay=replay_digest(replay))),
                            **({} if not replayed else dict(replayed=replayed)),
+                           **({} if stream is None else dict(stream=stream)),
                            **({} if device == "cpp_standalone" else dict(device=device, seed=seed,
                                                                           schedule=list(schedule))),
                            # the compiler flags name the environment's include paths: two
@@ -285,7 +457,8 @@ def standalone_device(directory: str, threads: int, device: str = "cpp_standalon
 
 
 def run_project(key: str, build, warmup: float, duration: float, threads: int, n_chunks: int,
-                device: str = "cpp_standalone", report=None, parallel: bool = False, rebind=None) -> tuple:
+                device: str = "cpp_standalone", report=None, parallel: bool = False, rebind=None,
+                stream: StreamRead | None = None) -> tuple:
     """Build, compile if needed and run the cached project ``key``; return ``(built, results)``
     (``results`` as :func:`run_standalone` returns them).
 
@@ -300,7 +473,12 @@ def run_project(key: str, build, warmup: float, duration: float, threads: int, n
     device's state after the run, and its next call with the same key neither builds nor
     generates code: it only runs the binary with the new run arguments (a dask worker's heads
     after its first). :func:`release` drops the kept network.
+
+    ``stream``: a stream's read (:class:`StreamRead`), attached to the network after ``build()``;
+    the results then hold its windows (``stream``, see :func:`run_standalone`).
     """
+    if stream is not None and rebind is not None:
+        raise ValueError("stream: a kept network (rebind) reruns one token set; build a stream's network afresh")
     kept = _KEPT.get(key)
     if rebind is not None and kept is not None:
         with FileLock(kept["lock"]):
@@ -319,7 +497,9 @@ def run_project(key: str, build, warmup: float, duration: float, threads: int, n
     def once(where, lock):
         with standalone_device(where, threads, device):
             built = build()
-            out = run_standalone(built, warmup, duration, where, threads, n_chunks, report)
+            if stream is not None:
+                stream.attach(built)
+            out = run_standalone(built, warmup, duration, where, threads, n_chunks, report, stream)
             if rebind is not None:
                 _KEPT[key] = dict(where=where, built=built, lock=lock, device=b2.get_device())
             return built, out
@@ -342,7 +522,7 @@ def run_project(key: str, build, warmup: float, duration: float, threads: int, n
 
 
 def run_standalone(built, warmup: float, duration: float, directory: str, threads: int,
-                   n_chunks: int, report=None) -> dict:
+                   n_chunks: int, report=None, stream: StreamRead | None = None) -> dict:
     """Compile (if needed) and run ``built`` on the active standalone device.
 
     Call inside :func:`standalone_device` right after :func:`ctmhsa.circuits.instantiate.instantiate`
@@ -354,7 +534,9 @@ def run_standalone(built, warmup: float, duration: float, directory: str, thread
         ``compile`` and ``run`` wall times (s), ``obs`` (per population: window means of the
         observables, ``count``, ``rate``, ``T``; rate level: final values), ``fano`` (per
         spiking population, :func:`ctmhsa.neurons.window.fano_sums` of its counts in ``n_chunks``
-        equal parts of the window) and ``spikes`` (per recorded population ``(cell, time_s)``).
+        equal parts of the window) and ``spikes`` (per recorded population ``(cell, time_s)``);
+        with ``stream`` (attached to ``built``), ``stream`` (:meth:`StreamRead.read`) and
+        ``spikes`` instead of ``obs`` and ``fano``.
     """
     dev = b2.device
     spiking = built.spiking
@@ -370,13 +552,15 @@ def run_standalone(built, warmup: float, duration: float, directory: str, thread
         dev.insert_code("main", f"for (int _i=0; _i<{n_gen}; _i++) "
                                 f"brian::_random_generators[_i].seed((unsigned long) brian::{rng}[0] + _i);")
     total = (warmup + duration) if spiking else duration
+    queued = len(dev.main_queue)
     built.network.run(total * b2.second, namespace={}, report="text" if report else None)
+    _sort_clock_starts(dev, built.network, queued)
     cpp = type(b2.get_device()) is CPPStandaloneDevice   # (b2.device: a proxy)
     if cpp:
         _run_length_from_argument(dev, built)
     # Brian2's own end writes every array (and the profile, when profiling)
     if cpp and not dev.enable_profiling:
-        dev.insert_code("before_end", _write_back_code(dev, built))
+        dev.insert_code("before_end", _write_back_code(dev, built, stream))
     t0 = time.perf_counter()
     # the code is generated by Brian2 and compiled here (make, on POSIX): verified, in a process
     # group of its own
@@ -386,17 +570,20 @@ def run_standalone(built, warmup: float, duration: float, directory: str, thread
     if own_make:
         _compile(directory)
     t_compile = time.perf_counter() - t0
-    out = _execute(b2.get_device(), built, warmup, duration, directory, n_chunks, report)
+    out = _execute(b2.get_device(), built, warmup, duration, directory, n_chunks, report, stream)
     out.update(compile=t_compile)
     return out
 
 
-def _execute(dev, built, warmup: float, duration: float, directory: str, n_chunks: int, report=None) -> dict:
+def _execute(dev, built, warmup: float, duration: float, directory: str, n_chunks: int, report=None,
+             stream: StreamRead | None = None) -> dict:
     """Run the compiled binary of ``built`` on the standalone device instance ``dev`` that
     generated it, with its run arguments (and the window's, set here), and read the results
     back; the results and run-argument files are removed after."""
     for ta, table in built.replay_tables.values():   # the same for every head of a run
         built.run_args[ta] = table
+    for ta, rates in built.stream_tables.values():     # the stream's rates (its shape is compiled in)
+        built.run_args[ta] = rates * b2.Hz
     # the length of the network's run (read by the binary, see _run_length_from_argument)
     built.run_args[built.network["rng"].run_duration] = ((warmup + duration) if built.spiking else duration) * b2.second
     if built.spiking:
@@ -422,7 +609,10 @@ def _execute(dev, built, warmup: float, duration: float, directory: str, n_chunk
         dev.run(directory=directory, results_directory=results, with_output=bool(report),
                 run_args=built.run_args)
         t_run = time.perf_counter() - t0
-        out = _collect(built, duration, n_chunks)
+        if stream is None:
+            out = _collect(built, duration, n_chunks)
+        else:   # (a relay's final rate, a function of the table, cannot be read back)
+            out = dict(stream=stream.read(built), spikes={name: built.spike_trains(name) for name in built.monitors})
     finally:
         shutil.rmtree(os.path.join(directory, results), ignore_errors=True)
         # the run arguments' files (weights, biases: megabytes per run at barrel size) would
@@ -434,6 +624,21 @@ def _execute(dev, built, warmup: float, duration: float, directory: str, n_chunk
                 os.remove(os.path.join(directory, "static_arrays", name + ".lock"))
     out.update(run=t_run)
     return out
+
+
+def _sort_clock_starts(dev, net, since: int) -> None:
+    """Put the lines that set the clocks' start (``<clock>_timestep``, ``<clock>_t``), queued by
+    the network's run from entry ``since`` of Brian2's main queue on, in the order of their clocks' names.
+
+    Brian2 queues them in the order of a set of clocks, which changes from one process to the
+    next: with more than one clock (a stream's samples) ``main.cpp`` would differ at every build
+    and be compiled again. The values are independent, so their order changes nothing else."""
+    names = {dev.get_array_name(c.variables[v]) for c in net._clocks for v in ("timestep", "t")}
+    queue = dev.main_queue
+    at = [k for k in range(since, len(queue)) if queue[k][0] == "set_by_single_value" and queue[k][1][0] in names]
+    # by clock (a stable sort: each clock's own lines keep Brian2's order; one clock changes nothing)
+    for k, entry in zip(at, sorted((queue[k] for k in at), key=lambda e: e[1][0].rsplit("_", 1)[0])):
+        queue[k] = entry
 
 
 def _run_length_from_argument(dev, built) -> None:
@@ -674,7 +879,7 @@ def _arrays(group, name: str) -> list:
     return out
 
 
-def _write_back_code(dev, built) -> str:
+def _write_back_code(dev, built, stream: StreamRead | None = None) -> str:
     """C++ run at the end of ``main`` instead of Brian2's ``brian_end``: write the arrays read
     after the run (:func:`_read_back`, the monitors' spike trains, and the variables of
     differential equations, which Brian2 checks for NaN) and the run's duration, then return.
@@ -687,8 +892,9 @@ def _write_back_code(dev, built) -> str:
     for name, names in _read_back(built).items():
         for v in names:
             variables += _arrays(built.holder(name, v)[0], v)
-    for mon in built.monitors.values():
-        variables += [mon.variables["i"], mon.variables["t"]]
+    for mon in {id(m): m for m in [*built.monitors.values(), *(stream.monitors() if stream else ())]}.values():
+        recorded = mon.record_variables if isinstance(mon, b2.StateMonitor) else ("i", "t")
+        variables += [mon.variables[v] for v in recorded]
     # Brian2 checks these for NaN after a run: every owner of a device array (device.run,
     # Group._check_for_invalid_states)
     owners = {}
@@ -708,7 +914,18 @@ def _write_back_code(dev, built) -> str:
     # in the order of their file names: the code must not change from one build to the next
     # (Brian2's collections of objects have no fixed order), or every build would recompile main.cpp
     for fname, var in sorted({dev.get_array_filename(v): v for v in variables}.items()):
-        if isinstance(var, DynamicArrayVariable):
+        if isinstance(var, DynamicArrayVariable) and var.ndim == 2:   # a state monitor's, row by row (Brian2's)
+            a = "brian::" + dev.get_array_name(var, access_data=False)
+            lines += ["    {",
+                      f'        std::ofstream out(brian::results_dir + "{fname}", std::ios::binary | std::ios::out);',
+                      f"        for (int _n = 0; _n < {a}.n; _n++)",
+                      f"            if (!{a}(_n).empty()) out.write(reinterpret_cast<char*>(&{a}(_n, 0)), "
+                      f"{a}.m*sizeof({a}(0, 0)));",
+                      "        out.close();",
+                      f'        if (out.fail()) {{ std::cerr << "cannot write " << brian::results_dir << "{fname}" '
+                      "<< std::endl; std::exit(1); }",
+                      "    }"]
+        elif isinstance(var, DynamicArrayVariable):
             a = "brian::" + dev.get_array_name(var, access_data=False)
             lines.append(f'    _write_back("{fname}", {a}.data(), {a}.size()*sizeof({a}[0]));')
         else:

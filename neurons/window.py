@@ -13,6 +13,10 @@ that runs the whole window unseen, from counters the cells keep themselves
 (:data:`COUNTER_EQUATIONS`, updated by :data:`COUNTER_RESET` at each spike only): the window
 count and the two per-cell sums behind the Fano factor. No per-cell work between spikes and no
 spike times are stored, so only the populations whose spike trains are wanted carry a monitor there.
+
+A stream's windows (:func:`measure_stream`) on such a device are read after the run instead
+(:func:`stream_steps`, :func:`counts_before`, :func:`stream_windows`): from the spike times and
+from the integrals sampled at the step boundaries where :func:`measure_stream` reads them.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ import numpy as np
 
 __all__ = ["Probe", "Window", "measure", "measure_stream", "window_observables", "fano_factors",
            "fano_sums", "fano_from_sums", "counts_as_rates", "chunk_ends", "COUNTER_EQUATIONS",
-           "COUNTER_STEP", "COUNTER_RESET", "counter_run_args", "counted_observables"]
+           "COUNTER_STEP", "COUNTER_RESET", "counter_run_args", "counted_observables", "stream_steps",
+           "stream_state_steps", "counts_before", "stream_windows"]
 
 
 @dataclass(frozen=True)
@@ -301,3 +306,67 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
     if marks:
         raise RuntimeError(f"measure_stream: {len(marks)} marks were not reached in {count} x {period} s")
     return dict(snapshots=snapshots, chunks={p: np.stack(c) for p, c in chunks.items()}, run=t_run, early=early)
+
+
+def stream_steps(period: float, count: int, lag: float, n_chunks: int, dt: float) -> np.ndarray:
+    """Where :func:`measure_stream` reads its windows, for a run read after it ends: per
+    presentation, the step boundaries (from the stream's start, in steps of ``dt``) of its
+    window's opening and of its ``n_chunks`` chunk ends (the last: the window's end), shape
+    ``(count, n_chunks + 1)``. A read at boundary ``s`` holds the spikes of steps ``< s`` and the
+    integrals after step ``s - 1``: :func:`measure_stream` takes a mark ``m`` at the end of the
+    first step that reaches ``m - dt/2``."""
+    if not 0 <= lag < period:
+        raise ValueError(f"lag: expected 0 <= lag < period = {period} s, got {lag}")
+    ends = chunk_ends(period - lag, n_chunks)
+    marks = np.array([[k * period + lag, *(k * period + lag + e for e in ends)] for k in range(count)], float)
+    return np.ceil(marks.reshape(count, n_chunks + 1) / dt - 0.5).astype(np.int64)
+
+
+def stream_state_steps(period: float, count: int, dt: float) -> np.ndarray:
+    """Where :func:`measure_stream` reads the state of a run without spiking probes (``read_state``):
+    per presentation, the step boundaries (from the stream's start) at 90 % of it and at its end,
+    shape ``(count, 2)``; see :func:`stream_steps`."""
+    marks = np.array([[k * period + 0.9 * period, k * period + period] for k in range(count)], float)
+    return np.ceil(marks.reshape(count, 2) / dt - 0.5).astype(np.int64)
+
+
+def counts_before(cells, steps, N: int, bounds) -> np.ndarray:
+    """Spikes per cell before each step boundary: ``out[..., c]`` counts cell ``c``'s spikes
+    (``cells``, at step indices ``steps``) in the steps ``< bounds[...]``; shape
+    ``bounds.shape + (N,)``."""
+    bounds = np.asarray(bounds, np.int64)
+    flat = bounds.ravel()
+    order = np.argsort(flat, kind="stable")
+    # a spike is counted from the first boundary past its step on
+    first = np.searchsorted(flat[order], np.asarray(steps, np.int64), side="right")
+    hist = np.bincount(first * N + np.asarray(cells, np.int64), minlength=(flat.size + 1) * N)
+    cum = np.cumsum(hist.reshape(flat.size + 1, N), axis=0)[:-1]
+    out = np.empty((flat.size, N))
+    out[order] = cum
+    return out.reshape(*bounds.shape, N)
+
+
+def stream_windows(counts: dict, integrals: dict, T: float) -> dict:
+    """The windows of a stream read after its run, as :func:`measure_stream` returns them.
+
+    Parameters
+    ----------
+    counts : dict
+        Population -> ``(count, n_chunks + 1, N)`` spikes per cell before each window's opening
+        and chunk ends (:func:`stream_steps`, :func:`counts_before`).
+    integrals : dict
+        Population -> ``{variable: (count, 2, N)}``: its window integral ``acc_<variable>`` at
+        each window's opening and end (SI x s).
+    T : float
+        Window length (s).
+
+    Returns
+    -------
+    dict
+        ``snapshots``: one ``(T, {population: observables})`` per presentation
+        (:func:`window_observables`); ``chunks``: population -> ``(count, n_chunks, N)``.
+    """
+    n = len(next(iter(counts.values()))) if counts else 0
+    snapshots = [(T, {p: window_observables({v: (a[k, 1] - a[k, 0]) / T for v, a in integrals[p].items()},
+                                            c[k, -1] - c[k, 0], T) for p, c in counts.items()}) for k in range(n)]
+    return dict(snapshots=snapshots, chunks={p: np.diff(c, axis=1) for p, c in counts.items()})

@@ -8,7 +8,9 @@
 :class:`StandaloneRunner`  ``cpp_standalone``: compiles the network shape once into a cached C++
                            project (the run schedule is part of the shape, so it builds when the
                            duration is known) and passes tokens, weights and seed as run arguments
-                           (also ``cuda_standalone`` through brian2cuda, where installed).
+                           (also ``cuda_standalone`` through brian2cuda, where installed). A stream
+                           (``cpp_standalone``): its rate table is a run argument, its
+                           presentations read from monitors after the run.
 :class:`SplitRunner`       The pathway split at its nuclei, every head a task on dask
                            (:mod:`ctmhsa.sims.distributed`); one network per stage, on the workers; heads
                            on the runtime or a standalone device (one project per head shape).
@@ -32,9 +34,9 @@ from ctmhsa.circuits import perturb
 from ctmhsa.circuits.devices import get_device
 from ctmhsa.circuits.graph import Circuit
 from ctmhsa.circuits.instantiate import instantiate
-from ctmhsa.circuits.standalone import project_key, run_project
+from ctmhsa.circuits.standalone import StreamRead, padded_stream, project_key, run_project
 from ctmhsa.mapping.encode import Encoding
-from ctmhsa.neurons.window import counts_as_rates, fano_from_sums, measure_stream
+from ctmhsa.neurons.window import counts_as_rates, fano_from_sums, measure_stream, stream_state_steps, stream_steps
 
 from .distributed import run_split
 from .options import N_CHUNKS, CircuitOptions, RunOptions, decode_lag, stream_chunks
@@ -100,6 +102,10 @@ class Runner:
     Subclasses implement :meth:`run`; those that hold a network before running expose it.
     """
 
+    lag = None
+    """Seconds from a presentation's start to its decoding window (``None``:
+    :func:`ctmhsa.sims.options.decode_lag`); a deeper circuit needs longer."""
+
     def __init__(self, circuit: Circuit, encoding: Encoding, inputs, options: CircuitOptions,
                  run_options: RunOptions):
         self.circuit, self.encoding, self.inputs = circuit, encoding, inputs
@@ -116,10 +122,14 @@ class Runner:
         if run_options.checkpoints:
             raise ValueError("checkpoints: only the runtime device reads the network during a run; "
                              "use device='runtime' (scheduler=None) or separate runs")
-        if run_options.presentation is not None:
-            raise ValueError("presentation: a stream is read presentation by presentation during the run, "
-                             "which only the runtime device does in this release; use device='runtime' "
-                             "and scheduler=None")
+        why = cls.stream_refusal(options, run_options) if run_options.presentation is not None else None
+        if why:
+            raise ValueError(f"presentation: {why}")
+
+    @classmethod
+    def stream_refusal(cls, options: CircuitOptions, run_options: RunOptions) -> str | None:
+        """Why this runner cannot run the stream of ``run_options`` (``None``: it can)."""
+        return "a stream runs as one network, on the runtime device or on cpp_standalone; use scheduler=None"
 
     def config(self) -> dict:
         """Entries of the result's configuration that only this runner knows."""
@@ -145,11 +155,17 @@ class Runner:
     def run(self, run_options: RunOptions) -> Observations:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def _instantiate(self, run_options: RunOptions, **kw):
+    def _instantiate(self, run_options: RunOptions, stream: dict | None = None, **kw):
         o = self.options
         return instantiate(self.circuit, o.neuron, self.encoding.values, phi=o.phi, params=o.params,
                            dt=run_options.dt, seed=run_options.seed, record_spikes=run_options.record_spikes,
-                           law=o.law, fold=o.fold, stream=self.encoding.stream or None, **kw)
+                           law=o.law, fold=o.fold, stream=stream or self.encoding.stream or None, **kw)
+
+    def _stream_timing(self, ro: RunOptions) -> tuple:
+        """``(presentations, lag, chunks per window)`` of the stream of ``ro``."""
+        P = ro.presentation
+        lag = decode_lag(P) if self.lag is None else self.lag
+        return int(round(ro.duration / P)), lag, stream_chunks(P - lag, self.options)
 
 
 def _bar(options: CircuitOptions, run_options: RunOptions) -> RunProgress | None:
@@ -192,10 +208,6 @@ def _recorded(built, ro: RunOptions) -> dict:
 
 class RuntimeRunner(Runner):
     """Brian2's runtime device, in this process; the network exists from construction on."""
-
-    lag = None
-    """Seconds from a presentation's start to its decoding window (``None``:
-    :func:`ctmhsa.sims.options.decode_lag`); a deeper circuit needs longer."""
 
     @classmethod
     def check(cls, options, run_options):   # reads the network during the run: checkpoints work
@@ -240,36 +252,64 @@ class RuntimeRunner(Runner):
 
     def _stream(self, built, ro: RunOptions, report, t_compile: float) -> Observations:
         """A stream of token sets: one window per presentation (see :func:`ctmhsa.neurons.window.measure_stream`)."""
-        P = ro.presentation
-        lag = decode_lag(P) if self.lag is None else self.lag
-        count = int(round(ro.duration / P))
+        count, lag, n_chunks = self._stream_timing(ro)
         read_state = None if built.spiking else (lambda: {p: built.read(p) for p in self.circuit.populations})
-        m = measure_stream(built.network, built.probes(), built.clock, built.run, ro.warmup, P, count, lag,
-                           stream_chunks(P - lag, self.options), report, read_state)
+        m = measure_stream(built.network, built.probes(), built.clock, built.run, ro.warmup, ro.presentation, count,
+                           lag, n_chunks, report, read_state)
         snaps = [(t, counts_as_rates(o) if built.spiking else o) for t, o in m["snapshots"]]
         return Observations(snaps, m["chunks"], _recorded(built, ro), build=built.build_time, compile=t_compile,
                             run=m["run"], stream=True, early=m["early"] or None)
 
 
 class StandaloneRunner(Runner):
-    """``cpp_standalone``: one compiled project per network shape, cached."""
+    """``cpp_standalone``: one compiled project per network shape, cached.
+
+    A stream (``cpp_standalone``) compiles its shape in: the relays' table of rates padded to
+    :func:`ctmhsa.circuits.standalone.stream_rows` rows, its presentation period, the warm-up's
+    shift and the step its reads are sampled at (:class:`ctmhsa.circuits.standalone.StreamRead`);
+    its rates are run arguments. Streams of other tokens, or of another length up to the padded
+    one, reuse the project.
+    """
+
+    @classmethod
+    def stream_refusal(cls, options, run_options):
+        if run_options.device != "cpp_standalone":
+            return (f"a stream compiles on cpp_standalone only (not {run_options.device!r}); use "
+                    "device='cpp_standalone' or 'runtime'")
+        return None
 
     def config(self) -> dict:
         return dict(threads=self.run_options.threads)   # compiled into the project
 
     def run(self, run_options: RunOptions) -> Observations:
         o, ro = self.options, run_options
+        stream, read, duration = None, None, ro.duration
+        if ro.presentation is not None:
+            count, lag, n_chunks = self._stream_timing(ro)
+            stream = padded_stream(self.encoding.stream)
+            P = ro.presentation
+            read = StreamRead(int(round(ro.warmup / ro.dt)), stream_steps(P, count, lag, n_chunks, ro.dt), P - lag,
+                              stream) if o.spiking else StreamRead(0, stream_state_steps(P, count, ro.dt), P, stream,
+                                                                   spiking=False)
+            duration += read.EXTRA_STEPS * ro.dt   # a sample at the stream's end
         key = project_key(self.circuit, o.neuron, o.phi, o.params, ro.dt, (ro.warmup, ro.duration, N_CHUNKS),
                           ro.threads, law=o.law, fold=o.fold, device=ro.device, seed=ro.seed,
-                          record=ro.record_spikes or ())
+                          record=ro.record_spikes or (), stream=None if read is None else read.key())
         bar = _bar(o, ro)
         # the binary prints Brian2's text report; binary_progress reads it into the bar
         with binary_progress(bar):
-            built, sa = run_project(key, lambda: self._instantiate(ro, run_args={}), ro.warmup, ro.duration,
-                                    ro.threads, N_CHUNKS, ro.device, bar if bar is not None else ro.report)
+            built, sa = run_project(key, lambda: self._instantiate(ro, stream=stream, run_args={}), ro.warmup,
+                                    duration, ro.threads, N_CHUNKS, ro.device,
+                                    bar if bar is not None else ro.report, stream=read)
         if bar is not None:
             bar.update_to(bar.total)
             bar.close()
+        if read is not None:
+            m, end = sa["stream"], ro.warmup + ro.duration - 0.5 * ro.dt   # (not the extra step's spikes)
+            spikes = {p: (i[t < end], t[t < end]) for p, (i, t) in sa["spikes"].items()}
+            return Observations([(t, counts_as_rates(snap) if o.spiking else snap) for t, snap in m["snapshots"]],
+                                m["chunks"], spikes, build=built.build_time, compile=sa["compile"],
+                                run=sa["run"], stream=True, early=m["early"] or None)
         return Observations([(ro.duration, counts_as_rates(sa["obs"]))], {}, sa["spikes"],
                             fano=fano_from_sums(sa["fano"]), build=built.build_time, compile=sa["compile"],
                             run=sa["run"])

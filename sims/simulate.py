@@ -110,7 +110,9 @@ def simulate_mhsa(
         :mod:`ctmhsa.circuits.standalone`) and passes tokens, weights and the seed as run arguments, so
         further calls on the same shape do not compile. ``"cuda_standalone"``: the same on an
         NVIDIA GPU through brian2cuda (a ``ValueError`` naming ``device`` where it is not
-        installed; untested here, see docs/cortex.md). The two devices use different random
+        installed; see docs/gpu.md). A stream runs on ``"runtime"`` and ``"cpp_standalone"``
+        (its rate table a run argument, each presentation read after the run;
+        ``"cuda_standalone"`` refuses it). The two devices use different random
         number generators: the same seed gives the same spikes on the same device, not across
         devices (the rate level agrees to ~1e-12).
     threads : int, optional

@@ -80,7 +80,7 @@ def test_check_applies_names_the_option_or_its_flag():
     (dict(neuron="rate", run_options=RunOptions(duration=5.0)), r"^run_options\.duration: .*T x presentation"),  # S18
     (dict(neuron="escape", presentation=0.2, checkpoints=[0.1]), r"^checkpoints: .*stream"),                   # S19
     (dict(neuron="rate", run_options=RunOptions(checkpoints=(0.5,))), r"^run_options\.checkpoints: "),
-    (dict(neuron="rate", device="cpp_standalone"), r"^device: does not apply to a stream"),
+    (dict(neuron="rate", scheduler="serial"), r"^scheduler: does not apply to a stream"),
 ])
 def test_options_that_do_not_apply_to_a_stream_are_refused(problem, no_build, kw, match):
     X, S, W, _ = problem

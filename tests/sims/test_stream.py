@@ -67,7 +67,6 @@ def test_escape_stream_per_presentation_metrics_and_determinism():
 @pytest.mark.codegen_independent
 @pytest.mark.parametrize("kw, match", [
     (dict(duration=1.0), "duration: .*a stream lasts"),
-    (dict(device="cpp_standalone"), "device: does not apply to a stream"),
     (dict(scheduler="serial"), "scheduler: does not apply to a stream"),
     (dict(presentation=0.0003), "presentation:"),
 ])
