@@ -132,12 +132,7 @@ def test_formerly_refused_instances_are_exact_with_two_stages(index):
         assert R_set.max() == pytest.approx(CodeGains().r_pool_min, rel=1e-5)
 
 
-@pytest.mark.brian2
-@settings(max_examples=4, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 10_000), circuit=st.sampled_from(["quadratic", "linear"]),
-       phi=st.sampled_from(["elu1", "softplus", "exp"]), cross=st.booleans())
-def test_two_stages_are_exact_at_the_rate_level(seed, circuit, phi, cross):
+def _exact_with_two_stages(seed, circuit, phi, cross):
     """Forced on, the apical stage changes the circuit, never its answer."""
     r = np.random.default_rng(seed)
     n, m, H, dk, dv, de = (int(v) for v in r.integers(1, 5, size=6))
@@ -153,3 +148,23 @@ def test_two_stages_are_exact_at_the_rate_level(seed, circuit, phi, cross):
     for stage in ("kappa", "Z", "v_tilde", "x_tilde"):
         if stage in res.stages:
             assert _max_rel(res.stages[stage], ref[stage]) <= 1e-6, stage
+
+
+_DRAWS = dict(seed=st.integers(0, 10_000), circuit=st.sampled_from(["quadratic", "linear"]),
+              phi=st.sampled_from(["elu1", "softplus", "exp"]), cross=st.booleans())
+
+
+@pytest.mark.brian2
+@settings(max_examples=3, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(**_DRAWS)
+def test_two_stages_are_exact_at_the_rate_level(seed, circuit, phi, cross):
+    _exact_with_two_stages(seed, circuit, phi, cross)
+
+
+@pytest.mark.long
+@pytest.mark.brian2
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**_DRAWS)
+def test_two_stages_are_exact_at_the_rate_level_fresh_draws(seed, circuit, phi, cross):
+    _exact_with_two_stages(seed, circuit, phi, cross)
