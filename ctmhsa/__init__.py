@@ -38,7 +38,8 @@ _EXPORTS = {"linear_mhsa": "mapping.reference", "memory_attention": "mapping.ref
             "train_mhsa": "sims", "load": "sims", "Simulation": "sims", "SimulationResult": "sims",
             "TrainingResult": "sims", "CircuitOptions": "sims", "RunOptions": "sims",
             "InputRange": "mapping.inputs", "Model": "mapping.model", "load_model": "mapping.model",
-            "transformer_forward": "mapping.transformer", "simulate_model": "sims", "ModelResult": "sims"}
+            "transformer_forward": "mapping.transformer", "simulate_model": "sims", "ModelResult": "sims",
+            "cooperation": "mapping.co4", "co4_forward": "mapping.co4", "Co4Model": "mapping.co4"}
 _SUBMODULES = ("perturb",)   # ctmhsa.perturb.Silence, ... (lesions and drive)
 
 __all__ = ["__version__", *_EXPORTS, *_SUBMODULES]

@@ -1,0 +1,204 @@
+"""The maths of Co4, a rival theory of cortical attention built from the same two-point neurons
+(Adeel, "Beyond Attention: Toward Machines with Intrinsic Higher Mental States", seed 003), in
+numpy, as the reference a Co4 circuit will be measured against.
+
+Two-point neurons combine a receptive-field drive ``R`` (basal) with a context ``C`` (apical)
+through a modulatory (MOD) transfer function; the seed's own is the Cooperation Equation (its
+eq. 1), the classical ones its eqs. 2-5 (:data:`MOD_FUNCTIONS`). A Co4 block has ``L`` learned
+latent queries. Per head, with ``N(x) = x / mean|x|`` the project's divisive normalisation
+(:func:`ctmhsa.mapping.transformer.normalise`) and φ the attention's feature map::
+
+    Q = N(latents) WQᵀ  (L, d)      K = N(X) WKᵀ  (n, d)      V = N(X) WVᵀ  (n, d)
+    for every latent l and token j (the triadic loops, elementwise over d):
+        Qm[l, j] = MOD(Q[l], (K[j] + V[j]) / 2)      Q the RF, K and V its context
+        Km[l, j] = MOD(K[j], (Q[l] + V[j]) / 2)      K the RF, Q and V its context
+        Vm[l, j] = MOD(V[j], (Q[l] + K[j]) / 2)      V the RF, Q and K its context
+    averaged over the other index:  Qm[l] = mean_j Qm[l, j],  Km[j], Vm[j] = mean_l ...
+    κ[l, j] = φ(Qm[l])·φ(Km[j]) / Σ_j' φ(Qm[l])·φ(Km[j'])      ṽ[l] = Σ_j κ[l, j] Vm[j]
+    out = N(latents + Σ_h WO_h ṽ_h)       logits = R mean_l(out) + c
+
+The choices where the seed leaves one open (how two contexts combine, what is averaged, the
+feature map, the normalisation, the read-out) are argued in docs/co4.md. Nothing here sets a
+value of any circuit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .reference import _as_real_array, resolve_phi
+from .transformer import normalise
+
+__all__ = ["cooperation", "MOD_FUNCTIONS", "Co4Model", "co4_forward", "CO4_STAGES"]
+
+
+def cooperation(R, C) -> np.ndarray:
+    """The Cooperation Equation (seed 003, eq. 1), elementwise:
+    ``ReLU6(R² + 2R + C (1 + |R|))``, with ``ReLU6(x) = min(6, max(0, x))``.
+
+    Parameters
+    ----------
+    R, C : array_like
+        Receptive-field (basal) and context (apical) drives, broadcast together. Dimensionless.
+
+    Returns
+    -------
+    ndarray
+        In ``[0, 6]``.
+    """
+    R = _as_real_array("R", R)
+    C = _as_real_array("C", C)
+    return np.clip(R * R + 2.0 * R + C * (1.0 + np.abs(R)), 0.0, 6.0)
+
+
+MOD_FUNCTIONS = {
+    "cooperation": cooperation,
+    "tm1": lambda R, C: 0.5 * R * (1.0 + np.exp(R * C)),       # eq. 2
+    "tm2": lambda R, C: R + R * C,                              # eq. 3
+    "tm3": lambda R, C: R * (1.0 + np.tanh(R * C)),            # eq. 4
+    "tm4": lambda R, C: R * 2.0 ** (R * C),                     # eq. 5
+    "none": lambda R, C: np.asarray(R, float) + 0.0 * C,       # no modulation: the ablation
+}
+"""Name -> ``f(R, C)``: the seed's Cooperation Equation, the classical MOD functions of its eqs.
+2-5 (unrectified, as the seed writes them; the cells' versions are rectified:
+:data:`ctmhsa.neurons.laws.LAWS`), and ``"none"`` (``R`` unmodulated: Co4 without its triadic
+loops, the latents' plain attention over the tokens)."""
+
+CO4_STAGES = ("x_norm", "latents_norm", "q", "k", "v", "q_m", "k_m", "v_m", "kappa", "v_tilde", "x_tilde",
+              "out", "logits")
+"""The stages :func:`co4_forward` returns, in circuit order."""
+
+
+@dataclass(frozen=True)
+class Co4Model:
+    """One Co4 block with a read-out (plain arrays, dimensionless).
+
+    Attributes
+    ----------
+    latents : ndarray (L, de)
+        The learned latent queries.
+    WQ, WK, WV : ndarray (H, d, de)
+        Projections of the latents (questions) and of the tokens (clues, hypotheses). The triadic
+        loops are elementwise, so questions, clues and hypotheses share one width ``d``.
+    WO : ndarray (H, de, d)
+        Output projection of every head.
+    readout_W : ndarray (classes, de), optional
+        Read-out of the latents' mean; ``readout_b`` (classes,) its bias.
+    """
+
+    latents: np.ndarray
+    WQ: np.ndarray
+    WK: np.ndarray
+    WV: np.ndarray
+    WO: np.ndarray
+    readout_W: np.ndarray | None = None
+    readout_b: np.ndarray | None = None
+
+    def __post_init__(self):
+        arr = {k: _as_real_array(k, getattr(self, k)) for k in ("latents", "WQ", "WK", "WV", "WO")}
+        if arr["latents"].ndim != 2 or arr["latents"].shape[0] < 1:
+            raise ValueError(f"latents: expected (L, de) with L >= 1, got shape {arr['latents'].shape}")
+        L, de = arr["latents"].shape
+        for k in ("WQ", "WK", "WV"):
+            if arr[k].ndim != 3 or arr[k].shape[2] != de:
+                raise ValueError(f"{k}: expected (H, d, de={de}), got shape {arr[k].shape}")
+        if not (arr["WQ"].shape == arr["WK"].shape == arr["WV"].shape):
+            raise ValueError(f"WQ, WK, WV: the triadic loops are elementwise, so questions, clues and hypotheses "
+                             f"need one shape (H, d, de); got {arr['WQ'].shape}, {arr['WK'].shape}, "
+                             f"{arr['WV'].shape}")
+        H, d, _ = arr["WQ"].shape
+        if arr["WO"].shape != (H, de, d):
+            raise ValueError(f"WO: expected (H={H}, de={de}, d={d}), got shape {arr['WO'].shape}")
+        for k, v in arr.items():
+            object.__setattr__(self, k, v)
+        if (self.readout_W is None) != (self.readout_b is None):
+            raise ValueError("readout_W, readout_b: give both or neither")
+        if self.readout_W is not None:
+            W, b = _as_real_array("readout_W", self.readout_W), _as_real_array("readout_b", self.readout_b)
+            if W.ndim != 2 or W.shape[1] != de or b.shape != (W.shape[0],):
+                raise ValueError(f"readout_W, readout_b: expected (classes, de={de}) and (classes,), got "
+                                 f"{W.shape} and {b.shape}")
+            object.__setattr__(self, "readout_W", W)
+            object.__setattr__(self, "readout_b", b)
+
+    @property
+    def shape(self) -> dict:
+        """``L, de, H, d`` (and ``classes``, 0 without a read-out)."""
+        H, d, de = self.WQ.shape
+        return dict(L=self.latents.shape[0], de=de, H=H, d=d,
+                    classes=0 if self.readout_W is None else self.readout_W.shape[0])
+
+
+def _triad(Q, K, V, mod) -> tuple:
+    """The triadic loops of one head: every (latent l, token j) pair modulates its question, clue
+    and hypothesis by the other two (their mean as the context), then the questions are averaged
+    over the tokens and the clues and hypotheses over the latents (seed: "after this interaction,
+    they are averaged ... a simple attention map of O(L×N)")."""
+    q, k, v = Q[:, None, :], K[None, :, :], V[None, :, :]             # (L, 1, d), (1, n, d)
+    q_m = mod(q, (k + v) / 2.0).mean(axis=1)                            # (L, d)
+    k_m = mod(k, (q + v) / 2.0).mean(axis=0)                            # (n, d)
+    v_m = mod(v, (q + k) / 2.0).mean(axis=0)                            # (n, d)
+    return q_m, k_m, v_m
+
+
+def co4_forward(X, model: Co4Model, phi: str = "elu1", mod: str = "cooperation") -> dict:
+    """Run one Co4 block on the tokens ``X`` exactly (numpy).
+
+    Parameters
+    ----------
+    X : array (n, de)
+        Input tokens. Dimensionless.
+    model : Co4Model
+    phi : str
+        Feature map of the attention (``"elu1"``, ``"relu"``, ``"softplus"``, ``"exp"``).
+    mod : str
+        The MOD function of the triadic loops (:data:`MOD_FUNCTIONS`): ``"cooperation"`` (the
+        seed's), ``"tm1"``-``"tm4"``, or ``"none"`` (no loops).
+
+    Returns
+    -------
+    dict
+        :data:`CO4_STAGES`: the normalised tokens and latents, per head ``q (H, L, d)``, ``k, v
+        (H, n, d)`` and their modulated ``q_m, k_m, v_m``, ``kappa (H, L, n)``, ``v_tilde (H, L,
+        d)``, ``x_tilde (L, de)`` (the heads' sum through WO), ``out (L, de)`` and ``logits``
+        ((classes,) or ``None``).
+
+    Raises
+    ------
+    ValueError
+        Bad shapes (named), an unknown ``mod`` or ``phi``, a token or latent with ``mean|x| = 0``,
+        or a latent whose attention normaliser is 0 (relu with no positive feature).
+    TypeError
+        ``model`` is not a :class:`Co4Model`.
+    """
+    if not isinstance(model, Co4Model):
+        raise TypeError(f"model: expected a ctmhsa.mapping.co4.Co4Model, got {type(model).__name__}")
+    if mod not in MOD_FUNCTIONS:
+        raise ValueError(f"mod: unknown MOD function {mod!r}; expected one of {sorted(MOD_FUNCTIONS)}")
+    f = resolve_phi(phi)[1]
+    x = _as_real_array("X", X)
+    de = model.shape["de"]
+    if x.ndim != 2 or x.shape[1] != de or x.shape[0] < 1:
+        raise ValueError(f"X: expected tokens (n, de={de}) with n >= 1, got shape {x.shape}")
+    xn = normalise(x, "X")
+    ln = normalise(model.latents, "latents")
+    q = np.einsum("hde,le->hld", model.WQ, ln)
+    k = np.einsum("hde,ne->hnd", model.WK, xn)
+    v = np.einsum("hde,ne->hnd", model.WV, xn)
+    fn = MOD_FUNCTIONS[mod]
+    q_m, k_m, v_m = (np.stack(s) for s in zip(*(_triad(q[h], k[h], v[h], fn) for h in range(q.shape[0]))))
+    scores = np.einsum("hld,hnd->hln", f(q_m), f(k_m))
+    Z = scores.sum(axis=2, keepdims=True)
+    if np.any(Z <= 0):
+        h, l, _ = (int(i) for i in np.argwhere(Z <= 0)[0])
+        raise ValueError(f"phi: the attention normaliser of head {h}, latent {l} is {float(Z[h, l, 0]):.3g}; "
+                         f"every feature phi(q_m)·phi(k_m) vanished (use a positive feature map: elu1, softplus, exp)")
+    kappa = scores / Z
+    v_tilde = np.einsum("hln,hnd->hld", kappa, v_m)
+    x_tilde = np.einsum("hed,hld->le", model.WO, v_tilde)
+    out = normalise(model.latents + x_tilde, "latents + attention")
+    logits = None if model.readout_W is None else model.readout_W @ out.mean(axis=0) + model.readout_b
+    return dict(x_norm=xn, latents_norm=ln, q=q, k=k, v=v, q_m=q_m, k_m=k_m, v_m=v_m, kappa=kappa,
+                v_tilde=v_tilde, x_tilde=x_tilde, out=out, logits=logits)
