@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["REFERENCE_RATES", "RateTable", "rate_table"]
+__all__ = ["REFERENCE_RATES", "RateTable", "rate_table", "isi_cv"]
 
 #: cell type -> (upper bound of the population's mean rate in vivo, Hz; its basis). Model cell
 #: types with no counterpart that has been recorded in this role (read-out decoders, the linear
@@ -39,17 +39,39 @@ class RateTable(list):
 
     def __str__(self) -> str:
         head = f"{'population':<16}{'cell type':<13}{'cells':>7}{'mean':>9}{'median':>9}{'max':>9}{'silent':>8}" \
-               f"{'bound':>8}  "
+               f"{'Fano':>7}{'ISI CV':>8}{'bound':>8}  "
         lines = [head, "-" * len(head)]
         for r in self:
             bound = "-" if r["bound"] is None else f"{r['bound']:g}"
             flag = "" if r["within"] in (None, True) else "above"
+            fano, cv = (("-" if r.get(k) is None else f"{r[k]:.2f}") for k in ("fano", "isi_cv"))
             lines.append(f"{r['population']:<16}{r['cell_type']:<13}{r['cells']:>7d}{r['mean']:>9.2f}"
-                         f"{r['median']:>9.2f}{r['max']:>9.1f}{r['silent']:>8.2f}{bound:>8}  {flag}")
+                         f"{r['median']:>9.2f}{r['max']:>9.1f}{r['silent']:>8.2f}{fano:>7}{cv:>8}{bound:>8}  {flag}")
         return "\n".join(lines)
 
 
-def rate_table(rates: dict, cell_types: dict, window: float | None = None) -> RateTable:
+def isi_cv(cells, times, min_spikes: int = 3) -> tuple[float | None, int]:
+    """Mean coefficient of variation of the inter-spike intervals over the cells with at least
+    ``min_spikes`` spikes, and how many cells that is (``(None, 0)`` where none has).
+    A Poisson cell has CV 1, a regular one 0; cortical cells in vivo ~1 (Softky & Koch 1993,
+    J Neurosci 13:334)."""
+    cells, times = np.asarray(cells), np.asarray(times, float)
+    if cells.size == 0:
+        return None, 0
+    order = np.lexsort((times, cells))
+    c, t = cells[order], times[order]
+    same = c[1:] == c[:-1]
+    isi, owner = np.diff(t)[same], c[1:][same]
+    cvs = []
+    for k in np.unique(owner):
+        d = isi[owner == k]
+        if d.size >= min_spikes - 1 and d.mean() > 0:
+            cvs.append(d.std() / d.mean())
+    return (float(np.mean(cvs)), len(cvs)) if cvs else (None, 0)
+
+
+def rate_table(rates: dict, cell_types: dict, window: float | None = None, fano: dict | None = None,
+               spikes: dict | None = None) -> RateTable:
     """The rate table of one result.
 
     Parameters
@@ -71,7 +93,15 @@ def rate_table(rates: dict, cell_types: dict, window: float | None = None) -> Ra
         One row per population with cells: ``population``, ``cell_type``, ``cells`` (rates
         counted), ``mean``, ``median``, ``max`` (Hz), ``silent`` (fraction at 0 Hz), ``bound``
         (:data:`REFERENCE_RATES`, Hz, or None) and ``within`` (mean <= bound, up to the counting
-        noise where ``window`` is given; None without a bound).
+        noise where ``window`` is given; None without a bound); the single cells' irregularity:
+        ``fano`` (the population's pooled spike-count Fano factor over the window's chunks, from
+        ``fano``) and ``isi_cv`` (:func:`isi_cv` of the window's recorded spikes, from ``spikes``,
+        with ``cv_cells`` the cells it averages), None where not measured (the rate level, or a
+        population whose spikes were not recorded).
+    fano : dict, optional
+        Population -> pooled Fano factor (``res.diagnostics["fano"]``).
+    spikes : dict, optional
+        Population -> ``(cells, times)`` of the window's recorded spikes.
     """
     rows = RateTable()
     for name, r in rates.items():
@@ -83,7 +113,10 @@ def rate_table(rates: dict, cell_types: dict, window: float | None = None) -> Ra
         bound = REFERENCE_RATES.get(kind, (None, ""))[0]
         mean = float(v.mean())
         slack = 0.0 if not window else 2.0 * np.sqrt(mean / (window * v.size))
+        f = (fano or {}).get(name)
+        cv, n_cv = isi_cv(*spikes[name]) if spikes and name in spikes else (None, 0)
         rows.append(dict(population=name, cell_type=kind, cells=int(v.size), mean=mean, median=float(np.median(v)),
                          max=float(v.max()), silent=float(np.mean(v == 0)), bound=bound,
-                         within=None if bound is None else bool(mean <= bound + slack)))
+                         within=None if bound is None else bool(mean <= bound + slack),
+                         fano=None if f is None or not np.isfinite(f) else float(f), isi_cv=cv, cv_cells=n_cv))
     return rows

@@ -132,8 +132,13 @@ def _result(sim, obs, ro, stages, x_ref, ref_stages, rates, noise_var, operating
     timings = dict(build=obs.build, compile=obs.compile, compiled=obs.compiled, run=obs.run)
     stream = diagnostics.get("stream")
     window = ro.duration if stream is None else (stream["window"][1] - stream["window"][0]) * stream["count"]
+    # the window's recorded spikes, for the single cells' irregularity (ISI CV)
+    lo, hi = ro.warmup - 0.5 * ro.dt, ro.warmup + ro.duration - 0.5 * ro.dt
+    spikes = {k: (np.asarray(i)[(np.asarray(t) >= lo) & (np.asarray(t) < hi)],
+                  np.asarray(t)[(np.asarray(t) >= lo) & (np.asarray(t) < hi)]) for k, (i, t) in (obs.spikes or {}).items()}
     diagnostics["rates"] = rate_table(rates, {k: p.cell_type for k, p in circuit.populations.items()},
-                                      window=window if o.spiking else None)
+                                      window=window if o.spiking else None, fano=diagnostics.get("fano"),
+                                      spikes=spikes if o.spiking else None)
     return SimulationResult(
         x_tilde=stages["x_tilde"], reference=x_ref, stages=stages, reference_stages=ref_stages,
         rates=rates, spikes=obs.spikes, level=o.neuron, config=config, diagnostics=diagnostics,

@@ -52,3 +52,31 @@ def test_default_circuit_fires_at_rates_recorded_in_vivo():
     assert by["interneuron"]["mean"] <= 40 and by["interneuron"]["within"]
     assert abs(by["l23"]["mean"] - 5.0) < 0.15
     assert all(by[p]["mean"] <= 100 for p in ("nucleus1", "nucleus1_kv", "nucleus1_v", "nucleus2"))
+
+
+@pytest.mark.codegen_independent
+def test_isi_cv_of_poisson_and_regular_trains():
+    from ctmhsa.sims.physiology import isi_cv
+    rng = np.random.default_rng(0)
+    poisson = [np.cumsum(rng.exponential(0.05, size=400)) for _ in range(5)]
+    cells = np.concatenate([np.full(t.size, k) for k, t in enumerate(poisson)])
+    cv, n = isi_cv(cells, np.concatenate(poisson))
+    assert n == 5 and cv == pytest.approx(1.0, abs=0.1)
+    assert isi_cv(np.zeros(10, int), np.arange(10) * 0.1) == (pytest.approx(0.0, abs=1e-9), 1)
+    assert isi_cv(np.array([0, 0, 1]), np.array([0.1, 0.2, 0.3])) == (None, 0)   # too few spikes
+
+
+@pytest.mark.brian2
+def test_the_rate_table_states_single_cell_irregularity():
+    """Escape cells are Poisson given their intensity: ISI CV near 1 where recorded; the pooled
+    count Fano factor beside it; the rate level has neither."""
+    x = problem_inputs(n=3, H=1, dk=2, dv=2, de=3)
+    res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape", duration=2.0, seed=3,
+                        codegen="numpy", record_spikes=["nucleus1", "l5pt"])
+    by = {r["population"]: r for r in res.rate_table()}
+    assert by["nucleus1"]["isi_cv"] == pytest.approx(1.0, abs=0.25) and by["nucleus1"]["cv_cells"] > 0
+    assert by["l23"]["isi_cv"] is None                      # not recorded
+    assert all(by[p]["fano"] is not None for p in ("nucleus1", "l23", "l5pt"))
+    assert "ISI CV" in str(res.rate_table())
+    rate = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="rate", codegen="numpy")
+    assert all(r["fano"] is None and r["isi_cv"] is None for r in rate.rate_table())
