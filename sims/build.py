@@ -180,8 +180,12 @@ class Simulation:
         log.info("simulating %g s: warm-up %g s + window %g s (estimated %.3g s of wall time)",
                  ro.warmup + ro.duration, ro.warmup, ro.duration, self.runtime_estimate)
         self.observations = self.runner.run(ro)
+        t_decode = time.perf_counter()
         res = read_out(self, self.observations, ro)
-        res.timings["total"] = time.perf_counter() - self._t_start
+        # where the time went: build, compile and run (the runner's), decoding, the whole call, and
+        # beside them the run-time estimate that max_runtime was checked against
+        res.timings.update(decode=time.perf_counter() - t_decode, total=time.perf_counter() - self._t_start,
+                           estimated_run=float(self.runtime_estimate))
         return res
 
     def __repr__(self):

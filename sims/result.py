@@ -79,7 +79,10 @@ class SimulationResult:
         population), ``checkpoints`` (spiking levels: ``[{"T", "metrics"}]`` at each checkpoint
         and the full window).
     timings : dict
-        Wall-clock seconds: ``build``, ``run``, ``total``.
+        Wall-clock seconds: ``build`` (Brian2 objects), ``compile`` (code generation and
+        compilers; ``compiled``: how many modules), ``run``, ``decode`` (the stages from the
+        observables), ``total`` (the whole call), and ``estimated_run``, the run-time estimate
+        ``max_runtime`` was checked against (:func:`ctmhsa.sims.cost.estimate_runtime`).
     counts : dict
         ``neurons``, ``synapses`` and per-population / per-projection counts.
     noise_variance : dict

@@ -78,5 +78,8 @@ def test_the_rate_table_states_single_cell_irregularity():
     assert by["l23"]["isi_cv"] is None                      # not recorded
     assert all(by[p]["fano"] is not None for p in ("nucleus1", "l23", "l5pt"))
     assert "ISI CV" in str(res.rate_table())
+    # where the time went, beside the estimate max_runtime was checked against
+    t = res.timings
+    assert t["total"] >= t["run"] + t["decode"] and t["decode"] > 0 and t["estimated_run"] > 0
     rate = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="rate", codegen="numpy")
     assert all(r["fano"] is None and r["isi_cv"] is None for r in rate.rate_table())
