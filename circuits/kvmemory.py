@@ -27,6 +27,12 @@ memory (a memory decaying under the read-out would be read late by every cell af
 of ṽ at tau_mem = 1 s, measured). Neurons per head: those of the linear circuit at n = m = 1
 (O(dk dv)), whatever the stream's length.
 
+The escape level (unnormalised): the same timing, the integrators escape cells whose state
+integrates their write cells' spikes while the gate is open; the gate relay fires in every step
+of the window (p = 1) so that the gate is exactly open or shut (:class:`_GatedModel`). Population
+coding (``P``) lowers the count noise; measured against the reference and the noise floor in
+docs/memory.md ("Escape level").
+
 Perturbations (:mod:`ctmhsa.circuits.perturb`, rate level) act as in the other circuits: a
 ``Silence("memory")`` zeroes the integrators' output seen by L5 (the recall synapses) while
 their state, and the writes into it, run on, so L5 then reads the current token's product alone
@@ -37,7 +43,9 @@ network clock: :func:`ctmhsa.mapping.kvmemory.token_times`.
 
 from __future__ import annotations
 
-from ctmhsa.neurons.models import CellModel, register
+from dataclasses import dataclass
+
+from ctmhsa.neurons.models import MODELS, CellModel, _escape, register
 
 from .graph import Projection
 
@@ -61,19 +69,50 @@ def _rate_kv_memory():
     # would over a presentation) and holds still while L5 reads it. Forward Euler, so that the
     # leak per step is exactly 1 - leak dt (the encoder sets it from λ; leak = 0: no forgetting);
     # the rate is linear-rectified as the linear circuit's memory cells (ON/OFF pairs carry the sign).
+    # tau_gate (= dt) is the escape level's gate current (_GatedModel); the rate level reads the gate's rate.
     return CellModel(
         equations="""
         dU/dt = I_g*(I_s/tau_w - leak*U) : volt
         r = rho*clip(U/u, 0, inf) : Hz
         tau_w : second (shared, constant)
+        tau_gate : second (shared, constant)
         leak : Hz (shared, constant)
         rho : Hz (shared, constant)
         """,
         inputs={"soma": ("I_s", "volt"), "gate": ("I_g", "1")},
-        parameters=("tau_w", "leak", "rho"),
+        parameters=("tau_w", "tau_gate", "leak", "rho"),
         observables=("U", "r"),
         method="euler",
     )
+
+
+@dataclass(frozen=True)
+class _GatedModel(CellModel):
+    """The escape level's integrator: its gate input counts the gate relay's spikes of the last
+    step (the relay fires in every step of the window, p = 1; a gate current that decays in one
+    step, ``tau_gate = dt``), so the gate is exactly open or shut, as at the rate level, one step
+    after the relay (:func:`ctmhsa.mapping.kvmemory.stream_tables`); its write input is the
+    write cells' spikes through exponential synaptic currents, like every escape cell's."""
+
+    def render(self, phi, projections_by_compartment, law="product"):
+        eqs = CellModel.render(self, phi, projections_by_compartment, law)
+        for p in projections_by_compartment.get("gate", []):
+            eqs = eqs.replace(f"din_{p}/dt = -in_{p}/tau_syn : 1", f"din_{p}/dt = -in_{p}/tau_gate : 1")
+            eqs = eqs.replace(f"I_g = in_{p} : 1", f"I_g = in_{p}/(k_syn*tau_gate) : 1")
+        return eqs
+
+
+MODELS[("escape", "kv_memory")] = _GatedModel(**vars(_escape(MODELS[("rate", "kv_memory")])))
+
+
+@register("rate", "gate")
+def _rate_gate():
+    # the write gate: a timing signal locked to the presentation, at 1/dt in its window, else 0
+    # (ctmhsa.mapping.kvmemory); at the escape level a relay that fires in every step of it
+    return MODELS[("rate", "relay")]
+
+
+MODELS[("escape", "gate")] = MODELS[("escape", "relay")]
 
 
 def add_gate_and_bypass(c, ctx) -> None:
@@ -81,7 +120,7 @@ def add_gate_and_bypass(c, ctx) -> None:
     one token slot (built by :class:`ctmhsa.circuits.builders.StreamMemory`): the gate relay and
     its synapses onto the integrators, and the bypass from the write cells to L5's apical dendrites."""
     pre_s = tuple(f"pre.{a}" for a in ctx["pair"][0])
-    ctx["pop"]("nucleus_gate", "relay", ("g",), (1,), area="thalamus")
+    ctx["pop"]("nucleus_gate", "gate", ("g",), (1,), area="thalamus")
     c.add_projection(Projection("gate", "nucleus_gate", "memory", "gate", (), "ones", ()))
     c.add_projection(Projection("bypass", "outer", "readout", "apical",
                                 (("head", "head"), ("f", "f"), ("c", "c")), "ones", pre_s + ctx["sign_w"]))

@@ -37,12 +37,12 @@ from .operating import check_division, expected_drive, set_points
 from .reference import FEATURE_MAPS
 from .reference import memory_attention
 
-__all__ = ["RHO_GATE", "forget_factor", "horizon", "integrator_constants", "stream_drive", "stream_tables",
+__all__ = ["forget_factor", "horizon", "integrator_constants", "stream_drive", "stream_tables",
            "reference_stages", "to_stream", "token_times"]
 
-RHO_GATE = 100.0
-"""Rate (Hz) of the gate relay while the write window is open (0 otherwise); its synapses weigh
-``1 / RHO_GATE``, so the integrators' gate input is exactly 1 or 0."""
+# The gate relay fires at 1/dt while the write window is open (0 otherwise) and its synapses weigh
+# dt, so the integrators' gate input is exactly 1 or 0: at the rate level its rate, at the escape
+# level its spike in every step of the window (p = 1; ctmhsa.circuits.kvmemory).
 
 
 def forget_factor(presentation: float, tau_mem: float | None) -> float:
@@ -79,9 +79,9 @@ def _stream_memory(circuit, vals, gains, ctx):
     h = horizon(timing["forget"], timing["tokens"])
     for z in ("", "_z"):
         if f"memory{z}" in circuit.populations:
-            vals.params[f"memory{z}"] = dict(const, rho=gains.rho_memory)
+            vals.params[f"memory{z}"] = dict(const, rho=gains.rho_memory, tau_gate=timing["dt"])
             vals.weights[f"recall{z}"] = timing["forget"] * vals.weights[f"recall{z}"]   # λ M_{t-1}
-            vals.weights[f"gate{z}"] = 1.0 / RHO_GATE
+            vals.weights[f"gate{z}"] = timing["dt"]
             vals.weights[f"write{z}"] = vals.weights[f"write{z}"] / h                  # M / h
             vals.weights[f"bypass{z}"] = vals.weights[f"write{z}"]   # the current product, in the memory's units
     if "interneuron" not in circuit.populations:   # Σ_f readout = rho_l23 ṽ / h, ṽ sums h tokens' worth
@@ -151,7 +151,9 @@ def stream_tables(circuit, enc, X, Y, block, phi: str, presentation: float, warm
     token t on the matrix and core relays over ``[warmup + t P + s, warmup + (t + 1) P + s)`` (the
     first token also before), so that the state read at ``warmup + (t + 1) P`` has settled on
     token t and the write gate opens after it, over ``[warmup + t P, warmup + t P + s)`` for t >= 1
-    (``s`` = :data:`ctmhsa.circuits.kvmemory.WRITE_WINDOW`). Every token is checked first."""
+    (``s`` = :data:`ctmhsa.circuits.kvmemory.WRITE_WINDOW`; the gate relay at ``1/dt``, every copy,
+    so that at the escape level it spikes in every step, and the integrators open one step
+    later). Every token is checked first."""
     c, P, W, s = enc.consts, float(presentation), float(warmup), WRITE_WINDOW
     lead = int(math.ceil((W + s) / P - 1e-9))
     _check_stream(circuit, c, X, Y, block, phi, c["timing"]["forget"])
@@ -165,8 +167,8 @@ def stream_tables(circuit, enc, X, Y, block, phi: str, presentation: float, warm
     dt = c["timing"]["dt"]
     steps = np.arange(int(round((W + X.shape[0] * P) / dt)) + 1) - int(round(W / dt))
     period, window = int(round(P / dt)), int(round(s / dt))
-    gate = np.where((steps >= period) & (steps % period < window), RHO_GATE, 0.0)
-    out["nucleus_gate"] = (gate[:, None], dt, 0.0)
+    gate = np.where((steps >= period) & (steps % period < window), 1.0 / dt, 0.0)
+    out["nucleus_gate"] = (np.repeat(gate[:, None], circuit.populations["nucleus_gate"].N, axis=1), dt, 0.0)
     return out
 
 

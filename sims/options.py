@@ -194,7 +194,8 @@ class CircuitOptions(_Options):
         ``False``: the unnormalised variant (no interneurons).
     circuit : {"quadratic", "linear", "memory"}
         Algorithm 1, the linear-time key-value-memory circuit, or the key-value memory over a
-        stream of single tokens (:mod:`ctmhsa.circuits.kvmemory`; rate level).
+        stream of single tokens (:mod:`ctmhsa.circuits.kvmemory`; rate level, and the escape level
+        unnormalised).
     law : str
         Interaction law of the L5 IT somata (:data:`ctmhsa.neurons.laws.LAWS`).
     P : int or dict
@@ -526,15 +527,18 @@ class RunOptions(_Options):
 def _check_memory_options(co: CircuitOptions) -> None:
     """The options the memory circuit (:mod:`ctmhsa.circuits.kvmemory`) is built with: a
     ``ValueError`` naming any other (they do not apply to it, or are not built for it)."""
-    if co.spiking:
-        raise ValueError(f"neuron: the memory circuit is built at the rate level in this release; got {co.neuron!r}")
+    if co.level.lif:
+        raise ValueError(f"neuron: the memory circuit is built at the rate and escape levels in this release; "
+                         f"got {co.neuron!r}")
+    if co.spiking and co.normalize:
+        raise ValueError("normalize: the memory circuit's normalised variant is built at the rate level in this "
+                         "release (its escape-level division is not measured); use normalize=False or neuron='rate'")
     for name, value, ok, why in (
             ("causal", co.causal, False, "the memory is causal by construction (token t reads tokens <= t)"),
             ("law", co.law, "product", "its L5 read-out cells multiply"),
             ("signed", co.signed, "onoff", "its signed streams use the on/off code"),
             ("dale", co.dale, False, "Dale's law is built for circuit='quadratic'"),
-            ("firing", co.firing, "poisson", "its cells are not perfect integrators"),
-            ("P", co.P, 1, "population coding is not built for it")):
+            ("firing", co.firing, "poisson", "its cells are not perfect integrators")):
         if not _equal(value, ok) or isinstance(value, dict):
             raise ValueError(f"{name}: {value!r} does not apply to circuit='memory' ({why}); leave it at {ok!r}")
 
@@ -714,8 +718,8 @@ APPLIES = {
                                      "(res.presentation_metrics()) and a model from one window; use presentation "
                                      "windows for the error over time"),
     "codegen": (_ALL, (), ""),
-    "device": (_PATHWAY, ("runtime",), "a model is read during the run: runtime device only"),
-    "threads": (_PATHWAY, (0, 1), "threads are the standalone device's; a model runs on the runtime device"),
+    "device": (_ALL, (), ""),
+    "threads": (_ALL, (), ""),
     "scheduler": (("set",), (), "a split run rebuilds every head on its own; streams and models run as one "
                                 "network"),
     "record_spikes": (_ALL, (), ""),
