@@ -270,7 +270,8 @@ def _cmd_run_model(args) -> int:
     out = check_output(args.out or os.path.join("results", f"model-{model.name or 'model'}"), 0, what="--out")
     args._out = out
     opts = {k: v for k, v in dict(duration=args.duration, seed=args.seed, codegen=args.codegen,
-                                  presentation=args.presentation).items() if v is not None}
+                                  presentation=args.presentation, device=args.device,
+                                  threads=args.threads).items() if v is not None}
     if args.dale:
         opts["dale"] = True
     if args.firing is not None:
@@ -344,7 +345,8 @@ def _cmd_digits(args) -> int:
         raise ValueError(f"--images: expected 1..{len(labels)}, got {count}")
     out = check_output(args.out, 0, what="--out")
     args._out = out
-    opts = {k: v for k, v in dict(seed=args.seed, P=args.P, codegen=args.codegen).items() if v is not None}
+    opts = {k: v for k, v in dict(seed=args.seed, P=args.P, codegen=args.codegen, device=args.device,
+                                  threads=args.threads).items() if v is not None}
     if not args.quiet:
         print(f"ctmhsa digits: {model!r}\n  {count} test images, {args.neuron} level, {args.presentation:g} s each")
     spiking = get_level(args.neuron).spiking
@@ -755,6 +757,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "integrator, 5 ms cells; poisson: escape noise)")
     dg.add_argument("--model", default="digits", help="model file or shipped name (default digits)")
     dg.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target (default auto)")
+    dg.add_argument("--device", choices=("runtime", "cpp_standalone"),
+                    help="Brian2 device (default runtime; cpp_standalone compiles the model's shape once, "
+                         "docs/digits.md)")
+    dg.add_argument("--threads", type=_count(0), metavar="N", help="OpenMP threads of cpp_standalone (default 1)")
     dg.add_argument("--out", default=os.path.join("results", "digits"), help="results directory (default results/digits)")
     dg.add_argument("--no-figure", action="store_true", help="do not draw digits.png")
     dg.set_defaults(func=_cmd_digits)

@@ -8,6 +8,7 @@ the cells and compared with :func:`ctmhsa.mapping.transformer.transformer_forwar
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import warnings
@@ -38,10 +39,10 @@ from ctmhsa.circuits.memory import estimate_memory
 from .build import _check_runtime, _stream_timing
 from .validate import available_memory
 from .result import stage_metrics
-from .runners import RuntimeRunner
+from .runners import RuntimeRunner, runner_for
 
 __all__ = ["simulate_model", "ModelResult", "MODEL_WARMUP_PER_BLOCK", "MODEL_COPIES", "RATE_TIME_PER_BLOCK",
-           "MODEL_LAG_FRACTION"]
+           "MODEL_LAG_FRACTION", "MODEL_DEVICES"]
 
 MODEL_WARMUP_PER_BLOCK = 0.25
 """Warm-up per block (s) at the spiking levels: each block adds about eight cell stages of
@@ -58,6 +59,11 @@ RATE_TIME_PER_BLOCK = 1.0
 
 MODEL_LAG_FRACTION = 0.5
 """A stream's decoding window starts this fraction of each presentation after its start."""
+
+MODEL_DEVICES = ("runtime", "cpp_standalone")
+"""Devices a model runs on. On ``cpp_standalone`` one project is compiled per model shape (sizes,
+level, cells, dt, the presentation's timing); tokens, weights and the seed are run arguments, and
+a stream's windows are read after the run (:class:`ctmhsa.circuits.standalone.StreamRead`)."""
 
 SETTLED = 1e-4
 """Largest relative change of the rate-level output over the last 10 % of a run before
@@ -286,7 +292,9 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         ``record_spikes`` (population names such as ``"b0_l23"``; a name without its block,
         ``"l23"``, selects that population in every block), ``codegen``, ``report``, ``fold``,
         ``firing``, ``max_memory``, ``max_runtime``, ``dale`` (Dale's law: feedforward inhibitory
-        followers carry every negative weight, :mod:`ctmhsa.circuits.dale`), and
+        followers carry every negative weight, :mod:`ctmhsa.circuits.dale`), ``device`` (one of
+        :data:`MODEL_DEVICES`; on ``cpp_standalone`` other tokens of the same shape reuse the
+        compiled project), ``threads`` (the standalone device's OpenMP threads), and
         ``circuit_options``/``run_options`` (:mod:`ctmhsa.sims.options`; keywords override their
         fields, fields left at their defaults take the model's defaults above).
 
@@ -299,7 +307,7 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
     ValueError, TypeError
         A bad argument (naming it), an option that does not apply to models
         (:data:`ctmhsa.sims.options.APPLIES`: ``causal``, ``circuit``, ``signed``, ``law``,
-        ``normalize``, a standalone device, threads, a scheduler, checkpoints; ``duration`` on a
+        ``normalize``, a scheduler, checkpoints; a device not in :data:`MODEL_DEVICES`; ``duration`` on a
         stream, ``lag`` on one set), a presentation below the minimum, tokens outside the declared
         range, or a division of the circuit these tokens need that it cannot exert
         (:class:`ctmhsa.mapping.operating.OperatingRangeError`) — before any network is built.
@@ -351,6 +359,13 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         ro = ro.replace(duration=RATE_TIME_PER_BLOCK * model.n_blocks)
     ro = ro.resolved(co.neuron)
     check_run(co, ro, blocks=model.n_blocks)   # dt, the window, a presentation of the model's depth
+    if ro.device not in MODEL_DEVICES:
+        raise ValueError(f"device: a model runs on {' or '.join(map(repr, MODEL_DEVICES))}, got {ro.device!r}")
+    # the rate level's settling check on a compiled device: one set as a stream of one
+    # presentation, its state sampled at 90 % and at the end (read after the run)
+    one = not stream and not co.spiking and ro.device != "runtime"
+    run_ro = ro.replace(presentation=ro.duration) if one else ro
+    runner_for(run_ro).check(co, run_ro)
     if stream:   # the decoding window, before anything is built
         lag = MODEL_LAG_FRACTION * ro.presentation if lag is None else seconds("lag", lag, allow_zero=True)
         if not lag < ro.presentation:
@@ -376,15 +391,17 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
     if co.dale:   # the followers share the plain circuit's weights
         dale.add_values(built, menc.values)
     circuit = built
-    if stream:
-        menc.stream = _stream_table(menc, ro)
-    if ro.codegen == "auto":   # the synapses Brian2 holds decide, as for one attention layer
+    if stream or one:
+        menc.stream = _stream_table(menc, run_ro)
+    if ro.codegen == "auto" and ro.device == "runtime":   # the synapses Brian2 holds decide, as for one layer
         held = simulated_synapse_count(circuit, fold_plan(circuit, co.neuron) if co.fold else {})
-        ro = ro.replace(codegen="cython" if held >= AUTO_CYTHON_SYNAPSES else "numpy")
-    runner = RuntimeRunner(circuit, menc, None, co, ro)
+        ro = run_ro = ro.replace(codegen="cython" if held >= AUTO_CYTHON_SYNAPSES else "numpy")
+    runner = (RuntimeRunner if ro.device == "runtime" else runner_for(run_ro))(circuit, menc, None, co, run_ro)
     if stream:
         runner.lag = lag
-    obs = runner.run(ro)
+    obs = runner.run(run_ro)
+    if one:   # back to one set: its final state, and its state at 90 % of the run
+        obs = dataclasses.replace(obs, stream=False, early=obs.early[0])
     snaps = [o for _, o in obs.snapshots] if obs.stream else [obs.final]
     decoded = [decode_model(circuit, menc, o) for o in snaps]
     dec = _stack(decoded, stream)
@@ -414,7 +431,8 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
     config = dict(model=repr(model), model_source=model.source, neuron=co.neuron, phi=co.phi, n=n, de=model.de,
                   blocks=model_sizes(model), classes=0 if model.readout_W is None else int(model.readout_W.shape[0]),
                   n_inh=co.n_inh, P=int(co.P), dt=ro.dt, warmup=ro.warmup, duration=ro.duration,
-                  presentation=ro.presentation, seed=ro.seed, codegen=ro.codegen, rho=menc.rho,
+                  presentation=ro.presentation, seed=ro.seed, codegen=ro.codegen, device=ro.device,
+                  threads=runner.config()["threads"], rho=menc.rho,
                   divisions={k: list(v) for k, v in menc.divisions.items()},
                   calibration=menc.consts["calibration"], input_range=menc.consts["input_range"].to_dict(),
                   n_neurons=circuit.n_neurons(), n_synapses=circuit.n_synapses(), circuit=circuit.to_dict())

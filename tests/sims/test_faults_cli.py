@@ -73,7 +73,7 @@ def test_a_bad_model_is_one_line_naming_the_flag(files, capsys, no_build, model,
 
 @pytest.mark.codegen_independent
 @pytest.mark.parametrize("flags, words", [
-    (["--device", "cpp_standalone"], ["--device: ", "runtime device only"]),
+    (["--device", "cuda_standalone"], ["device: ", "cuda_standalone"]),   # no brian2cuda, or no model on it
     (["--checkpoints", "0.1"], ["--checkpoints: "]),
     (["--threads", "2"], ["--threads: "]),
     (["--weights", "w.safetensors"], ["--weights: ", "model file carries its own weights"]),
@@ -91,6 +91,20 @@ def test_a_bad_model_is_one_line_naming_the_flag(files, capsys, no_build, model,
 def test_run_model_refuses_a_flag_that_does_not_apply(files, capsys, no_build, flags, words):
     flags = [str(files / f) if f.endswith(".npz") else f for f in flags]
     _refused(capsys, *words, rc=_run_model(files, *flags))
+
+
+@pytest.mark.codegen_independent
+def test_run_model_hands_device_and_threads_on(files, capsys, monkeypatch):
+    """A model runs on cpp_standalone: the flags reach simulate_model (they were accepted and dropped)."""
+    seen = {}
+
+    def stop(model, X, **kw):
+        seen.update(kw)
+        raise ValueError("stopped before building")
+
+    monkeypatch.setattr("ctmhsa.sims.model.simulate_model", stop)
+    _refused(capsys, "stopped before building", rc=_run_model(files, "--device", "cpp_standalone", "--threads", "2"))
+    assert seen["device"] == "cpp_standalone" and seen["threads"] == 2
 
 
 @pytest.mark.codegen_independent
@@ -160,8 +174,7 @@ def test_a_set_refuses_stream_flags(files, capsys, no_build, tmp_path, flags, wo
 
 @pytest.mark.codegen_independent
 @pytest.mark.parametrize("flags, words", [(["--duration", "1"], ["--duration: ", "T x presentation"]),
-                                          (["--checkpoints", "0.1"], ["--checkpoints: "]),
-                                          (["--device", "cpp_standalone"], ["--device: "])])
+                                          (["--checkpoints", "0.1"], ["--checkpoints: "])])
 def test_a_stream_refuses_set_flags(files, capsys, no_build, tmp_path, flags, words):
     cfg = tmp_path / "c.toml"
     cfg.write_text(f"[problem]\ninputs = '{files / 'stream_inputs.npz'}'\n[circuit]\nneuron = 'rate'\n")

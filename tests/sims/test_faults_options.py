@@ -63,8 +63,8 @@ def test_check_applies_names_the_option_or_its_flag():
     with pytest.raises(ValueError, match=r"^checkpoints: does not apply to a stream of sets, only to one token set: .*"
                                          r"presentation windows"):
         check_applies("stream", dict(checkpoints=[0.1]))
-    with pytest.raises(ValueError, match=r"^--device: does not apply to a transformer model"):
-        check_applies("model", dict(record_spikes=True, device="cpp_standalone"), flags=dict(device="--device"))
+    with pytest.raises(ValueError, match=r"^--scheduler: does not apply to a transformer model"):
+        check_applies("model", dict(record_spikes=True, scheduler="serial"), flags=dict(scheduler="--scheduler"))
     with pytest.raises(ValueError, match=r"^run_options\.duration: does not apply to a stream.*T x presentation"):
         check_applies("stream", given_options(run_options=RunOptions(duration=5.0)))
     with pytest.raises(ValueError, match="^kind: "):
@@ -161,9 +161,7 @@ def test_bad_model_arguments_are_refused_naming_them_before_building(problem, no
     (dict(circuit_options=CircuitOptions(signed="offset")), "circuit_options.signed"),
     (dict(circuit_options=CircuitOptions(circuit="linear")), "circuit_options.circuit"),
     (dict(run_options=RunOptions(checkpoints=(0.5,))), "run_options.checkpoints"),
-    (dict(run_options=RunOptions(device="cpp_standalone")), "run_options.device"),
     (dict(run_options=RunOptions(scheduler="serial")), "run_options.scheduler"),
-    (dict(threads=4), "threads"),
 ])
 def test_option_objects_given_to_a_model_apply_or_are_refused(problem, no_build, kw, name):
     X, S, W, m = problem

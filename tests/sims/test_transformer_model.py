@@ -262,7 +262,7 @@ def test_result_saved_atomically_and_never_over_a_users_folder(escape_run, tmp_p
     (dict(neuron="lif"), "neuron"),
     (dict(causal=True), "causal"),
     (dict(circuit="linear"), "circuit"),
-    (dict(device="cpp_standalone"), "device"),
+    (dict(device="cuda_standalone"), "device"),
     (dict(P={"l23": 2}), "P"),
 ])
 def test_options_that_do_not_apply_are_refused(kw, match):
