@@ -445,5 +445,7 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     if co.dale:
         dale.add_values(circuit, enc.values)
     runner = runner_for(ro)(circuit, enc, inputs, co, ro)
+    if memory and co.spiking:   # read each token once the read-out has followed it
+        runner.lag = kvmemory.read_lag(ro.presentation)
     sizes = {k: a[k] for k in ("n", "m", "H", "dk", "dv", "de")}
     return Simulation(circuit, enc, ref, inputs, sizes, co, ro, runner, need, n_simulated, t_start, runtime)

@@ -18,7 +18,7 @@ level, for :func:`estimate_runtime`. Every result records the estimate beside th
 n = d = 8 (H = 2) and n = d = 16 (2 s escape, 0.5 s rate, 1 s lif; load 4-6 on the 2 cores, so
 about 2-3x slower than quiet): measured / estimated 1.4-3.9 at escape, 2.1-9.2 at the rate level,
 3.2-8.2 at lif (the lif level's fixed cost per step is underestimated), 1.9-3.1 on
-``cpp_standalone``. The estimate refuses runs that cannot finish; it is low, never high.
+``cpp_standalone``. The estimate refuses runs that cannot finish; in every run measured it was low.
 
 Measured on this project's 2-core development machine (shared, Brian2 2.9.0, one run each, the
 ``run`` timing of :func:`ctmhsa.sims.simulate_mhsa`, compilation excluded): *fixed*, the time per

@@ -201,7 +201,8 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
                       f"{STREAM_SETTLED:g}); its values are not the circuit's fixed point to the rate level's "
                       f"precision: present each token longer (presentation)", OperatingRangeWarning, stacklevel=3)
     diagnostics = dict(range=[p["range"] for p in per], convergence=convergence, fano=fano, checkpoints=[],
-                       stream=dict(presentation=P, count=len(per), window=[decode_lag(P), P],
+                       stream=dict(presentation=P, count=len(per),
+                                   window=[decode_lag(P) if sim.runner.lag is None else sim.runner.lag, P],
                                    starts=[round(ro.warmup + k * P, 12) for k in range(len(per))],
                                    settled=settled, residual=residual))
     res = _result(sim, obs, ro, stages, ref["x_tilde"], _compared(ref, o), rates, noise_var, operating,
