@@ -884,8 +884,9 @@ MODELS[("lif", "ffi")] = _FOLLOWER
 MODELS[("lif", "relay")] = MODELS[("escape", "relay")]
 TAU_LOOP_LAG = 50e-3
 """The lag (s) the lif interneurons' loop adds to ``tau_int`` (:data:`TAU_LOOP_LIF`)."""
-TAU_LOOP_LIF = f"(tau_int + {TAU_LOOP_LAG * 1e3:g}*ms)"
-"""Time constant of the interneurons' integral loop at the lif level: ``tau_int`` plus 50 ms,
+TAU_LOOP_LIF = f"(tau_inh + {TAU_LOOP_LAG * 1e3:g}*ms)"
+"""Time constant of the interneurons' integral loop at the lif level: ``tau_inh`` (their ``tau_int``;
+twice that with the apical division stage, :mod:`ctmhsa.mapping.operating`) plus 50 ms,
 the dendro-somatic coupling ``tau_c`` of every lif soma until version 0.11 (version 0.12 gives
 the default soma 200 ms, as L2/3 has; the loop keeps 60 ms).
 Until version 0.10 the lif L2/3 somata answered a change of their shunt through that 50 ms
@@ -902,7 +903,7 @@ ring (interneuron Fano factor 0.03-0.12; docs/lif.md, "Physiological L2/3 rates"
 
 MODELS[("lif", "interneuron")] = replace(
     MODELS[("escape", "interneuron")],
-    equations=MODELS[("escape", "interneuron")].equations.replace("/tau_inh", "/" + TAU_LOOP_LIF.replace("tau_int", "tau_inh")))
+    equations=MODELS[("escape", "interneuron")].equations.replace("/tau_inh", "/" + TAU_LOOP_LIF))
 for _ct in ("l5pt", "relay_out", "memory"):
     MODELS[("lif", _ct)] = _lif(MODELS[("rate", _ct)])
 @dataclass(frozen=True)

@@ -603,7 +603,9 @@ def settling_constant(options: CircuitOptions, model: bool = False) -> tuple[flo
     reaches 50 % of a change after about four of them (38 ms rate, 53 ms escape: docs/timescale.md).
     """
     p = options.params
-    taus = dict(tau_int=p.tau_int, tau_m=p.tau_m, tau_d=p.tau_d)   # a tie names the loop
+    # the loop integrates over twice tau_int where the interneurons also shunt the apical dendrites
+    taus = dict(tau_int=p.tau_int * (2.0 if getattr(options, "apical_inhibition", None) else 1.0),
+                tau_m=p.tau_m, tau_d=p.tau_d)   # a tie names the loop
     if options.spiking:
         taus["tau_syn"] = p.tau_syn
     if options.level.lif:

@@ -45,8 +45,8 @@ def test_baselines_are_counted_only_for_the_cells_a_causal_mask_builds():
 @pytest.mark.codegen_independent
 def test_the_lif_loop_integrates_over_the_coupling_and_l23_has_its_own_constants():
     eq = get_model("lif", "interneuron").equations
-    assert TAU_LOOP_LIF in eq and "/tau_int" not in eq
-    assert TAU_LOOP_LIF == "(tau_int + 50*ms)"          # 60 ms, whatever the somata's coupling
+    assert TAU_LOOP_LIF in eq and "/tau_inh " not in eq
+    assert TAU_LOOP_LIF == "(tau_inh + 50*ms)"          # 60 ms (tau_inh = tau_int), whatever the somata's coupling
     # version 0.12: every soma couples over 200 ms; the default soma's coupling starts at a tenth
     # of it (the warm-up settles the chain L2/3 -> IT -> PT -> nucleus 2), L2/3's is fixed
     from ctmhsa.neurons.params import DEFAULT_SOMA, L23_SOMA
@@ -57,7 +57,7 @@ def test_the_lif_loop_integrates_over_the_coupling_and_l23_has_its_own_constants
     from ctmhsa.neurons.params import lif_soma
     rd = lif_soma("kv_read").params
     assert rd.tau_c == 0.05 and rd.tau_c_start == 1.0 and "srd_tc" in get_model("lif", "kv_read").equations
-    assert "/tau_int" in get_model("escape", "interneuron").equations
+    assert "/tau_inh" in get_model("escape", "interneuron").equations
     # L2/3 has its own soma type (strongly adapting, 1 Hz baseline): its own constants
     l23, pt = get_model("lif", "l23"), get_model("lif", "l5pt")
     l23_code = "\n".join((l23.equations, l23.regular, l23.threshold, l23.reset, l23.refractory))
