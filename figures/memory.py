@@ -94,20 +94,24 @@ def _draw_lag(ax, doc: dict) -> None:
 
     refs = doc.get("lag_reference", [])
     colour = {r["tau_mem"]: COLOURS[i % len(COLOURS)] for i, r in enumerate(doc["decay"])}
-    for ref in refs:
+    count = 0
+    for k, ref in enumerate(refs):
         tau = _tau(ref["tau_mem"])
         c = NO_FORGETTING if tau is None else colour.get(tau, COLOURS[-1])
         what = "no forgetting" if tau is None else f"τ_mem {tau:g} s (λ {ref['forget']:.2f})"
         ax.plot(ref["lags"], ref["recall"], color=c, lw=1.2, label=what)
         rows = [r for r in doc["lag"] if _tau(r["tau_mem"]) == tau]
-        if rows:
-            ax.plot(ref["lags"], np.mean([r["recalled"] for r in rows], axis=0), "o", ms=3.5, color=c)
-            ax.plot(ref["lags"], np.mean([r["recalled_reference"] for r in rows], axis=0), "o", ms=7, mfc="none",
+        if rows:   # the series side by side at each lag: their few instances often recall alike
+            x = np.asarray(ref["lags"], float) + 0.12 * (k - (len(refs) - 1) / 2)
+            count = len(rows)
+            ax.plot(x, np.mean([r["recalled"] for r in rows], axis=0), "o", ms=3.5, color=c)
+            ax.plot(x, np.mean([r["recalled_reference"] for r in rows], axis=0), "o", ms=7, mfc="none",
                     color=c, lw=0.8)
     if refs:
         N = refs[0]["N"]
         ax.axhline(1 / N, ls=":", color="0.5", lw=0.9, label=f"chance, 1/{N}")
-        ax.set_title(f"(c) recall vs lag, {N} pairs stored, dk={refs[0]['dk']}\n(line: reference; dots: circuit)")
+        ax.set_title(f"(c) recall vs lag, {N} pairs stored, dk={refs[0]['dk']}\n(lines: reference; dots: circuit and "
+                     f"rings: reference, n = {count})")
         ax.legend(fontsize=7)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(0, 1.05)
