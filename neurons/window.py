@@ -30,7 +30,7 @@ import numpy as np
 __all__ = ["Probe", "Window", "measure", "measure_stream", "window_observables", "fano_factors",
            "fano_sums", "fano_from_sums", "counts_as_rates", "chunk_ends", "COUNTER_EQUATIONS",
            "COUNTER_STEP", "COUNTER_RESET", "counter_run_args", "counted_observables", "stream_steps",
-           "stream_state_steps", "counts_before", "stream_windows"]
+           "stream_state_steps", "counts_before", "stream_windows", "window_times", "state_times"]
 
 
 @dataclass(frozen=True)
@@ -265,14 +265,14 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
     T_win = period - lag
     # (time since the stream began, action, presentation)
     marks = []
+    windows, states = window_times(period, count, lag, n_chunks), state_times(period, count)
     for k in range(count):
-        start = k * period
         if probes:
-            marks.append((start + lag, "open", k))
-            marks.extend((start + lag + e, "chunk", k) for e in chunk_ends(T_win, n_chunks))
+            marks.append((windows[k, 0], "open", k))
+            marks.extend((e, "chunk", k) for e in windows[k, 1:])
         if read_state is not None and not probes:
-            marks.append((start + 0.9 * period, "early", k))
-        marks.append((start + period, "read", k))
+            marks.append((states[k, 0], "early", k))
+        marks.append((states[k, 1], "read", k))
     # by step (equal times computed two ways differ in the last bit), then open < chunk < read
     marks.sort(key=lambda m: (round(m[0] / dt), ("open", "chunk", "early", "read").index(m[1])))
     snapshots, chunks, early = [], {p: [] for p in probes}, []
@@ -308,26 +308,36 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
     return dict(snapshots=snapshots, chunks={p: np.stack(c) for p, c in chunks.items()}, run=t_run, early=early)
 
 
+def window_times(period: float, count: int, lag: float, n_chunks: int) -> np.ndarray:
+    """When a stream's windows are read (s, from the stream's start): per presentation its
+    window's opening and its ``n_chunks`` chunk ends (the last: the window's end), shape
+    ``(count, n_chunks + 1)``; the marks of :func:`measure_stream` and :func:`stream_steps`."""
+    ends = chunk_ends(period - lag, n_chunks)
+    return np.array([[k * period + lag, *(k * period + lag + e for e in ends)] for k in range(count)],
+                    float).reshape(count, n_chunks + 1)
+
+
+def state_times(period: float, count: int) -> np.ndarray:
+    """When a stream without spiking probes is read (s, from its start): per presentation at 90 %
+    of it (how far it has settled) and at its end, shape ``(count, 2)``."""
+    return np.array([[k * period + 0.9 * period, k * period + period] for k in range(count)],
+                    float).reshape(count, 2)
+
+
 def stream_steps(period: float, count: int, lag: float, n_chunks: int, dt: float) -> np.ndarray:
-    """Where :func:`measure_stream` reads its windows, for a run read after it ends: per
-    presentation, the step boundaries (from the stream's start, in steps of ``dt``) of its
-    window's opening and of its ``n_chunks`` chunk ends (the last: the window's end), shape
-    ``(count, n_chunks + 1)``. A read at boundary ``s`` holds the spikes of steps ``< s`` and the
-    integrals after step ``s - 1``: :func:`measure_stream` takes a mark ``m`` at the end of the
-    first step that reaches ``m - dt/2``."""
+    """Where :func:`measure_stream` reads its windows, for a run read after it ends: the step
+    boundaries (from the stream's start, in steps of ``dt``) of :func:`window_times`. A read at
+    boundary ``s`` holds the spikes of steps ``< s`` and the integrals after step ``s - 1``:
+    :func:`measure_stream` takes a mark ``m`` at the end of the first step that reaches ``m - dt/2``."""
     if not 0 <= lag < period:
         raise ValueError(f"lag: expected 0 <= lag < period = {period} s, got {lag}")
-    ends = chunk_ends(period - lag, n_chunks)
-    marks = np.array([[k * period + lag, *(k * period + lag + e for e in ends)] for k in range(count)], float)
-    return np.ceil(marks.reshape(count, n_chunks + 1) / dt - 0.5).astype(np.int64)
+    return np.ceil(window_times(period, count, lag, n_chunks) / dt - 0.5).astype(np.int64)
 
 
 def stream_state_steps(period: float, count: int, dt: float) -> np.ndarray:
     """Where :func:`measure_stream` reads the state of a run without spiking probes (``read_state``):
-    per presentation, the step boundaries (from the stream's start) at 90 % of it and at its end,
-    shape ``(count, 2)``; see :func:`stream_steps`."""
-    marks = np.array([[k * period + 0.9 * period, k * period + period] for k in range(count)], float)
-    return np.ceil(marks.reshape(count, 2) / dt - 0.5).astype(np.int64)
+    the step boundaries of :func:`state_times`; see :func:`stream_steps`."""
+    return np.ceil(state_times(period, count) / dt - 0.5).astype(np.int64)
 
 
 def counts_before(cells, steps, N: int, bounds) -> np.ndarray:
