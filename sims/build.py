@@ -204,6 +204,43 @@ def _reference(x: Inputs, co: CircuitOptions, ro: RunOptions | None = None) -> d
                        method=REFERENCE_METHOD[co.circuit])
 
 
+def _fitting(circuit, co: CircuitOptions, ro: RunOptions, a: dict) -> tuple:
+    """``(shaped, bytes needed, simulated synapses, heads per task)`` of ``circuit`` as built
+    (Dale's followers counted); a ``ValueError`` where it would not fit in ``max_memory`` (or
+    ``record_spikes`` names a population it lacks), before anything is built."""
+    # Dale's law: the followers are built and counted; the mapping layer encodes the plain circuit
+    shaped = co.as_built(circuit)
+    check_record_spikes(ro.record_spikes, shaped.populations)
+    # inf: no limit (float comparisons below)
+    limit = int(0.8 * available_memory()) if ro.max_memory is None else float(ro.max_memory)
+    # a split run holds one head per task (on a worker): the limit applies to one head
+    per = a["H"] if ro.scheduler is not None else 1
+    floor = _per_task(estimate_memory(shaped, 0), per)    # the neurons alone: refuses a huge network at once
+    if floor > limit:
+        raise ValueError(
+            f"max_memory: the network needs an estimated {floor / 2**30:.2f} GiB for its "
+            f"{shaped.n_neurons():,} neurons alone, but the limit is {limit / 2**30:.2f} GiB; "
+            "reduce n, m, H, dk, dv or de, or raise max_memory")
+    # synapses Brian2 will hold: fewer than the description's when compartments are folded
+    if per > 1:
+        # the heads are identical and fold alike: H times one head's count, without the fold plan
+        # of the whole pathway (at 100 barrel heads that plan alone took minutes on the client;
+        # every worker makes its head's own plan)
+        one = co.describe(a["n"], a["dk"], a["dv"], a["de"], H=1, m=a["m"], cross=circuit.meta.cross,
+                          skip=circuit.meta.skip)
+        n_simulated = per * simulated_synapse_count(one, fold_plan(one, co.neuron) if co.fold else {})
+    else:
+        n_simulated = simulated_synapse_count(shaped, fold_plan(shaped, co.neuron) if co.fold else {})
+    need = _per_task(estimate_memory(shaped, n_simulated), per)
+    if need > limit:
+        raise ValueError(
+            f"max_memory: the network{' (one head of the split run)' if per > 1 else ''} needs an estimated "
+            f"{need / 2**30:.2f} GiB "
+            f"({shaped.n_neurons():,} neurons, {shaped.n_synapses():,} synapses) but the limit is "
+            f"{limit / 2**30:.2f} GiB; reduce n, m, H, dk, dv or de, or raise max_memory")
+    return shaped, need, n_simulated, per
+
+
 def _apical_needed(circuit, co: CircuitOptions, inputs: Inputs) -> bool:
     """``apical_inhibition=None`` resolved: whether the divisive interneurons shunt the apical
     dendrites too (:func:`ctmhsa.mapping.operating.apical_needed`: the weights and the declared
@@ -373,48 +410,26 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     stream, co, ro, a = check_call(X, WQ, WK, WV, WO, Y=Y, WS=WS, circuit_options=circuit_options,
                                    run_options=run_options, perturbations=perturbations, **options)
     memory = co.circuit in STREAM_CIRCUITS
-    circuit = co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,
-                          skip=WS is not None)
-    inputs = Inputs.from_checked(a)
-    if co.apical_inhibition is None:   # the apical division stage where the somatic one cannot divide the range
-        co = co.replace(apical_inhibition=_apical_needed(circuit, co, inputs))
-        if co.apical_inhibition:
-            circuit = co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,
-                                  skip=WS is not None)
-    # Dale's law: the followers are built and counted; the mapping layer encodes the plain circuit
-    shaped = co.as_built(circuit)
-    check_record_spikes(ro.record_spikes, shaped.populations)
+
+    def describe(co):
+        return co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,
+                           skip=WS is not None)
+
+    circuit = describe(co)
     perts = check_perturbations(perturbations, circuit)
     if perts and ro.scheduler is not None:
         raise ValueError("perturbations: a split run rebuilds every head on its worker; perturb with "
                          "scheduler=None (runtime or standalone device)")
-    # inf: no limit (float comparisons below)
-    limit = int(0.8 * available_memory()) if ro.max_memory is None else float(ro.max_memory)
-    # a split run holds one head per task (on a worker): the limit applies to one head
-    per = a["H"] if ro.scheduler is not None else 1
-    floor = _per_task(estimate_memory(shaped, 0), per)    # the neurons alone: refuses a huge network at once
-    if floor > limit:
-        raise ValueError(
-            f"max_memory: the network needs an estimated {floor / 2**30:.2f} GiB for its "
-            f"{shaped.n_neurons():,} neurons alone, but the limit is {limit / 2**30:.2f} GiB; "
-            "reduce n, m, H, dk, dv or de, or raise max_memory")
-    # synapses Brian2 will hold: fewer than the description's when compartments are folded
-    if per > 1:
-        # the heads are identical and fold alike: H times one head's count, without the fold plan
-        # of the whole pathway (at 100 barrel heads that plan alone took minutes on the client;
-        # every worker makes its head's own plan)
-        one = co.describe(a["n"], a["dk"], a["dv"], a["de"], H=1, m=a["m"], cross=Y is not None,
-                          skip=WS is not None)
-        n_simulated = per * simulated_synapse_count(one, fold_plan(one, co.neuron) if co.fold else {})
-    else:
-        n_simulated = simulated_synapse_count(shaped, fold_plan(shaped, co.neuron) if co.fold else {})
-    need = _per_task(estimate_memory(shaped, n_simulated), per)
-    if need > limit:
-        raise ValueError(
-            f"max_memory: the network{' (one head of the split run)' if per > 1 else ''} needs an estimated "
-            f"{need / 2**30:.2f} GiB "
-            f"({shaped.n_neurons():,} neurons, {shaped.n_synapses():,} synapses) but the limit is "
-            f"{limit / 2**30:.2f} GiB; reduce n, m, H, dk, dv or de, or raise max_memory")
+    # what does not fit is refused before the apical stage is weighed: its test samples the
+    # range's drive over every L2/3 cell (96 s at n = 200, H = 8, dk = 64, measured)
+    shaped, need, n_simulated, per = _fitting(circuit, co, ro, a)
+    inputs = Inputs.from_checked(a)
+    if co.apical_inhibition is None:   # the apical division stage where the somatic one cannot divide the range
+        co = co.replace(apical_inhibition=_apical_needed(circuit, co, inputs))
+        if co.apical_inhibition:
+            circuit = describe(co)
+            perts = check_perturbations(perturbations, circuit)
+            shaped, need, n_simulated, per = _fitting(circuit, co, ro, a)
     runtime = _check_runtime(shaped, co, ro, n_simulated, per)
     if ro.codegen == "auto":
         ro = ro.replace(codegen="cython" if n_simulated >= AUTO_CYTHON_SYNAPSES else "numpy")
