@@ -71,7 +71,7 @@ def test_the_rate_table_states_single_cell_irregularity():
     """Escape cells are Poisson given their intensity: ISI CV near 1 where recorded; the pooled
     count Fano factor beside it; the rate level has neither."""
     x = problem_inputs(n=3, H=1, dk=2, dv=2, de=3)
-    res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape", duration=1.0, seed=3,
+    res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape", duration=0.5, seed=3,
                         codegen="numpy", record_spikes=["nucleus1"])
     by = {r["population"]: r for r in res.rate_table()}
     assert by["nucleus1"]["isi_cv"] == pytest.approx(1.0, abs=0.25) and by["nucleus1"]["cv_cells"] > 0
