@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import brian2 as b2
 import numpy as np
 
-from ctmhsa.neurons.backend import building
+from ctmhsa.neurons.backend import building, run_network
 from ctmhsa.neurons.compilation import CompileLog, lean_cython, precompile, watch
 from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.models import (PHI_COVARIANCE, add_step_code, count_variance, get_model, initial_draws,
@@ -105,6 +105,9 @@ class BuiltCircuit:
     compiled : dict
         Set by :meth:`prepare`: Cython ``modules`` compiled for this network (0 when all came
         from the cache), the ``seconds`` that took, and the modules ``loaded`` from the cache.
+    preparation : float
+        Wall time (s) spent generating and compiling code: :meth:`prepare`'s, or, for numpy
+        code, that of the first :meth:`run` before its first step (not counted in its return).
     """
 
     circuit: Circuit
@@ -126,7 +129,9 @@ class BuiltCircuit:
     streamed: frozenset = frozenset()
     stream_tables: dict = field(default_factory=dict)
     compiled: dict = field(default_factory=lambda: dict(modules=0, seconds=0.0, loaded=0))
+    preparation: float = 0.0
     _seeded: bool = False
+    _prepare_in_run: bool = False
 
     @property
     def spiking(self) -> bool:
@@ -149,25 +154,52 @@ class BuiltCircuit:
         missing from the cache are compiled in parallel first and announced
         (:func:`ctmhsa.neurons.compilation.precompile`; ``bar``: its progress bar factory);
         :attr:`compiled` then holds how many compiled and how long it took.
+
+        numpy code compiles nothing ahead: a zero-length run would only generate the code that
+        every run generates again (Brian2 re-creates its code objects at each run: 2.5 s of a
+        two-block model's 8 s, measured). There the first :meth:`run` times its own preparation
+        instead (:attr:`preparation`) and this returns 0.
         """
         t0 = time.perf_counter()
         self._seed()
+        if self.run_args is None and b2.prefs.codegen.target == "numpy":
+            self._prepare_in_run = True
+            return 0.0
         first = CompileLog()
         if self.run_args is None and b2.prefs.codegen.target == "cython":
             lean_cython(self.network)
             first = precompile(self.network, {}, bar=bar)
         with watch(bar=bar) as rest:    # what the parallel compile left (a failure there): one by one
-            self.network.run(0 * b2.second, namespace={})  # prepares (generates/compiles) every object, 0 steps
+            run_network(self.network, 0 * b2.second, namespace={})  # prepares (generates/compiles) every object, 0 steps
         self.compiled = dict(modules=first.compiled + rest.compiled, seconds=round(first.seconds + rest.seconds, 3),
                              loaded=rest.loaded)
-        return time.perf_counter() - t0
+        self.preparation = time.perf_counter() - t0
+        return self.preparation
 
     def run(self, duration: float, report=None) -> float:
-        """Advance the network by ``duration`` seconds; return the wall time (s)."""
+        """Advance the network by ``duration`` seconds; return the wall time (s) of the
+        simulation (after :meth:`prepare` of numpy code, the first run's code generation is
+        timed apart: :attr:`preparation`)."""
         t0 = time.perf_counter()
         self._seed()
-        self.network.run(duration * b2.second, report=report, namespace={})
-        return time.perf_counter() - t0
+        first_step = []
+        timer = None
+        if self._prepare_in_run:
+            # the first step's start: the run's preparation (Brian2's before_run) is over
+            timer = b2.NetworkOperation(lambda: first_step or first_step.append(time.perf_counter()),
+                                        clock=self.clock, when="start", order=-10 ** 6, name="preparation_timer")
+            self.network.add(timer)
+        try:
+            run_network(self.network, duration * b2.second, report=report, namespace={})
+        finally:
+            if timer is not None:
+                self.network.remove(timer)
+        t1 = time.perf_counter()
+        if timer is None:
+            return t1 - t0
+        self._prepare_in_run = False
+        self.preparation = (first_step[0] if first_step else t1) - t0
+        return t1 - t0 - self.preparation
 
     def holder(self, pop: str, var: str) -> tuple:
         """``(group, cls)``: the Brian2 group holding variable ``var`` of ``pop``'s cells, and the

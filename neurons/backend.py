@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import os
 import warnings
 
-__all__ = ["cache_dir", "configure_brian2", "building", "cached_json", "json_checksum", "SHIPPED_CALIBRATIONS"]
+__all__ = ["cache_dir", "configure_brian2", "building", "run_network", "cached_json", "json_checksum",
+           "SHIPPED_CALIBRATIONS"]
 
 
 def cache_dir() -> str:
@@ -70,6 +72,23 @@ def building(target: str):
         yield
     finally:
         prefs.codegen.target = target
+
+
+def run_network(network, duration, **kwargs) -> None:
+    """``network.run(duration, **kwargs)`` without a full garbage collection of the whole heap.
+
+    Brian2's ``Network.run`` starts with ``gc.collect()`` (so that its magic network forgets dead
+    objects); an explicit network has no use for it, yet it walks every object of the process:
+    0.12 s per run in a bare script, 0.27 s in a test process (measured), three times per
+    simulation. The objects alive before the run are frozen (``gc.freeze``: moved aside, not
+    copied) for its duration, so the collection examines only what the run itself creates;
+    nothing is kept alive longer than one run.
+    """
+    gc.freeze()
+    try:
+        network.run(duration, **kwargs)
+    finally:
+        gc.unfreeze()
 
 
 SHIPPED_CALIBRATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibrations")

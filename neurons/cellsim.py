@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import brian2 as b2
 import numpy as np
 
-from .backend import configure_brian2
+from .backend import configure_brian2, run_network
 from .models import SYNAPSE_WEIGHT_UNITS, add_step_code, get_model, initial_draws, synapse_model
 from .conductance import lif_drive
 from .params import DEFAULT_PARAMS, CellParams, seconds, with_units
@@ -162,7 +162,7 @@ def simulate_cells(
             objs.append(S)
     if not model.spiking:
         net = b2.Network(*objs)
-        net.run((warmup + duration) * b2.second, namespace={})
+        run_network(net, (warmup + duration) * b2.second, namespace={})
         out = {v: np.array(getattr(G, v + "_")[:]) for v in model.observables}
         out["expected"] = out["rate"] = out["r"]
         if inh is not None:
@@ -178,7 +178,7 @@ def simulate_cells(
     net = b2.Network(*objs, *(p.monitor for p in probes.values()))
 
     def run(d, report):
-        net.run(d * b2.second, namespace={}, report=report)
+        run_network(net, d * b2.second, namespace={}, report=report)
         return 0.0
 
     m = measure(net, probes, clock, run, warmup, duration, n_chunks=10)

@@ -30,7 +30,7 @@ import json
 import brian2 as b2
 import numpy as np
 
-from .backend import cached_json, configure_brian2
+from .backend import cached_json, configure_brian2, run_network
 from .models import SOMA_BACKGROUND as BACKGROUND
 from .models import SOMA_EQUATIONS as EQUATIONS
 from .models import SOMA_REFRACTORY as REFRACTORY
@@ -90,7 +90,7 @@ def fi_curve(soma: SomaParams, currents, duration=10.0, warmup=1.0, dt=1e-4, see
     net = b2.Network(G, mon)
 
     def run(d, report):
-        net.run(d * b2.second, namespace={}, report=report)
+        run_network(net, d * b2.second, namespace={}, report=report)
         return 0.0
 
     # window means of v and v² (integrated as acc_v, acc_v2): the membrane's mean and spread

@@ -169,10 +169,11 @@ def measure(network, probes: dict, clock, run: Callable[[float, object], float],
             T: float, n_chunks: int = 1, checkpoints=(), report=None) -> dict:
     """Run for ``warmup`` (discarded) and a window ``T`` in ``n_chunks`` equal chunks.
 
-    The window is one Brian2 ``run``: a network operation at the end of every step takes the
-    chunk counts and checkpoint snapshots when their time is reached (running each chunk as its
-    own ``run`` made Brian2 re-create every code object per chunk: 75 % of a small run's wall
-    time, measured).
+    Warm-up and window are one Brian2 ``run``: a network operation at the end of every step opens
+    the window when the warm-up is over and takes the chunk counts and checkpoint snapshots when
+    their time is reached (each ``run`` makes Brian2 re-create every code object: running each
+    chunk as its own made that 75 % of a small run's wall time, measured; a warm-up of its own
+    cost one more re-creation).
 
     Parameters
     ----------
@@ -194,16 +195,25 @@ def measure(network, probes: dict, clock, run: Callable[[float, object], float],
         ``snapshots``: ``[(t, {population: observables})]`` at every checkpoint and at ``T``
         (last); ``chunks``: spike counts per chunk and cell of every probe; ``run``: wall time (s).
     """
-    t_run = run(warmup, report) if warmup > 0 else 0.0
-    window = Window(probes, float(network.t_))
     dt = float(clock.dt_)
+    t0 = float(network.t_)
     ends = chunk_ends(T, n_chunks)
     marks = sorted({float(x) for x in checkpoints if 0 < float(x) < T} | set(ends))
-    counts = {p: [window.start_counts(p)] for p in probes}
+    state = {}
     snapshots, todo = [], list(marks)
 
+    def open_window(t):
+        state["window"] = window = Window(probes, t)
+        state["counts"] = {p: [window.start_counts(p)] for p in probes}
+
     def at_step_end(t):
-        elapsed = float(t[:]) + dt - window.t       # the step that starts at t has just been run
+        now = float(t[:]) + dt              # the step that starts at t has just been run
+        if "window" not in state:
+            if now - t0 < warmup - 0.5 * dt:
+                return
+            open_window(now)
+        window, counts = state["window"], state["counts"]
+        elapsed = now - window.t
         while todo and elapsed >= todo[0] - 0.5 * dt:
             mark = todo.pop(0)
             if mark in ends:
@@ -212,16 +222,18 @@ def measure(network, probes: dict, clock, run: Callable[[float, object], float],
             if not todo or any(abs(mark - float(x)) < 1e-12 for x in checkpoints):
                 snapshots.append((mark, {p: window.read(p, elapsed) for p in probes}))
 
+    if warmup <= 0:
+        open_window(t0)
     # after the window integrals (run_regularly at "end", order 0) and the spike monitors
     op = b2.NetworkOperation(at_step_end, clock=clock, when="end", order=1000, name="window_marks")
     network.add(op)
     try:
-        t_run += run(T, report)
+        t_run = run(max(warmup, 0.0) + T, report)
     finally:
         network.remove(op)
     if todo:
         raise RuntimeError(f"measure: window marks {todo} s were not reached in T = {T} s")
-    return dict(snapshots=snapshots, chunks={p: np.diff(np.stack(c), axis=0) for p, c in counts.items()},
+    return dict(snapshots=snapshots, chunks={p: np.diff(np.stack(c), axis=0) for p, c in state["counts"].items()},
                 run=t_run)
 
 
@@ -232,8 +244,8 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
     """Run for ``warmup`` (discarded), then ``count`` presentations of ``period`` s each, with
     one measurement window per presentation: ``[lag, period)`` after its start.
 
-    One Brian2 ``run`` of ``count * period``; a network operation at the end of every step
-    opens each window (:class:`Window`) at its start, takes its ``n_chunks`` chunk counts and
+    One Brian2 ``run`` of ``warmup + count * period``; a network operation at the end of every
+    step opens each window (:class:`Window`) at its start, takes its ``n_chunks`` chunk counts and
     reads it at its end, as :func:`measure` does for one window.
 
     Parameters
@@ -259,9 +271,9 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
     """
     if not 0 <= lag < period:
         raise ValueError(f"lag: expected 0 <= lag < period = {period} s, got {lag}")
-    t_run = run(warmup, report) if warmup > 0 else 0.0
     dt = float(clock.dt_)
-    t0 = float(network.t_)
+    warmup = max(float(warmup), 0.0)
+    t0 = float(network.t_) + warmup      # the stream's start: the warm-up is part of the one run
     T_win = period - lag
     # (time since the stream began, action, presentation)
     marks = []
@@ -278,8 +290,8 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
     snapshots, chunks, early = [], {p: [] for p in probes}, []
     state = {"window": None, "counts": None}
 
-    def at_step_end(t):
-        elapsed = float(t[:]) + dt - t0
+    def take(elapsed):
+        """Every mark due ``elapsed`` s after the stream's start."""
         while marks and elapsed >= marks[0][0] - 0.5 * dt:
             _, what, _k = marks.pop(0)
             if what == "open":
@@ -297,10 +309,14 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
             else:
                 snapshots.append((period, read_state()))
 
+    def at_step_end(t):
+        take(float(t[:]) + dt - t0)
+
+    take(float(network.t_) - t0)     # a window opening at the stream's start, with no warm-up
     op = b2.NetworkOperation(at_step_end, clock=clock, when="end", order=1000, name="stream_marks")
     network.add(op)
     try:
-        t_run += run(count * period, report)
+        t_run = run(warmup + count * period, report)
     finally:
         network.remove(op)
     if marks:

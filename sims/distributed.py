@@ -116,11 +116,11 @@ def run_stage(circuit: Circuit, level: str, values: CircuitValues, phi, params, 
     """
     built = instantiate(circuit, level, values, phi=phi, params=params, dt=dt, codegen=codegen,
                         seed=seed, record_spikes=tuple(record), replay=replay, law=law, fold=fold)
-    t_compile = built.prepare()
+    built.prepare()
     m = built.measure(warmup, T, n_chunks)
     return dict(obs=m["snapshots"][-1][1], fano=fano_sums(m["chunks"]),
                 spikes={p: built.spike_trains(p) for p in record if p in built.monitors},
-                compile=t_compile, run=m["run"])
+                compile=built.preparation, run=m["run"])
 
 
 REPLAY_TABLE_BYTES = 256 * 2 ** 20
