@@ -181,3 +181,40 @@ def test_a_killed_run_leaves_no_compile_worker_running(tmp_path):
         for pid, _ in processes_in(root):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.brian2
+@pytest.mark.parametrize("neuron", ["rate", "escape"])
+def test_a_run_prepares_its_code_once(neuron, monkeypatch):
+    """Brian2 re-creates every code object at each ``Network.run``: warm-up, window (and the
+    rate level's early read) are one run, and numpy code is not prepared ahead; the preparation
+    is still timed apart (``compile``), outside ``run``."""
+    from conftest import random_problem
+    from ctmhsa.sims import simulate_mhsa
+
+    calls = []
+    before_run = b2.Network.before_run
+    monkeypatch.setattr(b2.Network, "before_run", lambda self, ns: calls.append(1) or before_run(self, ns))
+    X, _, WQ, WK, WV, WO = random_problem(seed=1, n=2, H=1, dk=2, dv=2, de=2)
+    timing = dict(duration=0.6) if neuron == "rate" else dict(duration=0.1, warmup=0.02)
+    res = simulate_mhsa(X, WQ, WK, WV, WO, neuron=neuron, **timing, seed=0, codegen="numpy")
+    assert len(calls) == 1
+    assert res.timings["compile"] > 0 and res.timings["run"] > 0
+
+
+@pytest.mark.codegen_independent
+def test_a_run_leaves_the_garbage_collector_as_it_found_it():
+    """``run_network`` freezes the heap for one run only, also when the run fails."""
+    import gc
+
+    from ctmhsa.neurons.backend import run_network
+
+    class Failing:
+        def run(self, duration, **kw):
+            assert gc.get_freeze_count() > 0        # the heap is frozen during the run
+            raise RuntimeError("stop")
+
+    before = gc.get_freeze_count()
+    with pytest.raises(RuntimeError, match="stop"):
+        run_network(Failing(), 1.0)
+    assert gc.get_freeze_count() == before
