@@ -117,4 +117,6 @@ def area_hook(circuit, hook: str):
         return part.hooks[hook]
     except KeyError:
         raise ValueError(f"parts: part {part.name!r} has no {hook!r} function registered "
-                         f"(has {sorted(part.hooks)}); import ctmhsa.mapping") from None
+                         f"(has {sorted(part.hooks)}); the module that defines it registers it when imported "
+                         f"(the shipped parts': ctmhsa.mapping.encode, .decode, .noise, .operating and .kvmemory, "
+                         f"all imported by ctmhsa.sims)") from None

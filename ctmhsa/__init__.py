@@ -32,14 +32,14 @@ try:
 except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
     __version__ = "0+unknown"
 
-# The front door is lazy (PEP 562): ``import ctmhsa.mapping.reference`` stays numpy-only, and
+# The front door is lazy (PEP 562): ``import ctmhsa.maths.reference`` stays numpy-only, and
 # Brian2 is imported the first time a simulator name is used.
-_EXPORTS = {"linear_mhsa": "mapping.reference", "memory_attention": "mapping.reference", "simulate_mhsa": "sims", "build_mhsa": "sims",
+_EXPORTS = {"linear_mhsa": "maths.reference", "memory_attention": "maths.reference", "simulate_mhsa": "sims", "build_mhsa": "sims",
             "train_mhsa": "sims", "load": "sims", "Simulation": "sims", "SimulationResult": "sims",
             "TrainingResult": "sims", "CircuitOptions": "sims", "RunOptions": "sims",
-            "InputRange": "mapping.inputs", "Model": "mapping.model", "load_model": "mapping.model",
-            "transformer_forward": "mapping.transformer", "simulate_model": "sims", "ModelResult": "sims",
-            "cooperation": "mapping.co4", "co4_forward": "mapping.co4", "Co4Model": "mapping.co4"}
+            "InputRange": "maths.inputs", "Model": "maths.model", "load_model": "maths.model",
+            "transformer_forward": "maths.transformer", "simulate_model": "sims", "ModelResult": "sims",
+            "cooperation": "maths.co4", "co4_forward": "maths.co4", "Co4Model": "maths.co4"}
 _SUBMODULES = ("perturb",)   # ctmhsa.perturb.Silence, ... (lesions and drive)
 
 __all__ = ["__version__", *_EXPORTS, *_SUBMODULES]

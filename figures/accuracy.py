@@ -14,14 +14,14 @@ import sys
 
 import numpy as np
 
-from ctmhsa.mapping.stages import title
+from ctmhsa.maths.stages import title
 
 from .style import read_json_numbers
 
 __all__ = ["plot_accuracy", "PANELS", "noise_band"]
 
 PANELS = ("q", "k", "v", "s", "y", "v_tilde", "x_tilde")
-"""The stages drawn, one panel each (their titles come from :mod:`ctmhsa.mapping.stages`)."""
+"""The stages drawn, one panel each (their titles come from :mod:`ctmhsa.maths.stages`)."""
 
 BAND_SD = 2.0
 """Half-width of the noise band in standard deviations of the spike-count noise."""

@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from ctmhsa.mapping.stages import BLOCK_STAGES, stage, symbol
+from ctmhsa.maths.stages import BLOCK_STAGES, stage, symbol
 
 from .style import POP_COLOURS, PROJECTION_COLOURS, QUICK_MARK, mark_quick, plt, read_json_numbers, save
 

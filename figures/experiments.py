@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from ctmhsa.mapping.stages import symbol
+from ctmhsa.maths.stages import symbol
 from ctmhsa.sims.experiments.fit import fit_line
 
 from .style import POP_COLOURS, draw_from_json, plt

@@ -17,7 +17,7 @@ import shutil
 import numpy as np
 
 from ctmhsa.circuits.builders import build, macrocolumn, pathway
-from ctmhsa.mapping.stages import STAGE_TABLE
+from ctmhsa.maths.stages import STAGE_TABLE
 from ctmhsa.sims.io import load
 from ctmhsa.sims.nwb import circuit_of
 from ctmhsa.sims.progress import progress
@@ -48,7 +48,7 @@ LIF_NOTE = (" At the lif level every pyramidal soma is a conductance-based adapt
 
 
 K, V, X = (STAGE_TABLE[k].symbol for k in ("kappa", "v_tilde", "x_tilde"))
-"""The symbols of κ, ṽ and x̃ (:mod:`ctmhsa.mapping.stages`), as captions print them."""
+"""The symbols of κ, ṽ and x̃ (:mod:`ctmhsa.maths.stages`), as captions print them."""
 
 
 def _at(key: str) -> str:
@@ -126,7 +126,7 @@ def accuracy_caption(level: str, results_dir: str) -> str:
     band = ("" if not get_level(level).spiking else
             " Grey band: the exact value ± 2 standard deviations of each entry's spike-count noise "
             "(noise.npz): points well outside it are bias, not noise.")
-    caption = (f"Decoded rates vs the exact reference (ctmhsa.mapping.reference) for every stage, {level} "
+    caption = (f"Decoded rates vs the exact reference (ctmhsa.maths.reference) for every stage, {level} "
                f"level, {size}, {window} (the barrel-size numbers are in docs/results.md"
                f"{' and docs/lif.md' if get_level(level).lif else ''}). Identity line grey; NRMSE"
                f"{', noise floor' if get_level(level).spiking else ''} and Pearson r in each panel." + band)

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from ctmhsa.mapping.stages import symbol
+from ctmhsa.maths.stages import symbol
 
 from .style import draw_from_json, plt
 

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from ctmhsa.mapping.stages import STAGE_TABLE, symbol, title
+from ctmhsa.maths.stages import STAGE_TABLE, symbol, title
 from ctmhsa.neurons.law_registry import get_law
 from ctmhsa.neurons.laws import law_numpy
 from ctmhsa.sims.io import load

@@ -15,7 +15,7 @@ import unicodedata
 
 import numpy as np
 
-from ctmhsa.mapping.stages import STAGE_ORDER, symbol, title
+from ctmhsa.maths.stages import STAGE_ORDER, symbol, title
 from ctmhsa.sims.io import atomic_path, load
 from ctmhsa.sims.nwb import circuit_of
 from ctmhsa.neurons.firing import get_firing

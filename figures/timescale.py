@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from ctmhsa.mapping.stages import symbol
+from ctmhsa.maths.stages import symbol
 
 from .style import DPI, check_fonts, mark_quick, plt
 

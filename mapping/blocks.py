@@ -41,13 +41,13 @@ from ctmhsa.circuits.transformer import RELAY_SETS, attention_circuit, block_pre
 from ctmhsa.circuits.values import CircuitValues
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams
 
-from .codes import DEFAULT_GAINS, CodeGains
+from ctmhsa.maths.codes import DEFAULT_GAINS, CodeGains
 from .decode import decode, per_dimension, signed_rate
 from .encode import SIGNS, Encoding, cell_weights, check_tokens, encode
-from .inputs import InputRange, as_input_range
-from .model import Block, Model
+from ctmhsa.maths.inputs import InputRange, as_input_range
+from ctmhsa.maths.model import Block, Model
 from .operating import OperatingRangeError, copies, division_bounds, pooled_drive, set_points
-from .transformer import plain_model, transformer_forward
+from ctmhsa.maths.transformer import plain_model, transformer_forward
 
 __all__ = ["ModelEncoding", "calibrate", "encode_model", "decode_model", "model_sizes", "STREAM_RATE",
            "HIDDEN_RATE", "CALIBRATION_SAMPLES", "CALIBRATION_MARGIN"]
@@ -84,7 +84,7 @@ def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples:
     ``samples`` sets of ``n`` tokens are drawn with the range's per-dimension mean and standard
     deviation (Gaussian, rescaled to the range's norm where above it), or ``tokens`` (sets
     ``(S, n, de)`` declared as the inputs the circuit is built for, e.g. a training set) are
-    taken, and run through :func:`ctmhsa.mapping.transformer.transformer_forward`. Nothing of the
+    taken, and run through :func:`ctmhsa.maths.transformer.transformer_forward`. Nothing of the
     tokens shown enters.
 
     Returns

@@ -14,7 +14,7 @@ from ctmhsa.circuits.builders import CIRCUITS  # noqa: F401 - registers the area
 from ctmhsa.circuits.graph import Circuit
 from ctmhsa.circuits.parts import area_hook, register_hook
 
-from .reference import FEATURE_MAPS
+from ctmhsa.maths.reference import FEATURE_MAPS
 
 __all__ = ["decode", "range_report", "per_dimension"]
 
@@ -183,7 +183,7 @@ def range_report(circuit: Circuit, obs: dict, max_rate: float | None = None) -> 
     unreachable and the division by Z did not happen there.
     ``saturated`` (when ``max_rate`` is given, Hz): cells whose mean intensity exceeds it — an
     escape cell spikes at most once per step, so ``max_rate = 1/dt`` there; lower the gains of
-    :class:`ctmhsa.mapping.codes.CodeGains` or ``dt``.
+    :class:`ctmhsa.maths.codes.CodeGains` or ``dt``.
     """
     out = {}
     for name, pop in circuit.populations.items():

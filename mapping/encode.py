@@ -4,7 +4,7 @@ The output is a :class:`ctmhsa.circuits.instantiate.CircuitValues` (what Brian2 
 needed to decode (what :mod:`ctmhsa.mapping.decode` needs). Only the tokens, the weights and the
 circuit's structure enter; no stage of the reference is computed here.
 
-Derivations (u: volts per unit; see :mod:`ctmhsa.mapping.codes`):
+Derivations (u: volts per unit; see :mod:`ctmhsa.maths.codes`):
 
 - core/matrix synapses carry ``w = u W / rho_in`` (V·s), so a dendrite integrating the relay
   rates ``rho_in (x_b + x)`` sits at ``u (W x + x_b Σ_e W)``; a bias ``-u x_b Σ_e W`` (plus
@@ -26,7 +26,7 @@ That is the offset code (``signed="offset"``). With ON/OFF pairs (the default) n
 ``rho_in [±x]_+`` through synapses ``±u W / rho_in`` (no ``x_b``, no dendritic bias), the L5 IT
 basal dendrites see ``±u v`` (no ``v_0``), the PT cells ``±u ṽ`` (weights ``±u / (rho_it a_i)`` from
 the ON and OFF IT cells) and nucleus 2 ``±u x̃``: no offset anywhere after the dendrites, so
-every cell fires for signal only. The gains in :class:`ctmhsa.mapping.codes.CodeGains` are those of the
+every cell fires for signal only. The gains in :class:`ctmhsa.maths.codes.CodeGains` are those of the
 ON/OFF code; the offset code halves them (the same worst-case rate: rho' v_0 = (rho'/2) 2 v_0).
 """
 
@@ -42,9 +42,9 @@ from ctmhsa.circuits.parts import get_part, register_values
 from ctmhsa.circuits.values import CircuitValues
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams
 
-from .codes import DEFAULT_GAINS, AffineCode, CodeGains
-from .inputs import as_input_range
-from .model import Block
+from ctmhsa.maths.codes import DEFAULT_GAINS, AffineCode, CodeGains
+from ctmhsa.maths.inputs import as_input_range
+from ctmhsa.maths.model import Block
 from .operating import (check_division, copies, expected_drive, l23_cells, operating_point, pooled_drive,
                         recentre, sampled_drive, set_points)
 
@@ -157,9 +157,9 @@ def encode(
     circuit : Circuit
         A pathway/area/macrocolumn description whose sizes match the arrays.
     X, Y : ndarray
-        Validated tokens (see :func:`ctmhsa.mapping.reference.check_attention_inputs`), unbatched.
-    weights : ctmhsa.mapping.model.Block
-        The block's attention weights (:meth:`ctmhsa.mapping.model.Block.from_arrays` from plain
+        Validated tokens (see :func:`ctmhsa.maths.reference.check_attention_inputs`), unbatched.
+    weights : ctmhsa.maths.model.Block
+        The block's attention weights (:meth:`ctmhsa.maths.model.Block.from_arrays` from plain
         arrays) and, where the circuit has the skip path (``core_skip``), its ``WS``: the PT
         potential gains ``u WS x_i`` (synapses ``±u WS / rho_in`` from the ON/OFF relays).
     gains : CodeGains
@@ -167,7 +167,7 @@ def encode(
     params : CellParams
         Physiological constants (``u``).
     input_range : InputRange, float or None
-        The tokens the circuit is built for (:mod:`ctmhsa.mapping.inputs`); ``None``: the range
+        The tokens the circuit is built for (:mod:`ctmhsa.maths.inputs`); ``None``: the range
         of ``X`` (and ``Y``). Tokens outside it are refused.
     drive : ndarray (H, k), optional
         Pooled drives per Hz of set point of macrocolumns of tokens drawn from the declared range
@@ -187,7 +187,7 @@ def encode(
     """
     meta = circuit.meta
     if not isinstance(weights, Block):
-        raise TypeError(f"weights: expected a ctmhsa.mapping.model.Block (Block.from_arrays(WQ, WK, WV, WO, WS)), "
+        raise TypeError(f"weights: expected a ctmhsa.maths.model.Block (Block.from_arrays(WQ, WK, WV, WO, WS)), "
                         f"got {type(weights).__name__}")
     X = np.asarray(X, float)
     Yk = X if Y is None else np.asarray(Y, float)

@@ -34,8 +34,8 @@ from . import noise, operating  # noqa: F401 - register the linear circuit's hoo
 from .decode import _decode_key_value_memory, per_dimension, signed_rate
 from .encode import _key_value_memory, relay_rates
 from .operating import check_division, expected_drive, set_points
-from .reference import FEATURE_MAPS
-from .reference import memory_attention
+from ctmhsa.maths.reference import FEATURE_MAPS
+from ctmhsa.maths.reference import memory_attention
 
 __all__ = ["READ_SETTLE", "read_lag", "forget_factor", "horizon", "integrator_constants", "stream_drive", "stream_tables",
            "reference_stages", "to_stream", "token_times"]
@@ -209,7 +209,7 @@ def token_times(t: int, presentation: float, warmup: float = 0.0) -> dict:
 
 
 def to_stream(ref: dict) -> dict:
-    """:func:`ctmhsa.mapping.reference.memory_attention`'s stages per token, on the circuit's
+    """:func:`ctmhsa.maths.reference.memory_attention`'s stages per token, on the circuit's
     grid (token first, one token slot): ``q, k (T, H, 1, dk)``, ``v, v_tilde (T, H, 1, dv)``,
     ``S (T, H, dk, dv)``, ``z (T, H, dk)``, ``Z (T, H, 1)``, ``x_tilde (T, 1, de)``."""
     out = {key: np.swapaxes(ref[key], 0, 1)[:, :, None] for key in ("q", "k", "v", "v_tilde")}
@@ -223,6 +223,6 @@ def to_stream(ref: dict) -> dict:
 
 def reference_stages(X, WQ, WK, WV, WO, forget: float, normalize: bool, Y=None, phi: str = "elu1", WS=None) -> dict:
     """The exact stages of the stream (``X (T, 1, de)``, ``Y`` alike), for comparison only:
-    :func:`ctmhsa.mapping.reference.memory_attention` on the circuit's grid (:func:`to_stream`; no ``WS``)."""
+    :func:`ctmhsa.maths.reference.memory_attention` on the circuit's grid (:func:`to_stream`; no ``WS``)."""
     return to_stream(memory_attention(X[:, 0], WQ, WK, WV, WO, forget=forget, normalize=normalize,
                                       Y=None if Y is None else Y[:, 0], phi=phi))

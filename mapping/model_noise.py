@@ -6,7 +6,7 @@ copies of ON/OFF pairs at code ``rho`` has variance ``(r_on + r_off) / (T P rho^
 copies' mean rates, measured); perfect integrators (``meta.firing``) count within one spike,
 their variance scaled by :func:`ctmhsa.mapping.noise.quantisation_fano`. The next stage integrates those same spikes, so its window mean
 carries that error forward: the floor of every stage is estimated by running the block maths
-(:func:`ctmhsa.mapping.transformer.transformer_forward`) ``samples`` times with every read-out
+(:func:`ctmhsa.maths.transformer.transformer_forward`) ``samples`` times with every read-out
 stage perturbed by independent Gaussian noise of its variance and carried through the later
 stages (the three relay sets independently, as their cells spike independently). A stage whose
 error is at its floor is at the limit of its window; above it, the excess is bias (or noise
@@ -26,8 +26,8 @@ from ctmhsa.neurons.models import get_model
 
 from .decode import per_dimension
 from .noise import quantisation_fano
-from .reference import FEATURE_MAPS
-from .transformer import normalise
+from ctmhsa.maths.reference import FEATURE_MAPS
+from ctmhsa.maths.transformer import normalise
 
 __all__ = ["model_floors"]
 

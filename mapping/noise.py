@@ -32,7 +32,7 @@ import numpy as np
 from ctmhsa.circuits.parts import area_hook, register_hook
 from ctmhsa.mapping.decode import per_dimension
 from ctmhsa.mapping.encode import copies
-from ctmhsa.mapping.reference import FEATURE_MAPS
+from ctmhsa.maths.reference import FEATURE_MAPS
 from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.levels import get_level
 from ctmhsa.neurons.conductance import calibration_of, intrinsic_fano
@@ -204,7 +204,7 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
         Measurement window (s).
     stages : dict
         Decoded stages (used for the propagation derivatives).
-    weights : ctmhsa.mapping.model.Block
+    weights : ctmhsa.maths.model.Block
         The block's weights (its ``WS`` where the circuit has the skip path).
     phi : str
         Feature map.

@@ -13,7 +13,7 @@ max(r_l23 N_i, r_pool_min)`` the set point of the macrocolumn's ``N_i`` L2/3 cel
 the interneurons fall silent and the macrocolumn is *not divided* — before this module the
 circuit then settled at a fixed point of the rectified system and returned a silent wrong answer.
 The shunt is ``g_i = g_sh r_inh,i`` (``r_inh,i`` the macrocolumn's mean interneuron rate), so a
-physiological range of interneuron rates ``[r_inh_min, r_inh_max]`` (:class:`ctmhsa.mapping.codes.CodeGains`)
+physiological range of interneuron rates ``[r_inh_min, r_inh_max]`` (:class:`ctmhsa.maths.codes.CodeGains`)
 is a range of divisions ``[D_min, D_max]``. Where the interneurons also shunt the apical dendrites
 (``circuit.meta.apical``, the second division stage) the apical factor is divided by
 ``1 + g_apical r_inh,i`` too: ``D_i = (1 + g_sh r)(1 + g_apical r)`` (:func:`division`), the same
@@ -62,7 +62,7 @@ from ctmhsa.circuits.parts import area_hook, register_hook
 from ctmhsa.neurons.levels import get_level
 
 from .decode import per_dimension
-from .reference import FEATURE_MAPS
+from ctmhsa.maths.reference import FEATURE_MAPS
 
 __all__ = ["OperatingPoint", "OperatingRangeError", "CircuitRangeError", "OperatingRangeWarning",
            "division_bounds", "division", "interneuron_rate", "apical_needed", "divided_sets", "pooled_drive", "expected_drive", "set_points", "l23_cells", "copies",
@@ -205,7 +205,7 @@ def _readout_z_cells(circuit) -> np.ndarray:
 def pooled_drive(circuit, X, Yk, weights, phi: str) -> np.ndarray:
     """Unshunted pooled drive of every macrocolumn per unit of gain (units of ``phi(q) phi(k)``)
     for tokens ``X`` (queries) and ``Yk`` (keys) under ``weights`` (anything with ``WQ``, ``WK``:
-    a :class:`ctmhsa.mapping.model.Block`).
+    a :class:`ctmhsa.maths.model.Block`).
 
     Quadratic circuit: ``Z_i``, the sum of ``phi(q_i) phi(k_j)`` over the L2/3 cells of
     macrocolumn i (only the microcolumns present). Linear circuit: its read-out-z cells of
@@ -241,7 +241,7 @@ def expected_drive(circuit, weights, input_range, phi: str) -> np.ndarray:
     """The pooled drive of every macrocolumn that the declared input range predicts (units of
     ``phi(q) phi(k)``), from the weights and the range's statistics only: every L2/3 cell of
     microcolumn (i, j) contributes ``E[phi(q_c)] E[phi(k_c)]`` with ``q = WQ x``, ``k = WK y`` for
-    independent tokens of the range (:func:`ctmhsa.mapping.inputs.expected_feature`). The
+    independent tokens of the range (:func:`ctmhsa.maths.inputs.expected_feature`). The
     area's own pooled drive of those expected features (every query and key alike), so it and
     :func:`pooled_drive` differ only by the tokens.
 
@@ -249,7 +249,7 @@ def expected_drive(circuit, weights, input_range, phi: str) -> np.ndarray:
     -------
     ndarray (H, n)
     """
-    from .inputs import expected_feature, projection_moments
+    from ctmhsa.maths.inputs import expected_feature, projection_moments
 
     m = circuit.meta
     fq = expected_feature(phi, *projection_moments(weights.WQ, input_range))      # (H, dk)
@@ -294,7 +294,7 @@ def operating_point(drive: np.ndarray, gains, apical: bool = False) -> Operating
     ----------
     drive : ndarray (H, n)
         Pooled drive per Hz of set point, :func:`pooled_drive` / :func:`set_points`.
-    gains : ctmhsa.mapping.codes.CodeGains
+    gains : ctmhsa.maths.codes.CodeGains
     apical : bool
         The interneurons shunt the apical dendrites too (``circuit.meta.apical``): the divisions
         of :func:`division_bounds` with both stages.
@@ -344,14 +344,14 @@ def operating_point(drive: np.ndarray, gains, apical: bool = False) -> Operating
 
 def sampled_drive(circuit, weights, input_range, phi: str, k: int = SAMPLES) -> np.ndarray:
     """The pooled drive of every macrocolumn (units of ``phi(q) phi(k)``) for ``k`` token sets
-    drawn from the declared range's statistics (:func:`ctmhsa.mapping.inputs.sample_tokens`,
+    drawn from the declared range's statistics (:func:`ctmhsa.maths.inputs.sample_tokens`,
     seeds 0 for queries and 1 for cross-attention keys): weights and range only.
 
     Returns
     -------
     ndarray (k, H, n)
     """
-    from .inputs import sample_tokens
+    from ctmhsa.maths.inputs import sample_tokens
 
     m = circuit.meta
     X = sample_tokens(input_range, m.de, (k, m.n), seed=0)
@@ -376,7 +376,7 @@ def recentre(op: OperatingPoint, samples: np.ndarray, gains) -> OperatingPoint:
         From :func:`operating_point` on the expected drive (any other is returned unchanged).
     samples : ndarray (k, H, n)
         :func:`sampled_drive` per Hz of set point.
-    gains : ctmhsa.mapping.codes.CodeGains
+    gains : ctmhsa.maths.codes.CodeGains
     """
     if not np.allclose(op.rho, operating_point(op.drive, gains, op.apical).rho, rtol=1e-12, atol=0):
         return op        # a gain not chosen by the expected-drive rule (e.g. set by hand) is kept
@@ -426,10 +426,10 @@ def apical_needed(circuit, weights, input_range, phi: str, gains) -> bool:
     ----------
     circuit : ctmhsa.circuits.graph.Circuit
         The description (its set points and pooled drive; the stage it has is ignored).
-    weights : ctmhsa.mapping.model.Block
-    input_range : ctmhsa.mapping.inputs.InputRange
+    weights : ctmhsa.maths.model.Block
+    input_range : ctmhsa.maths.inputs.InputRange
     phi : str
-    gains : ctmhsa.mapping.codes.CodeGains
+    gains : ctmhsa.maths.codes.CodeGains
     """
     R_set = set_points(circuit, gains)
     expected = expected_drive(circuit, weights, input_range, phi) / R_set
@@ -492,7 +492,7 @@ def _settling(early: dict, late: dict) -> tuple[float, str]:
 
 GAIN_OF = {"l23": "rho_l23", "l5it": "rho_it", "l5pt": "rho_pt", "relay_out": "rho_out",
            "kv_write": "rho_outer", "memory": "rho_memory", "kv_read": "rho_l23"}
-"""The :class:`ctmhsa.mapping.codes.CodeGains` field that sets each cell type's rate per unit."""
+"""The :class:`ctmhsa.maths.codes.CodeGains` field that sets each cell type's rate per unit."""
 
 
 def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict | None = None,
@@ -510,7 +510,7 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
         noise).
     level : str
         ``"rate"`` or a spiking level.
-    gains : ctmhsa.mapping.codes.CodeGains
+    gains : ctmhsa.maths.codes.CodeGains
     early : dict, optional
         Rate level: the observables at 90 % of the run (settling check).
     T : float, optional

@@ -6,7 +6,7 @@ integrate-and-fire cells. Code asks a level for these facts (``get_level(level).
 instead of comparing its name, so a new level is one :func:`register_level` (plus its cell
 models in :data:`ctmhsa.neurons.models.MODELS`).
 
-The level's default code gains live one layer up, in :data:`ctmhsa.mapping.codes.LEVEL_GAINS`
+The level's default code gains live one layer up, in :data:`ctmhsa.maths.codes.LEVEL_GAINS`
 (gains belong to the encoding).
 """
 

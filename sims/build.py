@@ -31,9 +31,9 @@ from ctmhsa.circuits.builders import APICAL_CIRCUITS, STREAM_CIRCUITS
 from ctmhsa.mapping import kvmemory
 from ctmhsa.mapping.baseline import add_lif_drive
 from ctmhsa.mapping.encode import check_tokens, encode, relay_rates
-from ctmhsa.mapping.inputs import as_input_range
+from ctmhsa.maths.inputs import as_input_range
 from ctmhsa.mapping.operating import apical_needed
-from ctmhsa.mapping.reference import linear_mhsa
+from ctmhsa.maths.reference import linear_mhsa
 
 from .cost import RUN_COST, estimate_runtime  # noqa: F401 - re-exported
 from .options import (AUTO_CYTHON_SYNAPSES, DEFAULT_DT, DEFAULT_PRESENTATION, CircuitOptions, RunOptions,
@@ -63,7 +63,7 @@ class Simulation:
     encoding : ctmhsa.mapping.encode.Encoding
         Rates, weights and biases the circuit was given.
     reference : dict
-        The exact stages (:func:`ctmhsa.mapping.reference.linear_mhsa`), for comparison only.
+        The exact stages (:func:`ctmhsa.maths.reference.linear_mhsa`), for comparison only.
     runner : ctmhsa.sims.runners.Runner
     memory_estimate : int
         Estimated memory of the network (bytes).

@@ -3,7 +3,7 @@
 :func:`classify` shows a model's circuit (:func:`ctmhsa.sims.model.simulate_model`) a stream of
 inputs, one per ``presentation``, and reads each input's class from the read-out's class cells
 (the largest decoded class score, ON minus OFF rates, in that presentation's window). The float
-model's predictions come from :func:`ctmhsa.mapping.transformer.transformer_forward` on the same
+model's predictions come from :func:`ctmhsa.maths.transformer.transformer_forward` on the same
 inputs; accuracy is against the labels, agreement against the float predictions.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ctmhsa.mapping.model import Model, load_model
-from ctmhsa.mapping.transformer import transformer_forward
+from ctmhsa.maths.model import Model, load_model
+from ctmhsa.maths.transformer import transformer_forward
 
 __all__ = ["classify", "Classification"]
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from ctmhsa.circuits.devices import DEVICES, get_device
 from ctmhsa.mapping.operating import CircuitRangeError
-from ctmhsa.mapping.weights import LAYOUTS
+from ctmhsa.maths.weights import LAYOUTS
 from ctmhsa.neurons.levels import LEVELS, get_level
 from ctmhsa.neurons.models import FIRING
 
@@ -217,7 +217,7 @@ def _model_inputs(args, model):
 def _load_model(name):
     """:func:`ctmhsa.load_model` with its errors as a ``ValueError`` naming ``--model`` (a missing or
     unreadable file is the user's input, not a fault of the disk)."""
-    from ctmhsa.mapping.model import load_model
+    from ctmhsa.maths.model import load_model
 
     try:
         return load_model(name)
@@ -720,7 +720,7 @@ def build_parser() -> argparse.ArgumentParser:
     sz.add_argument("--dk", type=_count(1), metavar="DK", help="key/query dimension")
     sz.add_argument("--dv", type=_count(1), metavar="DV", help="value dimension")
     sz.add_argument("--de", type=_count(1), metavar="DE", help="token (embedding) dimension")
-    w = run.add_argument_group("trained weights (ctmhsa.mapping.weights)")
+    w = run.add_argument_group("trained weights (ctmhsa.maths.weights)")
     w.add_argument("--weights", metavar="FILE",
                    help="attention projections of a trained model: .safetensors, or .pt/.bin (needs torch)")
     w.add_argument("--layer", type=lambda s: int(s) if s.lstrip("-").isdigit() else s,

@@ -17,7 +17,7 @@ A configuration has four tables; ``[circuit]`` and ``[run]`` are the fields of
                          # weights: an .npz with the tokens X (and Y) only
     input_seed = 0       # seed of the random tokens and weights
     weight_scale = 1.0   # random query/key/value weights ~ N(0, weight_scale² / de)
-    weights = "model.safetensors"  # optional: a trained layer's projections (ctmhsa.mapping.weights)
+    weights = "model.safetensors"  # optional: a trained layer's projections (ctmhsa.maths.weights)
     layer = 0            # which attention layer of the weights file (number or key prefix)
     heads = [0, 1]       # which of its heads (default all)
     n_heads = 12         # heads of the layer (default: config.json beside the weights)
@@ -75,7 +75,7 @@ from importlib import resources
 
 import numpy as np
 
-from ctmhsa.mapping.weights import load_attention, read_npz, real_array
+from ctmhsa.maths.weights import load_attention, read_npz, real_array
 
 from .options import CircuitOptions, RunOptions
 
@@ -298,7 +298,7 @@ def make_inputs(problem: dict, base_dir: str | None = None, names: dict | None =
     ``.npz`` with those arrays (relative paths are resolved against ``base_dir``;
     :func:`read_arrays`). With
     ``weights``, the projections of one layer of a trained model are read
-    (:func:`ctmhsa.mapping.weights.load_attention`; biases folded in with ``fold_bias``) and ``inputs``
+    (:func:`ctmhsa.maths.weights.load_attention`; biases folded in with ``fold_bias``) and ``inputs``
     gives the tokens only (random tokens of the model's width when ``"random"``). ``names``
     maps ``"inputs"`` to the flag that set it for the messages (e.g. ``{"inputs": "--tokens"}``;
     default ``config: problem.inputs``). ``info``, a dict, receives where the arrays came from

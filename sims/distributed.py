@@ -156,7 +156,7 @@ def run_head(spec: dict) -> dict:
     """Encode and run head ``spec["h"]`` (a task: runs on a worker) and reduce it.
 
     ``spec`` holds the head's description (``head``), the tokens ``X``, ``Y`` and the whole
-    block's weights (``block``, a :class:`ctmhsa.mapping.model.Block`), the code ``gains``, ``phi``, ``params``, ``level``, ``dt``,
+    block's weights (``block``, a :class:`ctmhsa.maths.model.Block`), the code ``gains``, ``phi``, ``params``, ``level``, ``dt``,
     ``codegen``, ``seed``, ``warmup``/``T`` (s), ``n_chunks``, the nucleus-1 spikes
     (``replay``), the populations whose spikes are returned (``record``), ``law``, ``fold``,
     ``device`` and ``threads``. Returns what :func:`run_stage` returns, for this head only.

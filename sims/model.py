@@ -3,7 +3,7 @@
 The circuit (:func:`ctmhsa.circuits.transformer.model_circuit`) is built once from the model's
 weights and the declared input range (:mod:`ctmhsa.mapping.blocks`); the tokens shown only set the
 input relays' rates (a table over time for a stream). Every stage of every block is decoded from
-the cells and compared with :func:`ctmhsa.mapping.transformer.transformer_forward`.
+the cells and compared with :func:`ctmhsa.maths.transformer.transformer_forward`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from ctmhsa.circuits import dale
 from ctmhsa.circuits.transformer import model_circuit
 from ctmhsa.mapping.blocks import decode_model, encode_model, model_sizes
 from ctmhsa.mapping.decode import range_report
-from ctmhsa.mapping.model import Model, load_model
+from ctmhsa.maths.model import Model, load_model
 from ctmhsa.mapping.model_noise import model_floors
-from ctmhsa.mapping.stages import BLOCK_STAGES, symbol
-from ctmhsa.mapping.transformer import plain_model, tokens_of, transformer_forward
+from ctmhsa.maths.stages import BLOCK_STAGES, symbol
+from ctmhsa.maths.transformer import plain_model, tokens_of, transformer_forward
 
 from .io import atomic_savez, atomic_write_json, results_directory
 from .jsonfile import to_json
@@ -81,7 +81,7 @@ class ModelResult:
     logits, reference_logits : ndarray, shape ((T,) classes), or None
         Class scores from the read-out's cells and exact (``None`` without a read-out).
     blocks, reference_blocks : list of dict
-        Per block every stage (:data:`ctmhsa.mapping.stages.BLOCK_STAGES`), decoded and exact;
+        Per block every stage (:data:`ctmhsa.maths.stages.BLOCK_STAGES`), decoded and exact;
         a stream adds a leading presentation axis.
     metrics : dict
         ``blocks``: per block ``{stage: stage_metrics}``; ``output``, ``logits``;
@@ -260,7 +260,7 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
     Parameters
     ----------
     model : Model, str or path-like
-        A :class:`ctmhsa.mapping.model.Model`, a model file or a shipped model's name
+        A :class:`ctmhsa.maths.model.Model`, a model file or a shipped model's name
         (:func:`ctmhsa.load_model`).
     X : array, shape (n, de) or (T, n, de)
         Tokens, or a stream of ``T`` token sets (raw inputs ``(n, p)`` where the model has an

@@ -32,8 +32,8 @@ from ctmhsa.circuits.builders import APICAL_CIRCUITS, CIRCUITS, DEFAULT_N_INH, S
 from ctmhsa.circuits.kvmemory import WRITE_WINDOW
 from ctmhsa.circuits.dale import apply as dale_apply
 from ctmhsa.circuits.devices import DEVICES, check_device, get_device   # DEVICES: re-exported, the registry's names
-from ctmhsa.mapping.codes import CodeGains, default_gains
-from ctmhsa.mapping.inputs import as_input_range
+from ctmhsa.maths.codes import CodeGains, default_gains
+from ctmhsa.maths.inputs import as_input_range
 from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.law_registry import get_law
 from ctmhsa.neurons.levels import LevelFacts, get_level
@@ -222,9 +222,9 @@ class CircuitOptions(_Options):
         Physiological constants.
     gains : CodeGains, optional
         Gains of the affine codes; ``None``: the level's default
-        (:func:`ctmhsa.mapping.codes.default_gains`), see :attr:`code_gains`.
+        (:func:`ctmhsa.maths.codes.default_gains`), see :attr:`code_gains`.
     input_range : InputRange, float, dict or None
-        The tokens the circuit is built for (:class:`ctmhsa.mapping.inputs.InputRange`; a number is
+        The tokens the circuit is built for (:class:`ctmhsa.maths.inputs.InputRange`; a number is
         the largest token norm): every gain, offset and set point comes from the weights and this
         range, so one built circuit runs any tokens of it; tokens outside it are refused.
         ``None``: the range of the tokens given (their largest norm and statistics).
@@ -265,7 +265,7 @@ class CircuitOptions(_Options):
             raise TypeError(
                 f"phi: the circuit implements named feature maps {sorted(PHI_EXPRESSIONS)} "
                 f"(dendritic nonlinearities); got {type(self.phi).__name__}. Custom callables work in "
-                "ctmhsa.mapping.reference only")
+                "ctmhsa.maths.reference only")
         if self.phi not in PHI_EXPRESSIONS:
             raise ValueError(f"phi: unknown feature map {self.phi!r}; expected one of {sorted(PHI_EXPRESSIONS)}")
         for name in ("causal", "normalize", "fold", "dale"):
@@ -317,7 +317,7 @@ class CircuitOptions(_Options):
         if not isinstance(self.params, CellParams):
             raise TypeError(f"params: expected ctmhsa.neurons.params.CellParams, got {type(self.params).__name__}")
         if self.gains is not None and not isinstance(self.gains, CodeGains):
-            raise TypeError(f"gains: expected ctmhsa.mapping.codes.CodeGains, got {type(self.gains).__name__}")
+            raise TypeError(f"gains: expected ctmhsa.maths.codes.CodeGains, got {type(self.gains).__name__}")
         if self.input_range is not None:
             _set(self, "input_range", as_input_range(self.input_range))
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ctmhsa.circuits.devices import get_device
-from ctmhsa.mapping.stages import STAGE_ORDER
+from ctmhsa.maths.stages import STAGE_ORDER
 from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.levels import get_level
 

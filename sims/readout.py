@@ -17,7 +17,7 @@ from ctmhsa.mapping.baseline import remove_baselines
 from ctmhsa.mapping.decode import decode, range_report
 from ctmhsa.mapping.noise import spike_generation_fano, stage_noise_variance
 from ctmhsa.mapping.operating import OperatingRangeWarning, check_operating, enforce
-from ctmhsa.mapping.stages import CIRCUIT_STAGES
+from ctmhsa.maths.stages import CIRCUIT_STAGES
 from ctmhsa.neurons.conductance import rate_range_of
 from ctmhsa.neurons.models import get_model
 from ctmhsa.neurons.window import fano_factors

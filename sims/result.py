@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # the stages' order, symbols and names: one table, re-exported here
-from ctmhsa.mapping.stages import STAGE_LABELS, STAGE_ORDER
+from ctmhsa.maths.stages import STAGE_LABELS, STAGE_ORDER
 from ctmhsa.neurons.levels import get_level
 
 __all__ = ["SimulationResult", "stage_metrics", "STAGE_ORDER", "STAGE_LABELS"]
@@ -57,7 +57,7 @@ class SimulationResult:
         Exact linear MHSA output for the same inputs.
     stages, reference_stages : dict
         Decoded and exact values of every stage (``q, k, v, s, kappa, Z, y, v_tilde, x_tilde``;
-        per head where relevant, shapes as in :func:`ctmhsa.mapping.reference.linear_mhsa`).
+        per head where relevant, shapes as in :func:`ctmhsa.maths.reference.linear_mhsa`).
     rates : dict
         Population -> rates (Hz) over the measurement window, on the population's full index
         grid, e.g. ``rates["l23"]`` has shape ``(H, n, m, dk)`` indexed ``(head, i, j, cell)``;

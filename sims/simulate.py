@@ -36,7 +36,7 @@ def simulate_mhsa(
 
     Builds the pathway nucleus 1 → H areas → nucleus 2 in Brian2, encodes the tokens
     and weights into rates, synaptic weights and biases, runs it, decodes every stage from the
-    neurons and compares it with :func:`ctmhsa.mapping.reference.linear_mhsa`.
+    neurons and compares it with :func:`ctmhsa.maths.reference.linear_mhsa`.
 
     Parameters
     ----------
@@ -75,7 +75,7 @@ def simulate_mhsa(
     params : CellParams, optional
         Physiological constants (default :data:`ctmhsa.neurons.params.DEFAULT_PARAMS`).
     gains : CodeGains, optional
-        Gains of the affine codes (default: the level's, :func:`ctmhsa.mapping.codes.default_gains`).
+        Gains of the affine codes (default: the level's, :func:`ctmhsa.maths.codes.default_gains`).
     max_memory : float, optional
         Refuse networks whose estimated memory exceeds this many bytes (default: 80 % of the
         available memory; ``inf``: no limit).
@@ -124,7 +124,7 @@ def simulate_mhsa(
         apical input by 1/dk.
     WS : array, shape (H, dv, de), optional
         Skip connection: core thalamic axons onto L5 PT add ``WS x_i`` to ṽ_i (and ``WO WS x_i``
-        to x̃_i); the reference is extended alike (:func:`ctmhsa.mapping.reference.linear_mhsa`).
+        to x̃_i); the reference is extended alike (:func:`ctmhsa.maths.reference.linear_mhsa`).
     circuit : {"quadratic", "linear", "memory"}
         ``"quadratic"``: Algorithm 1, one microcolumn per query-key pair (n m microcolumns per
         head). ``"linear"``: the linear-time key-value-memory circuit (paper discussion, "Beyond
@@ -137,7 +137,7 @@ def simulate_mhsa(
         alike) is shown one token per ``presentation``; L2/3 integrators hold
         ``M_t = λ M_{t-1} + v_t φ(k_t)ᵀ`` and L5 reads ``ṽ_t = M_t φ(q_t)`` (unnormalised by default
         here; ``normalize=True`` divides by ``z_tᵀ φ(q_t)``). ``res.x_tilde`` and ``res.reference``
-        (:func:`ctmhsa.mapping.reference.memory_attention`) are ``(T, de)``, every stage is
+        (:func:`ctmhsa.maths.reference.memory_attention`) are ``(T, de)``, every stage is
         decoded per token and ``res.memory`` is ``M_t``, ``(T, H, dv, dk)``. Rate level in this
         release; no causal, skip, Dale, population-coding or perturbation variant.
     tau_mem : float or brian2 Quantity, optional
@@ -172,7 +172,7 @@ def simulate_mhsa(
         decoding window opens. A stream lasts ``T * presentation``: ``duration`` and
         ``checkpoints`` do not apply (:data:`ctmhsa.sims.options.APPLIES`).
     input_range : InputRange or float, optional
-        The tokens the circuit is built for (:class:`ctmhsa.mapping.inputs.InputRange`; a number:
+        The tokens the circuit is built for (:class:`ctmhsa.maths.inputs.InputRange`; a number:
         the largest token norm). Every gain, offset and set point comes from the weights and this
         range; ``None`` declares the range of ``X`` (and ``Y``).
     perturbations : list, optional

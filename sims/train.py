@@ -5,11 +5,11 @@ measured — presynaptic token rates at nucleus 1, the dendritic potentials that
 basal), k (L2/3 apical) and v (L5 IT basal) in every macrocolumn, the L2/3 somatic rates that
 carry κ, the division Z of the interneurons, the L5 PT rates (ṽ) and the nucleus-2 rates (x̃) —
 forms the updates of eqs. (2)–(5) from those measurements
-(:func:`ctmhsa.mapping.gradients.gradients_from_stages`) and applies them. The error ``e_i = t_i − x̃_i``
+(:func:`ctmhsa.maths.gradients.gradients_from_stages`) and applies them. The error ``e_i = t_i − x̃_i``
 is formed at nucleus 2 from the decoded output and fed back to the L5 cells of macrocolumn i
 through ``WOᵀ`` (see ``docs/learning.md`` for which factor of every update is local to its
-synapse and which needs that feedback). The exact reference (:func:`ctmhsa.mapping.reference.linear_mhsa`,
-:func:`ctmhsa.mapping.gradients.formal_gradients`) is computed only to REPORT the exact loss and the
+synapse and which needs that feedback). The exact reference (:func:`ctmhsa.maths.reference.linear_mhsa`,
+:func:`ctmhsa.maths.gradients.formal_gradients`) is computed only to REPORT the exact loss and the
 cosine between the circuit's gradient and the exact one; nothing of it enters an update.
 
 Weights are duplicated across macrocolumns (macrocolumn i holds its own synapses of WQ, WK, WV
@@ -34,8 +34,8 @@ from ctmhsa.circuits.devices import get_device
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.mapping.decode import key_value_potentials, signed_rate
 from ctmhsa.mapping.encode import cell_weights
-from ctmhsa.mapping.gradients import formal_gradients, gradients_from_stages, mhsa_loss
-from ctmhsa.mapping.reference import _as_real_array, check_attention_inputs, linear_mhsa
+from ctmhsa.maths.gradients import formal_gradients, gradients_from_stages, mhsa_loss
+from ctmhsa.maths.reference import _as_real_array, check_attention_inputs, linear_mhsa
 from ctmhsa.neurons.models import FIDELITY_LEVELS
 from ctmhsa.neurons.law_registry import get_law
 from ctmhsa.neurons.levels import get_level
@@ -85,7 +85,7 @@ class TrainingResult:
         summed over the batch (``tied=False``: one per copy, a leading axis of length n).
     cosines : ndarray (steps, 4)
         Cosine between each circuit gradient and the exact gradient at the same weights
-        (:func:`ctmhsa.mapping.gradients.formal_gradients`; ``tied=False``: of every copy's own term,
+        (:func:`ctmhsa.maths.gradients.formal_gradients`; ``tied=False``: of every copy's own term,
         all copies flattened together).
     spread : ndarray (steps + 1, 4)
         Divergence of the copies: ``sqrt(mean_i ‖W_i − W̄‖²) / ‖W̄‖`` per matrix (0 when tied).
@@ -436,7 +436,7 @@ def teacher_student(n: int = 4, H: int = 2, dk: int = 3, dv: int = 3, de: int = 
 
 def exact_descent(X, T, WQ, WK, WV, WO, steps: int, lr: float | None = None, phi: str = "elu1", Y=None,
                   causal: bool = False, normalize: bool = True) -> np.ndarray:
-    """Exact gradient descent on the reference (:func:`ctmhsa.mapping.gradients.formal_gradients`):
+    """Exact gradient descent on the reference (:func:`ctmhsa.maths.gradients.formal_gradients`):
     the loss before every step and after the last, ``(steps + 1,)`` (the comparison curve of
     the circuit's learning; ``lr=None``: :func:`default_lr`)."""
     X, T = _batched("X", X), _batched("T", T)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ctmhsa.mapping.model import Block
-from ctmhsa.mapping.reference import check_attention_inputs, linear_mhsa, plain_array
+from ctmhsa.maths.model import Block
+from ctmhsa.maths.reference import check_attention_inputs, linear_mhsa, plain_array
 
 __all__ = ["check_inputs", "available_memory", "Inputs"]
 
@@ -23,7 +23,7 @@ class Inputs:
         Query tokens (nucleus 1).
     Y : ndarray (m, de) or None
         Key/value tokens (cross-attention).
-    block : ctmhsa.mapping.model.Block
+    block : ctmhsa.maths.model.Block
         The weights, typed (attention and the skip path's ``WS``); every layer takes it whole.
     """
 
@@ -38,7 +38,7 @@ class Inputs:
 
     def arrays(self) -> dict:
         """``X, Y, WQ, WK, WV, WO, WS`` as plain arrays (``Y``, ``WS`` may be None): the
-        keywords of :func:`ctmhsa.mapping.reference.linear_mhsa`."""
+        keywords of :func:`ctmhsa.maths.reference.linear_mhsa`."""
         b = self.block
         return dict(X=self.X, Y=self.Y, WQ=b.WQ, WK=b.WK, WV=b.WV, WO=b.WO, WS=b.WS)
 
@@ -71,7 +71,7 @@ def check_inputs(X, WQ, WK, WV, WO, Y=None, WS=None, causal=False, normalize=Tru
     ------
     ValueError, TypeError
         With a message naming the argument and the expected value: also a quantity with a unit
-        or a masked array with masked entries (:func:`ctmhsa.mapping.reference.plain_array`).
+        or a masked array with masked entries (:func:`ctmhsa.maths.reference.plain_array`).
     """
     a = check_attention_inputs(X, WQ, WK, WV, WO, Y=Y, causal=causal, normalize=normalize)
     if stream:   # a stream of token sets (T, n, de), shown one after another to one circuit

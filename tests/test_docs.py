@@ -104,7 +104,7 @@ def test_readme_api_snippets_run(tmp_path):
 def test_every_readme_snippet_runs(tmp_path):
     """Every snippet as written, in order; the transformer snippet reads ``model.npz``, the user's
     file: here one block in the layout its comment states, of the API snippet's width (de = 6)."""
-    from ctmhsa.mapping.model import Model
+    from ctmhsa.maths.model import Model
 
     g = np.random.default_rng(0)
     de, H, dk, dh, classes = 6, 2, 4, 5, 3
@@ -166,7 +166,7 @@ def test_api_reference_builds_without_warnings(tmp_path):
     assert 'id="ctmhsa.sims.simulate.simulate_mhsa"' in page and "RunOptions" in page
     assert 'id="module-ctmhsa.sims"' in page
     maths = (html / "api" / "maths.html").read_text()
-    assert "load_attention" in maths and 'id="ctmhsa.mapping.stages.STAGE_TABLE"' in maths
+    assert "load_attention" in maths and 'id="ctmhsa.maths.stages.STAGE_TABLE"' in maths
     assert 'url=api/index.html' in (html / "index.html").read_text()        # the start page
     index = (html / "api" / "index.html").read_text()
     assert 'id="module-ctmhsa"' in index
@@ -220,8 +220,8 @@ def test_cited_doc_check_can_fail(tmp_path):
 @pytest.mark.codegen_independent
 def test_stage_tables_of_the_docs_match_the_stage_table():
     """The stages' symbols and the cells each is read from, in docs/results.md's table and in the
-    table of ctmhsa.mapping.stages' docstring, are those of STAGE_TABLE."""
-    from ctmhsa.mapping import stages
+    table of ctmhsa.maths.stages' docstring, are those of STAGE_TABLE."""
+    from ctmhsa.maths import stages
 
     by_symbol = {s.symbol: s for s in stages.STAGE_TABLE.values()}
     text = (ROOT / "docs" / "results.md").read_text()

@@ -72,7 +72,7 @@ def test_no_module_imports_a_layer_outside_the_namespace():
 def test_front_door_is_lazy_and_complete():
     """``import ctmhsa`` and the numpy-only reference import no Brian2; the front door's names
     are the simulator's."""
-    code = ("import sys, ctmhsa, ctmhsa.mapping.reference as r; assert 'brian2' not in sys.modules; "
+    code = ("import sys, ctmhsa, ctmhsa.maths.reference as r; assert 'brian2' not in sys.modules; "
             "assert ctmhsa.linear_mhsa is r.linear_mhsa; from ctmhsa.sims import simulate_mhsa, load; "
             "assert ctmhsa.simulate_mhsa is simulate_mhsa and ctmhsa.load is load; "
             "assert callable(ctmhsa.build_mhsa) and callable(ctmhsa.train_mhsa); "

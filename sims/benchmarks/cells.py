@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from ctmhsa.circuits.builders import DEFAULT_N_INH
-from ctmhsa.mapping.codes import DEFAULT_GAINS as G
+from ctmhsa.maths.codes import DEFAULT_GAINS as G
 from ctmhsa.neurons.cellsim import Drive, Interneurons, simulate_cells, spike_count_nrmse_floor
 from ctmhsa.sims.io import atomic_savez, atomic_write_json, versions
 

@@ -38,7 +38,7 @@ def random_model(L: int, seed: int = 0, de: int = DE, H: int = H, dk: int = DK, 
                  classes: int = CLASSES):
     """``L`` random blocks with MLPs and a read-out; block ``l`` depends on ``(seed, l)`` only, so a
     deeper model extends a shallower one."""
-    from ctmhsa.mapping.model import Block, MLPWeights, Model
+    from ctmhsa.maths.model import Block, MLPWeights, Model
 
     blocks = []
     for l in range(L):
@@ -123,7 +123,7 @@ def main(args) -> int:
 
 
 def _print_table(doc) -> None:
-    from ctmhsa.mapping.stages import symbol
+    from ctmhsa.maths.stages import symbol
 
     print(f"\ntransformer depth, escape level, {doc['duration']:g} s window, median of {doc['sets']} token sets")
     print(f"{'depth':>5} {'neurons':>8} {'output NRMSE':>13} {'floor':>7} {'r':>7} {'logits NRMSE':>13} "

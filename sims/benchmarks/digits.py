@@ -70,7 +70,7 @@ def classification_row(c, examples: int, images) -> dict:
 
 
 def main(args) -> int:
-    from ctmhsa.mapping.model import load_model
+    from ctmhsa.maths.model import load_model
     from ctmhsa.sims.classify import classify
     from ctmhsa.sims.digits import calibration_set, classify_options, test_set
 

@@ -186,7 +186,7 @@ def decay_row(tau_mem: float, lags: int, presentation: float, seed: int, neuron:
               codegen: str = "numpy") -> dict:
     """One write, then ``lags`` zero tokens (which write nothing): the memory's component along
     the write per token, circuit and reference, λ fitted to each, and ``τ_mem`` measured."""
-    from ctmhsa.mapping.reference import memory_attention
+    from ctmhsa.maths.reference import memory_attention
 
     rng = _rng(seed, "decay", int(round(1e3 * tau_mem)))
     W = held_out_weights(rng, **DECAY_SIZES)
@@ -236,7 +236,7 @@ def recall_fraction(v_tilde, values) -> float:
 
 
 def _reference_recalled(X, Y, W, values, forget: float = 1.0) -> np.ndarray:
-    from ctmhsa.mapping.reference import memory_attention
+    from ctmhsa.maths.reference import memory_attention
 
     N = len(values)
     return recalled(memory_attention(X, *W, Y=Y, forget=forget)["v_tilde"][0, N:], values)
@@ -344,7 +344,7 @@ def silence_row(instance: int, presentation: float, seed: int, T: int = 12, neur
     """(a, b) of the predictions (module docstring): the integrators, then all of L2/3, silenced
     from token ``T // 2`` on, at the default head size."""
     from ctmhsa.mapping.kvmemory import token_times
-    from ctmhsa.mapping.reference import memory_attention
+    from ctmhsa.maths.reference import memory_attention
 
     X, W = _head_stream(seed, 0, instance, T)
     t0 = T // 2

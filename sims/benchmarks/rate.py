@@ -1,6 +1,6 @@
 """``ctmhsa bench rate``: builds and runs one head (default barrel size n = 33, dk = dv = de = 33)
 at the rate level and reports build, compile and run times, neuron and synapse counts, peak
-memory and the per-stage error against :mod:`ctmhsa.mapping.reference`.
+memory and the per-stage error against :mod:`ctmhsa.maths.reference`.
 
 Each repetition runs in a fresh process so that peak memory (``ru_maxrss``) belongs to that run
 alone; medians are reported. Prints a table and writes JSON.

@@ -5,7 +5,7 @@ m ≠ n (cross-attention), H 1–3, dk and dv 1–4, de 2–8, tokens N(0, 1), w
 log-uniform in [1e-2, 1e1], every phi, causal masks, ``normalize=False``, the skip path, both
 signed codes, both circuits, P ∈ {1, 2} — runs each at the rate level and sorts it into:
 
-- ``exact``: every stage within 1e-3 (max |error| / max |reference|) of :mod:`ctmhsa.mapping.reference`;
+- ``exact``: every stage within 1e-3 (max |error| / max |reference|) of :mod:`ctmhsa.maths.reference`;
 - ``refused``: :class:`ctmhsa.mapping.operating.OperatingRangeError` before building, where the
   circuit built for the tokens' declared range (their statistics, not their attention; with the
   apical division stage where the range needs it) cannot divide some macrocolumn, recomputed here
@@ -27,11 +27,11 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from ctmhsa.mapping.codes import CodeGains
-from ctmhsa.mapping.inputs import InputRange, expected_feature, projection_moments, sample_tokens
+from ctmhsa.maths.codes import CodeGains
+from ctmhsa.maths.inputs import InputRange, expected_feature, projection_moments, sample_tokens
 from ctmhsa.mapping.operating import (ROOM_BELOW, SAMPLES, OperatingPoint, OperatingRangeError, division_bounds,
                                       recentre)
-from ctmhsa.mapping.reference import FEATURE_MAPS, linear_mhsa
+from ctmhsa.maths.reference import FEATURE_MAPS, linear_mhsa
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.io import atomic_write_json
 from ctmhsa.sims.progress import progress
@@ -94,7 +94,7 @@ def refusal_justified(ref: dict, kw: dict, gains) -> bool:
     """Whether the circuit built for the range of these tokens cannot divide them, recomputed
     from the reference and the range's statistics (independently of
     :mod:`ctmhsa.mapping.operating`): the gain of head h is the geometric centre of the feasible
-    gains for the expected drive ``E[phi(q)]·E[phi(k)]`` per key (:func:`ctmhsa.mapping.inputs.expected_feature`
+    gains for the expected drive ``E[phi(q)]·E[phi(k)]`` per key (:func:`ctmhsa.maths.inputs.expected_feature`
     over the tokens' per-dimension statistics); a refusal is justified where some macrocolumn's
     actual drive ``Z_i / R_set,i`` (the linear circuit's ``Z_i / m``) needs a division outside
     ``[D_min, D_max]`` at that gain."""

@@ -145,7 +145,7 @@ def accuracy_row(mode: str, Xs: np.ndarray, W: dict, presentation: float, P: int
     one set per circuit (``mode="static"``); medians over the presentations after the first.
     The warnings of the runs are kept in the row (``warnings``), not printed. ``cells``: options
     of the cells (``firing``, ``params``)."""
-    from ctmhsa.mapping.inputs import InputRange
+    from ctmhsa.maths.inputs import InputRange
     from ctmhsa.sims import simulate_mhsa
     from ctmhsa.sims.options import CircuitOptions, min_window
 
@@ -229,7 +229,7 @@ def escape_latency(X2: np.ndarray, W: dict, presentation: float, P: int, seeds: 
     the window rates are (ON - OFF, copies averaged), averaged over ``seeds`` runs, smoothed.
     ``cell_options``: options of the cells (``firing``, ``params``)."""
     from ctmhsa.mapping.decode import signed_rate
-    from ctmhsa.mapping.inputs import InputRange
+    from ctmhsa.maths.inputs import InputRange
     from ctmhsa.sims import build_mhsa
 
     t0 = time.perf_counter()
@@ -277,7 +277,7 @@ def rate_latency(X2: np.ndarray, W: dict, presentation: float, dt: float = 0.000
     import brian2 as b2
 
     from ctmhsa.mapping.decode import signed_rate
-    from ctmhsa.mapping.inputs import InputRange
+    from ctmhsa.maths.inputs import InputRange
     from ctmhsa.sims import build_mhsa
 
     t0 = time.perf_counter()

@@ -6,7 +6,7 @@ An experiment module defines ``NAME``, ``TITLE``, ``SOURCE`` (the experiment it 
 numbers and ``predictions`` sentences). :func:`run` executes the runs and assembles the document.
 
 Every run of an experiment is the same preparation: the circuit is built for one declared input
-range, that of the whole stimulus set (:meth:`ctmhsa.mapping.inputs.InputRange.from_tokens`), so
+range, that of the whole stimulus set (:meth:`ctmhsa.maths.inputs.InputRange.from_tokens`), so
 its gains, set points and offsets are identical in every run (the tokens shown never set a
 parameter); only the relays' rates and the perturbations differ. Every run uses the same seed
 (paired comparisons: a condition's difference is not sampling noise of another seed).
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ctmhsa.circuits.perturb import silence_values
-from ctmhsa.mapping.inputs import InputRange
+from ctmhsa.maths.inputs import InputRange
 from ctmhsa.mapping.operating import OperatingRangeWarning
 
 from ..build import build_mhsa

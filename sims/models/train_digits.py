@@ -6,7 +6,7 @@ Run from a checkout (needs ``autograd`` and ``scikit-learn``)::
     python -m ctmhsa.sims.models.train_digits [--out DIR]
 
 (or ``python sims/models/train_digits.py``). It writes ``digits.npz`` (the model, layout of
-:mod:`ctmhsa.mapping.model`), ``digits.json`` (accuracies, architecture, settings, provenance)
+:mod:`ctmhsa.maths.model`), ``digits.json`` (accuracies, architecture, settings, provenance)
 and ``digits_test.npz`` (the 497 test images and labels) into ``DIR`` (default: this folder).
 The same seed and settings give the same weights, and the same bytes (float64; one seeded
 generator draws the initial weights, the minibatch order and the distortions). Training takes
@@ -71,7 +71,7 @@ def init_params(rng: np.random.Generator, arch: dict) -> dict:
     Returns
     -------
     dict of str -> ndarray
-        Keys of the model file (:mod:`ctmhsa.mapping.model`), float64.
+        Keys of the model file (:mod:`ctmhsa.maths.model`), float64.
     """
     L, H, dk, dv, de, dh = (arch[k] for k in ("blocks", "H", "dk", "dv", "de", "dh"))
     g = lambda *shape, s: rng.normal(size=shape) * s     # noqa: E731
@@ -288,8 +288,8 @@ def sha256(path) -> str:
 
 
 def to_model(P: dict, arch: dict):
-    """The weights as a :class:`ctmhsa.mapping.model.Model` named ``digits``."""
-    from ctmhsa.mapping.model import Block, MLPWeights, Model
+    """The weights as a :class:`ctmhsa.maths.model.Model` named ``digits``."""
+    from ctmhsa.maths.model import Block, MLPWeights, Model
 
     blocks = []
     for l in range(arch["blocks"]):
@@ -339,8 +339,8 @@ def main(argv=None) -> dict:
         raise ImportError("training the digits model needs scikit-learn: pip install scikit-learn") from None
     import autograd
 
-    from ctmhsa.mapping.model import load_model
-    from ctmhsa.mapping.transformer import transformer_forward
+    from ctmhsa.maths.model import load_model
+    from ctmhsa.maths.transformer import transformer_forward
     from ctmhsa.sims import digits
 
     arch = dict(ARCH, blocks=args.blocks)

@@ -183,7 +183,7 @@ def test_dale_refusals():
 def test_a_transformer_model_under_dale_computes_the_same_blocks():
     """Every block's relays, L5 and L6 cells get followers; the rate level is unchanged and the
     escape level spikes through them."""
-    from ctmhsa.mapping.model import Model
+    from ctmhsa.maths.model import Model
     g = np.random.default_rng(4)
     de, H, dk, dh = 4, 2, 2, 3
     shapes = {"attn.WQ": (H, dk, de), "attn.WK": (H, dk, de), "attn.WV": (H, dk, de), "attn.WO": (H, de, dk),

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ctmhsa.circuits.builders import pathway
-from ctmhsa.mapping.reference import linear_mhsa
+from ctmhsa.maths.reference import linear_mhsa
 from ctmhsa.sims import simulate_mhsa
 from conftest import random_problem
 

@@ -5,7 +5,7 @@ as the pathway's own parts."""
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.model import Block
+from ctmhsa.maths.model import Block
 from ctmhsa.circuits.builders import pathway
 from ctmhsa.circuits.graph import Projection
 from ctmhsa.circuits.instantiate import instantiate
@@ -100,5 +100,5 @@ def test_block_head_is_one_head_of_the_block():
     h = b.head(1)
     assert h.H == 1 and np.array_equal(h.WQ[0], WQ[1]) and np.array_equal(h.WO[0], WO[1])
     assert np.array_equal(h.WS[0], WS[1]) and h.attn.heads == (1,)
-    with pytest.raises(TypeError, match="weights: expected a ctmhsa.mapping.model.Block"):
+    with pytest.raises(TypeError, match="weights: expected a ctmhsa.maths.model.Block"):
         encode(pathway(2, 2, 2, 3, H=3), X, (WQ, WK, WV, WO))

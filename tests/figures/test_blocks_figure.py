@@ -15,7 +15,7 @@ def _circuit(blocks=2, classes=3, P=1):
 
 def _doc(depths=(1, 2), quick=True):
     """A hand-written document in the format ``ctmhsa bench depth`` writes (with unknown floors)."""
-    from ctmhsa.mapping.stages import BLOCK_STAGES
+    from ctmhsa.maths.stages import BLOCK_STAGES
 
     rng = np.random.default_rng(0)
     keys = [k for k in BLOCK_STAGES if k != "x_tilde"]
@@ -64,7 +64,7 @@ def test_circuit_diagram_draws_every_population_and_projection_once():
 def test_depth_figure_names_stages_from_the_stage_table_and_marks_quick_data():
     from ctmhsa.figures.blocks import draw_depth
     from ctmhsa.figures.style import QUICK_MARK, check_fonts, plt
-    from ctmhsa.mapping.stages import BLOCK_STAGES, symbol
+    from ctmhsa.maths.stages import BLOCK_STAGES, symbol
 
     doc = _doc()
     fig = draw_depth(doc)

@@ -21,7 +21,7 @@ CHECKPOINTS = {   # T -> {stage: (NRMSE, floor)}: x̃ and s as in the gallery's 
 def _result(checkpoints=CHECKPOINTS):
     """A SimulationResult of the default pathway's sizes (n = 8, H = 2, d = 8, escape, 0.5 s
     warm-up + 10 s) with random stages and Poisson spikes for every cell of the first 1.6 s."""
-    from ctmhsa.mapping.reference import linear_mhsa
+    from ctmhsa.maths.reference import linear_mhsa
     from ctmhsa.sims.nwb import circuit_of
     from ctmhsa.sims.result import SimulationResult
 

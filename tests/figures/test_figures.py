@@ -109,14 +109,14 @@ def test_saved_figures_are_300_dpi_marked_when_quick_and_refuse_small_text(tmp_p
     assert not (tmp_path / "g.png").exists()
 
 
-# -- stage names: one table (ctmhsa.mapping.stages) for every figure ----------------------------
+# -- stage names: one table (ctmhsa.maths.stages) for every figure ----------------------------
 
 
 def _stage_label_strings():
     """Strings that can only be a stage's label, written by hand: a symbol that is not plain
     ASCII (κ, ṽ, x̃), a name or long name of more than one word ("context-aware value") and the
     cells a stage is read from in parentheses ("(L5 PT)")."""
-    from ctmhsa.mapping.stages import STAGE_TABLE
+    from ctmhsa.maths.stages import STAGE_TABLE
 
     out = {s.symbol for s in STAGE_TABLE.values() if not s.symbol.isascii()}
     out |= {n for s in STAGE_TABLE.values() for n in (s.name, s.long) if " " in n or "-" in n}
@@ -153,7 +153,7 @@ def test_figures_take_stage_labels_from_the_stage_table():
 
 @pytest.mark.codegen_independent
 def test_stage_table_is_one_numpy_free_table_that_sims_result_re_exports():
-    import ctmhsa.mapping.stages as stages
+    import ctmhsa.maths.stages as stages
     import ctmhsa.sims.result as result
 
     tree = ast.parse(open(stages.__file__).read())
@@ -193,7 +193,7 @@ def _results_dir(path, level, noise):
 def test_accuracy_figure_names_stages_from_the_table_and_draws_the_noise_band(tmp_path):
     from ctmhsa.figures.accuracy import PANELS, noise_band, plot_accuracy
     from ctmhsa.figures.style import plt
-    from ctmhsa.mapping.stages import title
+    from ctmhsa.maths.stages import title
 
     fig = plot_accuracy(_results_dir(tmp_path / "escape", "escape", noise=True))
     assert [ax.get_title() for ax in fig.axes] == [title(k) for k in PANELS]

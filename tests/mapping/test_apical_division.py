@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 from test_operating_widen import _block, _circuit, scaled_instance
 
 from ctmhsa.circuits.builders import build, pathway
-from ctmhsa.mapping.codes import CodeGains
+from ctmhsa.maths.codes import CodeGains
 from ctmhsa.mapping.encode import encode
-from ctmhsa.mapping.inputs import InputRange
+from ctmhsa.maths.inputs import InputRange
 from ctmhsa.mapping.operating import (OperatingRangeError, apical_needed, division, division_bounds,
                                       interneuron_rate)
-from ctmhsa.mapping.reference import linear_mhsa
+from ctmhsa.maths.reference import linear_mhsa
 from ctmhsa.sims import CircuitOptions, simulate_mhsa
 
 # scaled_instance(46, k): the somatic stage alone refuses these tokens, both stages divide them

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.model import Block
+from ctmhsa.maths.model import Block
 from ctmhsa.mapping.dendrites import dendrite_variance, phi_variances, shot_noise_gain
 from ctmhsa.neurons.models import PHI_CORRECTED, PHI_VARIANCE, get_model
 from ctmhsa.neurons.params import DEFAULT_PARAMS

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ctmhsa.mapping import operating
-from ctmhsa.mapping.codes import DEFAULT_GAINS, CodeGains
+from ctmhsa.maths.codes import DEFAULT_GAINS, CodeGains
 from ctmhsa.mapping.operating import (CircuitRangeError, OperatingRangeError, OperatingRangeWarning,
                                division_bounds, operating_point)
-from ctmhsa.mapping.reference import linear_mhsa
+from ctmhsa.maths.reference import linear_mhsa
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.benchmarks.robustness import refusal_justified
 

@@ -8,13 +8,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctmhsa.circuits.builders import pathway
-from ctmhsa.mapping.codes import CodeGains
+from ctmhsa.maths.codes import CodeGains
 from ctmhsa.mapping.encode import encode
-from ctmhsa.mapping.inputs import InputRange
-from ctmhsa.mapping.model import Block
+from ctmhsa.maths.inputs import InputRange
+from ctmhsa.maths.model import Block
 from ctmhsa.mapping.operating import (OperatingRangeError, check_division, expected_drive, operating_point,
                                       pooled_drive, recentre, sampled_drive, set_points)
-from ctmhsa.mapping.reference import linear_mhsa
+from ctmhsa.maths.reference import linear_mhsa
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.benchmarks.robustness import classify, draw_instance
 

@@ -91,7 +91,7 @@ def test_calibration_level_validation():
 
 
 def test_transfer_code_round_trip_in_the_working_range():
-    from ctmhsa.mapping.codes import TransferCode
+    from ctmhsa.maths.codes import TransferCode
 
     code = TransferCode(calibrate("l5pt", "escape", protocol=TINY))
     p = np.array([0.6, 1.5, 3.0])

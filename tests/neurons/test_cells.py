@@ -6,8 +6,8 @@ Seeded and small; larger sweeps are in ``ctmhsa bench cells``.
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.codes import DEFAULT_GAINS as G
-from ctmhsa.mapping.codes import default_gains
+from ctmhsa.maths.codes import DEFAULT_GAINS as G
+from ctmhsa.maths.codes import default_gains
 from ctmhsa.neurons.cellsim import Drive, Interneurons, simulate_cells, spike_count_nrmse_floor
 
 SHUNT = 0.2

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.reference import linear_mhsa
+from ctmhsa.maths.reference import linear_mhsa
 from ctmhsa.neurons.laws import LAWS, attention_under_law, law_numpy
 from ctmhsa.sims import simulate_mhsa
 from conftest import random_problem

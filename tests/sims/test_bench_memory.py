@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.reference import memory_attention
+from ctmhsa.maths.reference import memory_attention
 from ctmhsa.sims.benchmarks import memory as bench
 
 

@@ -38,7 +38,7 @@ def test_the_circuit_depends_on_the_training_images_not_the_test_images(digits):
     """Two test streams give the same circuit: every value but the input relays' rates equal."""
     from ctmhsa.circuits.transformer import model_circuit
     from ctmhsa.mapping.blocks import encode_model, model_sizes
-    from ctmhsa.mapping.transformer import tokens_of
+    from ctmhsa.maths.transformer import tokens_of
 
     model, images, _, cal = digits
     circuit = model_circuit(16, model.de, model_sizes(model), classes=10, P=4)

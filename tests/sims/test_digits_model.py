@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import ctmhsa
-from ctmhsa.mapping.model import _models_dir
+from ctmhsa.maths.model import _models_dir
 from ctmhsa.sims import digits
 
 pytestmark = pytest.mark.codegen_independent

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ctmhsa
-from ctmhsa.mapping.model import Block
+from ctmhsa.maths.model import Block
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.digits import cells
 from ctmhsa.sims.options import (APPLIES, RUN_KINDS, CircuitOptions, RunOptions, check_applies, check_run,

@@ -282,7 +282,7 @@ def test_config_that_is_not_utf8(tmp_path, capsys, no_simulation):
 
 @pytest.mark.codegen_independent
 def test_npy_file_under_an_npz_name(tmp_path, capsys, no_simulation):
-    from ctmhsa.mapping.weights import read_npz
+    from ctmhsa.maths.weights import read_npz
 
     np.save(tmp_path / "x.npy", np.zeros((3, 4)))
     os.rename(tmp_path / "x.npy", tmp_path / "tokens.npz")

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from ctmhsa import perturb
 from ctmhsa.mapping.kvmemory import forget_factor, integrator_constants, token_times
 from ctmhsa.mapping.operating import OperatingRangeWarning
-from ctmhsa.mapping.reference import linear_mhsa, memory_attention
+from ctmhsa.maths.reference import linear_mhsa, memory_attention
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.options import CircuitOptions
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ctmhsa
-from ctmhsa.mapping.model import Model
+from ctmhsa.maths.model import Model
 from ctmhsa.neurons.backend import cache_dir
 from ctmhsa.sims import options as sims_options
 from ctmhsa.sims.options import check_applies

@@ -4,7 +4,7 @@ the declared input range, never from the tokens shown (issue 29)."""
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.inputs import InputRange
+from ctmhsa.maths.inputs import InputRange
 from ctmhsa.mapping.operating import OperatingRangeError
 from ctmhsa.sims import build_mhsa, simulate_mhsa
 

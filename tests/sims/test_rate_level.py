@@ -6,9 +6,9 @@ These run real Brian2 networks (numpy code-generation target, no compiler needed
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.model import Block
-from ctmhsa.mapping.reference import linear_mhsa
-from ctmhsa.mapping.codes import CodeGains
+from ctmhsa.maths.model import Block
+from ctmhsa.maths.reference import linear_mhsa
+from ctmhsa.maths.codes import CodeGains
 from ctmhsa.mapping.operating import OperatingRangeError
 from ctmhsa.sims import simulate_mhsa
 from conftest import random_problem

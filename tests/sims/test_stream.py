@@ -4,8 +4,8 @@ window (issue 30). The same scenarios at the rate and escape levels."""
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.inputs import InputRange
-from ctmhsa.mapping.reference import linear_mhsa
+from ctmhsa.maths.inputs import InputRange
+from ctmhsa.maths.reference import linear_mhsa
 from ctmhsa.sims import build_mhsa, simulate_mhsa
 
 

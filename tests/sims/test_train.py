@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ctmhsa.sims.train as train_mod
-from ctmhsa.mapping.gradients import formal_gradients, gradients_from_stages
-from ctmhsa.mapping.reference import FEATURE_MAPS, _mask, linear_mhsa, resolve_phi
+from ctmhsa.maths.gradients import formal_gradients, gradients_from_stages
+from ctmhsa.maths.reference import FEATURE_MAPS, _mask, linear_mhsa, resolve_phi
 from ctmhsa.sims import build_mhsa, train_mhsa
 from ctmhsa.sims.train import exact_descent, teacher_student
 

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ctmhsa
-from ctmhsa.mapping.inputs import InputRange
-from ctmhsa.mapping.model import Block, MLPWeights, Model
+from ctmhsa.maths.inputs import InputRange
+from ctmhsa.maths.model import Block, MLPWeights, Model
 from ctmhsa.mapping.operating import OperatingRangeError
-from ctmhsa.mapping.stages import BLOCK_STAGES
+from ctmhsa.maths.stages import BLOCK_STAGES
 
 pytestmark = pytest.mark.brian2
 

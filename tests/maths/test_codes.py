@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.model import Block
+from ctmhsa.maths.model import Block
 from ctmhsa.circuits import pathway
-from ctmhsa.mapping.codes import AffineCode, CodeGains
+from ctmhsa.maths.codes import AffineCode, CodeGains
 from ctmhsa.mapping.encode import encode, output_offset, value_offset
 from conftest import random_problem
 

@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import ctmhsa
-from ctmhsa.mapping.co4 import MOD_FUNCTIONS, Co4Model, co4_forward, cooperation
-from ctmhsa.mapping.reference import linear_mhsa
-from ctmhsa.mapping.transformer import normalise
+from ctmhsa.maths.co4 import MOD_FUNCTIONS, Co4Model, co4_forward, cooperation
+from ctmhsa.maths.reference import linear_mhsa
+from ctmhsa.maths.transformer import normalise
 from ctmhsa.neurons.laws import law_numpy
 
 pytestmark = pytest.mark.codegen_independent

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import ctmhsa
-from ctmhsa.mapping.model import Model, _shipped_models, load_model
-from ctmhsa.mapping.reference import linear_mhsa
+from ctmhsa.maths.model import Model, _shipped_models, load_model
+from ctmhsa.maths.reference import linear_mhsa
 
 pytestmark = pytest.mark.codegen_independent
 

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ctmhsa
-from ctmhsa.mapping.reference import linear_mhsa, memory_attention
+from ctmhsa.maths.reference import linear_mhsa, memory_attention
 
 pytestmark = pytest.mark.codegen_independent
 
@@ -54,7 +54,7 @@ def test_forgetting_weighs_token_j_by_lambda_to_the_t_minus_j(lam, seed, T, H, d
     """ṽ_t = Σ_{j<=t} λ^(t-j) v_j φ(k_j)ᵀφ(q_t) (divided by Σ_j λ^(t-j) φ(k_j)ᵀφ(q_t)), summed
     directly from the features, not by the recurrence."""
     X, Y, W = _problem(seed, T, H, dk, dv, de, scale, cross)
-    _, f, _ = ctmhsa.mapping.reference.resolve_phi(phi)
+    _, f, _ = ctmhsa.maths.reference.resolve_phi(phi)
     Yx = X if Y is None else Y
     fq = f(np.einsum("hce,te->htc", W[0], X))
     fk = f(np.einsum("hce,te->htc", W[1], Yx))

@@ -1,4 +1,4 @@
-"""The numpy transformer reference (:mod:`ctmhsa.mapping.transformer`) against an independent
+"""The numpy transformer reference (:mod:`ctmhsa.maths.transformer`) against an independent
 transcription of its maths written here with explicit loops over tokens and heads: random models
 of 1-3 blocks (with and without MLPs, read-out, embedding), streams, the per-block stages, the
 model file layout read by ``load_model``, and the errors."""
@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import ctmhsa
-from ctmhsa.mapping.model import Block, MLPWeights, Model
-from ctmhsa.mapping.transformer import BLOCK_STAGES, normalise, transformer_forward
+from ctmhsa.maths.model import Block, MLPWeights, Model
+from ctmhsa.maths.transformer import BLOCK_STAGES, normalise, transformer_forward
 
 pytestmark = pytest.mark.codegen_independent
 

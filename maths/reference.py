@@ -28,6 +28,7 @@ Shapes (one sequence; a leading batch axis ``B`` is accepted on ``X`` and ``Y``)
 from __future__ import annotations
 
 import numbers
+import sys
 from typing import Callable, Mapping
 
 import numpy as np
@@ -147,12 +148,11 @@ def plain_array(name: str, value):
                 f"missing values and would ignore the mask. Pass {name}.filled(0.0) (or drop the masked "
                 "tokens) for a plain array; to hide later tokens from each query use causal=True")
         value = np.ma.getdata(value)
-    if hasattr(value, "dim"):          # a Brian2 quantity (Brian2 is imported only if one is given)
-        import brian2 as b2
-
-        if not b2.is_dimensionless(value):
+    if hasattr(value, "dim"):          # a Brian2 quantity: Brian2 is loaded already, named through it
+        if not getattr(value.dim, "is_dimensionless", False):
+            unit = sys.modules["brian2"].get_unit(value.dim) if "brian2" in sys.modules else value.dim
             raise ValueError(f"{name}: expected dimensionless numbers (tokens and weights are in units of "
-                             f"the circuit's codes), got a quantity in units of {b2.get_unit(value.dim)!s}")
+                             f"the circuit's codes), got a quantity in units of {unit!s}")
         return np.asarray(value)
     unit = getattr(value, "units", getattr(value, "unit", None))    # pint, astropy: scaled units too
     if unit is not None:

@@ -2,7 +2,7 @@
 
 Reads the attention projections of one layer from a PyTorch state dict (``.pt``/``.bin``,
 needs ``torch``) or a safetensors file (read with the ``safetensors`` numpy API, no ``torch``),
-and splits them into heads as :func:`ctmhsa.mapping.reference.linear_mhsa` takes them:
+and splits them into heads as :func:`ctmhsa.maths.reference.linear_mhsa` takes them:
 
 =========  ================  =============================================================
 ``WQ/WK``  ``(H, dk, de)``   ``q_i = WQ[h] @ x_i``: rows are the head's query/key features
@@ -37,7 +37,7 @@ exactly 0); the output bias ``bo`` is a constant added to x̃ after the circuit.
 
 A trained transformer uses softmax attention; the circuit computes *linear* attention
 (``phi(q)ᵀphi(k)``, no ``1/sqrt(dk)``), so it runs the trained projections through another
-kernel: the reference it is compared with is :func:`ctmhsa.mapping.reference.linear_mhsa` on the same
+kernel: the reference it is compared with is :func:`ctmhsa.maths.reference.linear_mhsa` on the same
 weights, not the transformer's output.
 """
 
@@ -164,7 +164,7 @@ class AttentionWeights:
                     WV=np.concatenate([self.WV, self.bv[:, :, None]], 2), WO=WO)
 
     def arrays(self) -> dict:
-        """``WQ, WK, WV, WO`` as a dict (the keywords of :func:`ctmhsa.mapping.reference.linear_mhsa`)."""
+        """``WQ, WK, WV, WO`` as a dict (the keywords of :func:`ctmhsa.maths.reference.linear_mhsa`)."""
         return dict(WQ=self.WQ, WK=self.WK, WV=self.WV, WO=self.WO)
 
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.gradients import formal_gradients
-from ctmhsa.mapping.reference import linear_mhsa, resolve_phi
+from ctmhsa.maths.gradients import formal_gradients
+from ctmhsa.maths.reference import linear_mhsa, resolve_phi
 from conftest import random_problem
 
 pytestmark = pytest.mark.codegen_independent

@@ -1,9 +1,9 @@
-"""ctmhsa.mapping.reference: the three implementations agree, stages have SPEC shapes and meaning."""
+"""ctmhsa.maths.reference: the three implementations agree, stages have SPEC shapes and meaning."""
 
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.reference import FEATURE_MAPS, STAGES, linear_mhsa, resolve_phi, softmax_mhsa
+from ctmhsa.maths.reference import FEATURE_MAPS, STAGES, linear_mhsa, resolve_phi, softmax_mhsa
 from conftest import random_problem
 
 pytestmark = pytest.mark.codegen_independent

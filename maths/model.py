@@ -1,7 +1,7 @@
 """A transformer model as one typed object, and its file format.
 
 A :class:`Model` is a tuple of :class:`Block` (each an attention layer
-:class:`~ctmhsa.mapping.weights.AttentionWeights`, an optional skip path ``WS`` and an optional
+:class:`~ctmhsa.maths.weights.AttentionWeights`, an optional skip path ``WS`` and an optional
 :class:`MLPWeights`) with an optional input embedding and readout: the one object handed from
 layer to layer instead of loose arrays ``X, WQ, WK, WV, WO, WS``. :meth:`Model.save` writes it
 and :func:`load_model` reads it.
@@ -188,7 +188,7 @@ class Block:
     Attributes
     ----------
     attn : AttentionWeights
-        The attention layer, split into heads (:mod:`ctmhsa.mapping.weights`).
+        The attention layer, split into heads (:mod:`ctmhsa.maths.weights`).
     mlp : MLPWeights or None
         The block's MLP.
     WS : ndarray, shape (H, dv, de), or None
@@ -259,7 +259,7 @@ class Block:
 
     def arrays(self) -> dict:
         """``WQ, WK, WV, WO`` and, when present, ``WS``: the keywords of
-        :func:`ctmhsa.mapping.reference.linear_mhsa`."""
+        :func:`ctmhsa.maths.reference.linear_mhsa`."""
         out = self.attn.arrays()
         if self.WS is not None:
             out["WS"] = self.WS

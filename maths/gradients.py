@@ -54,13 +54,13 @@ def formal_gradients(X, T, WQ, WK, WV, WO, phi="elu1", Y=None, causal=False, nor
     T : array, shape like ``X`` (n, de)
         Targets ``t_i`` of the block output.
     WQ, WK, WV, WO : arrays
-        Weights, shapes as in :func:`ctmhsa.mapping.reference.linear_mhsa`.
+        Weights, shapes as in :func:`ctmhsa.maths.reference.linear_mhsa`.
     phi : str or (callable, callable)
         Feature map and its derivative.
     Y : array, optional
         Key/value tokens (cross-attention).
     causal, normalize : bool
-        As in :func:`ctmhsa.mapping.reference.linear_mhsa`; ``normalize=False`` drops ``Z`` and the
+        As in :func:`ctmhsa.maths.reference.linear_mhsa`; ``normalize=False`` drops ``Z`` and the
         second term of (4)–(5).
 
     Returns
@@ -100,7 +100,7 @@ def gradients_from_stages(x, y, stages: dict, e, WO, phi="elu1", causal: bool = 
     """Eqs. (2)–(5) from the stages of one sequence, however they were obtained.
 
     The core of :func:`formal_gradients` (which passes the exact stages of
-    :func:`ctmhsa.mapping.reference.linear_mhsa`) and of :func:`ctmhsa.sims.train.train_mhsa` (which passes the
+    :func:`ctmhsa.maths.reference.linear_mhsa`) and of :func:`ctmhsa.sims.train.train_mhsa` (which passes the
     stages decoded from a simulated circuit). Written per microcolumn (i, j), in the form a
     synapse can use: with the error fed back to macrocolumn i, ``ε_i = WOᵀ e_i``, the value
     term ``c_ij = v_j · ε_i`` and its attention-weighted mean ``c̄_i = Σ_j κ_ij c_ij = ṽ_i · ε_i``
@@ -129,9 +129,9 @@ def gradients_from_stages(x, y, stages: dict, e, WO, phi="elu1", causal: bool = 
     WO : array (H, de, dv) or (n, H, de, dv)
         Output weights of the feedback ``WOᵀ e_i`` (one copy per macrocolumn allowed).
     phi : str or (callable, callable)
-        Feature map and its derivative (:func:`ctmhsa.mapping.reference.resolve_phi`).
+        Feature map and its derivative (:func:`ctmhsa.maths.reference.resolve_phi`).
     causal, normalize : bool
-        As in :func:`ctmhsa.mapping.reference.linear_mhsa`.
+        As in :func:`ctmhsa.maths.reference.linear_mhsa`.
     per_query : bool
         Return every macrocolumn's term separately (a leading axis of length n) instead of
         their sum: the gradient of each macrocolumn's own copy of the weights.

@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.reference import linear_mhsa
-from ctmhsa.mapping.weights import attention_layers, load_attention, read_state_dict, read_tokens, split_heads
+from ctmhsa.maths.reference import linear_mhsa
+from ctmhsa.maths.weights import attention_layers, load_attention, read_state_dict, read_tokens, split_heads
 
 pytestmark = pytest.mark.codegen_independent
 safetensors_numpy = pytest.importorskip("safetensors.numpy")

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctmhsa.mapping import model as model_mod
-from ctmhsa.mapping.model import LAYOUT, Block, MLPWeights, Model, load_model
-from ctmhsa.mapping.reference import linear_mhsa
-from ctmhsa.mapping.weights import AttentionWeights
+from ctmhsa.maths import model as model_mod
+from ctmhsa.maths.model import LAYOUT, Block, MLPWeights, Model, load_model
+from ctmhsa.maths.reference import linear_mhsa
+from ctmhsa.maths.weights import AttentionWeights
 
 pytestmark = pytest.mark.codegen_independent
 
@@ -381,7 +381,7 @@ def test_load_model_by_name_and_missing(tmp_path, monkeypatch):
 def test_models_dir_is_inside_the_package_without_importing_brian2():
     import subprocess
 
-    code = ("import sys; from ctmhsa.mapping.model import _models_dir; d = _models_dir(); "
+    code = ("import sys; from ctmhsa.maths.model import _models_dir; d = _models_dir(); "
             "assert 'brian2' not in sys.modules and 'ctmhsa.sims' not in sys.modules; "
             "assert d.name == 'models' and (d.parent / 'cli.py').is_file(), d")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,8 +1,8 @@
 """The maths of a transformer built from :func:`linear_mhsa` blocks (numpy only).
 
 Per token, the divisive normalisation ``N(x) = x / mean_e |x_e|``. For each block ``l`` of a
-:class:`ctmhsa.mapping.model.Model`, with ``φ`` the feature map (``elu1`` by default) and the
-normalised linear attention of :func:`ctmhsa.mapping.reference.linear_mhsa`::
+:class:`ctmhsa.maths.model.Model`, with ``φ`` the feature map (``elu1`` by default) and the
+normalised linear attention of :func:`ctmhsa.maths.reference.linear_mhsa`::
 
     H = X + MHSA_l(N(X))                        attention on the normalised stream, added to it
     X = H + W2_l relu(W1_l N(H) + b1_l) + b2_l  tokenwise MLP, added to the stream
@@ -48,7 +48,7 @@ def normalise(x, what: str = "X") -> np.ndarray:
 
 def _check_model(model) -> Model:
     if not isinstance(model, Model):
-        raise TypeError(f"model: expected a ctmhsa.mapping.model.Model (ctmhsa.load_model(path)), "
+        raise TypeError(f"model: expected a ctmhsa.maths.model.Model (ctmhsa.load_model(path)), "
                         f"got {type(model).__name__}")
     for l, b in enumerate(model.blocks):
         if b.WS is not None:
@@ -102,7 +102,7 @@ def transformer_forward(X, model: Model, phi: str = "elu1", stages: bool = False
         without a read-out; ``pooled`` ((T,) de, the token mean the read-out normalises) or
         ``None``; with ``stages``, ``blocks``: one dict per block of :data:`BLOCK_STAGES` (and
         ``u``, the unnormalised L2/3 products of ``linear_mhsa``; the
-        attention stages as :func:`ctmhsa.mapping.reference.linear_mhsa` returns them, ``x_tilde``
+        attention stages as :func:`ctmhsa.maths.reference.linear_mhsa` returns them, ``x_tilde``
         the attention's output, ``h`` the stream after it, ``hidden`` the MLP's rectified units).
 
     Raises
@@ -111,7 +111,7 @@ def transformer_forward(X, model: Model, phi: str = "elu1", stages: bool = False
         Bad shapes, a token with ``mean |x| = 0`` where it is normalised (named), ``Z = 0``,
         attention biases or a skip path (not part of a block).
     TypeError
-        ``model`` is not a :class:`ctmhsa.mapping.model.Model`.
+        ``model`` is not a :class:`ctmhsa.maths.model.Model`.
     """
     model = _check_model(model)
     x = tokens_of(model, X)

@@ -6,7 +6,7 @@ tokens and the weights only — never from an intermediate stage of the referenc
 the answer leaks into the circuit. The offsets that keep signed quantities non-negative are
 worst-case bounds (``|W| |x|``), so by construction no rate is rectified.
 
-Codes used by :mod:`ctmhsa.mapping.encode` (symbols as in :mod:`ctmhsa.mapping.reference`):
+Codes used by :mod:`ctmhsa.mapping.encode` (symbols as in :mod:`ctmhsa.maths.reference`):
 
 =================  =========================================  ================================
 quantity           neural variable                            code

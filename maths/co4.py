@@ -6,7 +6,7 @@ Two-point neurons combine a receptive-field drive ``R`` (basal) with a context `
 through a modulatory (MOD) transfer function; the seed's own is the Cooperation Equation (its
 eq. 1), the classical ones its eqs. 2-5 (:data:`MOD_FUNCTIONS`). A Co4 block has ``L`` learned
 latent queries. Per head, with ``N(x) = x / mean|x|`` the project's divisive normalisation
-(:func:`ctmhsa.mapping.transformer.normalise`) and φ the attention's feature map::
+(:func:`ctmhsa.maths.transformer.normalise`) and φ the attention's feature map::
 
     Q = N(latents) WQᵀ  (L, d)      K = N(X) WKᵀ  (n, d)      V = N(X) WVᵀ  (n, d)
     for every latent l and token j (the triadic loops, elementwise over d):
@@ -174,7 +174,7 @@ def co4_forward(X, model: Co4Model, phi: str = "elu1", mod: str = "cooperation")
         ``model`` is not a :class:`Co4Model`.
     """
     if not isinstance(model, Co4Model):
-        raise TypeError(f"model: expected a ctmhsa.mapping.co4.Co4Model, got {type(model).__name__}")
+        raise TypeError(f"model: expected a ctmhsa.maths.co4.Co4Model, got {type(model).__name__}")
     if mod not in MOD_FUNCTIONS:
         raise ValueError(f"mod: unknown MOD function {mod!r}; expected one of {sorted(MOD_FUNCTIONS)}")
     f = resolve_phi(phi)[1]

@@ -1,10 +1,10 @@
-"""ctmhsa.mapping.gradients: eqs. (2)-(5) of the paper against central finite differences."""
+"""ctmhsa.maths.gradients: eqs. (2)-(5) of the paper against central finite differences."""
 
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.gradients import formal_gradients, mhsa_loss
-from ctmhsa.mapping.reference import FEATURE_MAPS
+from ctmhsa.maths.gradients import formal_gradients, mhsa_loss
+from ctmhsa.maths.reference import FEATURE_MAPS
 from conftest import random_problem
 
 pytestmark = pytest.mark.codegen_independent

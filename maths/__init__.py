@@ -1,0 +1,18 @@
+"""The maths of attention, apart from any circuit: numpy only, nothing of Brian2 or the project.
+
+:mod:`~ctmhsa.maths.reference` the exact (linear and memory) attention every level is compared
+with; :mod:`~ctmhsa.maths.gradients` the formal gradients of the paper's section 5;
+:mod:`~ctmhsa.maths.transformer` and :mod:`~ctmhsa.maths.model` transformer blocks and their
+model files (:mod:`~ctmhsa.maths.weights` trained attention weights); :mod:`~ctmhsa.maths.stages`
+the names of the stages; :mod:`~ctmhsa.maths.inputs` declared input ranges;
+:mod:`~ctmhsa.maths.codes` the affine codes and gains between quantities and neural variables;
+:mod:`~ctmhsa.maths.co4` the rival Co4 theory's reference maths.
+
+This is the lowest layer: every other package may import it, it imports none of them (the
+layer test checks the whole import graph). :mod:`ctmhsa.mapping` turns this maths into the
+values of a circuit and reads them back.
+"""
+
+MODULES = ("reference", "gradients", "transformer", "model", "weights", "stages", "inputs", "codes", "co4")
+"""The modules of this package (until version 0.15 they lived in :mod:`ctmhsa.mapping`, where
+they are still found under their old names)."""
