@@ -326,7 +326,7 @@ def instantiate(
         Record spike times (all populations, or the named ones); counts are always kept.
     run_args : dict, optional
         Given (an empty dict, on a device activated by the caller such as ``cpp_standalone``,
-        see :mod:`ctmhsa.circuits.standalone`): every value of ``values`` and the seed are recorded in
+        see :mod:`ctmhsa.devices.standalone`): every value of ``values`` and the seed are recorded in
         it as run arguments of the compiled binary instead of written into the objects, the
         cells count their own spikes (window and chunk counts, no monitor) and observables are
         integrated from ``t_win`` on.
@@ -391,7 +391,7 @@ def _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, r
     objects = [*groups.values(), *(fg.group for fgs in folds.values() for fg in fgs),
                *synapses.values(), *monitors.values()]
     if run_args is not None:   # read by code inserted after the run arguments are applied: the
-        # seed, and the length of the run (ctmhsa.circuits.standalone: not compiled in)
+        # seed, and the length of the run (ctmhsa.devices.standalone: not compiled in)
         objects.append(b2.NeuronGroup(1, "seed_value : 1\nrun_duration : second", name="rng", clock=clock))
     built = BuiltCircuit(circuit, level, b2.Network(*objects), groups, synapses, time.perf_counter() - t0, dt,
                          monitors=monitors, seed=seed, run_args=run_args, folds=folds,
@@ -427,7 +427,7 @@ def assign(built: BuiltCircuit, values: CircuitValues, seed: int | None, run_arg
     """Write a task's values into ``built``: per-cell parameters, initial values (with the escape
     cells' seeded first draws, :func:`ctmhsa.neurons.models.initial_draws`), synaptic weights and the
     seed. Given ``run_args`` (a compiled device), they are recorded there as run arguments of the
-    binary instead, so the same compiled project runs any task of its shape (:mod:`ctmhsa.circuits.standalone`
+    binary instead, so the same compiled project runs any task of its shape (:mod:`ctmhsa.devices.standalone`
     calls this again for every new task it runs on a network it keeps). ``replay``: the task's
     replayed spikes; replay tables made from other spikes are made again from these."""
     _check_values(built.circuit, built.level, values, built.replayed)

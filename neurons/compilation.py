@@ -244,7 +244,7 @@ if os.getppid() != int(sys.argv[1]):                   # the parent died before 
 parent's pid as its first argument) that kills its own process group — itself and every compiler
 it started — when the Python process that started it dies (Linux parent-death signal) or sends it
 SIGTERM; the parent kills the group itself on interrupt or timeout. Used by the Cython workers
-here and by the standalone projects' ``make`` (:mod:`ctmhsa.circuits.standalone`)."""
+here and by the standalone projects' ``make`` (:mod:`ctmhsa.devices.standalone`)."""
 
 # A worker: compiles the modules of a job file into a private directory, then moves each into the
 # cache at once (a module file is never seen half-written); dies with its parent.

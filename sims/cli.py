@@ -22,7 +22,7 @@ from importlib import import_module, metadata
 
 import numpy as np
 
-from ctmhsa.circuits.devices import DEVICES, get_device
+from ctmhsa.devices.registry import DEVICES, get_device
 from ctmhsa.mapping.operating import CircuitRangeError
 from ctmhsa.maths.weights import LAYOUTS
 from ctmhsa.neurons.levels import LEVELS, get_level

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from ctmhsa.circuits.devices import get_device
+from ctmhsa.devices.registry import get_device
 
 __all__ = ["RUN_COST", "estimate_runtime"]
 

@@ -20,13 +20,13 @@ is statistically, not spike-for-spike, equal to the split run.
 Devices. The two thalamic stages are small (one nucleus each) and always run on the runtime
 device. The heads run on ``device``: ``"runtime"``, or a standalone device (``"cpp_standalone"``,
 ``"cuda_standalone"``), where every head of the run uses one compiled project
-(:mod:`ctmhsa.circuits.standalone`): its key is the head's shape and threads plus the length of
+(:mod:`ctmhsa.devices.standalone`): its key is the head's shape and threads plus the length of
 the nucleus-1 table it replays (a run argument whose shape is compiled in; past
 :data:`REPLAY_TABLE_BYTES`, or on ``cuda_standalone``, the spikes themselves, compiled into a
 ``SpikeGeneratorGroup``; they are the same for every head), and each head's tokens, weights,
 biases and seed are run arguments.
 The first head to take the project's lock compiles it; every other worker process runs in its
-own copy of the compiled project (:func:`ctmhsa.circuits.standalone.worker_copy`), so heads run in
+own copy of the compiled project (:func:`ctmhsa.devices.standalone.worker_copy`), so heads run in
 parallel and nothing compiles twice.
 
 Memory. Each head is encoded and run on its worker and reduced there before it is gathered:
@@ -48,10 +48,10 @@ import numpy as np
 
 
 from ctmhsa.circuits.builders import build
-from ctmhsa.circuits.devices import get_device
+from ctmhsa.devices.registry import get_device
 from ctmhsa.circuits.graph import Circuit
 from ctmhsa.circuits.instantiate import assign, instantiate
-from ctmhsa.circuits.standalone import project_key, release, run_project
+from ctmhsa.devices.standalone import project_key, release, run_project
 from ctmhsa.circuits.values import CircuitValues
 from ctmhsa.mapping.baseline import add_lif_drive
 from ctmhsa.mapping.encode import encode
@@ -132,7 +132,7 @@ def _run_standalone_stage(circuit, level, values, phi, params, dt, seed, warmup,
                           record, law, fold, device, threads) -> dict:
     """:func:`run_stage` on a standalone ``device``: one project per head shape and schedule,
     compiled by the first caller, run by every other process in its own copy
-    (:func:`ctmhsa.circuits.standalone.run_project`). The nucleus-1 spikes are a run argument (a table
+    (:func:`ctmhsa.devices.standalone.run_project`). The nucleus-1 spikes are a run argument (a table
     of 0/1 per step and relay, :func:`ctmhsa.circuits.instantiate.replay_table`), so new seeds and
     tokens compile nothing; past :data:`REPLAY_TABLE_BYTES` (or on ``cuda_standalone``) they
     are compiled in, one project per replayed spike train."""

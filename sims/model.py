@@ -63,7 +63,7 @@ MODEL_LAG_FRACTION = 0.5
 MODEL_DEVICES = ("runtime", "cpp_standalone")
 """Devices a model runs on. On ``cpp_standalone`` one project is compiled per model shape (sizes,
 level, cells, dt, the presentation's timing); tokens, weights and the seed are run arguments, and
-a stream's windows are read after the run (:class:`ctmhsa.circuits.standalone.StreamRead`)."""
+a stream's windows are read after the run (:class:`ctmhsa.devices.standalone.StreamRead`)."""
 
 SETTLED = 1e-4
 """Largest relative change of the rate-level output over the last 10 % of a run before

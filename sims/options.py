@@ -31,7 +31,7 @@ import numpy as np
 from ctmhsa.circuits.builders import APICAL_CIRCUITS, CIRCUITS, DEFAULT_N_INH, SIGNED_CODES, STREAM_CIRCUITS, pathway
 from ctmhsa.circuits.kvmemory import WRITE_WINDOW
 from ctmhsa.circuits.dale import apply as dale_apply
-from ctmhsa.circuits.devices import DEVICES, check_device, get_device   # DEVICES: re-exported, the registry's names
+from ctmhsa.devices.registry import DEVICES, check_device, get_device   # DEVICES: re-exported, the registry's names
 from ctmhsa.maths.codes import CodeGains, default_gains
 from ctmhsa.maths.inputs import as_input_range
 from ctmhsa.neurons.firing import get_firing
@@ -388,7 +388,7 @@ class RunOptions(_Options):
     codegen : {"auto", "numpy", "cython"}
         Brian2 code-generation target of the runtime device.
     device : {"runtime", "cpp_standalone", "cuda_standalone"} or another registered device
-        Brian2 device (:mod:`ctmhsa.circuits.devices`; its runner: :mod:`ctmhsa.sims.runners`);
+        Brian2 device (:mod:`ctmhsa.devices.registry`; its runner: :mod:`ctmhsa.sims.runners`);
         ``"cuda_standalone"`` needs brian2cuda and a GPU (checked here: a ``ValueError`` naming
         ``device`` otherwise).
     threads : int, optional

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ctmhsa.circuits.devices import get_device
+from ctmhsa.devices.registry import get_device
 from ctmhsa.maths.stages import STAGE_ORDER
 from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.levels import get_level

@@ -17,7 +17,7 @@
 =========================  ======================================================================
 
 Every runner returns the same typed :class:`Observations`; :func:`runner_for` is the one place
-that looks at the device and scheduler options. A device (:mod:`ctmhsa.circuits.devices`) is run
+that looks at the device and scheduler options. A device (:mod:`ctmhsa.devices.registry`) is run
 by the runner registered for its name (:func:`register_runner`).
 """
 
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 import brian2 as b2
 
 from ctmhsa.circuits import perturb
-from ctmhsa.circuits.devices import get_device
+from ctmhsa.devices.registry import get_device
 from ctmhsa.circuits.graph import Circuit
 from ctmhsa.circuits.instantiate import instantiate
-from ctmhsa.circuits.standalone import StreamRead, padded_stream, project_key, run_project
+from ctmhsa.devices.standalone import StreamRead, padded_stream, project_key, run_project
 from ctmhsa.mapping.encode import Encoding
 from ctmhsa.neurons.window import counts_as_rates, fano_from_sums, measure_stream, stream_state_steps, stream_steps
 
@@ -263,8 +263,8 @@ class StandaloneRunner(Runner):
     """``cpp_standalone``: one compiled project per network shape, cached.
 
     A stream (``cpp_standalone``) compiles its shape in: the relays' table of rates padded to
-    :func:`ctmhsa.circuits.standalone.stream_rows` rows, its presentation period, the warm-up's
-    shift and the step its reads are sampled at (:class:`ctmhsa.circuits.standalone.StreamRead`);
+    :func:`ctmhsa.devices.standalone.stream_rows` rows, its presentation period, the warm-up's
+    shift and the step its reads are sampled at (:class:`ctmhsa.devices.standalone.StreamRead`);
     its rates are run arguments. Streams of other tokens, or of another length up to the padded
     one, reuse the project.
     """
@@ -348,12 +348,12 @@ SPLIT = "split"
 """Key of the runner of a split run (a scheduler given), whatever the device of its heads."""
 
 RUNNERS: dict[str, type[Runner]] = {}
-"""Runner per registered device (:data:`ctmhsa.circuits.devices.DEVICES`) and for :data:`SPLIT`;
+"""Runner per registered device (:data:`ctmhsa.devices.registry.DEVICES`) and for :data:`SPLIT`;
 :func:`runner_for` picks one from the run options."""
 
 
 def register_runner(name: str, runner: type[Runner]) -> type[Runner]:
-    """Run the device ``name`` (registered in :mod:`ctmhsa.circuits.devices`, or :data:`SPLIT`) with
+    """Run the device ``name`` (registered in :mod:`ctmhsa.devices.registry`, or :data:`SPLIT`) with
     ``runner``. Returns ``runner``."""
     if name != SPLIT:
         get_device(name)   # a runner for a device nobody declared is a typo

@@ -107,7 +107,7 @@ def simulate_mhsa(
     device : {"runtime", "cpp_standalone", "cuda_standalone"}
         Brian2 device. ``"runtime"`` runs in this process (Cython or numpy, see ``codegen``);
         ``"cpp_standalone"`` compiles the network shape once into a cached C++ project (see
-        :mod:`ctmhsa.circuits.standalone`) and passes tokens, weights and the seed as run arguments, so
+        :mod:`ctmhsa.devices.standalone`) and passes tokens, weights and the seed as run arguments, so
         further calls on the same shape do not compile. ``"cuda_standalone"``: the same on an
         NVIDIA GPU through brian2cuda (a ``ValueError`` naming ``device`` where it is not
         installed; see docs/gpu.md). A stream runs on ``"runtime"`` and ``"cpp_standalone"``

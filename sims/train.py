@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ctmhsa.circuits.devices import get_device
+from ctmhsa.devices.registry import get_device
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.mapping.decode import key_value_potentials, signed_rate
 from ctmhsa.mapping.encode import cell_weights

@@ -28,9 +28,9 @@ import resource
 import statistics
 import time
 
-from ctmhsa.circuits.devices import DEVICES
+from ctmhsa.devices.registry import DEVICES
 from ctmhsa.sims import simulate_mhsa
-from ctmhsa.circuits.standalone import release
+from ctmhsa.devices.standalone import release
 from ctmhsa.sims.distributed import client_for
 from ctmhsa.sims.io import atomic_write_json, versions
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from ctmhsa.circuits.devices import DEVICES
+from ctmhsa.devices.registry import DEVICES
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.distributed import client_for
 from ctmhsa.sims.io import atomic_write_json, versions

@@ -28,10 +28,10 @@ import brian2 as b2
 import numpy as np
 
 from ctmhsa.circuits.builders import pathway
-from ctmhsa.circuits.cuda import network_flags
-from ctmhsa.circuits.devices import compiled_devices, get_device
+from ctmhsa.devices.cuda import network_flags
+from ctmhsa.devices.registry import compiled_devices, get_device
 from ctmhsa.circuits.fold import fold_plan, simulated_out_degree
-from ctmhsa.circuits.standalone import project_dir, standalone_device
+from ctmhsa.devices.standalone import project_dir, standalone_device
 from ctmhsa.neurons.backend import configure_brian2
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.io import atomic_write_json, versions

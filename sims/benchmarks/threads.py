@@ -6,7 +6,7 @@ One head (barrel size by default: n = dk = dv = de = 33) at the escape level on 
 optional OpenMP waiting setting for the binary: ``T-passive`` (``OMP_WAIT_POLICY=PASSIVE``:
 waiting threads sleep at once), ``T-active`` (they spin), ``T-spinN`` (``GOMP_SPINCOUNT=N``:
 libgomp spins N times before it sleeps; its default is 300,000). One thread compiles without
-OpenMP (:mod:`ctmhsa.circuits.standalone`), so ``1`` takes no setting.
+OpenMP (:mod:`ctmhsa.devices.standalone`), so ``1`` takes no setting.
 
 The load is made here: ``L`` busy-loop processes at normal priority, started before a load's
 block of runs and killed after it (in a ``finally``); each also ends by itself after

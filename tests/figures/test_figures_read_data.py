@@ -11,7 +11,7 @@ import sys
 import pytest
 
 FORBIDDEN = ("ctmhsa.sims.build", "ctmhsa.sims.simulate", "ctmhsa.sims.runners", "ctmhsa.sims.distributed",
-             "ctmhsa.circuits.instantiate", "ctmhsa.circuits.standalone", "brian2")
+             "ctmhsa.circuits.instantiate", "ctmhsa.devices.standalone", "brian2")
 
 
 def _imports(path: str, package: str) -> list:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import brian2 as b2
 
-from ctmhsa.circuits.standalone import standalone_device
+from ctmhsa.devices.standalone import standalone_device
 from ctmhsa.neurons.threshold import BlockThresholdCodeObject, CellThresholder
 
 # every cell climbs at its own speed and spikes above 1; the pre-code integrates what the

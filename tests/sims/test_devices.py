@@ -91,7 +91,7 @@ def test_cells_count_their_spikes_like_the_runtime_monitors(problem2):
 @pytest.mark.long   # the escape-level project of the test above
 def test_a_compiled_run_writes_back_only_what_it_reads(problem2, monkeypatch):
     """Brian2 ends a standalone run by writing every array; the binary writes the counters,
-    window integrals and the NaN-checked state instead (ctmhsa.circuits.standalone._write_back_code)."""
+    window integrals and the NaN-checked state instead (ctmhsa.devices.standalone._write_back_code)."""
     import shutil
 
     listed, rmtree = [], shutil.rmtree

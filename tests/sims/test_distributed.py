@@ -80,7 +80,7 @@ def test_split_run_on_the_standalone_device_compiles_once_and_matches_everywhere
     kw = dict(KW, device="cpp_standalone", threads=0)
     from distributed import Client, LocalCluster
 
-    from ctmhsa.circuits import standalone
+    from ctmhsa.devices import standalone
 
     sa = simulate_mhsa(*problem2, scheduler="serial", **kw)
     compiled = {d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, ".compiled"))}

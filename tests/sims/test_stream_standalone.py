@@ -7,7 +7,7 @@ import brian2 as b2
 import numpy as np
 import pytest
 
-from ctmhsa.circuits.standalone import padded_stream, stream_rows
+from ctmhsa.devices.standalone import padded_stream, stream_rows
 from ctmhsa.neurons.backend import cache_dir
 from ctmhsa.neurons.window import Probe, counts_before, measure_stream, stream_steps, stream_windows
 from ctmhsa.sims import simulate_mhsa

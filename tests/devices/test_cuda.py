@@ -14,8 +14,8 @@ import types
 import brian2 as b2
 import pytest
 
-from ctmhsa.circuits import cuda
-from ctmhsa.circuits.devices import get_device
+from ctmhsa.devices import cuda
+from ctmhsa.devices.registry import get_device
 
 
 def _network(*clocks):
@@ -57,11 +57,11 @@ def test_is_cuda_reads_the_device_class_not_the_proxy():
 
 @pytest.mark.codegen_independent
 def test_standalone_device_sets_and_restores_a_device_s_prefs(tmp_path, monkeypatch):
-    from ctmhsa.circuits import devices, standalone
+    from ctmhsa.devices import registry, standalone
 
-    dev = devices.Device("cpp_standalone", compiles=True, threads=True,
+    dev = registry.Device("cpp_standalone", compiles=True, threads=True,
                          prefs=lambda: {"codegen.loop_invariant_optimisations": False})
-    monkeypatch.setitem(devices._REGISTRY, "cpp_standalone", dev)
+    monkeypatch.setitem(registry._REGISTRY, "cpp_standalone", dev)
     assert b2.prefs.codegen.loop_invariant_optimisations is True
     with standalone.standalone_device(str(tmp_path), 1):
         assert b2.prefs.codegen.loop_invariant_optimisations is False
@@ -87,7 +87,7 @@ def test_gpu_project_of_a_circuit_compiles(problem, tmp_path, monkeypatch):
     """The escape level's project of a small pathway generated and compiled by brian2cuda (every
     kind of code object the circuit has); its run, which needs a GPU, is not started."""
     _brian2cuda()
-    from ctmhsa.circuits import standalone
+    from ctmhsa.devices import standalone
     from ctmhsa.sims.simulate import simulate_mhsa
 
     monkeypatch.setenv("CTMHSA_CACHE", str(tmp_path))
@@ -119,7 +119,7 @@ def test_gpu_project_of_a_circuit_compiles(problem, tmp_path, monkeypatch):
 def test_run_argument_files_with_capitals_are_written_lowercased_too(tmp_path):
     """brian2cuda's binary lowercases the file names of run arguments: a variable ``S`` is read
     from ``init_<group>_s_<md5>.dat``, which is written beside Brian2's own file."""
-    from ctmhsa.circuits import standalone
+    from ctmhsa.devices import standalone
 
     with standalone.standalone_device(str(tmp_path), 1) as dev:
         G = b2.NeuronGroup(3, "S : 1\nv : 1", name="cells")

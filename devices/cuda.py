@@ -28,7 +28,7 @@ NONDETERMINISM = ("cuda_standalone: the same seed does not give the same spikes 
                   "an H200: two runs of one barrel head with seed 0 decoded different x_tilde, both at the "
                   "noise floor; brian2cuda's order of atomic additions on the GPU is the likely cause, not "
                   "established); see docs/gpu.md")
-"""The warning every ``cuda_standalone`` run gives (:func:`ctmhsa.circuits.standalone.run_standalone`)."""
+"""The warning every ``cuda_standalone`` run gives (:func:`ctmhsa.devices.standalone.run_standalone`)."""
 
 
 def is_cuda(dev) -> bool:
@@ -38,7 +38,7 @@ def is_cuda(dev) -> bool:
 
 
 def cuda_prefs() -> dict:
-    """Brian2 preferences of a ``cuda_standalone`` build (:attr:`ctmhsa.circuits.devices.Device.prefs`):
+    """Brian2 preferences of a ``cuda_standalone`` build (:attr:`ctmhsa.devices.registry.Device.prefs`):
     C++17 for nvcc and for the host compiler, the rest of Brian2's flags kept, and no
     loop-invariant hoisting."""
     import brian2 as b2   # here: the device registry is read by layers that never import Brian2

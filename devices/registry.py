@@ -1,7 +1,7 @@
 """The Brian2 devices a circuit runs on, as registered objects (after Brian2's ``all_devices``).
 
 A :class:`Device` carries the facts the rest of the package asks about a device: whether it
-compiles a project (:mod:`ctmhsa.circuits.standalone`), whether OpenMP threads apply, and the
+compiles a project (:mod:`ctmhsa.devices.standalone`), whether OpenMP threads apply, and the
 Python package it needs, checked before anything is built (:meth:`Device.check`). The run
 options (:class:`ctmhsa.sims.options.RunOptions`), the runners (:mod:`ctmhsa.sims.runners`,
 which map a device name to a runner class) and the command line read the one list
@@ -33,7 +33,7 @@ class Device:
         Brian2's name of the device (``b2.set_device(name)``), the ``device`` run option.
     compiles : bool
         Whether the device generates and compiles a project (a standalone device, run by
-        :mod:`ctmhsa.circuits.standalone`) rather than running in this process.
+        :mod:`ctmhsa.devices.standalone`) rather than running in this process.
     threads : bool
         Whether the ``threads`` run option (OpenMP threads) applies.
     package : str, optional
@@ -46,7 +46,7 @@ class Device:
         ``prefs() -> {name: value}``: the Brian2 preferences (dotted names, e.g.
         ``"codegen.cpp.extra_compile_args_gcc"``) this device needs, computed from Brian2's current
         ones; set while the device builds and runs, and restored after
-        (:func:`ctmhsa.circuits.standalone.standalone_device`).
+        (:func:`ctmhsa.devices.standalone.standalone_device`).
     """
 
     name: str

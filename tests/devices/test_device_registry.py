@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from ctmhsa.circuits import devices, standalone
-from ctmhsa.circuits.devices import DEVICES, Device, get_device, register_device
+from ctmhsa.devices import registry, standalone
+from ctmhsa.devices.registry import DEVICES, Device, get_device, register_device
 from ctmhsa.sims import cli, options
 from ctmhsa.sims.options import RunOptions
 from ctmhsa.sims.runners import RUNNERS, SPLIT, RuntimeRunner, StandaloneRunner, register_runner, runner_for
@@ -16,12 +16,12 @@ from ctmhsa.sims.runners import RUNNERS, SPLIT, RuntimeRunner, StandaloneRunner,
 @pytest.fixture
 def toy():
     """A runtime-like device ``"toy"`` run by the runtime runner; the registries restored after."""
-    saved_devices, saved_runners = dict(devices._REGISTRY), dict(RUNNERS)
+    saved_devices, saved_runners = dict(registry._REGISTRY), dict(RUNNERS)
     register_device(Device("toy", description="Brian2's runtime device under another name"))
     register_runner("toy", RuntimeRunner)
     yield "toy"
-    devices._REGISTRY.clear()
-    devices._REGISTRY.update(saved_devices)
+    registry._REGISTRY.clear()
+    registry._REGISTRY.update(saved_devices)
     RUNNERS.clear()
     RUNNERS.update(saved_runners)
 
@@ -38,7 +38,7 @@ def test_the_four_places_read_the_registry():
     assert list(DEVICES) == names
     assert list(options.DEVICES) == names
     assert standalone.STANDALONE_DEVICES == ("cpp_standalone", "cuda_standalone")
-    assert standalone.check_device is devices.check_device
+    assert standalone.check_device is registry.check_device
     assert set(RUNNERS) == set(names) | {SPLIT}
     assert _cli_choices() == names   # the command line offers cuda_standalone too
 

@@ -40,7 +40,7 @@ anyway), so streams of every length up to that share one project. The binary rec
 presentations are read from (:class:`StreamRead`), and each is read after the run as the runtime
 device reads it during the run.
 
-``device`` is a registered device that compiles (:mod:`ctmhsa.circuits.devices`):
+``device`` is a registered device that compiles (:mod:`ctmhsa.devices.registry`):
 ``"cpp_standalone"`` or, where brian2cuda is installed, ``"cuda_standalone"`` (GPU; the seed is
 then compiled into the project, see :func:`run_standalone`).
 """
@@ -73,9 +73,9 @@ from brian2.core.variables import ArrayVariable, DynamicArrayVariable, Subexpres
 from brian2.devices.cpp_standalone.device import CPPStandaloneDevice
 from filelock import FileLock
 
-from ctmhsa.circuits.cuda import (NONDETERMINISM, NondeterministicRunWarning, is_cuda, lowercase_run_arg_files,
+from ctmhsa.devices.cuda import (NONDETERMINISM, NondeterministicRunWarning, is_cuda, lowercase_run_arg_files,
                                   network_flags)
-from ctmhsa.circuits.devices import check_device, compiled_devices, get_device
+from ctmhsa.devices.registry import check_device, compiled_devices, get_device
 from ctmhsa.neurons.backend import cache_dir
 from ctmhsa.neurons.models import get_model
 from ctmhsa.neurons.compilation import DIE_WITH_PARENT
@@ -773,7 +773,7 @@ def _make(directory: str, timeout: float | None = None) -> None:
             proc.wait()
             if isinstance(exc, subprocess.TimeoutExpired):   # hung: not worth a second try
                 raise RuntimeError(f"standalone project {directory}: make stopped after {exc.timeout:g} s "
-                                   "(ctmhsa.circuits.standalone.COMPILE_TIMEOUT_S)") from None
+                                   "(ctmhsa.devices.standalone.COMPILE_TIMEOUT_S)") from None
             raise
     if rc != 0:
         with open(log, errors="replace") as fh:
@@ -904,7 +904,7 @@ def _write_back_code(dev, built, stream: StreamRead | None = None) -> str:
                 owners[var.owner.name] = var.owner
     for _, obj in sorted(owners.items()):
         variables += [obj.variables[v] for v in obj.equations.diff_eq_names]
-    lines = ["{  // ctmhsa (ctmhsa.circuits.standalone): write back only what is read",
+    lines = ["{  // ctmhsa (ctmhsa.devices.standalone): write back only what is read",
              "    auto _write_back = [](const std::string& name, const void* data, size_t bytes) {",
              "        std::ofstream out(brian::results_dir + name, std::ios::binary | std::ios::out);",
              "        out.write(static_cast<const char*>(data), bytes);",

@@ -1,4 +1,4 @@
-"""The standalone cache (``ctmhsa.circuits.standalone``): a damaged project repairs itself, a killed
+"""The standalone cache (``ctmhsa.devices.standalone``): a damaged project repairs itself, a killed
 build or split run leaves nothing behind, and a new duration compiles nothing.
 
 The project is the one tests/sims/test_devices.py runs (same shape and options; compiled once, in
@@ -41,7 +41,7 @@ def project(tmp_path_factory):
     """The compiled project's directory in this module's cache, and its first run's result."""
     import shutil
 
-    from ctmhsa.circuits import standalone
+    from ctmhsa.devices import standalone
     from ctmhsa.sims import runners
 
     keys = []
@@ -75,7 +75,7 @@ def _truncate(path):
 
 def _quiet_run():
     """A run that must not warn about the cache (it is intact)."""
-    from ctmhsa.circuits.standalone import StandaloneCacheWarning
+    from ctmhsa.devices.standalone import StandaloneCacheWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", StandaloneCacheWarning)
@@ -84,7 +84,7 @@ def _quiet_run():
 
 @pytest.mark.long   # compiles a standalone project (65-70 s cold on 2 cores)
 def test_a_truncated_binary_is_rebuilt_with_a_warning(project):
-    from ctmhsa.circuits.standalone import StandaloneCacheWarning
+    from ctmhsa.devices.standalone import StandaloneCacheWarning
 
     _truncate(os.path.join(project["dir"], "main"))
     with pytest.warns(StandaloneCacheWarning, match=r"changed since the project was built \(main\)"):
@@ -95,7 +95,7 @@ def test_a_truncated_binary_is_rebuilt_with_a_warning(project):
 
 @pytest.mark.long   # compiles a standalone project (65-70 s cold on 2 cores)
 def test_a_truncated_object_file_is_rebuilt_with_a_warning(project):
-    from ctmhsa.circuits.standalone import StandaloneCacheWarning
+    from ctmhsa.devices.standalone import StandaloneCacheWarning
 
     objects = os.path.join(project["dir"], "code_objects")
     smallest = min((f for f in os.listdir(objects) if f.endswith(".o")),
@@ -134,7 +134,7 @@ def test_a_new_duration_on_a_cached_shape_compiles_nothing(project, tmp_path, mo
 
 @pytest.mark.long   # compiles a standalone project (65-70 s cold on 2 cores)
 def test_copies_of_dead_processes_are_removed_at_the_next_start(project, tmp_path):
-    from ctmhsa.circuits.standalone import _process_identity
+    from ctmhsa.devices.standalone import _process_identity
 
     host = socket.gethostname()
     dead = subprocess.Popen(["true"])
@@ -209,7 +209,7 @@ def test_a_second_failure_of_make_names_the_project(project, tmp_path, monkeypat
     fails too, the error names the project. (On a copy of the project, with a failing compiler.)"""
     import shutil
 
-    from ctmhsa.circuits import standalone
+    from ctmhsa.devices import standalone
 
     where = str(tmp_path / "project")
     shutil.copytree(project["dir"], where, symlinks=True, ignore=shutil.ignore_patterns("results"))
