@@ -14,6 +14,3 @@ were ``ctmhsa.circuits.devices``, ``.standalone`` and ``.cuda``, names that stil
 """
 
 from .registry import DEVICES, Device, check_device, compiled_devices, get_device, register_device  # noqa: F401
-
-MODULES = {"devices": "registry", "standalone": "standalone", "cuda": "cuda"}
-"""Old name in :mod:`ctmhsa.circuits` -> module of this package."""

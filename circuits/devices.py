@@ -1,0 +1,8 @@
+"""The old name of :mod:`ctmhsa.devices.registry` (here until version 0.15): importing it gives that
+very module (imported only when asked for: it may load Brian2)."""
+
+import sys
+
+from ctmhsa.devices import registry as _module
+
+sys.modules[__name__] = _module
