@@ -6,6 +6,9 @@ import os
 import numpy as np
 import pytest
 
+# the package's layers (folders at the repository's root), lowest first (tests/test_layers.py)
+LAYERS = ("maths", "neurons", "devices", "circuits", "mapping", "sims", "figures")
+
 # pyproject.toml's markers that say what a test needs (long and smoke are not categories)
 CATEGORIES = ("codegen_independent", "brian2", "standalone", "distributed")
 

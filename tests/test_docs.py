@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import LAYERS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -194,7 +195,7 @@ def _cited_docs(path: pathlib.Path) -> set:
 
 
 SOURCES = [ROOT / "README.md", *DOCS, *sorted((ROOT / "docs" / "api").glob("*.rst")),
-           *(p for layer in ("ctmhsa", "neurons", "circuits", "mapping", "sims", "figures")
+           *(p for layer in ("ctmhsa", *LAYERS)
              for p in sorted((ROOT / layer).rglob("*.py")))]
 
 

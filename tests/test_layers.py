@@ -6,9 +6,10 @@ import pathlib
 
 import networkx as nx
 import pytest
+from conftest import LAYERS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGES = ("maths", "mapping", "neurons", "devices", "circuits", "sims", "figures")
+PACKAGES = LAYERS
 # a package may import the packages below it (maths: nothing of the project)
 ALLOWED = {
     "maths": set(),

@@ -8,6 +8,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from conftest import LAYERS
 from conftest import name_comparisons as comparisons_with
 
 from ctmhsa.neurons import firing as firing_registry
@@ -42,7 +43,7 @@ def test_counter_finds_comparisons():
 
 def test_no_firing_or_law_name_comparisons_outside_registries():
     found = []
-    for pkg in ("mapping", "neurons", "circuits", "sims", "figures"):
+    for pkg in LAYERS:
         for path in sorted((ROOT / pkg).rglob("*.py")):
             if path in REGISTRIES:
                 continue

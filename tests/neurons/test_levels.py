@@ -5,7 +5,7 @@ import dataclasses
 import pathlib
 
 import pytest
-from conftest import name_comparisons
+from conftest import LAYERS, name_comparisons
 
 from ctmhsa.neurons import levels, models
 from ctmhsa.neurons.levels import LEVELS, Level, get_level, register_level
@@ -30,7 +30,7 @@ def test_counter_finds_comparisons():
 
 def test_no_level_name_comparisons_outside_levels():
     found = []
-    for pkg in ("mapping", "neurons", "circuits", "sims", "figures"):
+    for pkg in LAYERS:
         for path in sorted((ROOT / pkg).rglob("*.py")):
             if path == ROOT / "neurons" / "levels.py":
                 continue
