@@ -239,3 +239,31 @@ def test_escape_level_runs_within_a_multiple_of_its_noise_floor():
     err = np.sqrt(np.mean((res.x_tilde - res.reference)[1:] ** 2))
     floor = np.sqrt(np.mean(res.noise_variance["x_tilde"][1:]))
     assert 0 < err < 3 * floor
+
+
+def _on_both_devices(neuron, **kw):
+    X, _, W = _problem(1, T=4, H=1, dk=2, dv=2, de=3)
+    return [simulate_mhsa(X, *W, circuit="memory", neuron=neuron, device=dev, **kw)
+            for dev in ("runtime", "cpp_standalone")]
+
+
+@pytest.mark.standalone
+def test_the_memory_circuit_compiled_is_the_runtime_one_at_the_rate_level():
+    """The memory circuit on cpp_standalone (a stream: one compiled project, the relays' rate table
+    a run argument): every stage and the memory's state as on the runtime device (~20 s cold)."""
+    a, b = _on_both_devices("rate", presentation=0.3)
+    assert b.config["device"] == "cpp_standalone"
+    for st in a.stages:
+        np.testing.assert_allclose(b.stages[st], a.stages[st], rtol=0, atol=1e-12 * max(1.0, np.abs(a.stages[st]).max()))
+    assert b.metrics()["x_tilde"]["nrmse"] < EXACT
+
+
+@pytest.mark.standalone
+@pytest.mark.long   # ~65 s cold: the escape project's compile
+def test_the_memory_circuit_compiled_spikes_as_the_runtime_one():
+    """At the escape level the same seed gives the same spikes on both devices, so the same
+    decoded stages up to the order of floating-point sums (measured: x̃ identical, other stages
+    within 4e-15, T = 4, seed 3)."""
+    a, b = _on_both_devices("escape", presentation=0.2, seed=3)
+    for st in a.stages:
+        np.testing.assert_allclose(b.stages[st], a.stages[st], rtol=1e-12, atol=1e-14)
