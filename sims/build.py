@@ -35,6 +35,7 @@ from ctmhsa.maths.inputs import as_input_range
 from ctmhsa.mapping.operating import apical_needed
 from ctmhsa.maths.reference import linear_mhsa
 
+from . import profile
 from .cost import RUN_COST, estimate_runtime  # noqa: F401 - re-exported
 from .options import (AUTO_CYTHON_SYNAPSES, DEFAULT_DT, DEFAULT_PRESENTATION, CircuitOptions, RunOptions,
                       check_applies, check_record_spikes, check_run, given_options, split_options)
@@ -186,6 +187,7 @@ class Simulation:
         # beside them the run-time estimate that max_runtime was checked against
         res.timings.update(decode=time.perf_counter() - t_decode, total=time.perf_counter() - self._t_start,
                            estimated_run=float(self.runtime_estimate))
+        profile.record(res.timings)
         return res
 
     def __repr__(self):

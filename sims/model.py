@@ -25,6 +25,7 @@ from ctmhsa.mapping.model_noise import model_floors
 from ctmhsa.maths.stages import BLOCK_STAGES, symbol
 from ctmhsa.maths.transformer import plain_model, tokens_of, transformer_forward
 
+from . import profile
 from .io import atomic_savez, atomic_write_json, results_directory
 from .jsonfile import to_json
 from .physiology import RateTable, rate_table
@@ -96,7 +97,7 @@ class ModelResult:
     config : dict
         Options, model, sizes, gains (Hz per unit of every code), calibration scales.
     timings : dict
-        ``build``, ``compile``, ``run``, ``total`` (s).
+        ``build``, ``compile``, ``run``, ``decode`` (reading the stages and floors), ``total`` (s).
     diagnostics : dict
         ``range``: per population the cells outside their working range
         (:func:`ctmhsa.mapping.decode.range_report`); ``settled`` (rate level): the largest change
@@ -400,6 +401,7 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
     if stream:
         runner.lag = lag
     obs = runner.run(run_ro)
+    t_decode = time.perf_counter()
     if one:   # back to one set: its final state, and its state at 90 % of the run
         obs = dataclasses.replace(obs, stream=False, early=obs.early[0])
     snaps = [o for _, o in obs.snapshots] if obs.stream else [obs.final]
@@ -439,12 +441,14 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
     rates = {p: np.asarray(o["r"], float) for p, o in obs.final.items() if "r" in o}
     diag["rates"] = rate_table(rates, {k: p.cell_type for k, p in circuit.populations.items()},
                                window=ro.duration if co.spiking else None)
+    timings = dict(build=obs.build, compile=obs.compile, compiled=obs.compiled, run=obs.run,
+                   decode=time.perf_counter() - t_decode, total=time.perf_counter() - t0)
+    profile.record(timings)
     return ModelResult(
         output=dec["output"], reference=ref["output"], logits=dec.get("logits"), reference_logits=ref["logits"],
         blocks=dec["blocks"], reference_blocks=blocks_ref, metrics=metrics, counts=_counts(circuit),
         rates=rates, spikes=obs.spikes,
-        config=config, diagnostics=diag,
-        timings=dict(build=obs.build, compile=obs.compile, compiled=obs.compiled, run=obs.run, total=time.perf_counter() - t0))
+        config=config, diagnostics=diag, timings=timings)
 
 
 def _recorded_populations(names, populations) -> tuple:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from ctmhsa.sims import profile
+
 __all__ = ["BENCHMARKS", "benchmark", "run_benchmark"]
 
 #: subcommand name -> module (imported on demand by :func:`benchmark`)
@@ -44,7 +46,9 @@ def benchmark(name: str):
 
 def run_benchmark(module, args) -> int:
     """Run ``module.main(args)`` between two readings of the load average, printed and added to
-    the JSON file the benchmark wrote at ``args.out`` (key ``machine``).
+    the JSON file the benchmark wrote at ``args.out`` (key ``machine``), with where the time went
+    (key ``profile``: its simulations' build, compile, run and decode, and the rest; see
+    :mod:`ctmhsa.sims.profile`).
 
     ``args.out`` is checked first (:func:`~ctmhsa.sims.benchmarks.common.check_json_target`): a
     benchmark replaces only a JSON file that a benchmark wrote, never a user's file.
@@ -60,9 +64,17 @@ def run_benchmark(module, args) -> int:
         check_json_target(out)
     before = machine_state()
     print(f"load average {before['load_average'][0]:.2f} (1 min) on {before['cpus']} cores", flush=True)
-    rc = module.main(args)
+    with profile.collecting() as spent:
+        rc = module.main(args)
     after = machine_state()
     print(f"load average {after['load_average'][0]:.2f} (1 min) at the end", flush=True)
+    print(profile_line(spent), flush=True)
     if rc == 0 and out and str(out).endswith(".json"):
-        add_machine_state(out, before, after)
+        add_machine_state(out, before, after, profile=spent)
     return rc
+
+
+def profile_line(spent: dict) -> str:
+    """One line of where the time went (:mod:`ctmhsa.sims.profile`)."""
+    parts = ", ".join(f"{k} {spent[k]:.1f} s" for k in (*profile.PARTS, "outside"))
+    return f"profile: {spent['simulations']} simulations in this process; {parts} of {spent['wall']:.1f} s"

@@ -95,8 +95,9 @@ def machine_state() -> dict:
                 time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
 
-def add_machine_state(path: str, before: dict, after: dict) -> None:
-    """Record the machine's state before and after a benchmark in its JSON file (rewritten
+def add_machine_state(path: str, before: dict, after: dict, profile: dict | None = None) -> None:
+    """Record the machine's state before and after a benchmark in its JSON file, and where its
+    time went (``profile``: :func:`ctmhsa.sims.profile.collecting`'s sums) when given (rewritten
     atomically; a file that is not a JSON object is left alone)."""
     from ctmhsa.sims.io import atomic_write_json
 
@@ -107,6 +108,8 @@ def add_machine_state(path: str, before: dict, after: dict) -> None:
         return
     if isinstance(data, dict):
         data["machine"] = dict(before=before, after=after)
+        if profile is not None:
+            data["profile"] = profile
         atomic_write_json(path, data)
 
 

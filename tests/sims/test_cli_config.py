@@ -307,8 +307,14 @@ def test_cli_bench_robustness_runs(tmp_path, capsys):
     # its own JSON is a benchmark's: a second run replaces it
     assert main(["bench", "robustness", "--instances", "1", "--seed", "2", "--out", str(out)]) == 0
     assert doc["counts"].get("failure", 0) == 0 and len(doc["rows"]) == 1
-    assert json.loads(out.read_text())["seed"] == 2
-    assert "random instances" in capsys.readouterr().out
+    second = json.loads(out.read_text())
+    assert second["seed"] == 2
+    # where the time went: the simulations of this process, their parts and the rest
+    prof = second["profile"]
+    assert prof["simulations"] >= 1 and prof["run"] > 0 and prof["build"] > 0
+    assert sum(prof[k] for k in ("build", "compile", "run", "decode", "outside")) == pytest.approx(prof["wall"])
+    text = capsys.readouterr().out
+    assert "random instances" in text and "profile: " in text
 
 
 @pytest.mark.codegen_independent
