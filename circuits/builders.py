@@ -212,19 +212,19 @@ def build(
     mask = "j<=i" if causal else None
     pair = (("sign",), (2,)) if signed == "onoff" else ((), ())
     sign_w = tuple(f"post.{a}" for a in pair[0])
-    pop("nucleus1", "relay", ("token", "e") + pair[0], (n, de) + pair[1], area="thalamus")
+    pop("nucleus1", "relay", ("token", "e") + pair[0], (n, de) + pair[1], area="thalamus", role="query_relay")
     # the keys' (matrix) relays are cells of their own, apart from the queries' (core) relays
     # even in self-attention: query and key of one token then share no spike (see the module
     # docstring)
     kv = "nucleus1_kv"
-    pop(kv, "relay", ("token", "e") + pair[0], (m, de) + pair[1], area="thalamus")
+    pop(kv, "relay", ("token", "e") + pair[0], (m, de) + pair[1], area="thalamus", role="key_value_relay")
     w_in = ("post.head", "post.c", "pre.e") + tuple(f"pre.{a}" for a in pair[0])
     ctx = dict(pop=pop, kv=kv, pair=pair, sign_w=sign_w, mask=mask, w_in=w_in)
     src_pt = area.build(c, ctx)
     if apical:
         _apical_shunts(c)
     if with_pt:
-        pop("l5pt", "l5pt", ("head", "i", "c") + pair[0], (H, n, dv) + pair[1])
+        pop("l5pt", "l5pt", ("head", "i", "c") + pair[0], (H, n, dv) + pair[1], role="head_output")
         pre_pop, pname = src_pt
         c.add_projection(Projection(pname, pre_pop, "l5pt", "soma",
                                     (("head", "head"), ("i", "i"), ("c", "c")), "ones",
@@ -238,7 +238,7 @@ def build(
         get_part(name).build(c, dict(ctx, pt_source=src_pt))
     c.meta.parts = (circuit, *parts)
     if with_nucleus2:
-        pop("nucleus2", "relay_out", ("token", "e") + pair[0], (n, de) + pair[1], area="thalamus")
+        pop("nucleus2", "relay_out", ("token", "e") + pair[0], (n, de) + pair[1], area="thalamus", role="output_relay")
         signs = ("pre.sign", "post.sign") if signed == "onoff" else ()
         c.add_projection(Projection("pt_out", "l5pt", "nucleus2", "soma", (("i", "token"),),
                                     "WO", ("pre.head", "post.e", "pre.c") + signs, "corticothalamic"))
@@ -312,9 +312,9 @@ class StreamMemory(Part):
 def _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, mask, w_in):
     """Algorithm 1: n x m microcolumns per head (L2/3, L5 IT) and the macrocolumns' interneurons.
     Returns the population and projection name that drive L5 PT."""
-    pop("l23", "l23", ("head", "i", "j", "c"), (H, n, m, dk), ("basal", "apical", "soma"), mask=mask)
+    pop("l23", "l23", ("head", "i", "j", "c"), (H, n, m, dk), ("basal", "apical", "soma"), mask=mask, role="salience")
     pop("l5it", "l5it", ("head", "i", "j", "c") + pair[0], (H, n, m, dv) + pair[1],
-        ("basal", "apical", "soma"), mask=mask)
+        ("basal", "apical", "soma"), mask=mask, role="attention_value")
     c.add_projection(Projection("core_q", "nucleus1", "l23", "basal", (("token", "i"),),
                                 "WQ", w_in, "core"))
     c.add_projection(Projection("matrix_k", kv, "l23", "apical", (("token", "j"),),
@@ -322,11 +322,12 @@ def _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, m
     # values from their own relays (the key/value tokens, independent spikes): the L5 IT soma
     # (value) and its attention dendrite (keys, through L2/3) then share no relay, so the
     # rate-coded product has no value x attention covariance
-    pop("nucleus1_v", "relay", ("token", "e") + pair[0], (m, c.meta.de) + pair[1], area="thalamus")
+    pop("nucleus1_v", "relay", ("token", "e") + pair[0], (m, c.meta.de) + pair[1], area="thalamus",
+            role="value_relay")
     c.add_projection(Projection("matrix_v", "nucleus1_v", "l5it", "basal", (("token", "j"),),
                                 "WV", w_in + sign_w, "matrix"))
     if normalize:
-        pop("interneuron", "interneuron", ("head", "i", "k"), (H, n, n_inh))
+        pop("interneuron", "interneuron", ("head", "i", "k"), (H, n, n_inh), role="normaliser")
         c.add_projection(Projection("pool", "l23", "interneuron", "soma",
                                     (("head", "head"), ("i", "i")), "pooling",
                                     ("post.head", "post.i"), "normalisation"))
@@ -347,9 +348,10 @@ def _key_value_memory(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_
     pre_s = tuple(f"pre.{a}" for a in sgn)
     w_k = ("post.head", "post.f", "pre.e") + pre_s
     w_v = ("post.head", "post.c", "pre.e") + pre_s + sign_w
-    pop("outer", "kv_write", ("head", "j", "f", "c") + sgn, (H, m, dk, dv) + two, ("basal", "apical"))
-    pop("memory", memory[0], ("head", "f", "c") + sgn, (H, dk, dv) + two, memory[1])
-    pop("readout", "kv_read", ("head", "i", "f", "c") + sgn, (H, n, dk, dv) + two, ("basal", "apical", "soma"))
+    pop("outer", "kv_write", ("head", "j", "f", "c") + sgn, (H, m, dk, dv) + two, ("basal", "apical"), role="kv_write")
+    pop("memory", memory[0], ("head", "f", "c") + sgn, (H, dk, dv) + two, memory[1], role="kv_memory")
+    pop("readout", "kv_read", ("head", "i", "f", "c") + sgn, (H, n, dk, dv) + two, ("basal", "apical", "soma"),
+        role="kv_read")
     c.add_projection(Projection("matrix_k", kv, "outer", "apical", (("token", "j"),), "WK", w_k, "matrix"))
     c.add_projection(Projection("matrix_v", kv, "outer", "basal", (("token", "j"),), "WV", w_v, "matrix"))
     c.add_projection(Projection("write", "outer", "memory", "soma",
@@ -358,10 +360,10 @@ def _key_value_memory(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_
     c.add_projection(Projection("recall", "memory", "readout", "apical",
                                 (("head", "head"), ("f", "f"), ("c", "c")), "ones", pre_s + sign_w))
     if normalize:   # z = Σ_j phi(k_j), read out as Z_i = zᵀ phi(q_i) by the cells the interneurons pool
-        pop("outer_z", "kv_write", ("head", "j", "f"), (H, m, dk), ("basal", "apical"))
-        pop("memory_z", memory[0], ("head", "f"), (H, dk), memory[1])
-        pop("readout_z", "kv_read", ("head", "i", "f"), (H, n, dk), ("basal", "apical", "soma"))
-        pop("interneuron", "interneuron", ("head", "i", "k"), (H, n, n_inh))
+        pop("outer_z", "kv_write", ("head", "j", "f"), (H, m, dk), ("basal", "apical"), role="z_write")
+        pop("memory_z", memory[0], ("head", "f"), (H, dk), memory[1], role="z_memory")
+        pop("readout_z", "kv_read", ("head", "i", "f"), (H, n, dk), ("basal", "apical", "soma"), role="z_read")
+        pop("interneuron", "interneuron", ("head", "i", "k"), (H, n, n_inh), role="normaliser")
         c.add_projection(Projection("matrix_kz", kv, "outer_z", "apical", (("token", "j"),), "WK", w_k, "matrix"))
         c.add_projection(Projection("write_z", "outer_z", "memory_z", "soma",
                                     (("head", "head"), ("f", "f"))))

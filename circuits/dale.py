@@ -102,7 +102,8 @@ def apply(circuit: Circuit) -> Circuit:
         out.add_population(pop)
     for src, name in followers(circuit).items():
         pop = circuit.population(src)
-        out.add_population(Population(name, FOLLOWER, pop.axes, pop.sizes, mask=pop.mask, area=pop.area))
+        out.add_population(Population(name, FOLLOWER, pop.axes, pop.sizes, mask=pop.mask, area=pop.area,
+                                      role="follower"))
         out.add_projection(Projection(name + DRIVE_SUFFIX, src, name, "soma", tuple((a, a) for a in pop.axes),
                                       pathway="feedforward"))
     for pname, proj in circuit.projections.items():

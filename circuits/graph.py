@@ -28,6 +28,8 @@ from typing import Iterable
 import networkx as nx
 import numpy as np
 
+from .roles import ROLES, check_role
+
 __all__ = ["Population", "Projection", "Circuit", "CircuitMeta", "connect_pairs"]
 
 MASK_RULES = {
@@ -58,6 +60,9 @@ class Population:
         Mask rule name in :data:`MASK_RULES` (``"j<=i"``).
     area : str
         Anatomical label used in drawings (``"thalamus"``, ``"cortex"``).
+    role : str
+        What it carries in the computation, a name registered in :mod:`ctmhsa.circuits.roles`
+        (``"salience"``, ``"head_output"``...; ``""``: none declared).
     """
 
     name: str
@@ -67,6 +72,7 @@ class Population:
     compartments: tuple[str, ...] = ("soma",)
     mask: str | None = None
     area: str = "cortex"
+    role: str = ""
 
     def __post_init__(self):
         if len(self.axes) != len(self.sizes):
@@ -75,6 +81,7 @@ class Population:
             raise ValueError(f"population {self.name}: axis sizes must be >= 1, got {self.sizes}")
         if self.mask not in MASK_RULES:
             raise ValueError(f"population {self.name}: unknown mask rule {self.mask!r}")
+        check_role(self.role, self.name)
 
     @cached_property
     def index(self) -> np.ndarray:
@@ -110,7 +117,7 @@ class Population:
 
     def describe(self) -> dict:
         return dict(
-            name=self.name, cell_type=self.cell_type, area=self.area,
+            name=self.name, cell_type=self.cell_type, role=self.role, area=self.area,
             axes=list(self.axes), sizes=[int(s) for s in self.sizes],
             compartments=list(self.compartments), mask=self.mask, N=self.N,
         )
@@ -339,6 +346,14 @@ class Circuit:
         return out
 
     # -- construction -------------------------------------------------------------------------
+    def by_role(self, role: str) -> tuple[str, ...]:
+        """Names of the populations that carry ``role`` (:mod:`ctmhsa.circuits.roles`), in the
+        order they were built (a transformer has one set per block); ``ValueError`` for a role
+        that is not registered."""
+        if role not in ROLES:
+            raise ValueError(f"role: expected one of the registered roles {sorted(ROLES)}, got {role!r}")
+        return tuple(name for name, pop in self.populations.items() if pop.role == role)
+
     def add_population(self, pop: Population) -> Population:
         if pop.name in self.graph:
             raise ValueError(f"population {pop.name!r} already exists in circuit {self.name!r}")

@@ -48,6 +48,10 @@ from dataclasses import dataclass
 from ctmhsa.neurons.models import MODELS, CellModel, _escape, register
 
 from .graph import Projection
+from .roles import register_role
+
+WRITE_GATE = register_role("write_gate", "a declared timing signal that opens the memory's integrators "
+                                         "during each token's write")
 
 __all__ = ["WRITE_WINDOW", "CELL", "add_gate_and_bypass"]
 
@@ -120,7 +124,7 @@ def add_gate_and_bypass(c, ctx) -> None:
     one token slot (built by :class:`ctmhsa.circuits.builders.StreamMemory`): the gate relay and
     its synapses onto the integrators, and the bypass from the write cells to L5's apical dendrites."""
     pre_s = tuple(f"pre.{a}" for a in ctx["pair"][0])
-    ctx["pop"]("nucleus_gate", "gate", ("g",), (1,), area="thalamus")
+    ctx["pop"]("nucleus_gate", "gate", ("g",), (1,), area="thalamus", role=WRITE_GATE)
     c.add_projection(Projection("gate", "nucleus_gate", "memory", "gate", (), "ones", ()))
     c.add_projection(Projection("bypass", "outer", "readout", "apical",
                                 (("head", "head"), ("f", "f"), ("c", "c")), "ones", pre_s + ctx["sign_w"]))

@@ -397,7 +397,8 @@ def apply(circuit: Circuit, perturbations: tuple) -> Circuit:
             src = drive_source(name, p.compartment)
             if src in c.populations:
                 raise ValueError(f"perturbations: two Drives target {name!r}.{p.compartment}; give one")
-            c.add_population(Population(src, "relay", target.axes, target.sizes, mask=target.mask, area="drive"))
+            c.add_population(Population(src, "relay", target.axes, target.sizes, mask=target.mask, area="drive",
+                                        role="drive"))
             c.add_projection(Projection(src + DRIVE_SUFFIX, src, name, p.compartment,
                                         tuple((a, a) for a in target.axes), pathway="drive"))
     c.meta.perturbations = tuple(p.describe() for p in perturbations)

@@ -136,7 +136,7 @@ def model_circuit(n: int, de: int, blocks, classes: int = 0, n_inh: int = DEFAUL
             axes, sizes = axes + ("p",), sizes + (P,)
         c.add_population(Population(name, cell_type, axes, sizes, *args, **kw))
 
-    add("input", "relay", stream, (n, de, 2), area="thalamus")
+    add("input", "relay", stream, (n, de, 2), area="thalamus", role="input_relay")
     for l, b in enumerate(blocks):
         p = block_prefix(l)
         sub = attention_circuit(n, de, b["H"], b["dk"], b["dv"], n_inh, P=P)
@@ -154,24 +154,25 @@ def model_circuit(n: int, de: int, blocks, classes: int = 0, n_inh: int = DEFAUL
         c.add_projection(Projection(p + "residual", src, p + "nucleus2", "soma", (("token", "token"), ("e", "e")),
                                     "ones", _ONES_SIGNED, "driver"))
         if b["dh"]:
-            add(p + "mlp_relay", "relay_norm", stream, (n, de, 2), ("basal", "soma"), area="thalamus")
+            add(p + "mlp_relay", "relay_norm", stream, (n, de, 2), ("basal", "soma"), area="thalamus", role="mlp_relay")
             _normalised_relays(c, p + "nucleus2", p + "mlp_relay", p + "trn_mlp", p + "drive_mlp", n_inh, ("token",))
-            add(p + "hidden", "l6ct", ("token", "d"), (n, b["dh"]))
+            add(p + "hidden", "l6ct", ("token", "d"), (n, b["dh"]), role="mlp_hidden")
             c.add_projection(Projection(p + "w1", p + "mlp_relay", p + "hidden", "soma", (("token", "token"),),
                                         "W1", ("post.d", "pre.e", "pre.sign"), "corticothalamic_loop"))
-            add(p + "out", "relay_out", stream, (n, de, 2), area="thalamus")
+            add(p + "out", "relay_out", stream, (n, de, 2), area="thalamus", role="block_output")
             c.add_projection(Projection(p + "w2", p + "hidden", p + "out", "soma", (("token", "token"),),
                                         "W2", ("post.e", "pre.d", "post.sign"), "corticothalamic"))
             c.add_projection(Projection(p + "skip", p + "nucleus2", p + "out", "soma",
                                         (("token", "token"), ("e", "e")), "ones", _ONES_SIGNED, "driver"))
     if classes:
         last = block_output(len(blocks) - 1, bool(blocks[-1]["dh"]))
-        add("readout_pool", "relay_out", ("e", "sign"), (de, 2), area="thalamus")
+        add("readout_pool", "relay_out", ("e", "sign"), (de, 2), area="thalamus", role="readout_pool")
         c.add_projection(Projection("readout_mean", last, "readout_pool", "soma", (("e", "e"),), "ones",
                                     _ONES_SIGNED, "driver"))
-        add("readout_relay", "relay_norm", ("token", "e", "sign"), (1, de, 2), ("basal", "soma"), area="thalamus")
+        add("readout_relay", "relay_norm", ("token", "e", "sign"), (1, de, 2), ("basal", "soma"), area="thalamus",
+            role="readout_relay")
         _normalised_relays(c, "readout_pool", "readout_relay", "readout_trn", "readout_drive", n_inh, ())
-        add("classes", "decoder", ("class", "sign"), (classes, 2))
+        add("classes", "decoder", ("class", "sign"), (classes, 2), role="classes")
         c.add_projection(Projection("readout_classes", "readout_relay", "classes", "soma", (), "R",
                                     ("post.class", "pre.e", "pre.sign", "post.sign"), "readout"))
     return c
@@ -186,7 +187,8 @@ def _normalised_relays(c: Circuit, source: str, relays: str, trn: str, drive: st
     match = tuple((a, a) for a in tokens if a in pre.axes) + (("e", "e"),)
     c.add_projection(Projection(drive, source, relays, "basal", match, "ones", _ONES_SIGNED, "driver"))
     sizes = tuple(c.population(relays).sizes[c.population(relays).axes.index(a)] for a in tokens)
-    c.add_population(Population(trn, "interneuron", tokens + ("k",), sizes + (n_inh,), area="thalamus"))
+    c.add_population(Population(trn, "interneuron", tokens + ("k",), sizes + (n_inh,), area="thalamus",
+                                role="relay_normaliser"))
     same = tuple((a, a) for a in tokens)
     c.add_projection(Projection(trn + "_pool", relays, trn, "soma", same, "pooling", (), "normalisation"))
     c.add_projection(Projection(trn + "_shunt", trn, relays, "soma", same, pathway="normalisation"))

@@ -440,6 +440,7 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
                   n_neurons=circuit.n_neurons(), n_synapses=circuit.n_synapses(), circuit=circuit.to_dict())
     rates = {p: np.asarray(o["r"], float) for p, o in obs.final.items() if "r" in o}
     diag["rates"] = rate_table(rates, {k: p.cell_type for k, p in circuit.populations.items()},
+                               roles={k: p.role for k, p in circuit.populations.items()},
                                window=ro.duration if co.spiking else None)
     timings = dict(build=obs.build, compile=obs.compile, compiled=obs.compiled, run=obs.run,
                    decode=time.perf_counter() - t_decode, total=time.perf_counter() - t0)

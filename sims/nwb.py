@@ -4,7 +4,7 @@ One NWB file per spiking run, written by :func:`ctmhsa.sims.io.write_result`:
 
 - ``units``: one row per cell of the circuit, in population order and, within a population, in
   the order of its flat index (the cell index of ``spikes.npz``). Columns: ``population``,
-  ``cell_type``, ``area``, ``cell`` (flat index within the population), one column per index
+  ``cell_type``, ``role``, ``area``, ``cell`` (flat index within the population), one column per index
   axis of any population (``head``, ``i``, ``j``, ``c``, ``k``, ``sign``, ``token``, ``e``,
   ``f``, ``p``; -1 where the population has no such axis), ``rate`` (Hz, measured over the
   window) and ``spike_times`` (s from the start of the network, warm-up included; empty for
@@ -167,7 +167,7 @@ def write_nwb(result, path: str, circuit=None) -> str:
     stream = (getattr(result, "diagnostics", None) or {}).get("stream")
     circuit = circuit_of(result.config) if circuit is None else circuit
     axes = [a for a in AXIS_DESCRIPTIONS if any(a in p.axes for p in circuit.populations.values())]
-    cols = {k: [] for k in ("population", "cell_type", "area", "cell", "rate", "recorded", *axes)}
+    cols = {k: [] for k in ("population", "cell_type", "role", "area", "cell", "rate", "recorded", *axes)}
     trains, ends = [], []
     n_spikes = 0
     for name, pop in circuit.populations.items():
@@ -175,6 +175,7 @@ def write_nwb(result, path: str, circuit=None) -> str:
         idx = pop.index
         cols["population"] += [name] * N
         cols["cell_type"] += [pop.cell_type] * N
+        cols["role"] += [pop.role] * N
         cols["area"] += [pop.area] * N
         cols["cell"].append(np.arange(N))
         for a in axes:
@@ -200,11 +201,12 @@ def write_nwb(result, path: str, circuit=None) -> str:
         n_spikes += int(counts.sum())
     n_units = sum(p.N for p in circuit.populations.values())
     desc = {"population": "circuit population (ctmhsa.circuits.builders)", "cell_type": "neuron model of the population",
+            "role": "what the population carries in the computation (ctmhsa.circuits.roles)",
             "area": "thalamus or cortex", "cell": "flat index of the cell within its population",
             "rate": ("spike rate in each presentation's decoding window (Hz), one entry per presentation"
                      if stream else "spike rate over the measurement window (Hz)"),
             "recorded": "whether this population's spike times were recorded (record_spikes)"}
-    columns = [VectorData(name=k, description=desc[k], data=list(v) if k in ("population", "cell_type", "area")
+    columns = [VectorData(name=k, description=desc[k], data=list(v) if k in ("population", "cell_type", "role", "area")
                           else np.concatenate(v))
                for k, v in cols.items() if k in desc]
     columns += [VectorData(name=a, description=f"index axis {a!r}: {AXIS_DESCRIPTIONS[a]}; -1 where the "

@@ -71,7 +71,7 @@ def isi_cv(cells, times, min_spikes: int = 3) -> tuple[float | None, int]:
 
 
 def rate_table(rates: dict, cell_types: dict, window: float | None = None, fano: dict | None = None,
-               spikes: dict | None = None) -> RateTable:
+               spikes: dict | None = None, roles: dict | None = None) -> RateTable:
     """The rate table of one result.
 
     Parameters
@@ -90,7 +90,7 @@ def rate_table(rates: dict, cell_types: dict, window: float | None = None, fano:
     Returns
     -------
     RateTable
-        One row per population with cells: ``population``, ``cell_type``, ``cells`` (rates
+        One row per population with cells: ``population``, ``cell_type``, ``role``, ``cells`` (rates
         counted), ``mean``, ``median``, ``max`` (Hz), ``silent`` (fraction at 0 Hz), ``bound``
         (:data:`REFERENCE_RATES`, Hz, or None) and ``within`` (mean <= bound, up to the counting
         noise where ``window`` is given; None without a bound); the single cells' irregularity:
@@ -102,6 +102,9 @@ def rate_table(rates: dict, cell_types: dict, window: float | None = None, fano:
         Population -> pooled Fano factor (``res.diagnostics["fano"]``).
     spikes : dict, optional
         Population -> ``(cells, times)`` of the window's recorded spikes.
+    roles : dict, optional
+        Population -> its role (:attr:`ctmhsa.circuits.graph.Population.role`): each row's
+        ``role`` (``""`` where none is given).
     """
     rows = RateTable()
     for name, r in rates.items():
@@ -115,7 +118,7 @@ def rate_table(rates: dict, cell_types: dict, window: float | None = None, fano:
         slack = 0.0 if not window else 2.0 * np.sqrt(mean / (window * v.size))
         f = (fano or {}).get(name)
         cv, n_cv = isi_cv(*spikes[name]) if spikes and name in spikes else (None, 0)
-        rows.append(dict(population=name, cell_type=kind, cells=int(v.size), mean=mean, median=float(np.median(v)),
+        rows.append(dict(population=name, cell_type=kind, role=(roles or {}).get(name, ""), cells=int(v.size), mean=mean, median=float(np.median(v)),
                          max=float(v.max()), silent=float(np.mean(v == 0)), bound=bound,
                          within=None if bound is None else bool(mean <= bound + slack),
                          fano=None if f is None or not np.isfinite(f) else float(f), isi_cv=cv, cv_cells=n_cv))

@@ -137,6 +137,7 @@ def _result(sim, obs, ro, stages, x_ref, ref_stages, rates, noise_var, operating
     spikes = {k: (np.asarray(i)[(np.asarray(t) >= lo) & (np.asarray(t) < hi)],
                   np.asarray(t)[(np.asarray(t) >= lo) & (np.asarray(t) < hi)]) for k, (i, t) in (obs.spikes or {}).items()}
     diagnostics["rates"] = rate_table(rates, {k: p.cell_type for k, p in circuit.populations.items()},
+                                      roles={k: p.role for k, p in circuit.populations.items()},
                                       window=window if o.spiking else None, fano=diagnostics.get("fano"),
                                       spikes=spikes if o.spiking else None)
     return SimulationResult(

@@ -42,6 +42,7 @@ def test_spiking_run_writes_nwb_that_pynwb_reads_back(tiny_run, tmp_path):
     for name, pop in circ.populations.items():
         u = units[units.population == name]
         assert list(u.cell) == list(range(pop.N))
+        assert set(u.role) == {pop.role} and pop.role     # what it carries (ctmhsa.circuits.roles)
         for a in AXIS_DESCRIPTIONS:
             if a in pop.axes:              # labelled by the population's own index axes
                 np.testing.assert_array_equal(u[a].to_numpy(), pop.axis(a))

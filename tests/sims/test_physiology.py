@@ -38,6 +38,7 @@ def test_every_result_carries_its_rate_table(tmp_path):
     for r in rows:
         assert r["cells"] == res.counts["populations"][r["population"]]
         assert r["mean"] == pytest.approx(float(np.nanmean(res.rates[r["population"]])))
+    assert {r["population"]: r["role"] for r in rows}["l23"] == "salience"
     back = ctmhsa.load(write_result(res, str(tmp_path / "run")))
     assert list(back.rate_table()) == list(rows)
 
