@@ -237,14 +237,18 @@ def run_split(full: Circuit, enc, inputs, options, run_options, n_chunks: int, r
     seeds = stage_seeds(ro.seed, H + 2)
     wanted = (lambda p: True) if record is None else (lambda p, r=frozenset(record): p in r)
     nuclei = [p for p, pop in full.populations.items() if pop.cell_type == "relay"]   # the input relays
+    # the split's seams, asked of the circuit by role (any circuit's names): the heads' output
+    # cells and the relays they drive through W_O
+    [pt], [out_relay] = full.by_role("head_output"), full.by_role("output_relay")
+    [wo] = [k for k, proj in full.projections.items() if (proj.source, proj.target) == (pt, out_relay)]
     src = _sub(full, "thalamus_in", nuclei, [])
     vin = CircuitValues(params={p: enc.values.params[p] for p in nuclei})
     first = run_stage(src, level, vin, phi, params, dt, codegen, seeds[0], warmup, T, n_chunks,
                       record=nuclei)
-    P = {k: v for k, v in m.P.items() if k != "nucleus2"}
+    P = {k: v for k, v in m.P.items() if k != out_relay}
     head = build(**m.build_args(H=1, with_nucleus2=False, name="head", P=P or 1))   # one area of ``full``
     rec_head = [p for p in head.populations if p not in nuclei]
-    keep = tuple(p for p in rec_head if p == "l5pt" or wanted(p))
+    keep = tuple(p for p in rec_head if p == pt or wanted(p))
     common = dict(head=head, X=inputs.X, Y=inputs.Y, block=inputs.block, gains=o.code_gains, phi=phi,
                   params=params, level=level, dt=dt, codegen=codegen, warmup=warmup, T=T, n_chunks=n_chunks,
                   replay=first["spikes"], record=keep, law=law, fold=fold, device=ro.device, threads=ro.threads,
@@ -284,19 +288,18 @@ def run_split(full: Circuit, enc, inputs, options, run_options, n_chunks: int, r
             merged["spikes"][p] = (np.concatenate([s[0] + h * n_h for h, s in enumerate(sp)]),
                                    np.concatenate([s[1] for s in sp]))
             del sp
-    out = _sub(full, "thalamus_out", ["l5pt", "nucleus2"], ["pt_out"])
-    vout = CircuitValues(weights={"pt_out": enc.values.weights["pt_out"]},
-                         params={"nucleus2": enc.values.params["nucleus2"]})
+    out = _sub(full, "thalamus_out", [pt, out_relay], [wo])
+    vout = CircuitValues(weights={wo: enc.values.weights[wo]}, params={out_relay: enc.values.params[out_relay]})
     last = run_stage(out, level, vout, phi, params, dt, codegen, seeds[-1], warmup, T, n_chunks,
-                     replay={"l5pt": merged["spikes"]["l5pt"]}, record=("nucleus2",))
-    if not wanted("l5pt"):
-        del merged["spikes"]["l5pt"]
-    merged["obs"]["nucleus2"] = last["obs"]["nucleus2"]
-    merged["fano"]["nucleus2"] = last["fano"]["nucleus2"]
+                     replay={pt: merged["spikes"][pt]}, record=(out_relay,))
+    if not wanted(pt):
+        del merged["spikes"][pt]
+    merged["obs"][out_relay] = last["obs"][out_relay]
+    merged["fano"][out_relay] = last["fano"][out_relay]
     merged["fano"] = fano_from_sums(merged["fano"])
     merged["spikes"].update({p: v for p, v in first["spikes"].items() if wanted(p)})
-    if wanted("nucleus2"):
-        merged["spikes"]["nucleus2"] = last["spikes"]["nucleus2"]
+    if wanted(out_relay):
+        merged["spikes"][out_relay] = last["spikes"][out_relay]
     stages = [first, *heads, last]
     merged["compile"] = sum(s["compile"] for s in stages)
     merged["run"] = sum(s["run"] for s in stages)
