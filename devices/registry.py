@@ -36,6 +36,10 @@ class Device:
         :mod:`ctmhsa.devices.standalone`) rather than running in this process.
     threads : bool
         Whether the ``threads`` run option (OpenMP threads) applies.
+    run_args : bool
+        Whether a compiled project takes its inputs, seed and run length as run arguments, tables
+        included (a stream's rates, replayed spikes): new tokens, seeds and streams of a shape
+        compile nothing, and streams can run (brian2cuda compiles seed and run length in).
     package : str, optional
         Python package the device needs; importing it registers the device with Brian2.
     needs : str
@@ -52,6 +56,7 @@ class Device:
     name: str
     compiles: bool = False
     threads: bool = False
+    run_args: bool = False
     package: str | None = None
     needs: str = ""
     description: str = ""
@@ -108,7 +113,7 @@ def compiled_devices() -> tuple[str, ...]:
 
 register_device(Device("runtime", description="Brian2's runtime device, in this process (numpy or Cython code: "
                                               "codegen)"))
-register_device(Device("cpp_standalone", compiles=True, threads=True,
+register_device(Device("cpp_standalone", compiles=True, threads=True, run_args=True,
                        description="a C++ project compiled once per network shape and cached"))
 register_device(Device("cuda_standalone", compiles=True, package="brian2cuda",
                        needs="the brian2cuda package and a CUDA GPU",

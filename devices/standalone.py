@@ -306,8 +306,8 @@ def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
                            **({} if replay is None else dict(replay=replay_digest(replay))),
                            **({} if not replayed else dict(replayed=replayed)),
                            **({} if stream is None else dict(stream=stream)),
-                           **({} if device == "cpp_standalone" else dict(device=device, seed=seed,
-                                                                          schedule=list(schedule))),
+                           **({} if get_device(device).run_args else dict(device=device, seed=seed,
+                                                                               schedule=list(schedule))),
                            # the compiler flags name the environment's include paths: two
                            # environments sharing a cache would otherwise rebuild each other's project
                            env=sys.prefix), sort_keys=True, default=str)

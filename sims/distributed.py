@@ -137,7 +137,7 @@ def _run_standalone_stage(circuit, level, values, phi, params, dt, seed, warmup,
     tokens compile nothing; past :data:`REPLAY_TABLE_BYTES` (or on ``cuda_standalone``) they
     are compiled in, one project per replayed spike train."""
     steps = int(round((warmup + T) / dt))
-    table = device == "cpp_standalone" and bool(replay) and \
+    table = get_device(device).run_args and bool(replay) and \
         steps * sum(circuit.population(p).N for p in replay) * 8 <= REPLAY_TABLE_BYTES
     # the table's shape is compiled in: its steps, not the schedule, separate the projects
     key = project_key(circuit, level, phi, params, dt, (warmup, T, n_chunks), threads, law=law, fold=fold,

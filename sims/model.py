@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ctmhsa.circuits import dale
+from ctmhsa.devices.registry import get_device
 from ctmhsa.circuits.transformer import model_circuit
 from ctmhsa.mapping.blocks import decode_model, encode_model, model_sizes
 from ctmhsa.mapping.decode import range_report
@@ -364,7 +365,7 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         raise ValueError(f"device: a model runs on {' or '.join(map(repr, MODEL_DEVICES))}, got {ro.device!r}")
     # the rate level's settling check on a compiled device: one set as a stream of one
     # presentation, its state sampled at 90 % and at the end (read after the run)
-    one = not stream and not co.spiking and ro.device != "runtime"
+    one = not stream and not co.spiking and get_device(ro.device).compiles
     run_ro = ro.replace(presentation=ro.duration) if one else ro
     runner_for(run_ro).check(co, run_ro)
     if stream:   # the decoding window, before anything is built
@@ -394,10 +395,11 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
     circuit = built
     if stream or one:
         menc.stream = _stream_table(menc, run_ro)
-    if ro.codegen == "auto" and ro.device == "runtime":   # the synapses Brian2 holds decide, as for one layer
+    compiled = get_device(ro.device).compiles
+    if ro.codegen == "auto" and not compiled:   # the synapses Brian2 holds decide, as for one layer
         held = simulated_synapse_count(circuit, fold_plan(circuit, co.neuron) if co.fold else {})
         ro = run_ro = ro.replace(codegen="cython" if held >= AUTO_CYTHON_SYNAPSES else "numpy")
-    runner = (RuntimeRunner if ro.device == "runtime" else runner_for(run_ro))(circuit, menc, None, co, run_ro)
+    runner = (runner_for(run_ro) if compiled else RuntimeRunner)(circuit, menc, None, co, run_ro)
     if stream:
         runner.lag = lag
     obs = runner.run(run_ro)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import brian2 as b2
 
 from ctmhsa.circuits import perturb
-from ctmhsa.devices.registry import get_device
+from ctmhsa.devices.registry import DEVICES, get_device
 from ctmhsa.circuits.graph import Circuit
 from ctmhsa.circuits.instantiate import instantiate
 from ctmhsa.devices.standalone import StreamRead, padded_stream, project_key, run_project
@@ -271,9 +271,10 @@ class StandaloneRunner(Runner):
 
     @classmethod
     def stream_refusal(cls, options, run_options):
-        if run_options.device != "cpp_standalone":
-            return (f"a stream compiles on cpp_standalone only (not {run_options.device!r}); use "
-                    "device='cpp_standalone' or 'runtime'")
+        if not get_device(run_options.device).run_args:
+            takes = [n for n in DEVICES if get_device(n).run_args]
+            return (f"a stream compiles on a device that takes its rates as run arguments ({', '.join(takes)}; "
+                    f"not {run_options.device!r}); use device='cpp_standalone' or 'runtime'")
         return None
 
     def config(self) -> dict:

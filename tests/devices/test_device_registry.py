@@ -105,3 +105,26 @@ def test_threads_are_refused_where_the_device_runs_without_openmp():
     with pytest.raises(ValueError, match="threads: 4 OpenMP threads apply to .*device='runtime' runs without them"):
         RunOptions(device="runtime", threads=4)
     assert RunOptions(device="cpp_standalone", threads=4).threads == 4
+
+
+@pytest.mark.codegen_independent
+def test_code_asks_a_device_for_its_facts_not_its_name():
+    """Device names are compared only where a benchmark picks its own rows and where make's
+    record of a compiled project is checked (cpp_standalone's build on POSIX); everything else
+    reads the registry's facts (``compiles``, ``threads``, ``run_args``)."""
+    import pathlib
+
+    from conftest import LAYERS, name_comparisons
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    allowed = {"devices/standalone.py": 1, "sims/benchmarks/speed.py": 2, "sims/benchmarks/accuracy.py": 2}
+    found = {}
+    for layer in LAYERS:
+        for path in (root / layer).rglob("*.py"):
+            rel = path.relative_to(root).as_posix()
+            if rel == "devices/registry.py":
+                continue
+            n = len(name_comparisons(path.read_text(), set(DEVICES)))
+            if n:
+                found[rel] = n
+    assert found == allowed
