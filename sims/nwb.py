@@ -84,6 +84,9 @@ KEYWORDS = ("simulation", "spiking neural network", "Brian2", "cortico-thalamic 
 """The file's ``keywords``."""
 
 
+_TEXT_COLUMNS = ("population", "cell_type", "role", "area")
+"""The units table's columns of text (one string per cell)."""
+
 def circuit_of(config: dict):
     """The circuit description (:func:`ctmhsa.circuits.builders.pathway`) of a result's flat
     configuration (``SimulationResult.config``): what was built, for its populations' axes."""
@@ -167,7 +170,7 @@ def write_nwb(result, path: str, circuit=None) -> str:
     stream = (getattr(result, "diagnostics", None) or {}).get("stream")
     circuit = circuit_of(result.config) if circuit is None else circuit
     axes = [a for a in AXIS_DESCRIPTIONS if any(a in p.axes for p in circuit.populations.values())]
-    cols = {k: [] for k in ("population", "cell_type", "role", "area", "cell", "rate", "recorded", *axes)}
+    cols = {k: [] for k in (*_TEXT_COLUMNS, "cell", "rate", "recorded", *axes)}
     trains, ends = [], []
     n_spikes = 0
     for name, pop in circuit.populations.items():
@@ -206,7 +209,7 @@ def write_nwb(result, path: str, circuit=None) -> str:
             "rate": ("spike rate in each presentation's decoding window (Hz), one entry per presentation"
                      if stream else "spike rate over the measurement window (Hz)"),
             "recorded": "whether this population's spike times were recorded (record_spikes)"}
-    columns = [VectorData(name=k, description=desc[k], data=list(v) if k in ("population", "cell_type", "role", "area")
+    columns = [VectorData(name=k, description=desc[k], data=list(v) if k in _TEXT_COLUMNS
                           else np.concatenate(v))
                for k, v in cols.items() if k in desc]
     columns += [VectorData(name=a, description=f"index axis {a!r}: {AXIS_DESCRIPTIONS[a]}; -1 where the "

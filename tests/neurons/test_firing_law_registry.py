@@ -22,12 +22,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIRING_NAMES = ("poisson", "regular", "population")
 LAW_NAMES = ("product", "co4", "tm1", "tm2", "tm3", "tm4")
 REGISTRIES = {ROOT / "neurons" / "firing.py", ROOT / "neurons" / "law_registry.py"}
-# "path: comparison" that may stay: another "population" (a perturbation's kind, an NWB
-# column), and one in a file of another owner (summary.py: to become
-# ``get_firing(c.get("firing", "poisson")).integrator``). The soma calibration's f-I fit laws
-# ("affine", "quadratic", "spline" in ctmhsa.neurons.conductance) are another kind of law.
-ALLOWED = {'circuits/perturb.py: kind == "population"',     # a perturbation's kind, not a firing mode
-           'sims/nwb.py: k in ("population", "cell_type", "area")'}     # an NWB column
+# "path: comparison" that may stay: another "population" (a perturbation's kind). The soma
+# calibration's f-I fit laws ("affine", "quadratic", "spline" in ctmhsa.neurons.conductance) are
+# another kind of law.
+ALLOWED = {'circuits/perturb.py: kind == "population"'}     # a perturbation's kind, not a firing mode
 
 
 def name_comparisons(source: str, names=FIRING_NAMES + LAW_NAMES) -> list[tuple[int, str]]:
