@@ -83,9 +83,9 @@ KEYWORDS = ("simulation", "spiking neural network", "Brian2", "cortico-thalamic 
             "transformer", "thalamus", "cortex")
 """The file's ``keywords``."""
 
-
 _TEXT_COLUMNS = ("population", "cell_type", "role", "area")
 """The units table's columns of text (one string per cell)."""
+
 
 def circuit_of(config: dict):
     """The circuit description (:func:`ctmhsa.circuits.builders.pathway`) of a result's flat
