@@ -28,7 +28,11 @@ from typing import Iterable
 import networkx as nx
 import numpy as np
 
-from .roles import ROLES, check_role
+from .roles import EXTERNAL, ROLES, check_role
+
+EXTERNAL_CELL_TYPES = ("relay", "gate")
+"""Cell types taken as driven from outside in a population that declares no role (a user's
+part written before roles): they may receive no projection."""
 
 __all__ = ["Population", "Projection", "Circuit", "CircuitMeta", "connect_pairs"]
 
@@ -453,7 +457,9 @@ class Circuit:
 
         Rules: L5 IT -> L5 PT only (no PT -> IT synapse); L5 PT never projects to the nucleus
         that drives its area (anti-reciprocal cortico-thalamic pathways); L2/3 and L5 IT counts
-        per microcolumn are dk and dv; one set of dv L5 PT per macrocolumn; no dangling input.
+        per microcolumn are dk and dv; one set of dv L5 PT per macrocolumn; no dangling input
+        (every population receives a projection unless its role is driven from outside,
+        :data:`ctmhsa.circuits.roles.EXTERNAL`, or, declaring none, it is a relay).
         """
         pops, projs = self.populations, self.projections
         types = {name: p.cell_type for name, p in pops.items()}
@@ -471,11 +477,12 @@ class Circuit:
                 raise ValueError(f"{name}: {nc} L2/3 cells per microcolumn, expected dk = {m.dk}")
             if pop.cell_type in ("l5it", "l5pt") and m.dv and nc != m.dv:
                 raise ValueError(f"{name}: {nc} cells per column, expected dv = {m.dv}")
-        for name, pop in pops.items():
-            if pop.cell_type in ("l23", "l5it", "l5pt", "interneuron", "relay_out", "kv_write", "memory",
-                                 "kv_read"):
-                if self.graph.in_degree(name) == 0:
-                    raise ValueError(f"{name}: population receives no projection")
+        for name, pop in pops.items():   # only cells driven from outside may have no input
+            external = pop.role in EXTERNAL if pop.role else pop.cell_type in EXTERNAL_CELL_TYPES
+            if not external and self.graph.in_degree(name) == 0:
+                raise ValueError(f"{name}: population receives no projection (its "
+                                 + (f"role {pop.role!r}" if pop.role else f"cell type {pop.cell_type!r}, no role declared,")
+                                 + " is not one driven from outside the circuit)")
 
     # -- export ----------------------------------------------------------------------------
     def to_dict(self) -> dict:

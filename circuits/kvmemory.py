@@ -51,7 +51,7 @@ from .graph import Projection
 from .roles import register_role
 
 WRITE_GATE = register_role("write_gate", "a declared timing signal that opens the memory's integrators "
-                                         "during each token's write")
+                                         "during each token's write", external=True)
 
 __all__ = ["WRITE_WINDOW", "CELL", "add_gate_and_bypass"]
 

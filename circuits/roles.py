@@ -10,19 +10,25 @@ for "the salience cells" or "the output relays" of any circuit instead of knowin
 
 from __future__ import annotations
 
-__all__ = ["ROLES", "register_role", "check_role"]
+__all__ = ["ROLES", "EXTERNAL", "register_role", "check_role"]
 
 ROLES: dict[str, str] = {}
 """Registered roles: name -> what the population carries."""
 
+EXTERNAL: set = set()
+"""Roles of populations driven from outside the circuit (the tokens' relays, a drive, a timing
+signal): the only ones that may receive no projection (:meth:`ctmhsa.circuits.graph.Circuit.check`)."""
 
-def register_role(name: str, meaning: str) -> str:
-    """Register role ``name`` (a new circuit's), carrying ``meaning``; returns ``name``."""
+
+def register_role(name: str, meaning: str, external: bool = False) -> str:
+    """Register role ``name`` (a new circuit's), carrying ``meaning``; ``external``: its cells are
+    driven from outside the circuit (they need no incoming projection). Returns ``name``."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"role: expected an identifier, got {name!r}")
     if not isinstance(meaning, str) or not meaning:
         raise ValueError(f"role {name!r}: give its meaning (what the population carries)")
     ROLES[name] = meaning
+    (EXTERNAL.add if external else EXTERNAL.discard)(name)
     return name
 
 
@@ -63,4 +69,5 @@ for _name, _meaning in {
     "follower": "inhibitory followers of a cell under Dale's law (they fire with its every spike)",
     "drive": "relays of an external drive (a perturbation)",
 }.items():
-    register_role(_name, _meaning)
+    register_role(_name, _meaning, external=_name in ("query_relay", "key_value_relay", "value_relay", "input_relay",
+                                                     "drive"))
