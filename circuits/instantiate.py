@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import re
 import time
 from dataclasses import dataclass, field
@@ -147,7 +148,8 @@ class BuiltCircuit:
         self._seeded = True
 
     def prepare(self, bar=None) -> float:
-        """Generate and compile every code object (a zero-length run); return wall time (s).
+        """Generate and compile every code object (Cython and compiled devices: a zero-length run;
+        numpy: nothing, see below); return wall time (s).
 
         Separates code generation from simulation in timings; compiled Cython modules are
         cached, so the ``before_run`` of the following :meth:`run` only reloads them. Modules
@@ -354,6 +356,10 @@ def instantiate(
         used. With ``run_args`` the table is a run argument (:attr:`BuiltCircuit.stream_tables`):
         its shape, ``period`` and ``shift`` are compiled in, its rates are not.
     """
+    if run_args is None:
+        # earlier simulations' dead networks (reference cycles) are freed before this one is
+        # allocated: once per simulation, as its runs skip Brian2's collection (run_network)
+        gc.collect()
     with contextlib.nullcontext() if run_args is not None else building(codegen):
         return _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, run_args, replay, law, fold,
                             replay_steps, stream)

@@ -10,9 +10,6 @@ the names of the stages; :mod:`~ctmhsa.maths.inputs` declared input ranges;
 
 This is the lowest layer: every other package may import it, it imports none of them (the
 layer test checks the whole import graph). :mod:`ctmhsa.mapping` turns this maths into the
-values of a circuit and reads them back.
+values of a circuit and reads them back. Until version 0.15 these modules lived in
+:mod:`ctmhsa.mapping`, whose old names (``ctmhsa.mapping.reference``, ...) still give them.
 """
-
-MODULES = ("reference", "gradients", "transformer", "model", "weights", "stages", "inputs", "codes", "co4")
-"""The modules of this package (until version 0.15 they lived in :mod:`ctmhsa.mapping`, where
-they are still found under their old names)."""

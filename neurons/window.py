@@ -211,7 +211,10 @@ def measure(network, probes: dict, clock, run: Callable[[float, object], float],
         if "window" not in state:
             if now - t0 < warmup - 0.5 * dt:
                 return
-            open_window(now)
+            # Brian2's own clock reading at the end of a warm-up run of its own, t0 + warmup,
+            # where the step's end agrees with it (they may differ in the last bit)
+            nominal = t0 + warmup
+            open_window(nominal if abs(now - nominal) < 1e-6 * dt else now)
         window, counts = state["window"], state["counts"]
         elapsed = now - window.t
         while todo and elapsed >= todo[0] - 0.5 * dt:

@@ -201,6 +201,16 @@ def _collect_young():
 
 
 @_collect_young()
+def _one(circuit, role: str) -> str:
+    """The one population of ``circuit`` that carries ``role`` (``ValueError`` naming it otherwise:
+    a split run cuts the circuit at one set of head outputs and one of output relays)."""
+    names = circuit.by_role(role)
+    if len(names) != 1:
+        raise ValueError(f"scheduler: a split run needs one population of role {role!r} in circuit "
+                         f"{circuit.name!r}, found {list(names)}")
+    return names[0]
+
+
 def run_split(full: Circuit, enc, inputs, options, run_options, n_chunks: int, record=None) -> dict:
     """Run ``full`` split at its nuclei (see the module docstring); merge every population's
     observables back into the full circuit's cell order.
@@ -239,7 +249,7 @@ def run_split(full: Circuit, enc, inputs, options, run_options, n_chunks: int, r
     nuclei = [p for p, pop in full.populations.items() if pop.cell_type == "relay"]   # the input relays
     # the split's seams, asked of the circuit by role (any circuit's names): the heads' output
     # cells and the relays they drive through W_O
-    [pt], [out_relay] = full.by_role("head_output"), full.by_role("output_relay")
+    pt, out_relay = (_one(full, role) for role in ("head_output", "output_relay"))
     [wo] = [k for k, proj in full.projections.items() if (proj.source, proj.target) == (pt, out_relay)]
     src = _sub(full, "thalamus_in", nuclei, [])
     vin = CircuitValues(params={p: enc.values.params[p] for p in nuclei})

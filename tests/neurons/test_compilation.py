@@ -218,3 +218,22 @@ def test_a_run_leaves_the_garbage_collector_as_it_found_it():
     with pytest.raises(RuntimeError, match="stop"):
         run_network(Failing(), 1.0)
     assert gc.get_freeze_count() == before
+
+
+@pytest.mark.codegen_independent
+def test_a_heap_frozen_by_the_caller_stays_frozen():
+    import gc
+
+    from ctmhsa.neurons.backend import run_network
+
+    class Quiet:
+        def run(self, duration, **kw):
+            pass
+
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        run_network(Quiet(), 1.0)
+        assert gc.get_freeze_count() == before > 0
+    finally:
+        gc.unfreeze()

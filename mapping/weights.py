@@ -1,0 +1,8 @@
+"""The old name of :mod:`ctmhsa.maths.weights` (here until version 0.15): importing it gives that
+very module."""
+
+import sys
+
+from ctmhsa.maths import weights as _module
+
+sys.modules[__name__] = _module
