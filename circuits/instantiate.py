@@ -36,6 +36,7 @@ from . import perturb
 from .dale import check_signs
 from .covariance import covariance_coefficients, covariance_pairs, shared_dendrite_inputs
 from .fold import class_values, fold_plan, simulated_pairs, split_equations
+from .memory import BASE_BYTES, estimate_memory
 from .graph import Circuit, copies
 from .values import CircuitValues
 
@@ -285,6 +286,25 @@ def _set_cells(group, folded: list, var: str, value, N: int, what: str, run_args
     _set(fg.group, var, class_values(arr, fg.cls, fg.reps, what), len(fg.reps), what, run_args)
 
 
+COLLECT_BYTES = 64 * 2 ** 20
+"""Networks this large (estimated, :func:`ctmhsa.circuits.memory.estimate_memory` less its
+base) are freed by a full garbage collection before the next network of this process is built."""
+
+_last_size = [0]
+
+
+def _collect_dead_networks(circuit: Circuit) -> None:
+    """Free the previous network of this process, if large, before ``circuit`` is allocated.
+
+    Its runs skip Brian2's full collection (:func:`ctmhsa.neurons.backend.run_network`), so a
+    network that became garbage (reference cycles) waits for Python's own next full collection;
+    one that holds much memory is freed here instead, at 0.1-0.3 s, so that two large networks
+    are not held at once. Small ones cost nothing to keep a while (a test suite builds hundreds)."""
+    if _last_size[0] >= COLLECT_BYTES:
+        gc.collect()
+    _last_size[0] = estimate_memory(circuit) - BASE_BYTES
+
+
 def instantiate(
     circuit: Circuit,
     level: str,
@@ -357,9 +377,7 @@ def instantiate(
         its shape, ``period`` and ``shift`` are compiled in, its rates are not.
     """
     if run_args is None:
-        # earlier simulations' dead networks (reference cycles) are freed before this one is
-        # allocated: once per simulation, as its runs skip Brian2's collection (run_network)
-        gc.collect()
+        _collect_dead_networks(circuit)
     with contextlib.nullcontext() if run_args is not None else building(codegen):
         return _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, run_args, replay, law, fold,
                             replay_steps, stream)

@@ -82,8 +82,8 @@ def run_network(network, duration, **kwargs) -> None:
     0.12 s per run in a bare script, 0.27 s in a test process (measured). The objects alive
     before the run are frozen (``gc.freeze``: moved aside, not copied) for its duration, so the
     collection examines only what the run itself creates. A heap its caller froze already is
-    left frozen. Dead networks of earlier simulations are collected once per simulation instead,
-    before it builds (:func:`ctmhsa.circuits.instantiate.instantiate`).
+    left frozen. A large dead network is collected before the next is built instead
+    (:func:`ctmhsa.circuits.instantiate.instantiate`).
     """
     if gc.get_freeze_count():          # the caller froze the heap (a split run): leave it so
         network.run(duration, **kwargs)

@@ -237,3 +237,24 @@ def test_a_heap_frozen_by_the_caller_stays_frozen():
         assert gc.get_freeze_count() == before > 0
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.brian2
+def test_a_large_dead_network_is_freed_before_the_next_is_built(monkeypatch):
+    """Runs skip Brian2's full collection; a large network's garbage is collected once, before
+    the next network is built (a small one's is left to Python's own collections)."""
+    import gc
+
+    from ctmhsa.circuits import instantiate as inst
+    from ctmhsa.circuits.builders import build
+
+    calls = []
+    monkeypatch.setattr(gc, "collect", lambda *a: calls.append(a) or 0)
+    small = build(2, 1, 1, 2, H=1)
+    monkeypatch.setattr(inst, "_last_size", [0])
+    inst._collect_dead_networks(small)
+    inst._collect_dead_networks(small)
+    assert calls == [] and 0 < inst._last_size[0] < inst.COLLECT_BYTES
+    inst._last_size[0] = inst.COLLECT_BYTES                 # the previous one was large
+    inst._collect_dead_networks(small)
+    assert calls == [()]
