@@ -67,9 +67,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from ctmhsa.maths.reference import linear_mhsa
+from ctmhsa.maths.stages import CIRCUIT_STAGES
+
 from . import kvmemory
 from .graph import Circuit, Population, Projection
-from .parts import Part, get_part, register_part
+from .parts import Part, areas, get_area, get_part, register_part
 
 __all__ = ["microcolumn", "macrocolumn", "area", "pathway", "build", "SCALES", "CIRCUITS", "DEFAULT_N_INH",
            "SIGNED_CODES", "STREAM_CIRCUITS"]
@@ -78,9 +81,12 @@ SCALES = ("microcolumn", "macrocolumn", "area", "pathway")
 """The scales a circuit composes through (each usable alone); the *fidelity levels* of the
 cells are :data:`ctmhsa.neurons.models.FIDELITY_LEVELS`."""
 CIRCUITS = ("quadratic", "linear")
-"""Circuit families: Algorithm 1 (n x m microcolumns per head) or the key-value memory."""
+"""The shipped circuit families of token sets: Algorithm 1 (n x m microcolumns per head) or the
+key-value memory. Every registered attention area (:func:`ctmhsa.circuits.parts.areas`, a user's
+too) is accepted by ``circuit=``; code that needs an area's facts asks its part
+(:func:`ctmhsa.circuits.parts.get_area`), not these lists."""
 STREAM_CIRCUITS = ("memory",)
-"""Circuits of a stream of single tokens: the key-value memory over the stream
+"""The shipped circuit of a stream of single tokens: the key-value memory over the stream
 (:mod:`ctmhsa.circuits.kvmemory`, one token slot)."""
 SIGNED_CODES = ("onoff", "offset")
 DEFAULT_N_INH = 30
@@ -156,11 +162,12 @@ def build(
     skip : bool
         Skip connection: core thalamic axons contact L5 PT directly (projection ``core_skip``,
         weights ``WS``, token i -> PT of macrocolumn i), adding ``WS x_i`` to ṽ_i.
-    circuit : {"quadratic", "linear"}
-        Algorithm 1 (one microcolumn per query-key pair) or the linear-time key-value-memory
-        circuit (module docstring). The linear circuit has no causal variant: a causal memory is
-        a different memory per query (prefix sums), which is not built. Each is a registered part
-        (:mod:`ctmhsa.circuits.parts`).
+    circuit : str
+        The attention area, a registered part (:func:`ctmhsa.circuits.parts.areas`):
+        ``"quadratic"``, Algorithm 1 (one microcolumn per query-key pair); ``"linear"``, the
+        linear-time key-value-memory circuit (module docstring; no causal variant: a causal
+        memory is a different memory per query, prefix sums, which is not built); ``"memory"``,
+        the memory over a stream (:mod:`ctmhsa.circuits.kvmemory`).
     parts : tuple of str
         Further registered parts (:func:`ctmhsa.circuits.parts.register_part`), built after the
         pathway's own in this order and recorded in ``meta.parts`` for the encoder.
@@ -177,9 +184,7 @@ def build(
     _check_size("m", m)
     if signed not in SIGNED_CODES:
         raise ValueError(f"signed: expected 'offset' or 'onoff', got {signed!r}")
-    if circuit not in CIRCUITS + STREAM_CIRCUITS:
-        raise ValueError(f"circuit: expected one of {list(CIRCUITS + STREAM_CIRCUITS)}, got {circuit!r}")
-    area = get_part(circuit)
+    area = get_area(circuit)
     if causal and area.no_causal:
         raise ValueError(f"causal: {area.no_causal}")
     names = ("nucleus1", "nucleus1_kv") + area.populations + ("interneuron", "l5pt", "nucleus2")
@@ -192,9 +197,9 @@ def build(
         copies = {k: P for k in names}
     for k, v in copies.items():
         _check_size(f"P[{k!r}]" if isinstance(P, dict) else "P", v)
-    if apical and not (normalize and circuit in APICAL_CIRCUITS):
+    if apical and not (normalize and area.apical):
         raise ValueError(f"apical: the apical division stage is built by the divisive interneurons of circuits "
-                         f"{list(APICAL_CIRCUITS)} (normalize=True); got circuit={circuit!r}, normalize={normalize}")
+                         f"{list(apical_areas())} (normalize=True); got circuit={circuit!r}, normalize={normalize}")
     if m != n and not cross:
         raise ValueError(f"m: {m} key tokens differ from n = {n} query tokens; set cross=True")
     if with_nucleus2 and not with_pt:
@@ -247,7 +252,13 @@ def build(
 
 
 APICAL_CIRCUITS = ("quadratic", "linear")
-"""Circuits whose divisive interneurons can shunt the apical dendrites too (``apical``)."""
+"""The shipped circuits whose divisive interneurons can shunt the apical dendrites too
+(``apical``; any area's: :attr:`ctmhsa.circuits.parts.Part.apical`)."""
+
+
+def apical_areas() -> tuple:
+    """The registered areas whose interneurons can shunt the apical dendrites too."""
+    return tuple(name for name in areas() if get_part(name).apical)
 
 
 def _apical_shunts(c) -> None:
@@ -273,9 +284,14 @@ class Microcolumns(Part):
     registered by :mod:`ctmhsa.mapping.encode`)."""
 
     populations = ("nucleus1_v", "l23", "l5it")
+    area = apical = two_point_laws = dale = integrators = True
+    stages = CIRCUIT_STAGES["quadratic"]
 
     def build(self, c, ctx):
         return _microcolumns(*_area_args(c, ctx), ctx["mask"], ctx["w_in"])
+
+    def reference(self, arrays, phi, causal, normalize, forget=1.0):
+        return linear_mhsa(**arrays, phi=phi, causal=causal, normalize=normalize, method="vectorized")
 
 
 @register_part("linear")
@@ -285,9 +301,14 @@ class KeyValueMemory(Part):
     populations = ("outer", "outer_z", "memory", "memory_z", "readout", "readout_z")
     no_causal = ("the linear key-value-memory circuit stores one memory per head; causal attention needs "
                  "one per query (prefix sums) and is built by circuit='quadratic'")
+    area = apical = True
+    stages = CIRCUIT_STAGES["linear"]
 
     def build(self, c, ctx):
         return _key_value_memory(*_area_args(c, ctx))
+
+    def reference(self, arrays, phi, causal, normalize, forget=1.0):
+        return linear_mhsa(**arrays, phi=phi, causal=causal, normalize=normalize, method="linear")
 
 
 @register_part("memory")
@@ -299,6 +320,23 @@ class StreamMemory(Part):
     populations = ("outer", "outer_z", "memory", "memory_z", "readout", "readout_z", "nucleus_gate")
     no_causal = ("the memory circuit is causal by construction (token t reads the memory of tokens <= t); "
                  "leave causal out")
+    area = stream = True
+    normalize = False      # the revised paper's circuit is unnormalised
+    stages = CIRCUIT_STAGES["linear"]
+    levels = ("rate", "escape")
+
+    def check_options(self, co):
+        if co.spiking and co.normalize:
+            raise ValueError("normalize: the memory circuit's normalised variant is built at the rate level in this "
+                             "release (its escape-level division is not measured); use normalize=False or "
+                             "neuron='rate'")
+        for name, ok, why in (
+                ("law", "product", "its L5 read-out cells multiply"),
+                ("signed", "onoff", "its signed streams use the on/off code"),
+                ("firing", "poisson", "its cells are not perfect integrators")):
+            value = getattr(co, name)
+            if not isinstance(value, str) or value != ok:
+                raise ValueError(f"{name}: {value!r} does not apply to circuit='memory' ({why}); leave it at {ok!r}")
 
     def build(self, c, ctx):
         if c.meta.n != 1 or c.meta.m != 1:

@@ -17,7 +17,8 @@ never imports the mapping layer). A user's part does both in one class (tests/ci
 
 from __future__ import annotations
 
-__all__ = ["Part", "PARTS", "register_part", "register_values", "register_hook", "get_part", "area_hook"]
+__all__ = ["Part", "PARTS", "register_part", "register_values", "register_hook", "get_part", "area_hook", "areas",
+           "get_area"]
 
 
 class Part:
@@ -34,6 +35,42 @@ class Part:
     """An attention area's own populations (the names ``P`` may give copies to)."""
     no_causal = ""
     """An attention area without a causal variant: why (the ``causal=True`` refusal), else empty."""
+
+    # An attention area (``circuit=``) carries its own facts, read by the options, the builder
+    # and the read-out instead of lists of circuit names (as Nengo's neuron types carry theirs).
+    area = False
+    """An attention area: a head's circuit, chosen by ``circuit=`` (else a further part, ``parts=``)."""
+    stream = False
+    """One token per presentation, a state kept between them (``ctmhsa.circuits.kvmemory``)."""
+    apical = False
+    """Its divisive interneurons can shunt the apical dendrites too (``apical_inhibition``)."""
+    normalize = True
+    """Its default for ``normalize`` (the revised paper's memory is unnormalised)."""
+    stages: tuple = ()
+    """The stages it decodes and is compared on (``Z``, ``z``: only where normalised)."""
+    levels: tuple = ()
+    """The fidelity levels it is built at (empty: every registered level)."""
+    two_point_laws = False
+    """Its L5 cells take the two-point-neuron laws (``law=``) other than the product."""
+    dale = False
+    """Dale's followers are built for it (``dale=True``)."""
+    integrators = False
+    """Its somata may be perfect integrators (``firing=`` of an integrating mode)."""
+
+    def reference(self, arrays: dict, phi: str, causal: bool, normalize: bool, forget: float = 1.0) -> dict:
+        """The exact stages it is compared with (``arrays``: ``X, WQ, WK, WV, WO`` and ``Y``,
+        ``WS``; ``forget``: a stream area's λ per token). For comparison only: nothing of them
+        enters the circuit. By default the function registered as hook ``"reference"``."""
+        fn = self.hooks.get("reference")
+        if fn is None:
+            raise ValueError(f"circuit: the area {self.name!r} has no reference registered "
+                             f"(register_hook({self.name!r}, 'reference'))")
+        return fn(arrays, phi=phi, causal=causal, normalize=normalize, forget=forget)
+
+    def check_options(self, options) -> None:
+        """Refuse what does not apply to this area in ``options``
+        (:class:`ctmhsa.sims.options.CircuitOptions`, read by attribute); by default nothing more
+        than the facts above."""
 
     def build(self, circuit, ctx: dict):
         """Add this part's populations and projections to ``circuit``.
@@ -109,14 +146,30 @@ def get_part(name: str) -> Part:
         raise ValueError(f"parts: no part named {name!r}; registered parts are {sorted(PARTS)}") from None
 
 
+def areas() -> tuple:
+    """The names of the registered attention areas (the values ``circuit=`` takes), in
+    registration order."""
+    return tuple(name for name, part in PARTS.items() if part.area)
+
+
+def get_area(name) -> Part:
+    """The registered attention area ``name`` (``ValueError`` naming ``circuit`` and listing them)."""
+    part = PARTS.get(name) if isinstance(name, str) else None
+    if part is None or not part.area:
+        raise ValueError(f"circuit: expected one of {list(areas())}, got {name!r}")
+    return part
+
+
 def area_hook(circuit, hook: str):
     """Hook ``hook`` of the attention area ``circuit`` was built with (``circuit.meta.circuit``):
-    the one place that dispatches on the area's kind (``ValueError`` where it has none)."""
+    the one place that dispatches on the area's kind. A function registered for it
+    (:func:`register_hook`), else a method of that name on the part (a user's area may carry its
+    own ``decode`` in its class); ``ValueError`` where it has neither."""
     part = get_part(circuit.meta.circuit)
-    try:
-        return part.hooks[hook]
-    except KeyError:
+    fn = part.hooks.get(hook) or getattr(part, hook, None)
+    if not callable(fn):
         raise ValueError(f"parts: part {part.name!r} has no {hook!r} function registered "
                          f"(has {sorted(part.hooks)}); the module that defines it registers it when imported "
                          f"(the shipped parts': ctmhsa.mapping.encode, .decode, .noise, .operating and .kvmemory, "
-                         f"all imported by ctmhsa.sims)") from None
+                         f"all imported by ctmhsa.sims), or its class defines a method {hook!r}")
+    return fn

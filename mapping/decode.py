@@ -56,10 +56,10 @@ def decode(circuit: Circuit, encoding, obs: dict) -> dict[str, np.ndarray]:
     pops, codes = circuit.populations, encoding.codes
     with np.errstate(invalid="ignore", divide="ignore"):
         st = area_hook(circuit, "decode")(circuit, encoding, obs)   # the area's own stages
-        if "l5pt" in pops:
-            st["v_tilde"] = codes["v_tilde"].decode(signed_rate(pops["l5pt"], obs["l5pt"]["r"]))
-        if "nucleus2" in pops:
-            st["x_tilde"] = codes["x_tilde"].decode(signed_rate(pops["nucleus2"], obs["nucleus2"]["r"]))
+        # the pathway's read-out, by role (whatever the area names its cells): L5 PT, nucleus 2
+        for stage, role in (("v_tilde", "head_output"), ("x_tilde", "output_relay")):
+            for name in circuit.by_role(role):
+                st[stage] = codes[stage].decode(signed_rate(pops[name], obs[name]["r"]))
     return st
 
 

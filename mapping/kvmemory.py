@@ -226,3 +226,10 @@ def reference_stages(X, WQ, WK, WV, WO, forget: float, normalize: bool, Y=None, 
     :func:`ctmhsa.maths.reference.memory_attention` on the circuit's grid (:func:`to_stream`; no ``WS``)."""
     return to_stream(memory_attention(X[:, 0], WQ, WK, WV, WO, forget=forget, normalize=normalize,
                                       Y=None if Y is None else Y[:, 0], phi=phi))
+
+
+@register_hook("memory", "reference")
+def _memory_reference(arrays: dict, phi: str, causal: bool, normalize: bool, forget: float = 1.0) -> dict:
+    """The memory circuit's reference (:meth:`ctmhsa.circuits.parts.Part.reference`): every
+    stage per token (causal by construction)."""
+    return reference_stages(**arrays, forget=forget, normalize=normalize, phi=phi)

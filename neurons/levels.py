@@ -40,6 +40,11 @@ class Level:
         per cell type); False: escape-noise somata (spiking) or rates.
     description : str
         One line for listings.
+    run_cost : dict
+        Its cost model: wall time of one step (s) as ``(fixed, per neuron, per simulated
+        synapse)`` per device kind (``"runtime"``, ``"standalone"``), read by
+        :func:`ctmhsa.sims.cost.estimate_runtime` to refuse runs past ``max_runtime``
+        (measurements: :data:`ctmhsa.sims.cost.RUN_COST`).
     """
 
     name: str
@@ -48,6 +53,14 @@ class Level:
     warmup: float
     lif: bool = False
     description: str = ""
+    run_cost: Mapping = None
+
+    def __post_init__(self):
+        kinds = ("runtime", "standalone")
+        if not (isinstance(self.run_cost, Mapping) and set(self.run_cost) == set(kinds)
+                and all(len(self.run_cost[k]) == 3 for k in kinds)):
+            raise ValueError(f"run_cost: level {self.name!r} needs its wall time per step, (fixed, per neuron, "
+                             f"per synapse) seconds, for each of {list(kinds)}; got {self.run_cost!r}")
 
     @property
     def escape(self) -> bool:
@@ -78,16 +91,17 @@ def get_level(level) -> Level:
 
 
 class LevelFacts(Mapping):
-    """Level name -> one fact of it (a :class:`Level` attribute): a live, read-only view of
-    the registry, for the tables that predate it (``DEFAULT_DT``, ``DEFAULT_WARMUP``)."""
+    """Level name -> one fact of it (a :class:`Level` attribute, or ``fact(level)``): a live,
+    read-only view of the registry, for the tables that predate it (``DEFAULT_DT``,
+    ``DEFAULT_WARMUP``, ``RUN_COST``)."""
 
-    def __init__(self, attribute: str):
-        self._attribute = attribute
+    def __init__(self, attribute):
+        self._fact = attribute if callable(attribute) else (lambda level: getattr(level, attribute))
 
     def __getitem__(self, name):
         if name not in _REGISTRY:
             raise KeyError(name)
-        return getattr(_REGISTRY[name], self._attribute)
+        return self._fact(_REGISTRY[name])
 
     def __iter__(self):
         return iter(tuple(_REGISTRY))
@@ -102,9 +116,13 @@ class LevelFacts(Mapping):
 LEVELS = _REGISTRY.names
 """Names of the registered levels, from exact rates to integrate-and-fire spiking cells."""
 
+# run_cost: measured on the development machine (ctmhsa.sims.cost.RUN_COST says how)
 register_level(Level("rate", spiking=False, dt=1e-3, warmup=0.0,
-                     description="continuous-rate compartments, no spikes; exact in expectation"))
+                     description="continuous-rate compartments, no spikes; exact in expectation",
+                     run_cost={"runtime": (6e-4, 2e-8, 3.4e-9), "standalone": (4e-6, 1e-8, 1.7e-9)}))
 register_level(Level("escape", spiking=True, dt=1e-3, warmup=0.5,
-                     description="the rate compartments; somata spike with probability r dt (escape noise)"))
+                     description="the rate compartments; somata spike with probability r dt (escape noise)",
+                     run_cost={"runtime": (1.3e-3, 1.5e-8, 0.0), "standalone": (4e-6, 7e-9, 0.0)}))
 register_level(Level("lif", spiking=True, dt=5e-4, warmup=0.5, lif=True,
-                     description="conductance-based integrate-and-fire somata, calibrated per cell type"))
+                     description="conductance-based integrate-and-fire somata, calibrated per cell type",
+                     run_cost={"runtime": (8e-4, 1e-7, 0.0), "standalone": (4e-6, 5e-8, 0.0)}))

@@ -27,13 +27,12 @@ from ctmhsa.circuits import dale, perturb
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.circuits.perturb import check_perturbations
 from ctmhsa.circuits.memory import BASE_BYTES, estimate_memory
-from ctmhsa.circuits.builders import APICAL_CIRCUITS, STREAM_CIRCUITS
+from ctmhsa.circuits.parts import get_area
 from ctmhsa.mapping import kvmemory
 from ctmhsa.mapping.baseline import add_lif_drive
 from ctmhsa.mapping.encode import check_tokens, encode, relay_rates
 from ctmhsa.maths.inputs import as_input_range
 from ctmhsa.mapping.operating import apical_needed
-from ctmhsa.maths.reference import linear_mhsa
 
 from . import profile
 from .cost import RUN_COST, estimate_runtime  # noqa: F401 - re-exported
@@ -45,9 +44,6 @@ from .runners import Runner, runner_for
 from .validate import Inputs, available_memory, check_inputs
 
 __all__ = ["build_mhsa", "Simulation", "estimate_runtime", "RUN_COST"]
-
-REFERENCE_METHOD = {"quadratic": "vectorized", "linear": "linear"}
-"""The reference's method per attention area: the same sums the circuit's area computes."""
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +60,8 @@ class Simulation:
     encoding : ctmhsa.mapping.encode.Encoding
         Rates, weights and biases the circuit was given.
     reference : dict
-        The exact stages (:func:`ctmhsa.maths.reference.linear_mhsa`), for comparison only.
+        The exact stages (the attention area's :meth:`ctmhsa.circuits.parts.Part.reference`), for
+        comparison only.
     runner : ctmhsa.sims.runners.Runner
     memory_estimate : int
         Estimated memory of the network (bytes).
@@ -197,13 +194,12 @@ class Simulation:
 
 
 def _reference(x: Inputs, co: CircuitOptions, ro: RunOptions | None = None) -> dict:
-    """The exact stages, for comparison only: nothing of them enters the circuit (the memory
-    circuit's: :func:`ctmhsa.mapping.kvmemory.reference_stages`, per token)."""
-    if co.circuit in STREAM_CIRCUITS:
-        return kvmemory.reference_stages(**x.arrays(), forget=kvmemory.forget_factor(ro.presentation, co.tau_mem),
-                                         normalize=co.normalize, phi=co.phi)
-    return linear_mhsa(**x.arrays(), phi=co.phi, causal=co.causal, normalize=co.normalize,
-                       method=REFERENCE_METHOD[co.circuit])
+    """The exact stages, for comparison only: nothing of them enters the circuit. The attention
+    area's own (:meth:`ctmhsa.circuits.parts.Part.reference`: the same sums its circuit computes;
+    a stream's per token, forgetting λ per presentation)."""
+    area = get_area(co.circuit)
+    forget = kvmemory.forget_factor(ro.presentation, co.tau_mem) if area.stream else 1.0
+    return area.reference(x.arrays(), phi=co.phi, causal=co.causal, normalize=co.normalize, forget=forget)
 
 
 def _fitting(circuit, co: CircuitOptions, ro: RunOptions, a: dict) -> tuple:
@@ -247,7 +243,7 @@ def _apical_needed(circuit, co: CircuitOptions, inputs: Inputs) -> bool:
     """``apical_inhibition=None`` resolved: whether the divisive interneurons shunt the apical
     dendrites too (:func:`ctmhsa.mapping.operating.apical_needed`: the weights and the declared
     range, the range of the tokens given where none is declared, as the encoder takes it)."""
-    if not (co.normalize and co.circuit in APICAL_CIRCUITS) or co.level.lif:   # (not built at lif)
+    if not (co.normalize and get_area(co.circuit).apical) or co.level.lif:   # (not built at lif)
         return False
     rng = as_input_range(co.input_range, inputs.X, inputs.Y)
     return apical_needed(circuit, inputs.block, rng, co.phi, co.code_gains)
@@ -334,16 +330,16 @@ def check_call(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     inputs : Inputs
         :func:`ctmhsa.sims.validate.check_inputs`.
     """
-    memory = _circuit_of(circuit_options, options) in STREAM_CIRCUITS
-    if memory and options.get("normalize") is None and circuit_options is None:
-        options["normalize"] = False   # the revised paper's circuit is unnormalised
-    stream = memory or np.ndim(X) == 3
+    area = get_area(_circuit_of(circuit_options, options))
+    if options.get("normalize") is None and circuit_options is None and not area.normalize:
+        options["normalize"] = False   # the area's default (the revised paper's memory: unnormalised)
+    stream = area.stream or np.ndim(X) == 3
     # every option applies to this kind of run or is refused (a stream's duration is T x presentation,
     # it has no checkpoints: options.APPLIES), those inside the option objects too
     check_applies("stream" if stream else "set",
                   given_options(circuit_options, run_options, **options, Y=Y, WS=WS, perturbations=perturbations))
     co, ro = split_options(circuit_options, run_options, **options)
-    if memory:   # one token per presentation: a stream of one-token sets (T, 1, de)
+    if area.stream:   # one token per presentation: a stream of one-token sets (T, 1, de)
         X, Y = _token_stream(X, Y, WS)
     a = check_inputs(X, WQ, WK, WV, WO, Y=Y, WS=WS, causal=co.causal, normalize=co.normalize, phi=co.phi,
                      stream=stream)
@@ -411,7 +407,7 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     t_start = time.perf_counter()
     stream, co, ro, a = check_call(X, WQ, WK, WV, WO, Y=Y, WS=WS, circuit_options=circuit_options,
                                    run_options=run_options, perturbations=perturbations, **options)
-    memory = co.circuit in STREAM_CIRCUITS
+    memory = get_area(co.circuit).stream
 
     def describe(co):
         return co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=Y is not None,

@@ -5,15 +5,14 @@
 from __future__ import annotations
 
 from ctmhsa.devices.registry import get_device
+from ctmhsa.neurons.levels import LevelFacts, get_level
 
-__all__ = ["RUN_COST", "estimate_runtime"]
+__all__ = ["RUN_COST", "estimate_runtime", "step_cost"]
 
-RUN_COST = {
-    "runtime": {"rate": (6e-4, 2e-8, 3.4e-9), "escape": (1.3e-3, 1.5e-8, 0.0), "lif": (8e-4, 1e-7, 0.0)},
-    "standalone": {"rate": (4e-6, 1e-8, 1.7e-9), "escape": (4e-6, 7e-9, 0.0), "lif": (4e-6, 5e-8, 0.0)},
-}
+
+RUN_COST = {kind: LevelFacts(lambda level, kind=kind: tuple(level.run_cost[kind])) for kind in ("runtime", "standalone")}
 """Wall time of one step (s): ``(fixed, per neuron, per simulated synapse)`` per device kind and
-level, for :func:`estimate_runtime`. Every result records the estimate beside the measured run
+level, for :func:`estimate_runtime` (each level carries its own: a read-only view of them). Every result records the estimate beside the measured run
 (``res.timings["estimated_run"]`` and ``["run"]``). Checked in version 0.15 on the default problem,
 n = d = 8 (H = 2) and n = d = 16 (2 s escape, 0.5 s rate, 1 s lif; load 4-6 on the 2 cores, so
 about 2-3x slower than quiet): measured / estimated 1.4-3.9 at escape, 2.1-9.2 at the rate level,
@@ -40,5 +39,11 @@ def estimate_runtime(level: str, device: str, steps: int, neurons: int, synapses
     large circuit or a busy machine are slower, more OpenMP threads faster), meant to refuse
     runs that cannot finish, not to plan them. Building and compiling are not included.
     """
-    fixed, per_neuron, per_synapse = RUN_COST["standalone" if get_device(device).compiles else "runtime"][level]
+    fixed, per_neuron, per_synapse = step_cost(level, device)
     return float(steps) * (fixed + neurons * per_neuron + synapses * per_synapse)
+
+
+def step_cost(level, device: str) -> tuple:
+    """``(fixed, per neuron, per synapse)`` wall time of one step (s) of ``level`` on ``device``:
+    the level's own cost model (:attr:`ctmhsa.neurons.levels.Level.run_cost`) for the device's kind."""
+    return tuple(get_level(level).run_cost["standalone" if get_device(device).compiles else "runtime"])

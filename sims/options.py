@@ -28,7 +28,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from ctmhsa.circuits.builders import APICAL_CIRCUITS, CIRCUITS, DEFAULT_N_INH, SIGNED_CODES, STREAM_CIRCUITS, pathway
+from ctmhsa.circuits.builders import DEFAULT_N_INH, SIGNED_CODES, apical_areas, pathway
+from ctmhsa.circuits.parts import areas, get_area
 from ctmhsa.circuits.kvmemory import WRITE_WINDOW
 from ctmhsa.circuits.dale import apply as dale_apply
 from ctmhsa.devices.registry import DEVICES, check_device, get_device   # DEVICES: re-exported, the registry's names
@@ -192,10 +193,11 @@ class CircuitOptions(_Options):
         Causal masking: microcolumns j > i are absent.
     normalize : bool
         ``False``: the unnormalised variant (no interneurons).
-    circuit : {"quadratic", "linear", "memory"}
+    circuit : {"quadratic", "linear", "memory"} or str
         Algorithm 1, the linear-time key-value-memory circuit, or the key-value memory over a
         stream of single tokens (:mod:`ctmhsa.circuits.kvmemory`; rate level, and the escape level
-        unnormalised).
+        unnormalised); or any registered attention area (:func:`ctmhsa.circuits.parts.areas`),
+        whose facts (:class:`ctmhsa.circuits.parts.Part`) say which options apply to it.
     law : str
         Interaction law of the L5 IT somata (:data:`ctmhsa.neurons.laws.LAWS`).
     P : int or dict
@@ -271,41 +273,44 @@ class CircuitOptions(_Options):
         for name in ("causal", "normalize", "fold", "dale"):
             _flag(name, getattr(self, name), "a bool" if name in ("fold", "dale") else "True or False")
             _set(self, name, bool(getattr(self, name)))
-        _choice("circuit", self.circuit, CIRCUITS + STREAM_CIRCUITS)
+        area = get_area(self.circuit)      # the attention area's facts decide what applies to it
         _set(self, "tau_mem", seconds("tau_mem", self.tau_mem, allow_none=True))
-        if self.circuit in STREAM_CIRCUITS:
-            _check_memory_options(self)
-        elif self.tau_mem is not None:
-            raise ValueError(f"tau_mem: the memory's time constant is the memory circuit's (circuit='memory'); "
+        if self.tau_mem is not None and not area.stream:
+            raise ValueError(f"tau_mem: the memory's time constant is the memory circuit's "
+                             f"(circuit={_names(lambda a: a.stream)}); "
                              f"circuit={self.circuit!r} keeps no memory between token sets")
+        if area.levels and get_level(self.neuron).name not in area.levels:
+            raise ValueError(f"neuron: the {_area_name(area)} is built at the {' and '.join(area.levels)} "
+                             f"level{'s' if len(area.levels) > 1 else ''} in this release; got {self.neuron!r}")
+        if self.causal and area.no_causal:
+            raise ValueError(f"causal: {area.no_causal}")
         if self.apical_inhibition is not None:
             _flag("apical_inhibition", self.apical_inhibition, "True, False or None (built where needed)")
             _set(self, "apical_inhibition", bool(self.apical_inhibition))
-            if self.apical_inhibition and not (self.normalize and self.circuit in APICAL_CIRCUITS):
+            if self.apical_inhibition and not (self.normalize and area.apical):
                 raise ValueError(f"apical_inhibition: the apical division stage is built by the divisive "
-                                 f"interneurons of circuits {list(APICAL_CIRCUITS)} with normalize=True; got "
+                                 f"interneurons of circuits {list(apical_areas())} with normalize=True; got "
                                  f"circuit={self.circuit!r}, normalize={self.normalize}")
             if self.apical_inhibition and get_level(self.neuron).lif:
                 raise ValueError("apical_inhibition: the apical division stage is not built at the lif level in this "
                                  "release (measured: s and x̃ at 2x their noise floors against 1-1.5x with the somatic "
                                  "stage alone; docs/operating_range.md); use neuron='rate' or 'escape'")
-        if not get_law(self.law).product and self.circuit == "linear":
-            raise ValueError("law: the linear circuit has no L5 IT cells; two-point-neuron laws apply "
-                             "to circuit='quadratic'")
-        if self.causal and self.circuit == "linear":
-            raise ValueError("causal: the linear key-value-memory circuit stores one memory per head; "
-                             "it has no causal variant (use circuit='quadratic')")
-        if self.dale and self.circuit == "linear":
-            raise ValueError("dale: Dale's law is built for circuit='quadratic'; the linear circuit's "
-                             "outer-product cells remove a covariance of relays that their followers would share")
+        if not get_law(self.law).product and not area.two_point_laws:
+            raise ValueError(f"law: the {_area_name(area)} has no L5 IT cells; two-point-neuron laws apply "
+                             f"to circuit={_names(lambda a: a.two_point_laws)}")
+        if self.dale and not area.dale:
+            raise ValueError(f"dale: Dale's law is built for circuit={_names(lambda a: a.dale)}; the "
+                             f"{_area_name(area)}'s cells remove a covariance of relays that their followers "
+                             "would share")
         _choice("firing", self.firing, FIRING)
         integrator = get_firing(self.firing).integrator
         if integrator and not get_level(self.neuron).escape:
             raise ValueError(f"firing: {self.firing!r} makes the escape level's somata perfect integrators; "
                              f"neuron={self.neuron!r} has no escape-noise cells (use neuron='escape')")
-        if integrator and self.circuit == "linear":
-            raise ValueError(f"firing: {self.firing!r} is built for circuit='quadratic' (the linear circuit's "
-                             "outer-product cells correct a covariance of Poisson relays)")
+        if integrator and not area.integrators:
+            raise ValueError(f"firing: {self.firing!r} is built for circuit={_names(lambda a: a.integrators)} "
+                             f"(the {_area_name(area)}'s cells correct a covariance of Poisson relays)")
+        area.check_options(self)
         if self.signed not in SIGNED_CODES:
             raise ValueError(f"signed: expected 'offset' or 'onoff', got {self.signed!r}")
         if isinstance(self.n_inh, bool) or not isinstance(self.n_inh, (int, np.integer)) or self.n_inh < 1:
@@ -524,23 +529,14 @@ class RunOptions(_Options):
         return out
 
 
-def _check_memory_options(co: CircuitOptions) -> None:
-    """The options the memory circuit (:mod:`ctmhsa.circuits.kvmemory`) is built with: a
-    ``ValueError`` naming any other (they do not apply to it, or are not built for it)."""
-    if co.level.lif:
-        raise ValueError(f"neuron: the memory circuit is built at the rate and escape levels in this release; "
-                         f"got {co.neuron!r}")
-    if co.spiking and co.normalize:
-        raise ValueError("normalize: the memory circuit's normalised variant is built at the rate level in this "
-                         "release (its escape-level division is not measured); use normalize=False or neuron='rate'")
-    for name, value, ok, why in (
-            ("causal", co.causal, False, "the memory is causal by construction (token t reads tokens <= t)"),
-            ("law", co.law, "product", "its L5 read-out cells multiply"),
-            ("signed", co.signed, "onoff", "its signed streams use the on/off code"),
-            ("dale", co.dale, False, "Dale's law is built for circuit='quadratic'"),
-            ("firing", co.firing, "poisson", "its cells are not perfect integrators")):
-        if not _equal(value, ok) or isinstance(value, dict):
-            raise ValueError(f"{name}: {value!r} does not apply to circuit='memory' ({why}); leave it at {ok!r}")
+def _area_name(area) -> str:
+    """How a refusal names an attention area (``"linear circuit"``)."""
+    return f"{area.name} circuit"
+
+
+def _names(fact) -> str:
+    """The registered areas with ``fact`` (a predicate on the part), as ``circuit=`` takes them."""
+    return " or ".join(repr(name) for name in areas() if fact(get_area(name))) or "none"
 
 
 def _time_constants(options: CircuitOptions) -> dict:
@@ -632,7 +628,7 @@ def min_presentation(options: CircuitOptions, blocks: int | None = None) -> tupl
     """
     depth = 1 if blocks is None else int(blocks)
     tau, name = settling_constant(options, model=blocks is not None)
-    if options.circuit in STREAM_CIRCUITS:   # settle on a token, then write it in the gate's window
+    if get_area(options.circuit).stream:   # settle on a token, then write it in the gate's window
         return 2 * tau + WRITE_WINDOW, (f"each token is read after the circuit has settled on it (twice {name} = "
                                         f"{tau:g} s at the least) and then written in a window of {WRITE_WINDOW:g} s")
     what = ("the pathway" if blocks is None else "the block" if depth == 1

@@ -26,12 +26,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ctmhsa.devices.registry import get_device
 from ctmhsa.maths.stages import STAGE_ORDER
 from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.levels import get_level
 
-from .cost import RUN_COST, estimate_runtime
+from .cost import estimate_runtime, step_cost
 from .result import SimulationResult
 
 __all__ = ["Plan", "StagePlan", "plan"]
@@ -199,7 +198,7 @@ def _cost(config: dict, level: str, T: float, P=None, circuit=None) -> tuple[int
     # the spiking levels' synapses cost nothing per step (RUN_COST: counted per neuron), and
     # counting them takes seconds at a large P (every copy contacts every copy): counted only
     # where they cost, the description's count standing in for the simulated (folded) one
-    per_synapse = RUN_COST["standalone" if get_device(device).compiles else "runtime"][level][2]
+    per_synapse = step_cost(level, device)[2]
     synapses = circuit.n_synapses() if per_synapse else 0
     wall = estimate_runtime(level, device, steps, circuit.n_neurons() // per, synapses // per)
     return circuit.n_neurons(), wall

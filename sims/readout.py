@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from ctmhsa.circuits.builders import STREAM_CIRCUITS
+from ctmhsa.circuits.parts import get_area
 from ctmhsa.mapping.baseline import remove_baselines
 from ctmhsa.mapping.decode import decode, range_report
 from ctmhsa.mapping.noise import spike_generation_fano, stage_noise_variance
@@ -70,9 +70,9 @@ def read_out(sim, obs, run_options) -> SimulationResult:
 
 
 def _compared(ref: dict, o) -> dict:
-    """The reference's stages the circuit is compared on (no Z, z without interneurons; the
-    memory circuit's are the linear circuit's, per token)."""
-    keys = CIRCUIT_STAGES["linear" if o.circuit in STREAM_CIRCUITS else o.circuit]
+    """The reference's stages the circuit is compared on: its attention area's (no Z, z without
+    interneurons; the memory circuit's are the linear circuit's, per token)."""
+    keys = get_area(o.circuit).stages
     return {k: ref[k] for k in keys if o.normalize or k not in ("Z", "z")}
 
 
@@ -208,4 +208,4 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
                                    settled=settled, residual=residual))
     res = _result(sim, obs, ro, stages, ref["x_tilde"], _compared(ref, o), rates, noise_var, operating,
                   diagnostics)
-    return _one_token(res) if o.circuit in STREAM_CIRCUITS else res
+    return _one_token(res) if get_area(o.circuit).stream else res

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # the stages' order, symbols and names: one table, re-exported here
+from ctmhsa.circuits.parts import PARTS
 from ctmhsa.maths.stages import STAGE_LABELS, STAGE_ORDER
 from ctmhsa.neurons.levels import get_level
 
@@ -163,7 +164,8 @@ class SimulationResult:
         as L5 reads it (``stages["S"]``, ``(T, H, dk, dv)``, transposed; the reference's:
         ``reference_stages["S"]``); ``None`` for the other circuits."""
         S = self.stages.get("S")
-        return None if S is None or self.config.get("circuit") != "memory" else np.swapaxes(S, -1, -2)
+        stream = S is not None and getattr(PARTS.get(self.config.get("circuit")), "stream", False)
+        return np.swapaxes(S, -1, -2) if stream else None
 
     @property
     def warmup(self) -> float:

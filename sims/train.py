@@ -32,6 +32,7 @@ import numpy as np
 
 from ctmhsa.devices.registry import get_device
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
+from ctmhsa.circuits.parts import get_area
 from ctmhsa.mapping.decode import key_value_potentials, signed_rate
 from ctmhsa.mapping.encode import cell_weights
 from ctmhsa.maths.gradients import formal_gradients, gradients_from_stages, mhsa_loss
@@ -160,9 +161,9 @@ def _check(X, T, W, neuron, steps, lr, seed, tied, Y, options):
     if Yb is not None and Yb.shape[0] != X.shape[0]:
         raise ValueError(f"Y: expected {X.shape[0]} sequences like X; got {Yb.shape[0]}")
     co, ro = split_options(None, None, neuron=neuron, seed=int(seed), **options)
-    if co.circuit != "quadratic":
-        raise ValueError(f"circuit: train_mhsa needs Algorithm 1's circuit ('quadratic', which measures κ); "
-                         f"got {co.circuit!r}")
+    if "kappa" not in get_area(co.circuit).stages or get_area(co.circuit).stream:
+        raise ValueError(f"circuit: train_mhsa needs a circuit that measures κ over a token set (Algorithm 1's, "
+                         f"'quadratic'); got {co.circuit!r}")
     if not get_law(co.law).product:
         raise ValueError(f"law: eqs. 2-5 are the gradients of the product law; got {co.law!r}")
     a = check_attention_inputs(X, *W, Y=Yb, causal=co.causal, normalize=co.normalize)

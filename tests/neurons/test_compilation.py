@@ -232,9 +232,11 @@ def test_a_heap_frozen_by_the_caller_stays_frozen():
 
     gc.freeze()
     try:
-        before = gc.get_freeze_count()
+        assert gc.get_freeze_count() > 0
         run_network(Quiet(), 1.0)
-        assert gc.get_freeze_count() == before > 0
+        # still frozen (an unfreeze would empty the permanent generation); not the same count,
+        # since frozen objects that die meanwhile (another thread's) leave it
+        assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
 

@@ -4,6 +4,7 @@ comparisons left outside ctmhsa.neurons.levels."""
 import dataclasses
 import pathlib
 
+import numpy as np
 import pytest
 from conftest import LAYERS, name_comparisons
 
@@ -84,6 +85,20 @@ def test_toy_level_is_one_registration(toy_level):
     assert models.get_model("toy", "l23") == models.get_model("rate", "l23")
     with pytest.raises(ValueError, match="warmup: the rate level has no measurement window"):
         RunOptions(warmup=0.1).resolved("toy")
+
+
+def test_toy_level_builds_and_runs(toy_level):
+    """The registered toy level runs a whole simulation through the unchanged front end, giving
+    the rate level's result (its cells are the rate level's)."""
+    from ctmhsa import simulate_mhsa
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3, 4))
+    W = [rng.normal(size=(2, 2, 4)) / 2 for _ in range(3)] + [rng.normal(size=(2, 4, 2)) / 2]
+    toy, rate = (simulate_mhsa(X, *W, neuron=lv, duration=0.3) for lv in ("toy", "rate"))
+    assert toy.level == "toy" and toy.config["neuron"] == "toy"
+    np.testing.assert_array_equal(toy.x_tilde, rate.x_tilde)
+    assert toy.metrics()["x_tilde"]["nrmse"] < 1e-6
 
 
 def test_registry_restored_after_toy():
