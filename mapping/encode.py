@@ -245,7 +245,7 @@ def encode(
     rho_h = np.full(H, gains.rho_l23) if op is None else op.rho
     ctx = dict(u=u, xb=xb, v0=v0, onoff=onoff, weights=weights, rho_l23=rho_h, tau_syn=params.tau_syn,
                tau_int=params.tau_int,
-               R_set=R_set, timing=timing)
+               R_set=R_set, timing=timing, phi=phi, input_range=rng)
     # the head's attention area (a registered part, ctmhsa.circuits.parts): also the weights onto L5 PT
     gains, R_set = get_part(meta.circuit).values(circuit, vals, gains, ctx)
 
@@ -281,8 +281,8 @@ def encode(
     consts = dict(u=u, R_set=R_set, a=ctx.get("n_keys"), v0=v0, s0=s0, x0=x0, xb=xb,
                   gains={**gains.to_dict(), "rho_l23": rho_h[:, None]},
                   onoff=onoff, normalize="interneuron" in pops, phi=phi, operating=op, input_range=rng)
-    if timing is not None:
-        consts["timing"] = dict(timing)
+    if timing is not None:   # (a stream part may add what its decoding needs: the memory's scale)
+        consts["timing"] = dict(ctx["timing"])
     return Encoding(vals, codes, consts)
 
 

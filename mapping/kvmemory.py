@@ -37,7 +37,7 @@ from .operating import check_division, expected_drive, set_points
 from ctmhsa.maths.reference import FEATURE_MAPS
 from ctmhsa.maths.reference import memory_attention
 
-__all__ = ["READ_SETTLE", "read_lag", "forget_factor", "horizon", "integrator_constants", "stream_drive", "stream_tables",
+__all__ = ["READ_SETTLE", "read_lag", "forget_factor", "horizon", "memory_scale", "integrator_constants", "stream_drive", "stream_tables",
            "reference_stages", "to_stream", "token_times"]
 
 # The gate relay fires at 1/dt while the write window is open (0 otherwise) and its synapses weigh
@@ -58,6 +58,38 @@ def horizon(forget: float, tokens: int) -> float:
     return float(np.sum(float(forget) ** np.arange(int(tokens))))
 
 
+SCALE_SAMPLES = 512
+"""Tokens drawn from the declared range (a fixed seed) to estimate :func:`memory_scale`."""
+
+
+def memory_scale(weights, input_range, phi: str, forget: float, tokens: int, de: int,
+                 samples: int = SCALE_SAMPLES) -> float:
+    """``s``: how many tokens' worth of one token's product ``v φ(k)ᵀ`` the memory holds, in
+    root mean square, after a stream of ``tokens`` independent tokens drawn from the declared
+    range (:func:`ctmhsa.maths.inputs.sample_tokens`, seed 2: the weights and the range, never
+    the tokens shown). With ``μ`` the mean product and ``E‖p‖²`` its mean square (over heads),
+    ``s² = (h² ‖μ‖² + h₂ (E‖p‖² − ‖μ‖²)) / E‖p‖²``, ``h = Σ λ^j`` (:func:`horizon`),
+    ``h₂ = Σ λ^{2j}``: between ``√h₂`` (products of random sign, which add as a random walk)
+    and ``h`` (products that all agree, the worst case).
+
+    The unnormalised memory holds ``M / s`` and its read-out encodes ``ṽ / s``, so that a
+    random stream keeps its cells at the rates of one token whatever its length; a stream
+    whose products agree reads up to ``h / s`` higher (``√T`` at λ = 1 for zero-mean products),
+    which the operating report flags where a cell saturates."""
+    from ctmhsa.maths.inputs import sample_tokens
+
+    x = sample_tokens(input_range, de, (int(samples),), seed=2)                 # (S, de)
+    f = FEATURE_MAPS[phi][0]
+    prod = np.einsum("hce,se->shc", weights.WV, x)[..., :, None] * f(np.einsum("hfe,se->shf", weights.WK, x))[..., None, :]
+    mean_sq = float(np.mean(np.sum(prod ** 2, axis=(1, 2, 3))))
+    sq_mean = float(np.sum(prod.mean(axis=0) ** 2))
+    lam = float(forget) ** np.arange(int(tokens))
+    h, h2 = float(lam.sum()), float(np.sum(lam ** 2))
+    if mean_sq <= 0:
+        return h
+    return float(np.sqrt((h * h * sq_mean + h2 * max(mean_sq - sq_mean, 0.0)) / mean_sq))
+
+
 def integrator_constants(forget: float, dt: float, window: float = WRITE_WINDOW) -> dict:
     """The memory cells' ``leak`` (Hz) and write time ``tau_w`` (s) for forward Euler steps of
     ``dt`` in a write window (module docstring): exact in the discrete time the circuit runs in."""
@@ -76,17 +108,23 @@ def _stream_memory(circuit, vals, gains, ctx):
                          "forgetting (ctmhsa.sims.build_mhsa gives them)")
     gains, R_set = _key_value_memory(circuit, vals, gains, ctx)
     const = integrator_constants(timing["forget"], timing["dt"])
+    normalised = "interneuron" in circuit.populations
     h = horizon(timing["forget"], timing["tokens"])
+    # the memory's units: M / s unnormalised (its RMS over a random stream of the declared range,
+    # memory_scale), M / h and z / h normalised (the division's range spans the whole horizon)
+    s = h if normalised else memory_scale(ctx["weights"], ctx["input_range"], ctx["phi"], timing["forget"],
+                                          timing["tokens"], circuit.meta.de)
+    ctx["timing"] = dict(timing, scale=s)   # for decoding (Encoding.consts["timing"])
     for z in ("", "_z"):
         if f"memory{z}" in circuit.populations:
             vals.params[f"memory{z}"] = dict(const, rho=gains.rho_memory, tau_gate=timing["dt"])
             vals.weights[f"recall{z}"] = timing["forget"] * vals.weights[f"recall{z}"]   # λ M_{t-1}
             vals.weights[f"gate{z}"] = timing["dt"]
-            vals.weights[f"write{z}"] = vals.weights[f"write{z}"] / h                  # M / h
+            vals.weights[f"write{z}"] = vals.weights[f"write{z}"] / s                  # M / s
             vals.weights[f"bypass{z}"] = vals.weights[f"write{z}"]   # the current product, in the memory's units
-    if "interneuron" not in circuit.populations:   # Σ_f readout = rho_l23 ṽ / h, ṽ sums h tokens' worth
-        R_set = R_set / h
-        gains = replace(gains, rho_pt=gains.rho_pt / h, rho_out=gains.rho_out / h)
+    if not normalised:   # Σ_f readout = rho_l23 ṽ / s, ṽ sums s tokens' worth
+        R_set = R_set / s
+        gains = replace(gains, rho_pt=gains.rho_pt / s, rho_out=gains.rho_out / s)
     if "l5pt" in circuit.populations:
         vals.weights["readout_pt"] = ctx["u"] / R_set
     vals.params["nucleus_gate"] = {"r_in": 0.0}
@@ -101,16 +139,39 @@ def _decode_stream_memory(circuit, encoding, obs):
     st = _decode_key_value_memory(circuit, encoding, obs)
     pops, g, timing = circuit.populations, encoding.consts["gains"], encoding.consts["timing"]
     lam, h = timing["forget"], horizon(timing["forget"], timing["tokens"])
-    st["S"] = lam * h * st["S"] + signed_rate(pops["outer"], obs["outer"]["r"])[:, 0] / g["rho_outer"]
+    st["S"] = lam * timing.get("scale", h) * st["S"] + signed_rate(pops["outer"], obs["outer"]["r"])[:, 0] / g["rho_outer"]
     if "memory_z" in pops:
         st["z"] = lam * h * st["z"] + per_dimension(pops["outer_z"], obs["outer_z"]["r"])[:, 0] / g["rho_outer"]
         st["Z"] = h * st["Z"]   # 1 + g = rho_l23 Z / (h R_set)
     return st
 
 
-# the operating range and noise: as the linear circuit's at one token slot
-for _hook in ("pool_cells", "pooled_drive", "noise"):
+# the operating range: as the linear circuit's at one token slot
+for _hook in ("pool_cells", "pooled_drive"):
     register_hook("memory", _hook)(get_part("linear").hooks[_hook])
+
+
+@register_hook("memory", "noise")
+def _stream_memory_noise(circuit, c, obs, fano, T, stages, f, df, out, weights=None):
+    """The linear circuit's count noise at one token slot (:func:`ctmhsa.mapping.noise`), with
+    the integrators' counts in the memory's units: L5 reads ``λ M_{t-1}`` from integrators that
+    hold it divided by the memory's scale (``s``, or ``h`` normalised), so their count variance
+    enters S, z and ṽ times ``(λ s)²``, where the linear circuit's memory of one token enters once."""
+    get_part("linear").hooks["noise"](circuit, c, obs, fano, T, stages, f, df, out, weights)
+    timing, g, pops = c["timing"], c["gains"], circuit.populations
+    a2 = (timing["forget"] * timing.get("scale", horizon(timing["forget"], timing["tokens"]))) ** 2
+    extra = {}
+    for z in ("", "_z"):
+        if f"memory{z}" in pops:
+            p = pops[f"memory{z}"]
+            extra[z] = (a2 - 1.0) * noise._rate_var(p, obs[f"memory{z}"], fano[f"memory{z}"], T) / g["rho_memory"] ** 2
+    out["S"] = out["S"] + extra[""]
+    if "_z" in extra:
+        out["z"] = out["z"] + extra["_z"]
+    if "l5pt" in pops:   # ṽ_c = Σ_f φ(q_f) S_fc / Z
+        Z = stages["Z"] if "_z" in extra else np.ones(stages["q"].shape[:2])
+        w = f(stages["q"]) / Z[..., None]
+        out["v_tilde"] = out["v_tilde"] + np.einsum("hnf,hfc->hnc", w ** 2, extra[""])
 
 
 def stream_drive(circuit, weights, input_range, phi: str, gains, forget: float, tokens: int) -> np.ndarray:
@@ -233,3 +294,32 @@ def _memory_reference(arrays: dict, phi: str, causal: bool, normalize: bool, for
     """The memory circuit's reference (:meth:`ctmhsa.circuits.parts.Part.reference`): every
     stage per token (causal by construction)."""
     return reference_stages(**arrays, forget=forget, normalize=normalize, phi=phi)
+
+
+@register_hook("memory", "carried_noise")
+def _carried_write_noise(circuit, encoding, snaps: list, per: list, fano: dict, weights, phi: str) -> None:
+    """The write cells' count noise that the integrators carry from token to token, added in
+    place to every presentation's noise variances (``per[t]["noise"]``; the read-out's own floor
+    counts only the spikes of its window). Token t's write integrates the write cells' spikes
+    over the gate's window ``WRITE_WINDOW`` (their rates those of token t's window: the relays
+    still show it), a variance ``w_t`` per memory entry in the products' units; the memory keeps
+    ``V_t = λ² V_{t-1} + w_t``, and token t reads ``λ M_{t-1}``: ``λ² V_{t-1}`` on S, through
+    ``φ(q_t)`` (over ``Z``) on ṽ, through ``W_O`` on x̃. Fano factors as the window's
+    (:func:`ctmhsa.mapping.noise.stage_noise_variance`)."""
+    pops, c = circuit.populations, encoding.consts
+    g, lam = c["gains"], c["timing"]["forget"]
+    f = FEATURE_MAPS[phi][0]
+    V = 0.0
+    for snap, p in zip(snaps, per):
+        nv, st = p["noise"], p["stages"]
+        if np.ndim(V):
+            carried = lam ** 2 * V                                              # (H, dk, dv)
+            nv["S"] = nv["S"] + carried
+            w = f(st["q"]) / (st["Z"][..., None] if "Z" in st and "memory_z" in pops else 1.0)
+            vt = np.einsum("hnf,hfc->hnc", w ** 2, carried)
+            nv["v_tilde"] = nv["v_tilde"] + vt
+            if "x_tilde" in nv:
+                nv["x_tilde"] = nv["x_tilde"] + np.einsum("hec,hnc->ne", np.asarray(weights.WO) ** 2, vt)
+        fw = noise._resolved_fano(circuit, snap, fano, WRITE_WINDOW)
+        V = lam ** 2 * V + noise._rate_var(pops["outer"], snap["outer"], fw["outer"], WRITE_WINDOW)[:, 0] \
+            / g["rho_outer"] ** 2

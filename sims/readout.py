@@ -76,6 +76,14 @@ def _compared(ref: dict, o) -> dict:
     return {k: ref[k] for k in keys if o.normalize or k not in ("Z", "z")}
 
 
+def _carried_noise(circuit: str):
+    """The area's ``carried_noise`` job (count noise a stream's state carries between
+    presentations, :mod:`ctmhsa.mapping.kvmemory`), or ``None`` where it has none."""
+    part = get_area(circuit)
+    fn = part.hooks.get("carried_noise") or getattr(part, "carried_noise", None)
+    return fn if callable(fn) else None
+
+
 def _one_token(res: SimulationResult) -> SimulationResult:
     """The memory circuit's result on its stream's grid: every stage's token slot (a one-token
     set per presentation) dropped, ``x_tilde`` and ``reference`` of shape ``(T, de)``."""
@@ -176,6 +184,10 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
         violations += [f"presentation {k}: {v}" for v in op["violations"]]
         per.append(dict(stages=st, noise=nv, operating=op, range=range_report(circuit, snap, max_rate),
                         rates=_rates(circuit, snap)))
+
+    carried = _carried_noise(o.circuit) if o.spiking else None
+    if carried is not None:   # noise a stream area carries from one presentation to the next
+        carried(circuit, enc, [snap for _, snap in obs.snapshots], per, own_fano, x.block, o.phi)
 
     def stack(key):
         names = set.intersection(*(set(p[key]) for p in per)) if per else set()

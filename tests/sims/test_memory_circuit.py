@@ -267,3 +267,53 @@ def test_the_memory_circuit_compiled_spikes_as_the_runtime_one():
     a, b = _on_both_devices("escape", presentation=0.2, seed=3)
     for st in a.stages:
         np.testing.assert_allclose(b.stages[st], a.stages[st], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.codegen_independent
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), T=st.integers(1, 64), H=st.integers(1, 3), dk=st.integers(1, 5),
+       dv=st.integers(1, 5), de=st.integers(1, 6), lam=st.floats(0.3, 1.0), mean=st.floats(-2, 2))
+def test_memory_scale_lies_between_a_random_walk_and_the_worst_case(seed, T, H, dk, dv, de, lam, mean):
+    """The unnormalised memory's units: ``√Σλ^{2j} <= s <= Σλ^j``, from the weights and the
+    declared range only (the same for any tokens of the range)."""
+    from ctmhsa.mapping.kvmemory import memory_scale
+    from ctmhsa.maths.inputs import InputRange
+    from ctmhsa.maths.model import Block
+
+    X, _, W = _problem(seed, 2, H, dk, dv, de)
+    rng = InputRange(norm=3.0 * np.sqrt(de) + abs(mean) * np.sqrt(de), mean=mean)
+    s = memory_scale(Block.from_arrays(*W), rng, "elu1", lam, T, de)
+    lam_j = lam ** np.arange(T)
+    assert np.sqrt(np.sum(lam_j ** 2)) * (1 - 1e-12) <= s <= lam_j.sum() * (1 + 1e-12)
+
+
+@pytest.mark.codegen_independent
+def test_memory_scale_reaches_the_worst_case_for_agreeing_products():
+    """Tokens of one sign along the only dimension, keys and values fixed in sign: every
+    product agrees, so the memory adds up as ``h = T``; zero-mean values add as a random walk."""
+    from ctmhsa.mapping.kvmemory import memory_scale
+    from ctmhsa.maths.inputs import InputRange
+    from ctmhsa.maths.model import Block
+
+    W = [np.ones((1, 1, 1)), np.ones((1, 1, 1)), np.ones((1, 1, 1)), np.ones((1, 1, 1))]
+    agree = memory_scale(Block.from_arrays(*W), InputRange(norm=6.0, mean=3.0, std=1e-9), "elu1", 1.0, 16, 1)
+    walk = memory_scale(Block.from_arrays(*W), InputRange(norm=6.0, mean=0.0, std=1.0), "elu1", 1.0, 16, 1)
+    assert agree == pytest.approx(16.0, rel=1e-6)
+    assert 4.0 <= walk < 16.0
+
+
+@pytest.mark.brian2
+def test_escape_floor_carries_the_writes_noise(monkeypatch):
+    """Each write's spike-count noise stays in the integrators: token t's floors on S, ṽ and x̃
+    exceed those of its read-out window alone by the writes before it (none for token 0)."""
+    from ctmhsa.circuits.parts import get_part
+
+    X, _, W = _problem(2, T=3, H=1, dk=2, dv=2, de=3)
+    kw = dict(Y=None, circuit="memory", neuron="escape", codegen="numpy", seed=4, presentation=0.2)
+    with_carry = simulate_mhsa(X, *W, **kw).noise_variance
+    monkeypatch.delitem(get_part("memory").hooks, "carried_noise")
+    window_only = simulate_mhsa(X, *W, **kw).noise_variance
+    for stage in ("S", "v_tilde", "x_tilde"):
+        np.testing.assert_array_equal(with_carry[stage][0], window_only[stage][0])
+        later, alone = with_carry[stage][1:], window_only[stage][1:]
+        assert np.all(later >= alone) and later.sum() > alone.sum(), stage
