@@ -326,10 +326,6 @@ class StreamMemory(Part):
     levels = ("rate", "escape")
 
     def check_options(self, co):
-        if co.spiking and co.normalize:
-            raise ValueError("normalize: the memory circuit's normalised variant is built at the rate level in this "
-                             "release (its escape-level division is not measured); use normalize=False or "
-                             "neuron='rate'")
         for name, ok, why in (
                 ("law", "product", "its L5 read-out cells multiply"),
                 ("signed", "onoff", "its signed streams use the on/off code"),

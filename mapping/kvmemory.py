@@ -309,17 +309,28 @@ def _carried_write_noise(circuit, encoding, snaps: list, per: list, fano: dict, 
     pops, c = circuit.populations, encoding.consts
     g, lam = c["gains"], c["timing"]["forget"]
     f = FEATURE_MAPS[phi][0]
-    V = 0.0
+    normalised = "memory_z" in pops
+    V, Vz = 0.0, 0.0                                        # carried variances of M (H, dk, dv) and z (H, dk)
     for snap, p in zip(snaps, per):
         nv, st = p["noise"], p["stages"]
         if np.ndim(V):
-            carried = lam ** 2 * V                                              # (H, dk, dv)
+            carried = lam ** 2 * V
             nv["S"] = nv["S"] + carried
-            w = f(st["q"]) / (st["Z"][..., None] if "Z" in st and "memory_z" in pops else 1.0)
+            w = f(st["q"]) / (st["Z"][..., None] if normalised else 1.0)   # (H, n, dk)
             vt = np.einsum("hnf,hfc->hnc", w ** 2, carried)
+            if normalised:   # δṽ = Σ_f φ(q_f) (δS_fc − ṽ_c δz_f) / Z; Z = Σ_f φ(q_f) z_f
+                carried_z = lam ** 2 * Vz
+                nv["z"] = nv["z"] + carried_z
+                nv["Z"] = nv["Z"] + np.einsum("hnf,hf->hn", f(st["q"]) ** 2, carried_z)
+                vt = vt + st["v_tilde"] ** 2 * np.einsum("hnf,hf->hn", w ** 2, carried_z)[..., None]
             nv["v_tilde"] = nv["v_tilde"] + vt
             if "x_tilde" in nv:
                 nv["x_tilde"] = nv["x_tilde"] + np.einsum("hec,hnc->ne", np.asarray(weights.WO) ** 2, vt)
         fw = noise._resolved_fano(circuit, snap, fano, WRITE_WINDOW)
-        V = lam ** 2 * V + noise._rate_var(pops["outer"], snap["outer"], fw["outer"], WRITE_WINDOW)[:, 0] \
-            / g["rho_outer"] ** 2
+
+        def write(pop):   # one write's variance per entry, in the products' units
+            return noise._rate_var(pops[pop], snap[pop], fw[pop], WRITE_WINDOW)[:, 0] / g["rho_outer"] ** 2
+
+        V = lam ** 2 * V + write("outer")
+        if normalised:
+            Vz = lam ** 2 * Vz + write("outer_z")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ctmhsa.circuits import dale
-from ctmhsa.devices.registry import get_device
+from ctmhsa.devices.registry import DEVICES, get_device
 from ctmhsa.circuits.transformer import model_circuit
 from ctmhsa.mapping.blocks import decode_model, encode_model, model_sizes
 from ctmhsa.mapping.decode import range_report
@@ -44,7 +44,7 @@ from .result import stage_metrics
 from .runners import RuntimeRunner, runner_for
 
 __all__ = ["simulate_model", "ModelResult", "MODEL_WARMUP_PER_BLOCK", "MODEL_COPIES", "RATE_TIME_PER_BLOCK",
-           "MODEL_LAG_FRACTION", "MODEL_DEVICES"]
+           "MODEL_LAG_FRACTION", "MODEL_DEVICES", "model_devices"]
 
 MODEL_WARMUP_PER_BLOCK = 0.25
 """Warm-up per block (s) at the spiking levels: each block adds about eight cell stages of
@@ -63,9 +63,18 @@ MODEL_LAG_FRACTION = 0.5
 """A stream's decoding window starts this fraction of each presentation after its start."""
 
 MODEL_DEVICES = ("runtime", "cpp_standalone")
-"""Devices a model runs on. On ``cpp_standalone`` one project is compiled per model shape (sizes,
-level, cells, dt, the presentation's timing); tokens, weights and the seed are run arguments, and
-a stream's windows are read after the run (:class:`ctmhsa.devices.standalone.StreamRead`)."""
+"""The shipped devices a model runs on (:func:`model_devices`: every registered one that runs in
+this process, or compiles a project that takes its inputs as run arguments). On
+``cpp_standalone`` one project is compiled per model shape (sizes, level, cells, dt, the
+presentation's timing); tokens, weights and the seed are run arguments, and a stream's windows
+are read after the run (:class:`ctmhsa.devices.standalone.StreamRead`)."""
+
+
+def model_devices() -> tuple:
+    """The registered devices a model runs on, from their facts: a device that runs in this
+    process, or one whose compiled project takes tokens, weights and a stream's table as run
+    arguments (``cuda_standalone`` compiles seed and run length in: not one)."""
+    return tuple(name for name in DEVICES if not get_device(name).compiles or get_device(name).run_args)
 
 SETTLED = 1e-4
 """Largest relative change of the rate-level output over the last 10 % of a run before
@@ -361,8 +370,8 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         ro = ro.replace(duration=RATE_TIME_PER_BLOCK * model.n_blocks)
     ro = ro.resolved(co.neuron)
     check_run(co, ro, blocks=model.n_blocks)   # dt, the window, a presentation of the model's depth
-    if ro.device not in MODEL_DEVICES:
-        raise ValueError(f"device: a model runs on {' or '.join(map(repr, MODEL_DEVICES))}, got {ro.device!r}")
+    if ro.device not in model_devices():
+        raise ValueError(f"device: a model runs on {' or '.join(map(repr, model_devices()))}, got {ro.device!r}")
     # the rate level's settling check on a compiled device: one set as a stream of one
     # presentation, its state sampled at 90 % and at the end (read after the run)
     one = not stream and not co.spiking and get_device(ro.device).compiles

@@ -34,6 +34,7 @@ BENCHMARKS = {
     "levels": "ctmhsa.sims.benchmarks.levels",
     "dale": "ctmhsa.sims.benchmarks.dale",
     "memory": "ctmhsa.sims.benchmarks.memory",
+    "stream": "ctmhsa.sims.benchmarks.stream",
 }
 
 

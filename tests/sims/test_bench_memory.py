@@ -110,3 +110,22 @@ def test_the_figure_draws_from_a_json_alone(tmp_path):
     png = draw(str(path))
     assert png == str(tmp_path / "m.png") and (tmp_path / "m.png").stat().st_size > 10_000
     assert "QUICK" in (tmp_path / "m.txt").read_text()
+
+
+@pytest.mark.brian2
+def test_bench_stream_writes_its_rows(tmp_path, capsys):
+    """``ctmhsa bench stream`` at the rate level on a short stream: one row per copies x write
+    gain, x̃ exact, the per-token errors and rates in the JSON."""
+    import json
+
+    from ctmhsa.sims.cli import main
+
+    out = tmp_path / "stream.json"
+    assert main(["bench", "stream", "--neuron", "rate", "--T", "3", "--P", "1", "--rho-outer", "20", "40",
+                 "--presentation", "0.3", "--codegen", "numpy", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [(r["P"], r["rho_outer"]) for r in doc["rows"]] == [(1, 20.0), (1, 40.0)]
+    for r in doc["rows"]:
+        assert r["nrmse"] < 1e-5 and len(r["per_token"]) == 3 and r["floor"] == 0.0 and r["neurons"] > 0
+        assert set(r["rates"]) == {"outer", "memory", "readout", "l5pt", "nucleus2"}
+    assert "target: x̃ NRMSE <= 0.1" in capsys.readouterr().out

@@ -116,7 +116,6 @@ def test_neurons_per_head_do_not_grow_with_the_stream():
     (dict(neuron="lif"), "neuron"),
     (dict(law="co4"), "law"),
     (dict(neuron="lif"), "neuron: the memory circuit is built at the rate and escape levels"),
-    (dict(neuron="escape", normalize=True), "normalize: the memory circuit's normalised variant"),
     (dict(WS=np.zeros((2, 3, 4))), "WS"),
     (dict(WQ=np.zeros((2, 3, 5))), "WQ"),
     (dict(Y=np.zeros((3, 1, 4))), "Y: the memory circuit takes a stream of tokens"),
@@ -303,17 +302,19 @@ def test_memory_scale_reaches_the_worst_case_for_agreeing_products():
 
 
 @pytest.mark.brian2
-def test_escape_floor_carries_the_writes_noise(monkeypatch):
-    """Each write's spike-count noise stays in the integrators: token t's floors on S, ṽ and x̃
-    exceed those of its read-out window alone by the writes before it (none for token 0)."""
+@pytest.mark.parametrize("normalize", [False, True])
+def test_escape_floor_carries_the_writes_noise(monkeypatch, normalize):
+    """Each write's spike-count noise stays in the integrators: token t's floors on S (z, Z), ṽ
+    and x̃ exceed those of its read-out window alone by the writes before it (none for token 0)."""
     from ctmhsa.circuits.parts import get_part
 
     X, _, W = _problem(2, T=3, H=1, dk=2, dv=2, de=3)
-    kw = dict(Y=None, circuit="memory", neuron="escape", codegen="numpy", seed=4, presentation=0.2)
+    kw = dict(Y=None, circuit="memory", neuron="escape", codegen="numpy", seed=4, presentation=0.2,
+              normalize=normalize)
     with_carry = simulate_mhsa(X, *W, **kw).noise_variance
     monkeypatch.delitem(get_part("memory").hooks, "carried_noise")
     window_only = simulate_mhsa(X, *W, **kw).noise_variance
-    for stage in ("S", "v_tilde", "x_tilde"):
+    for stage in ("S", "v_tilde", "x_tilde") + (("z", "Z") if normalize else ()):
         np.testing.assert_array_equal(with_carry[stage][0], window_only[stage][0])
         later, alone = with_carry[stage][1:], window_only[stage][1:]
         assert np.all(later >= alone) and later.sum() > alone.sum(), stage
