@@ -31,6 +31,14 @@ Key                       Shape              Presence  Meaning
 ``readout.b``             ``(classes,)``     optional  readout bias (absent: zero; needs ``readout.W``)
 ``embed.W``               ``(de, p)``        optional  input embedding, ``x_i = embed.W @ u_i + embed.pos[i]``
 ``embed.pos``             ``(n, de)``        optional  positional embedding of ``n`` tokens (needs ``embed.W``)
+``memory.causal``         ``()``             optional  1: every block's attention is the causal key-value memory
+                                                       over a sequence, one token per step (absent or 0: linear
+                                                       attention over a token set)
+``memory.forget``         ``()``             optional  λ in (0, 1] kept per token (causal only; absent: 1)
+``memory.normalize``      ``()``             optional  1: the memory's normalised read-out (causal only; absent:
+                                                       0, the revised paper's unnormalised memory)
+``vocab``                 ``(classes,)``     optional  Unicode code points of the classes' characters: a
+                                                       language model (needs ``readout.W``; its inputs one-hot)
 ========================  =================  ========  ====================================================
 
 A block's MLP keys come all four together or not at all. Any other key, a missing required key,
@@ -71,6 +79,7 @@ _MLP = (("W1", ("dh", "de")), ("b1", ("dh",)), ("W2", ("de", "dh")), ("b2", ("de
 _READOUT = (("W", ("classes", "de")), ("b", ("classes",)))
 _EMBED = (("W", ("de", "p")), ("pos", ("n", "de")))
 _ATTN_REQUIRED = ("WQ", "WK", "WV", "WO")
+_MEMORY_KEYS = ("memory.causal", "memory.forget", "memory.normalize")
 _BIASES = ("bq", "bk", "bv", "bo")
 _BLOCK_KEY = re.compile(r"blocks\.(0|[1-9][0-9]*)\.(attn|mlp)\.(\w+)")   # no leading zeros: one key per array
 
@@ -286,6 +295,19 @@ class Model:
         A label (``load_model`` sets the file's stem).
     source : str
         The file read, if any.
+    causal : bool
+        Every block's attention is the causal key-value memory over a sequence, one token per
+        step (:func:`ctmhsa.maths.reference.memory_attention`; the revised paper's circuit) and the
+        read-out gives logits per token; ``False``: linear attention over a token set, the
+        read-out of the tokens' mean.
+    forget : float
+        λ in (0, 1] the memory keeps per token (causal models; 1: nothing is forgotten).
+    normalize : bool or None
+        The memory's normalised read-out (causal models; ``None``: unnormalised). A token set's
+        attention is normalised (``None`` or ``True``).
+    vocab : str or None
+        A language model's characters: class ``c`` is ``vocab[c]``; its inputs are one-hot rows
+        ``(T, len(vocab))`` (``embed_W`` of shape ``(de, len(vocab))``).
 
     Raises
     ------
@@ -303,6 +325,10 @@ class Model:
     embed_pos: np.ndarray | None = None
     name: str = ""
     source: str = ""
+    causal: bool = False
+    forget: float = 1.0
+    normalize: bool | None = None
+    vocab: str | None = None
 
     def __post_init__(self):
         if isinstance(self.blocks, Block) or not isinstance(self.blocks, (tuple, list)):
@@ -331,6 +357,44 @@ class Model:
                       lambda k: f"embed_{k}", de)
         for k, a in arrays.items():
             object.__setattr__(self, k, a)
+        self._check_memory()
+        self._check_vocab()
+
+    def _check_memory(self) -> None:
+        if not isinstance(self.causal, (bool, np.bool_)):
+            raise TypeError(f"causal: expected True or False, got {self.causal!r}")
+        forget = float(self.forget) if isinstance(self.forget, (int, float, np.floating, np.integer)) \
+            and not isinstance(self.forget, bool) else float("nan")
+        if not 0.0 < forget <= 1.0:
+            raise ValueError(f"forget: expected λ in (0, 1], got {self.forget!r}")
+        if self.normalize is not None and not isinstance(self.normalize, (bool, np.bool_)):
+            raise TypeError(f"normalize: expected True, False or None, got {self.normalize!r}")
+        if not self.causal:
+            if forget != 1.0:
+                raise ValueError(f"forget: {forget} applies to a causal model's memory (causal=True)")
+            if self.normalize is False:
+                raise ValueError("normalize: a token set's attention is normalised; False applies to a causal "
+                                 "model's memory (causal=True)")
+        elif self.embed_pos is not None:
+            raise ValueError("embed_pos: a causal model reads a sequence of any length, one token per step; "
+                             "positional embeddings of a fixed n do not apply")
+        object.__setattr__(self, "causal", bool(self.causal))
+        object.__setattr__(self, "forget", forget)
+        object.__setattr__(self, "normalize", bool(self.normalize) if self.causal else True)
+
+    def _check_vocab(self) -> None:
+        if self.vocab is None:
+            return
+        if not isinstance(self.vocab, str) or not self.vocab:
+            raise TypeError(f"vocab: expected a non-empty string of the classes' characters, got {self.vocab!r}")
+        if len(set(self.vocab)) != len(self.vocab):
+            raise ValueError("vocab: a character appears twice")
+        if self.readout_W is None or self.readout_W.shape[0] != len(self.vocab):
+            got = "no readout" if self.readout_W is None else f"{self.readout_W.shape[0]} classes"
+            raise ValueError(f"vocab: {len(self.vocab)} characters need a readout of as many classes; got {got}")
+        if self.embed_W is not None and self.embed_W.shape[1] != len(self.vocab):
+            raise ValueError(f"vocab: {len(self.vocab)} characters need one-hot inputs of as many entries; "
+                             f"embed.W takes p = {self.embed_W.shape[1]}")
 
     def __repr__(self) -> str:       # the dataclass repr would print every weight
         parts = [f"name={self.name!r}", f"blocks={self.n_blocks}", f"de={self.de}", f"H={self.H}",
@@ -340,6 +404,10 @@ class Model:
             parts.append(f"classes={self.readout_W.shape[0]}")
         if self.embed_W is not None:
             parts.append(f"p={self.embed_W.shape[1]}")
+        if self.causal:
+            parts.append(f"causal=True, forget={self.forget:g}, normalize={self.normalize}")
+        if self.vocab is not None:
+            parts.append(f"vocab={len(self.vocab)} characters")
         if self.source:
             parts.append(f"source={self.source!r}")
         return f"Model({', '.join(parts)})"
@@ -424,6 +492,14 @@ class Model:
             out["embed.W"] = self.embed_W
             if self.embed_pos is not None:
                 out["embed.pos"] = self.embed_pos
+        if self.causal:
+            out["memory.causal"] = np.array(1.0)
+            if self.forget != 1.0:
+                out["memory.forget"] = np.array(self.forget)
+            if self.normalize:
+                out["memory.normalize"] = np.array(1.0)
+        if self.vocab is not None:
+            out["vocab"] = np.array([ord(ch) for ch in self.vocab], float)
         return out
 
     def save(self, path) -> str:
@@ -524,12 +600,12 @@ class Model:
             m = _BLOCK_KEY.fullmatch(key) if isinstance(key, str) else None
             if m and m.group(3) in known[m.group(2)]:
                 blocks.setdefault(int(m.group(1)), {"attn": {}, "mlp": {}})[m.group(2)][m.group(3)] = state[key]
-            elif key not in ("readout.W", "readout.b", "embed.W", "embed.pos"):
+            elif key not in ("readout.W", "readout.b", "embed.W", "embed.pos", *_MEMORY_KEYS, "vocab"):
                 unknown.append(key)
         if unknown:
             raise ValueError(f"state: unknown key(s) {sorted(map(str, unknown))}; a model file holds "
                              "blocks.{l}.attn.{WQ,WK,WV,WO,WS,bq,bk,bv,bo}, blocks.{l}.mlp.{W1,b1,W2,b2}, "
-                             "readout.{W,b} and embed.{W,pos}")
+                             "readout.{W,b}, embed.{W,pos}, memory.{causal,forget,normalize} and vocab")
         if not blocks:
             raise ValueError("state: no block; a model file needs at least blocks.0.attn.WQ, WK, WV and WO")
         numbers = sorted(blocks)
@@ -568,6 +644,7 @@ class Model:
                              lambda k, g=group: f"{g}.{k}")
             _check_shapes(arrays, spec, lambda k, g=group: f"{g}.{k}", de)
             extra.update({f"{group}_{k}": a for k, a in arrays.items()})
+        extra.update(_memory_fields(state))
         return cls(blocks=tuple(out), name=name, source=source, **extra)
 
     def embed(self, inputs) -> np.ndarray:
@@ -610,6 +687,43 @@ def _attention(arrays: dict, bound: dict, layer: int, source: str, keys: dict) -
     return AttentionWeights(WQ=arrays["WQ"], WK=arrays["WK"], WV=arrays["WV"], WO=arrays["WO"], **biases,
                             layout=LAYOUT, layer=layer, heads=tuple(range(H)), n_heads=H, source=source,
                             keys=keys)
+
+
+def _scalar(state: Mapping, key: str) -> float:
+    a = _float(key, state[key])
+    if a.size != 1 or a.ndim > 1:     # (some readers store a scalar as shape (1,))
+        raise ValueError(f"{key}: expected a scalar (shape ()), got shape {a.shape}")
+    return float(a.reshape(()))
+
+
+def _flag(state: Mapping, key: str) -> bool | None:
+    if key not in state:
+        return None
+    v = _scalar(state, key)
+    if v not in (0.0, 1.0):
+        raise ValueError(f"{key}: expected 0 or 1, got {v!r}")
+    return bool(v)
+
+
+def _memory_fields(state: Mapping) -> dict:
+    """The ``memory.*`` and ``vocab`` keys of a model file as :class:`Model` fields."""
+    out = {}
+    causal = _flag(state, "memory.causal")
+    if causal is not None:
+        out["causal"] = causal
+    for key in ("memory.forget", "memory.normalize"):
+        if key in state and not causal:
+            raise ValueError(f"{key}: applies to a causal model (memory.causal = 1)")
+    if "memory.forget" in state:
+        out["forget"] = _scalar(state, "memory.forget")
+    if "memory.normalize" in state:
+        out["normalize"] = _flag(state, "memory.normalize")
+    if "vocab" in state:
+        codes = _float("vocab", state["vocab"])
+        if codes.ndim != 1 or np.any(codes != np.round(codes)) or np.any(codes < 0) or np.any(codes > 0x10FFFF):
+            raise ValueError("vocab: expected a vector of Unicode code points (integers 0 to 0x10FFFF)")
+        out["vocab"] = "".join(chr(int(c)) for c in codes)
+    return out
 
 
 def _file_mode(path: str) -> int:

@@ -11,6 +11,11 @@ After the last block, where the model has a read-out, ``logits = R N(mean_i X_i)
 With an input embedding (``embed.W``), ``X`` is the raw input ``(n, p)`` and the tokens are
 ``X @ embed.W.T + embed.pos``.
 
+A causal model (``model.causal``) reads a sequence ``X (T, de)``, one token per step: each
+block's attention is the key-value memory of :func:`ctmhsa.maths.reference.memory_attention`
+(λ ``model.forget``, normalised where ``model.normalize``), token t reading the memory of tokens
+``<= t``, and the read-out gives logits per token, ``logits_t = R N(X_t) + c`` (no mean).
+
 This is the reference the circuit of :mod:`ctmhsa.circuits.transformer` is measured against;
 nothing here is used to set a value of that circuit.
 """
@@ -22,7 +27,7 @@ from dataclasses import replace
 import numpy as np
 
 from .model import Model
-from .reference import _as_real_array, linear_mhsa
+from .reference import _as_real_array, linear_mhsa, memory_attention
 from .stages import BLOCK_STAGES
 
 __all__ = ["transformer_forward", "normalise", "tokens_of", "plain_model", "BLOCK_STAGES"]
@@ -86,7 +91,8 @@ def transformer_forward(X, model: Model, phi: str = "elu1", stages: bool = False
     ----------
     X : array, shape (n, de) or (T, n, de)
         Tokens, or a stream of ``T`` token sets; raw inputs ``(n, p)`` / ``(T, n, p)`` where the
-        model has an input embedding. Dimensionless.
+        model has an input embedding. A causal model: one sequence ``(T, de)`` (``(T, p)``),
+        one token per step. Dimensionless.
     model : Model
         Blocks, MLPs and optional read-out (:func:`ctmhsa.load_model`). A block without an MLP
         adds only its attention.
@@ -98,8 +104,8 @@ def transformer_forward(X, model: Model, phi: str = "elu1", stages: bool = False
     Returns
     -------
     dict
-        ``output`` ((T,) n, de): the last block's stream; ``logits`` ((T,) classes) or ``None``
-        without a read-out; ``pooled`` ((T,) de, the token mean the read-out normalises) or
+        ``output`` ((T,) n, de): the last block's stream; ``logits`` ((T,) classes; a causal
+        model's per token, (T, classes)) or ``None`` without a read-out; ``pooled`` ((T,) de, the token mean the read-out normalises) or
         ``None``; with ``stages``, ``blocks``: one dict per block of :data:`BLOCK_STAGES` (and
         ``u``, the unnormalised L2/3 products of ``linear_mhsa``; the
         attention stages as :func:`ctmhsa.maths.reference.linear_mhsa` returns them, ``x_tilde``
@@ -115,10 +121,17 @@ def transformer_forward(X, model: Model, phi: str = "elu1", stages: bool = False
     """
     model = _check_model(model)
     x = tokens_of(model, X)
+    if model.causal and x.ndim != 2:
+        raise ValueError(f"X: a causal model reads one sequence (T, {'p' if model.embed_W is not None else 'de'}), "
+                         f"one token per step; got shape {np.shape(X)}")
     blocks = []
     for l, b in enumerate(model.blocks):
         xn = normalise(x, f"X (block {l} input)")
-        att = linear_mhsa(xn, b.WQ, b.WK, b.WV, b.WO, phi=phi)
+        if model.causal:
+            att = memory_attention(xn, b.WQ, b.WK, b.WV, b.WO, forget=model.forget, normalize=model.normalize,
+                                   phi=phi)
+        else:
+            att = linear_mhsa(xn, b.WQ, b.WK, b.WV, b.WO, phi=phi)
         h = x + att["x_tilde"]
         st = dict(x=x, x_norm=xn, **att, h=h)
         if b.mlp is not None:
@@ -132,7 +145,9 @@ def transformer_forward(X, model: Model, phi: str = "elu1", stages: bool = False
         if stages:
             blocks.append(st)
     out = dict(output=x, logits=None, pooled=None)
-    if model.readout_W is not None:
+    if model.readout_W is not None and model.causal:   # one prediction per token
+        out["logits"] = normalise(x, "output") @ model.readout_W.T + model.readout_b
+    elif model.readout_W is not None:
         pooled = x.mean(axis=-2)
         out["pooled"] = pooled
         out["logits"] = normalise(pooled, "pooled output") @ model.readout_W.T + model.readout_b
