@@ -37,7 +37,7 @@ from .builders import DEFAULT_N_INH, build
 from .graph import Circuit, Population, Projection
 
 __all__ = ["model_circuit", "block_prefix", "stream_source", "block_output", "RELAY_SETS", "CORTICAL",
-           "attention_circuit"]
+           "MEMORY_CORTICAL", "attention_circuit", "relay_sets"]
 
 RELAY_SETS = {"q": "nucleus1", "k": "nucleus1_kv", "v": "nucleus1_v"}
 """The attention's relay sets, by what they carry (core: queries; matrix: keys, values)."""
@@ -64,13 +64,30 @@ CORTICAL = ("l23", "l5it", "l5pt")
 """The attention's spiking cortical populations (copies ``P`` where above 1)."""
 
 
+MEMORY_CORTICAL = ("outer", "outer_z", "memory", "memory_z", "readout", "readout_z", "l5pt")
+"""A causal block's cortical populations (the key-value memory, :mod:`ctmhsa.circuits.kvmemory`)."""
+
+
 def attention_circuit(n: int, de: int, H: int, dk: int, dv: int, n_inh: int = DEFAULT_N_INH,
-                      with_nucleus2: bool = True, P: int = 1) -> Circuit:
+                      with_nucleus2: bool = True, P: int = 1, causal: bool = False,
+                      normalize: bool = True) -> Circuit:
     """The attention pathway of one block, unprefixed (what :func:`ctmhsa.mapping.encode.encode`
     encodes and, without nucleus 2, :func:`ctmhsa.mapping.decode.decode` decodes); ``P`` copies of
-    its cortical cells (:data:`CORTICAL`); its relays and nucleus 2 get theirs in the model."""
+    its cortical cells (:data:`CORTICAL`); its relays and nucleus 2 get theirs in the model. A
+    causal block's is the key-value memory over a stream (``circuit="memory"``, one token slot,
+    ``normalize`` as the model's)."""
+    if causal:
+        names = [k for k in MEMORY_CORTICAL if normalize or not k.endswith("_z")]
+        return build(n, dk, dv, de, H=H, n_inh=n_inh, name="pathway", with_nucleus2=with_nucleus2,
+                     circuit="memory", normalize=normalize, P={k: P for k in names} if P > 1 else 1)
     return build(n, dk, dv, de, H=H, n_inh=n_inh, name="pathway", with_nucleus2=with_nucleus2,
                  P={k: P for k in CORTICAL} if P > 1 else 1)
+
+
+def relay_sets(circuit: Circuit, prefix: str = "") -> dict:
+    """The attention's relay sets a block's circuit has (:data:`RELAY_SETS`; the memory has no
+    values' relays of their own)."""
+    return {what: name for what, name in RELAY_SETS.items() if prefix + name in circuit.populations}
 
 
 def _check_blocks(blocks) -> tuple:
@@ -90,7 +107,7 @@ def _check_blocks(blocks) -> tuple:
 
 
 def model_circuit(n: int, de: int, blocks, classes: int = 0, n_inh: int = DEFAULT_N_INH, P: int = 1,
-                  name: str = "transformer") -> Circuit:
+                  name: str = "transformer", causal: bool = False, normalize: bool = True) -> Circuit:
     """Describe a stack of transformer blocks and its read-out.
 
     Parameters
@@ -112,6 +129,10 @@ def model_circuit(n: int, de: int, blocks, classes: int = 0, n_inh: int = DEFAUL
         source's copies). Interneurons are pools already and keep ``n_inh``.
     name : str
         The circuit's name.
+    causal : bool
+        Every block's attention is the key-value memory over a stream of single tokens
+        (``n = 1``; :mod:`ctmhsa.circuits.kvmemory`, its write gate ``b{l}_nucleus_gate`` a
+        declared timing signal per block), normalised where ``normalize``.
 
     Returns
     -------
@@ -125,10 +146,14 @@ def model_circuit(n: int, de: int, blocks, classes: int = 0, n_inh: int = DEFAUL
     if isinstance(classes, bool) or not isinstance(classes, int) or classes < 0:
         raise ValueError(f"classes: expected an integer >= 0, got {classes!r}")
     blocks = _check_blocks(blocks)
+    if causal and n != 1:
+        raise ValueError(f"n: a causal model's circuit has one token slot (one token per presentation); got n = {n}")
     b0 = blocks[0]
     c = Circuit(name, meta=dict(level="transformer", n=n, m=n, H=b0["H"], dk=b0["dk"], dv=b0["dv"], de=de,
                                 n_inh=n_inh, blocks=tuple(dict(b, prefix=block_prefix(l)) for l, b in enumerate(blocks)),
-                                classes=classes, P={"streams": P} if P > 1 else {}))
+                                classes=classes, P={"streams": P} if P > 1 else {}, causal=bool(causal),
+                                normalize=bool(normalize) if causal else True,
+                                circuit="memory" if causal else "quadratic"))
     stream = ("token", "e", "sign")
 
     def add(name, cell_type, axes, sizes, *args, **kw):   # a stream population, with its copies
@@ -139,7 +164,7 @@ def model_circuit(n: int, de: int, blocks, classes: int = 0, n_inh: int = DEFAUL
     add("input", "relay", stream, (n, de, 2), area="thalamus", role="input_relay")
     for l, b in enumerate(blocks):
         p = block_prefix(l)
-        sub = attention_circuit(n, de, b["H"], b["dk"], b["dv"], n_inh, P=P)
+        sub = attention_circuit(n, de, b["H"], b["dk"], b["dv"], n_inh, P=P, causal=causal, normalize=normalize)
         for pop in sub.populations.values():
             if pop.name in RELAY_SETS.values():
                 pop = replace(pop, cell_type="relay_norm", compartments=("basal", "soma"))
@@ -149,7 +174,7 @@ def model_circuit(n: int, de: int, blocks, classes: int = 0, n_inh: int = DEFAUL
         for proj in sub.projections.values():
             c.add_projection(replace(proj, name=p + proj.name, source=p + proj.source, target=p + proj.target))
         src = stream_source(l, blocks)
-        for what, relays in RELAY_SETS.items():
+        for what, relays in relay_sets(sub).items():
             _normalised_relays(c, src, p + relays, f"{p}trn_{what}", f"{p}drive_{what}", n_inh, ("token",))
         c.add_projection(Projection(p + "residual", src, p + "nucleus2", "soma", (("token", "token"), ("e", "e")),
                                     "ones", _ONES_SIGNED, "driver"))

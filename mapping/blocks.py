@@ -37,11 +37,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ctmhsa.circuits.graph import Circuit
-from ctmhsa.circuits.transformer import RELAY_SETS, attention_circuit, block_prefix, stream_source
+from ctmhsa.circuits.transformer import RELAY_SETS, attention_circuit, block_prefix, relay_sets, stream_source
 from ctmhsa.circuits.values import CircuitValues
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams
 
 from ctmhsa.maths.codes import DEFAULT_GAINS, CodeGains
+from . import kvmemory
 from .decode import decode, per_dimension, signed_rate
 from .encode import SIGNS, Encoding, cell_weights, check_tokens, encode
 from ctmhsa.maths.inputs import InputRange, as_input_range
@@ -78,14 +79,15 @@ def _rms(a) -> float:
 
 
 def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples: int = CALIBRATION_SAMPLES,
-              seed: int = CALIBRATION_SEED, tokens=None) -> dict:
+              seed: int = CALIBRATION_SEED, tokens=None, length: int | None = None) -> dict:
     """Typical scales of every stage of ``model`` for tokens of the declared range.
 
     ``samples`` sets of ``n`` tokens are drawn with the range's per-dimension mean and standard
     deviation (Gaussian, rescaled to the range's norm where above it), or ``tokens`` (sets
     ``(S, n, de)`` declared as the inputs the circuit is built for, e.g. a training set) are
     taken, and run through :func:`ctmhsa.maths.transformer.transformer_forward`. Nothing of the
-    tokens shown enters.
+    tokens shown enters. A causal model: ``samples`` sequences of ``length`` tokens (the stream's
+    length, which its memory's scale depends on), each token's output read as its pooled one.
 
     Returns
     -------
@@ -101,7 +103,7 @@ def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples:
     else:
         mean, std = rng.statistics(de)
         g = np.random.default_rng(seed)
-        X = mean + std * g.standard_normal((samples, n, de))
+        X = mean + std * g.standard_normal((samples, length if model.causal else n, de))
         norms = np.linalg.norm(X, axis=-1, keepdims=True)
         X = X * np.minimum(1.0, rng.norm / np.maximum(norms, 1e-300))
     ref = transformer_forward(X, plain_model(model), phi=phi, stages=True)
@@ -115,8 +117,9 @@ def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples:
         blocks.append(b)
     out = dict(blocks=blocks, out_rms=_rms(ref["output"]))
     if ref["logits"] is not None:
-        out.update(pooled_rms=_rms(ref["pooled"]),
-                   pooled_mean_abs=float(np.median(np.abs(ref["pooled"]).mean(axis=-1))),
+        pooled = ref["output"] if model.causal else ref["pooled"]     # a causal read-out: every token's own
+        out.update(pooled_rms=_rms(pooled),
+                   pooled_mean_abs=float(np.median(np.abs(pooled).mean(axis=-1))),
                    logits_rms=_rms(ref["logits"]))
     return out
 
@@ -214,7 +217,7 @@ def _check_divisions(where: str, mean_abs: np.ndarray, unshunted: float, held: f
 
 def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFAULT_GAINS,
                  params: CellParams = DEFAULT_PARAMS, phi: str = "elu1", input_range=None,
-                 calibration=None) -> ModelEncoding:
+                 calibration=None, timing: dict | None = None) -> ModelEncoding:
     """Compute every value of a model's circuit.
 
     Parameters
@@ -237,7 +240,12 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
     calibration : ndarray, shape (S, n, de), optional
         Token sets declared as the inputs the circuit is built for (e.g. a training set's): the
         gains and operating points are fixed from them instead of from Gaussian draws with the
-        range's statistics (:func:`calibrate`). Never the tokens shown.
+        range's statistics (:func:`calibrate`). Never the tokens shown. A causal model's:
+        sequences ``(S, T', de)``.
+    timing : dict, optional
+        A causal model's stream: ``presentation`` and ``dt`` (s), its memory's timing
+        (:mod:`ctmhsa.mapping.kvmemory`; ``forget`` is the model's). ``tokens`` is then the
+        sequence as one-token sets ``(T, 1, de)``.
 
     Raises
     ------
@@ -256,17 +264,29 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
     rng = as_input_range(input_range, sets.reshape(-1, de))
     rng.check(sets.reshape(-1, de), "X")
     u, tau_syn = params.u, params.tau_syn
+    causal = model.causal
+    if causal and (n != 1 or timing is None):
+        raise ValueError("tokens: a causal model's circuit takes its sequence as one-token sets (T, 1, de) "
+                         "and the stream's timing (presentation, dt)")
     if calibration is not None:
         calibration = np.asarray(calibration, float)
-        if calibration.ndim != 3 or calibration.shape[1:] != (n, de):
-            raise ValueError(f"calibration: expected token sets (S, n={n}, de={de}), got shape {calibration.shape}")
+        if calibration.ndim != 3 or (calibration.shape[2] != de if causal else calibration.shape[1:] != (n, de)):
+            want = f"sequences (S, T, de={de})" if causal else f"token sets (S, n={n}, de={de})"
+            raise ValueError(f"calibration: expected {want}, got shape {calibration.shape}")
         rng.check(calibration.reshape(-1, de), "calibration")
-    cal = calibrate(model, rng, n, phi, tokens=calibration)
+    cal = calibrate(model, rng, n, phi, tokens=calibration, length=T)
+    mem = None if not causal else dict(timing, forget=model.forget, tokens=T)
     blocks_meta = circuit.meta.blocks
     n_inh = circuit.meta.n_inh
     bounds = division_bounds(gains)
     centre = math.sqrt(bounds[0] * bounds[1])
-    ref = transformer_forward(sets, plain_model(model), phi=phi, stages=True)   # for the checks only
+    # for the checks only (a causal model's as one-token sets, like the circuit's stream)
+    ref = transformer_forward(sets[:, 0] if causal else sets, plain_model(model), phi=phi, stages=True)
+    if causal:
+        for st in ref["blocks"]:
+            for k in ("x", "x_norm", "h", "h_norm", "hidden"):
+                if k in st:
+                    st[k] = st[k][:, None]
     vals = CircuitValues()
     rho, divisions, encs = {}, {}, []
     stream_rho = [STREAM_RATE / b["x_rms"] for b in cal["blocks"]] + [STREAM_RATE / cal["out_rms"]]
@@ -275,7 +295,8 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
         p, cb, st = block_prefix(l), cal["blocks"][l], ref["blocks"][l]
         # the attention area: encoded for normalised tokens (range known a priori), checked on these
         P = copies(circuit.population(p + "nucleus2"))
-        sub = attention_circuit(n, de, bm["H"], bm["dk"], bm["dv"], n_inh, P=P)
+        sub = attention_circuit(n, de, bm["H"], bm["dk"], bm["dv"], n_inh, P=P, causal=causal,
+                                normalize=model.normalize)
         xn = st["x_norm"]
         t = 0
         rng_l = InputRange(norm=float(de), mean=cb["xn"].mean(axis=0), std=cb["xn"].std(axis=0))
@@ -284,11 +305,18 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
         R_set = set_points(sub, gains)
         xc = cb["xn"].reshape(-1, n, de)
         try:
-            drive = _central_drive(np.concatenate([pooled_drive(sub, x, x, blk, phi) / R_set for x in xc], axis=1),
-                                   gains)
-            enc = encode(sub, xn[0], blk, gains=gains, params=params, phi=phi, input_range=rng_l, drive=drive)
+            if causal:   # the memory's operating point from the range, both ends of the stream (normalised)
+                drive = (kvmemory.stream_drive(sub, blk, rng_l, phi, gains, model.forget, T)
+                         if model.normalize else None)
+                enc = encode(sub, xn[0], blk, gains=gains, params=params, phi=phi, input_range=rng_l, drive=drive,
+                             timing=mem)
+                kvmemory.check_stream(sub, enc.consts, xn, None, blk, phi, model.forget)
+            else:
+                drive = _central_drive(np.concatenate([pooled_drive(sub, x, x, blk, phi) / R_set for x in xc],
+                                                      axis=1), gains)
+                enc = encode(sub, xn[0], blk, gains=gains, params=params, phi=phi, input_range=rng_l, drive=drive)
             c = enc.consts
-            for t in range(1, T):
+            for t in range(1, 1 if causal else T):
                 check_tokens(sub, c["input_range"], c["operating"], c["R_set"], xn[t], None, blk, phi)
         except OperatingRangeError as exc:
             raise OperatingRangeError(f"block {l} attention (N(X) of {'these tokens' if T == 1 else f'token set {t}'}): "
@@ -307,7 +335,7 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
         unshunted = gains.rho_in * centre / cb["x_mean_abs"]
         mean_abs = np.abs(st["x"]).mean(axis=-1)
         _check_divisions(f"X (block {l} input, TRN)", mean_abs, unshunted, gains.rho_in, bounds)
-        for what, relays in RELAY_SETS.items():
+        for what, relays in relay_sets(sub).items():
             _weights(vals, circuit, p + f"drive_{what}", u / stream_rho[l])
             _divide(vals, circuit, p + relays, p + f"trn_{what}", gains, tau_syn, params.tau_int, gains.rho_in, unshunted, n_inh)
             rho[p + relays] = gains.rho_in
@@ -342,7 +370,8 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
         vals.params["readout_pool"] = {"b": 0.0, "rho": rho_m}
         rho["readout_pool"] = rho_m
         unshunted_r = gains.rho_in * centre / cal["pooled_mean_abs"]
-        _check_divisions("pooled output (read-out, TRN)", np.abs(ref["pooled"]).mean(axis=-1), unshunted_r,
+        pooled = ref["output"] if causal else ref["pooled"]
+        _check_divisions("pooled output (read-out, TRN)", np.abs(pooled).mean(axis=-1), unshunted_r,
                          gains.rho_in, bounds)
         _weights(vals, circuit, "readout_drive", u / rho_m)
         _divide(vals, circuit, "readout_relay", "readout_trn", gains, tau_syn, params.tau_int, gains.rho_in, unshunted_r, n_inh)
@@ -389,14 +418,16 @@ def decode_model(circuit: Circuit, menc: ModelEncoding, obs: dict) -> dict:
         src = stream_source(l, meta.blocks)
         # the cortical stages, decoded as the block's pathway (its relays and nucleus 2 may have copies)
         sub = attention_circuit(meta.n, meta.de, bm["H"], bm["dk"], bm["dv"], meta.n_inh, with_nucleus2=False,
-                                P=copies(circuit.population(p + "nucleus2")))
+                                P=copies(circuit.population(p + "nucleus2")), causal=meta.causal,
+                                normalize=meta.normalize)
         sub_obs = {name: obs[p + name] for name in sub.populations if p + name in obs}
         st = decode(sub, menc.blocks[l], sub_obs)
         st["h"] = _signed(circuit, obs, p + "nucleus2", menc.rho[p + "nucleus2"])
         st["x"] = _signed(circuit, obs, src, menc.rho[src])
-        sets = {what: _signed(circuit, obs, p + relays, menc.rho[p + relays]) for what, relays in RELAY_SETS.items()}
+        sets = {what: _signed(circuit, obs, p + relays, menc.rho[p + relays])
+                for what, relays in relay_sets(circuit, p).items()}
         st["x_norm_sets"] = sets
-        st["x_norm"] = np.mean([sets[w] for w in RELAY_SETS], axis=0)
+        st["x_norm"] = np.mean(list(sets.values()), axis=0)
         if bm["dh"]:
             st["h_norm"] = _signed(circuit, obs, p + "mlp_relay", menc.rho[p + "mlp_relay"])
             hid = circuit.population(p + "hidden")

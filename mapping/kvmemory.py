@@ -37,7 +37,8 @@ from .operating import check_division, expected_drive, set_points
 from ctmhsa.maths.reference import FEATURE_MAPS
 from ctmhsa.maths.reference import memory_attention
 
-__all__ = ["READ_SETTLE", "read_lag", "forget_factor", "horizon", "memory_scale", "integrator_constants", "stream_drive", "stream_tables",
+__all__ = ["READ_SETTLE", "read_lag", "forget_factor", "horizon", "memory_scale", "integrator_constants",
+           "check_stream", "token_lead", "gate_table", "stream_drive", "stream_tables",
            "reference_stages", "to_stream", "token_times"]
 
 # The gate relay fires at 1/dt while the write window is open (0 otherwise) and its synapses weigh
@@ -184,7 +185,7 @@ def stream_drive(circuit, weights, input_range, phi: str, gains, forget: float, 
     return np.concatenate([full / horizon(forget, tokens), full], axis=1)
 
 
-def _check_stream(circuit, c, X, Y, block, phi: str, forget: float) -> None:
+def check_stream(circuit, c, X, Y, block, phi: str, forget: float) -> None:
     """Refuse a stream the built circuit does not take (a check, never a setting): tokens outside
     the declared range, or (normalised) a division ``φ(q_t) · z_t / h`` its interneurons cannot
     exert at the fixed gain, for any token t."""
@@ -215,22 +216,37 @@ def stream_tables(circuit, enc, X, Y, block, phi: str, presentation: float, warm
     (``s`` = :data:`ctmhsa.circuits.kvmemory.WRITE_WINDOW`; the gate relay at ``1/dt``, every copy,
     so that at the escape level it spikes in every step, and the integrators open one step
     later). Every token is checked first."""
-    c, P, W, s = enc.consts, float(presentation), float(warmup), WRITE_WINDOW
-    lead = int(math.ceil((W + s) / P - 1e-9))
-    _check_stream(circuit, c, X, Y, block, phi, c["timing"]["forget"])
+    c, P, W = enc.consts, float(presentation), float(warmup)
+    lead, shift = token_lead(P, W)
+    check_stream(circuit, c, X, Y, block, phi, c["timing"]["forget"])
     rows: dict = {}
     for t in range(X.shape[0]):
         Xt, Yt = X[t], None if Y is None else Y[t]
         for pop, vals in relay_rates(circuit, enc.codes["tokens"], Xt, Yt, c["onoff"]).items():
             rows.setdefault(pop, []).extend([vals["r_in"]] * (1 + (lead if t == 0 else 0)))
-    out = {pop: (np.stack(r), P, lead * P - W - s) for pop, r in rows.items()}
-    # the gate, one row per step: open over the first s of every presentation after the first
-    dt = c["timing"]["dt"]
-    steps = np.arange(int(round((W + X.shape[0] * P) / dt)) + 1) - int(round(W / dt))
-    period, window = int(round(P / dt)), int(round(s / dt))
-    gate = np.where((steps >= period) & (steps % period < window), 1.0 / dt, 0.0)
-    out["nucleus_gate"] = (np.repeat(gate[:, None], circuit.populations["nucleus_gate"].N, axis=1), dt, 0.0)
+    out = {pop: (np.stack(r), P, shift) for pop, r in rows.items()}
+    out["nucleus_gate"] = gate_table(X.shape[0], P, W, c["timing"]["dt"], circuit.populations["nucleus_gate"].N)
     return out
+
+
+def token_lead(presentation: float, warmup: float) -> tuple:
+    """``(lead, shift)`` of a stream's token table (:func:`stream_tables`): rows of the first
+    token before the stream (``lead``) and the table's time shift (s), so that token t is on the
+    relays over ``[warmup + t P + s, warmup + (t + 1) P + s)`` (``s`` = :data:`WRITE_WINDOW`)."""
+    P, W, s = float(presentation), float(warmup), WRITE_WINDOW
+    lead = int(math.ceil((W + s) / P - 1e-9))
+    return lead, lead * P - W - s
+
+
+def gate_table(tokens: int, presentation: float, warmup: float, dt: float, cells: int) -> tuple:
+    """The write gate's table ``(rates (steps, cells), dt, 0)``: one row per step, ``1/dt`` over the
+    first :data:`WRITE_WINDOW` of every presentation after the first (writing the token before
+    it), else 0 — a declared timing signal, the same for any tokens."""
+    P, W = float(presentation), float(warmup)
+    steps = np.arange(int(round((W + int(tokens) * P) / dt)) + 1) - int(round(W / dt))
+    period, window = int(round(P / dt)), int(round(WRITE_WINDOW / dt))
+    gate = np.where((steps >= period) & (steps % period < window), 1.0 / dt, 0.0)
+    return np.repeat(gate[:, None], int(cells), axis=1), dt, 0.0
 
 
 READ_SETTLE = 0.08

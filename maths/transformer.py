@@ -75,12 +75,14 @@ def tokens_of(model: Model, X, what: str = "X") -> np.ndarray:
     """The tokens of input ``X``: ``X`` itself ``(..., n, de)``, or ``X @ embed.W.T + embed.pos``
     where the model has an embedding (``X`` then ``(..., n, p)``)."""
     x = _as_real_array(what, X)
+    shapes = ("a sequence (T, {d}) or a batch of them (B, T, {d}), one token per step" if model.causal
+              else "tokens (n, {d}) or a stream (T, n, {d})")
     if model.embed_W is not None:
         if x.ndim not in (2, 3):
-            raise ValueError(f"{what}: expected inputs (n, p) or a stream (T, n, p), got shape {x.shape}")
+            raise ValueError(f"{what}: expected {shapes.format(d='p')}, got shape {x.shape}")
         return model.embed(x)
     if x.ndim not in (2, 3) or x.shape[-1] != model.de:
-        raise ValueError(f"{what}: expected tokens (n, de={model.de}) or a stream (T, n, de), got shape {x.shape}")
+        raise ValueError(f"{what}: expected {shapes.format(d=f'de={model.de}')}, got shape {x.shape}")
     return x
 
 
@@ -91,8 +93,8 @@ def transformer_forward(X, model: Model, phi: str = "elu1", stages: bool = False
     ----------
     X : array, shape (n, de) or (T, n, de)
         Tokens, or a stream of ``T`` token sets; raw inputs ``(n, p)`` / ``(T, n, p)`` where the
-        model has an input embedding. A causal model: one sequence ``(T, de)`` (``(T, p)``),
-        one token per step. Dimensionless.
+        model has an input embedding. A causal model: a sequence ``(T, de)`` (``(T, p)``), one
+        token per step, or a batch of them ``(B, T, de)``. Dimensionless.
     model : Model
         Blocks, MLPs and optional read-out (:func:`ctmhsa.load_model`). A block without an MLP
         adds only its attention.
@@ -121,9 +123,6 @@ def transformer_forward(X, model: Model, phi: str = "elu1", stages: bool = False
     """
     model = _check_model(model)
     x = tokens_of(model, X)
-    if model.causal and x.ndim != 2:
-        raise ValueError(f"X: a causal model reads one sequence (T, {'p' if model.embed_W is not None else 'de'}), "
-                         f"one token per step; got shape {np.shape(X)}")
     blocks = []
     for l, b in enumerate(model.blocks):
         xn = normalise(x, f"X (block {l} input)")

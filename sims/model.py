@@ -19,6 +19,7 @@ import numpy as np
 from ctmhsa.circuits import dale
 from ctmhsa.devices.registry import DEVICES, get_device
 from ctmhsa.circuits.transformer import model_circuit
+from ctmhsa.mapping import kvmemory
 from ctmhsa.mapping.blocks import decode_model, encode_model, model_sizes
 from ctmhsa.mapping.decode import range_report
 from ctmhsa.maths.model import Model, load_model
@@ -221,7 +222,8 @@ class ModelResult:
     def circuit(self):
         """The circuit description the result was built from (rebuilt from ``config``)."""
         c = self.config
-        return model_circuit(c["n"], c["de"], c["blocks"], classes=c["classes"], n_inh=c["n_inh"], P=c["P"])
+        return model_circuit(c["n"], c["de"], c["blocks"], classes=c["classes"], n_inh=c["n_inh"], P=c["P"],
+                             causal=bool(c.get("causal", False)), normalize=bool(c.get("normalize", True)))
 
     def write_nwb(self, path) -> str:
         """Every cell's population, index axes, window rate and (where recorded) spike train in a
@@ -343,6 +345,11 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
                           **plain, presentation=presentation, lag=lag, calibration=calibration)
     check_applies("model", given)
     tokens = tokens_of(model, X)
+    if model.causal:   # one token per presentation: the sequence as a stream of one-token sets
+        if tokens.ndim != 2:
+            raise ValueError(f"X: a causal model reads one sequence (T, {'p' if model.embed_W is not None else 'de'})"
+                             f", one token per presentation; got shape {np.shape(X)}")
+        tokens = tokens[:, None, :]
     stream = tokens.ndim == 3
     if 0 in tokens.shape:
         raise ValueError(f"X: an empty {'stream' if stream else 'token set'}: every axis must be non-empty; "
@@ -391,19 +398,21 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
                          f"{'p' if model.embed_W is not None else 'de'}), got shape {np.shape(calibration)}"
                          f"{' (empty)' if cal.ndim == 3 else ''}")
     circuit = model_circuit(n, model.de, model_sizes(model), classes=0 if model.readout_W is None
-                            else int(model.readout_W.shape[0]), n_inh=co.n_inh, P=int(co.P))
+                            else int(model.readout_W.shape[0]), n_inh=co.n_inh, P=int(co.P),
+                            causal=model.causal, normalize=model.normalize)
     built = co.as_built(circuit)   # Dale's followers are counted; the encoding is the plain circuit's
     if not isinstance(ro.record_spikes, bool):
         ro = ro.replace(record_spikes=_recorded_populations(ro.record_spikes, built.populations))
     _check_size(built, co, ro)
-    ref = transformer_forward(tokens, plain_model(model), phi=co.phi, stages=True)
+    ref = _reference(model, tokens, co.phi)
     menc = encode_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
-                        input_range=co.input_range, calibration=cal)
+                        input_range=co.input_range, calibration=cal,
+                        timing=dict(presentation=ro.presentation, dt=ro.dt) if model.causal else None)
     if co.dale:   # the followers share the plain circuit's weights
         dale.add_values(built, menc.values)
     circuit = built
     if stream or one:
-        menc.stream = _stream_table(menc, run_ro)
+        menc.stream = _stream_table(menc, run_ro, circuit if model.causal else None)
     compiled = get_device(ro.device).compiles
     if ro.codegen == "auto" and not compiled:   # the synapses Brian2 holds decide, as for one layer
         held = simulated_synapse_count(circuit, fold_plan(circuit, co.neuron) if co.fold else {})
@@ -418,6 +427,8 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
     snaps = [o for _, o in obs.snapshots] if obs.stream else [obs.final]
     decoded = [decode_model(circuit, menc, o) for o in snaps]
     dec = _stack(decoded, stream)
+    if model.causal:   # the sequence's grid: one token per presentation, no token slot
+        dec = _one_slot(dec)
     blocks_ref = ref["blocks"]
     metrics = dict(blocks=[_compare(d, r) for d, r in zip(dec["blocks"], blocks_ref)],
                    output=stage_metrics(dec["output"], ref["output"]))
@@ -442,6 +453,7 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
             warnings.warn(f"duration: the rate-level output still changed by {diag['settled']:.2g} of its largest "
                           f"entry over the last 10 % of the run (more than {SETTLED:g}); run longer", stacklevel=2)
     config = dict(model=repr(model), model_source=model.source, neuron=co.neuron, phi=co.phi, n=n, de=model.de,
+                  causal=model.causal, forget=model.forget, normalize=model.normalize,
                   blocks=model_sizes(model), classes=0 if model.readout_W is None else int(model.readout_W.shape[0]),
                   n_inh=co.n_inh, P=int(co.P), dt=ro.dt, warmup=ro.warmup, duration=ro.duration,
                   presentation=ro.presentation, seed=ro.seed, codegen=ro.codegen, device=ro.device,
@@ -501,14 +513,49 @@ def _check_size(circuit, co, ro) -> None:
     _check_runtime(circuit, co, ro, n_sim)
 
 
-def _stream_table(menc, ro) -> dict:
+def _stream_table(menc, ro, causal_circuit=None) -> dict:
     """The input relays' rates over time: the first set during the warm-up, then one row per
-    presentation (as :func:`ctmhsa.sims.build._stream_tables`)."""
+    presentation (as :func:`ctmhsa.sims.build._stream_tables`). A causal model's circuit
+    (``causal_circuit``): its tokens switch a write window into each presentation and every
+    block's write gate opens in that window (:func:`ctmhsa.mapping.kvmemory.token_lead`,
+    :func:`~ctmhsa.mapping.kvmemory.gate_table`), as the memory circuit's do."""
     P, W = ro.presentation, ro.warmup
-    lead = int(np.ceil(W / P - 1e-9))
     rates = menc.input_rates
+    if causal_circuit is None:
+        lead, shift = int(np.ceil(W / P - 1e-9)), None
+        shift = lead * P - W
+    else:
+        lead, shift = kvmemory.token_lead(P, W)
     rows = np.concatenate([np.repeat(rates[:1], lead + 1, axis=0), rates[1:]], axis=0)
-    return {"input": (rows, P, lead * P - W)}
+    out = {"input": (rows, P, shift)}
+    if causal_circuit is not None:
+        for name in causal_circuit.by_role("write_gate"):
+            out[name] = kvmemory.gate_table(len(rates), P, W, ro.dt, causal_circuit.population(name).N)
+    return out
+
+
+def _reference(model, tokens, phi: str) -> dict:
+    """The exact model (:func:`transformer_forward`); a causal model's on its circuit's grid:
+    the sequence ``(T, ...)`` and each block's memory stages as the memory circuit decodes them
+    (:func:`ctmhsa.mapping.kvmemory.to_stream`)."""
+    if not model.causal:
+        return transformer_forward(tokens, plain_model(model), phi=phi, stages=True)
+    ref = transformer_forward(tokens[:, 0], plain_model(model), phi=phi, stages=True)
+    for st in ref["blocks"]:
+        st.update(kvmemory.to_stream({k: st[k] for k in ("q", "k", "v", "v_tilde", "M", "x_tilde", "z", "Z")
+                                      if k in st}))
+        st["x_tilde"] = st["x_tilde"][:, 0]
+        st.pop("M", None)
+    return ref
+
+
+def _one_slot(dec: dict) -> dict:
+    """A causal model's decoded stream without its one token slot: the streams ``(T, de)``
+    (attention stages keep the memory circuit's grid)."""
+    out = dict(dec, output=dec["output"][:, 0])
+    out["blocks"] = [{k: (v[:, 0] if k in ("x", "x_norm", "h", "h_norm", "hidden", "out", "x_tilde") else v)
+                      for k, v in b.items()} for b in dec["blocks"]]
+    return out
 
 
 def _stack(decoded: list, stream: bool) -> dict:

@@ -96,8 +96,16 @@ def test_causal_refusals():
     with pytest.raises(ValueError, match="embed_pos: a causal model reads a sequence of any length"):
         m = _model(p=3)
         Model(blocks=m.blocks, embed_W=m.embed_W, embed_pos=np.zeros((4, 5)), causal=True)
-    with pytest.raises(ValueError, match=r"X: a causal model reads one sequence \(T, de\)"):
-        transformer_forward(np.zeros((2, 3, 5)) + 1, _model(causal=True))
+    with pytest.raises(ValueError, match=r"X: expected a sequence \(T, de=5\) or a batch of them"):
+        transformer_forward(np.zeros((2, 2, 3, 5)) + 1, _model(causal=True))
+
+
+def test_a_batch_of_sequences_is_each_sequence():
+    model = _model(5, causal=True, forget=0.8)
+    X = np.random.default_rng(6).normal(size=(3, 4, 5))
+    batch = transformer_forward(X, model)["logits"]
+    for b in range(3):
+        np.testing.assert_allclose(batch[b], transformer_forward(X[b], model)["logits"], rtol=1e-12, atol=1e-12)
 
 
 def test_file_keys_of_the_memory_are_checked(tmp_path):
