@@ -103,6 +103,15 @@ class _GatedModel(CellModel):
         for p in projections_by_compartment.get("gate", []):
             eqs = eqs.replace(f"din_{p}/dt = -in_{p}/tau_syn : 1", f"din_{p}/dt = -in_{p}/tau_gate : 1")
             eqs = eqs.replace(f"I_g = in_{p} : 1", f"I_g = in_{p}/(k_syn*tau_gate) : 1")
+        # The cell is integrated by forward Euler (its leak per step exactly 1 - leak dt), which
+        # decays its synaptic currents by 1 - dt/tau_syn per step, not exp(-dt/tau_syn) as the
+        # spike increment k_syn assumes: the step-sampled mean current is then w r tau_syn k_syn,
+        # 9.4 % below w r at dt = 1 ms and tau_syn = 5 ms (measured: the memory read 0.88-0.91 of
+        # the reference). Dividing by k_syn tau_syn restores w r exactly.
+        soma = projections_by_compartment.get("soma", [])
+        if soma:
+            total = " + ".join(f"in_{p}" for p in soma)
+            eqs = eqs.replace(f"I_s = {total} : volt", f"I_s = ({total})/(k_syn*tau_syn) : volt")
         return eqs
 
 

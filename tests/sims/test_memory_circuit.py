@@ -318,3 +318,32 @@ def test_escape_floor_carries_the_writes_noise(monkeypatch, normalize):
         np.testing.assert_array_equal(with_carry[stage][0], window_only[stage][0])
         later, alone = with_carry[stage][1:], window_only[stage][1:]
         assert np.all(later >= alone) and later.sum() > alone.sum(), stage
+
+
+@pytest.mark.brian2
+def test_escape_integrator_writes_the_mean_input_exactly():
+    """The escape integrators are integrated by forward Euler; their synaptic currents must still
+    carry ``w × rate`` on average (a current decaying by 1 - dt/tau_syn per step carried 9.4 %
+    less at dt = 1 ms: the memory read 0.88-0.91 of the reference)."""
+    import brian2 as b2
+
+    import ctmhsa.circuits.kvmemory  # noqa: F401 - registers the integrator's models
+    from ctmhsa.neurons.models import MODELS
+
+    model = MODELS[("escape", "kv_memory")]
+    dt, tau_syn, every = 1e-3, 5e-3, 5                                  # a spike every 5 steps: 200 Hz
+    b2.start_scope()
+    b2.defaultclock.dt = dt * b2.second
+    ns = dict(k_syn=(1 - np.exp(-dt / tau_syn)) / (dt * b2.second), tau_syn=tau_syn * b2.second, u=1e-3 * b2.volt)
+    cell = b2.NeuronGroup(1, model.render("elu1", {"soma": ["write"], "gate": ["gate"]}), method=model.method,
+                          namespace=ns)
+    cell.tau_w, cell.tau_gate, cell.leak, cell.rho = 0.02 * b2.second, 1e9 * b2.second, 0 * b2.Hz, 100 * b2.Hz
+    cell.in_gate = float(ns["k_syn"] * 1e9 * b2.second)                   # the gate held open (I_g = 1)
+    steps = 2000
+    src = b2.SpikeGeneratorGroup(1, np.zeros(steps // every, int), np.arange(0, steps, every) * dt * b2.second)
+    syn = b2.Synapses(src, cell, on_pre="in_write_post += w*k_syn", model="w : volt*second", namespace=ns)
+    syn.connect()
+    syn.w = 1e-3 * b2.volt * b2.second
+    b2.run(steps * dt * b2.second, namespace={})
+    expected = 1e-3 * (1 / (every * dt)) * (steps * dt) / 0.02           # w r T / tau_w (V)
+    assert float(cell.U[0]) == pytest.approx(expected, rel=5e-3)
