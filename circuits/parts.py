@@ -9,16 +9,20 @@ registered with :func:`register_part`; :func:`ctmhsa.circuits.builders.build` bu
 name is in ``parts=``, and :func:`ctmhsa.mapping.encode.encode` encodes every part the circuit
 records in ``meta.parts``.
 
-Registered: the two attention areas of a head (``"quadratic"``, Algorithm 1's microcolumns;
-``"linear"``, the key-value memory), whose builders are registered in :mod:`ctmhsa.circuits.builders`
-and whose values in :mod:`ctmhsa.mapping.encode` (:func:`register_values`: the circuit layer
-never imports the mapping layer). A user's part does both in one class (tests/circuits/test_parts.py).
+Registered: the attention areas of a head (``"quadratic"``, Algorithm 1's microcolumns;
+``"linear"``, the key-value memory; ``"memory"``, the memory over a stream), whose builders and
+facts are registered in :mod:`ctmhsa.circuits.builders` and whose values, decoding and noise in
+:mod:`ctmhsa.mapping` (:func:`register_hook`: the circuit layer never imports the mapping layer).
+A user's part does both in one class (tests/circuits/test_parts.py); a user's attention area
+too (tests/circuits/test_toy_area.py). An area's ``stream`` fact means the key-value memory's
+timing (its write gate, :mod:`ctmhsa.circuits.kvmemory`): a stream area of another kind would
+bring its own.
 """
 
 from __future__ import annotations
 
 __all__ = ["Part", "PARTS", "register_part", "register_values", "register_hook", "get_part", "area_hook", "areas",
-           "get_area"]
+           "get_area", "part_job"]
 
 
 class Part:
@@ -160,14 +164,21 @@ def get_area(name) -> Part:
     return part
 
 
+def part_job(part: Part, job: str):
+    """``part``'s function for ``job``: one registered for it (:func:`register_hook`), else a
+    method of that name on the part; ``None`` where it has neither."""
+    fn = part.hooks.get(job) or getattr(part, job, None)
+    return fn if callable(fn) else None
+
+
 def area_hook(circuit, hook: str):
     """Hook ``hook`` of the attention area ``circuit`` was built with (``circuit.meta.circuit``):
     the one place that dispatches on the area's kind. A function registered for it
     (:func:`register_hook`), else a method of that name on the part (a user's area may carry its
     own ``decode`` in its class); ``ValueError`` where it has neither."""
     part = get_part(circuit.meta.circuit)
-    fn = part.hooks.get(hook) or getattr(part, hook, None)
-    if not callable(fn):
+    fn = part_job(part, hook)
+    if fn is None:
         raise ValueError(f"parts: part {part.name!r} has no {hook!r} function registered "
                          f"(has {sorted(part.hooks)}); the module that defines it registers it when imported "
                          f"(the shipped parts': ctmhsa.mapping.encode, .decode, .noise, .operating and .kvmemory, "

@@ -98,6 +98,8 @@ def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples:
         ``pooled_mean_abs`` and ``logits_rms`` where the model has a read-out.
     """
     de = model.de
+    if model.causal and tokens is None and not (isinstance(length, int) and length >= 1):
+        raise ValueError(f"length: a causal model is calibrated on sequences of the stream's length; got {length!r}")
     if tokens is not None:
         X = np.asarray(tokens, float)
     else:
@@ -296,7 +298,7 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
         # the attention area: encoded for normalised tokens (range known a priori), checked on these
         P = copies(circuit.population(p + "nucleus2"))
         sub = attention_circuit(n, de, bm["H"], bm["dk"], bm["dv"], n_inh, P=P, causal=causal,
-                                normalize=model.normalize)
+                                normalize=model.memory_normalised)
         xn = st["x_norm"]
         t = 0
         rng_l = InputRange(norm=float(de), mean=cb["xn"].mean(axis=0), std=cb["xn"].std(axis=0))
@@ -307,7 +309,7 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
         try:
             if causal:   # the memory's operating point from the range, both ends of the stream (normalised)
                 drive = (kvmemory.stream_drive(sub, blk, rng_l, phi, gains, model.forget, T)
-                         if model.normalize else None)
+                         if model.memory_normalised else None)
                 enc = encode(sub, xn[0], blk, gains=gains, params=params, phi=phi, input_range=rng_l, drive=drive,
                              timing=mem)
                 kvmemory.check_stream(sub, enc.consts, xn, None, blk, phi, model.forget)

@@ -167,12 +167,17 @@ def _stream_memory_noise(circuit, c, obs, fano, T, stages, f, df, out, weights=N
             p = pops[f"memory{z}"]
             extra[z] = (a2 - 1.0) * noise._rate_var(p, obs[f"memory{z}"], fano[f"memory{z}"], T) / g["rho_memory"] ** 2
     out["S"] = out["S"] + extra[""]
-    if "_z" in extra:
+    normalised = "_z" in extra
+    Z = stages["Z"] if normalised else np.ones(stages["q"].shape[:2])
+    w = f(stages["q"]) / Z[..., None]
+    if normalised:   # Z = Σ_f φ(q_f) z_f; δṽ_c = Σ_f φ(q_f) (δS_fc − ṽ_c δz_f) / Z
         out["z"] = out["z"] + extra["_z"]
-    if "l5pt" in pops:   # ṽ_c = Σ_f φ(q_f) S_fc / Z
-        Z = stages["Z"] if "_z" in extra else np.ones(stages["q"].shape[:2])
-        w = f(stages["q"]) / Z[..., None]
-        out["v_tilde"] = out["v_tilde"] + np.einsum("hnf,hfc->hnc", w ** 2, extra[""])
+        out["Z"] = out["Z"] + np.einsum("hnf,hf->hn", f(stages["q"]) ** 2, extra["_z"])
+    if "l5pt" in pops:
+        vt = np.einsum("hnf,hfc->hnc", w ** 2, extra[""])
+        if normalised:
+            vt = vt + stages["v_tilde"] ** 2 * np.einsum("hnf,hf->hn", w ** 2, extra["_z"])[..., None]
+        out["v_tilde"] = out["v_tilde"] + vt
 
 
 def stream_drive(circuit, weights, input_range, phi: str, gains, forget: float, tokens: int) -> np.ndarray:

@@ -304,7 +304,9 @@ class Model:
         λ in (0, 1] the memory keeps per token (causal models; 1: nothing is forgotten).
     normalize : bool or None
         The memory's normalised read-out (causal models; ``None``: unnormalised). A token set's
-        attention is normalised (``None`` or ``True``).
+        attention is normalised (``None`` or ``True``). Kept as given, so that
+        ``dataclasses.replace`` of another field keeps the default of the model's kind; the
+        effective value is :attr:`memory_normalised`.
     vocab : str or None
         A language model's characters: class ``c`` is ``vocab[c]``; its inputs are one-hot rows
         ``(T, len(vocab))`` (``embed_W`` of shape ``(de, len(vocab))``).
@@ -380,7 +382,14 @@ class Model:
                              "positional embeddings of a fixed n do not apply")
         object.__setattr__(self, "causal", bool(self.causal))
         object.__setattr__(self, "forget", forget)
-        object.__setattr__(self, "normalize", bool(self.normalize) if self.causal else True)
+        if self.normalize is not None:   # as given (None: the default of the model's kind, memory_normalised)
+            object.__setattr__(self, "normalize", bool(self.normalize))
+
+    @property
+    def memory_normalised(self) -> bool:
+        """Whether the attention divides by its normaliser: a causal model's memory where
+        ``normalize`` is True (``None``: unnormalised, the revised paper's); a token set's always."""
+        return bool(self.normalize) if self.causal else True
 
     def _check_vocab(self) -> None:
         if self.vocab is None:
@@ -405,7 +414,7 @@ class Model:
         if self.embed_W is not None:
             parts.append(f"p={self.embed_W.shape[1]}")
         if self.causal:
-            parts.append(f"causal=True, forget={self.forget:g}, normalize={self.normalize}")
+            parts.append(f"causal=True, forget={self.forget:g}, normalize={self.memory_normalised}")
         if self.vocab is not None:
             parts.append(f"vocab={len(self.vocab)} characters")
         if self.source:
@@ -496,7 +505,7 @@ class Model:
             out["memory.causal"] = np.array(1.0)
             if self.forget != 1.0:
                 out["memory.forget"] = np.array(self.forget)
-            if self.normalize:
+            if self.memory_normalised:
                 out["memory.normalize"] = np.array(1.0)
         if self.vocab is not None:
             out["vocab"] = np.array([ord(ch) for ch in self.vocab], float)

@@ -13,7 +13,7 @@ With an input embedding (``embed.W``), ``X`` is the raw input ``(n, p)`` and the
 
 A causal model (``model.causal``) reads a sequence ``X (T, de)``, one token per step: each
 block's attention is the key-value memory of :func:`ctmhsa.maths.reference.memory_attention`
-(λ ``model.forget``, normalised where ``model.normalize``), token t reading the memory of tokens
+(λ ``model.forget``, normalised where ``model.memory_normalised``), token t reading the memory of tokens
 ``<= t``, and the read-out gives logits per token, ``logits_t = R N(X_t) + c`` (no mean).
 
 This is the reference the circuit of :mod:`ctmhsa.circuits.transformer` is measured against;
@@ -127,7 +127,7 @@ def transformer_forward(X, model: Model, phi: str = "elu1", stages: bool = False
     for l, b in enumerate(model.blocks):
         xn = normalise(x, f"X (block {l} input)")
         if model.causal:
-            att = memory_attention(xn, b.WQ, b.WK, b.WV, b.WO, forget=model.forget, normalize=model.normalize,
+            att = memory_attention(xn, b.WQ, b.WK, b.WV, b.WO, forget=model.forget, normalize=model.memory_normalised,
                                    phi=phi)
         else:
             att = linear_mhsa(xn, b.WQ, b.WK, b.WV, b.WO, phi=phi)

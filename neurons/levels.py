@@ -13,7 +13,7 @@ The level's default code gains live one layer up, in :data:`ctmhsa.maths.codes.L
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .registry import Registry
 
@@ -53,7 +53,7 @@ class Level:
     warmup: float
     lif: bool = False
     description: str = ""
-    run_cost: Mapping = None
+    run_cost: Mapping = field(default=None, compare=False)   # (a dict: left out of hash and equality)
 
     def __post_init__(self):
         kinds = ("runtime", "standalone")

@@ -19,7 +19,9 @@ import numpy as np
 from ctmhsa.circuits import dale
 from ctmhsa.devices.registry import DEVICES, get_device
 from ctmhsa.circuits.transformer import model_circuit
+from ctmhsa.circuits.parts import get_area
 from ctmhsa.mapping import kvmemory
+from ctmhsa.neurons.firing import get_firing
 from ctmhsa.mapping.blocks import decode_model, encode_model, model_sizes
 from ctmhsa.mapping.decode import range_report
 from ctmhsa.maths.model import Model, load_model
@@ -389,6 +391,12 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         if not lag < ro.presentation:
             raise ValueError(f"lag: the decoding window [lag, presentation) is empty (lag {lag:g} s, "
                              f"presentation {ro.presentation:g} s)")
+        if model.causal and lag < kvmemory.WRITE_WINDOW:
+            raise ValueError(f"lag: a causal model's token reaches its relays {kvmemory.WRITE_WINDOW:g} s into each "
+                             f"presentation (after the previous token's write); a window opening at {lag:g} s "
+                             "would read the previous token")
+    if model.causal:   # its blocks are memory circuits: what they do not build is refused
+        _check_causal_options(co)
     n = tokens.shape[-2]
     if isinstance(co.P, dict):
         raise ValueError("P: a model's streams take one number of copies per value (an int), got a dict")
@@ -399,7 +407,7 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
                          f"{' (empty)' if cal.ndim == 3 else ''}")
     circuit = model_circuit(n, model.de, model_sizes(model), classes=0 if model.readout_W is None
                             else int(model.readout_W.shape[0]), n_inh=co.n_inh, P=int(co.P),
-                            causal=model.causal, normalize=model.normalize)
+                            causal=model.causal, normalize=model.memory_normalised)
     built = co.as_built(circuit)   # Dale's followers are counted; the encoding is the plain circuit's
     if not isinstance(ro.record_spikes, bool):
         ro = ro.replace(record_spikes=_recorded_populations(ro.record_spikes, built.populations))
@@ -453,7 +461,7 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
             warnings.warn(f"duration: the rate-level output still changed by {diag['settled']:.2g} of its largest "
                           f"entry over the last 10 % of the run (more than {SETTLED:g}); run longer", stacklevel=2)
     config = dict(model=repr(model), model_source=model.source, neuron=co.neuron, phi=co.phi, n=n, de=model.de,
-                  causal=model.causal, forget=model.forget, normalize=model.normalize,
+                  causal=model.causal, forget=model.forget, normalize=model.memory_normalised,
                   blocks=model_sizes(model), classes=0 if model.readout_W is None else int(model.readout_W.shape[0]),
                   n_inh=co.n_inh, P=int(co.P), dt=ro.dt, warmup=ro.warmup, duration=ro.duration,
                   presentation=ro.presentation, seed=ro.seed, codegen=ro.codegen, device=ro.device,
@@ -473,6 +481,19 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         blocks=dec["blocks"], reference_blocks=blocks_ref, metrics=metrics, counts=_counts(circuit),
         rates=rates, spikes=obs.spikes,
         config=config, diagnostics=diag, timings=timings)
+
+
+def _check_causal_options(co) -> None:
+    """The options a causal model's memory blocks are built with (the memory area's facts,
+    :class:`ctmhsa.circuits.builders.StreamMemory`): a ``ValueError`` naming any other."""
+    area = get_area("memory")
+    area.check_options(co)
+    if co.dale and not area.dale:
+        raise ValueError("dale: a causal model's blocks are memory circuits; Dale's law is built for "
+                         "circuit='quadratic'")
+    if get_firing(co.firing).integrator and not area.integrators:
+        raise ValueError(f"firing: {co.firing!r} is built for circuit='quadratic'; a causal model's memory "
+                         "blocks take 'poisson'")
 
 
 def _recorded_populations(names, populations) -> tuple:
@@ -522,7 +543,7 @@ def _stream_table(menc, ro, causal_circuit=None) -> dict:
     P, W = ro.presentation, ro.warmup
     rates = menc.input_rates
     if causal_circuit is None:
-        lead, shift = int(np.ceil(W / P - 1e-9)), None
+        lead = int(np.ceil(W / P - 1e-9))
         shift = lead * P - W
     else:
         lead, shift = kvmemory.token_lead(P, W)

@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from ctmhsa.circuits.parts import get_area
+from ctmhsa.circuits.parts import get_area, part_job
 from ctmhsa.mapping.baseline import remove_baselines
 from ctmhsa.mapping.decode import decode, range_report
 from ctmhsa.mapping.noise import spike_generation_fano, stage_noise_variance
@@ -79,9 +79,7 @@ def _compared(ref: dict, o) -> dict:
 def _carried_noise(circuit: str):
     """The area's ``carried_noise`` job (count noise a stream's state carries between
     presentations, :mod:`ctmhsa.mapping.kvmemory`), or ``None`` where it has none."""
-    part = get_area(circuit)
-    fn = part.hooks.get("carried_noise") or getattr(part, "carried_noise", None)
-    return fn if callable(fn) else None
+    return part_job(get_area(circuit), "carried_noise")
 
 
 def _one_token(res: SimulationResult) -> SimulationResult:

@@ -32,7 +32,7 @@ def _by_hand(X, model):
     x = X
     for b in model.blocks:
         xn = normalise(x)
-        h = x + linear_mhsa(xn, b.WQ, b.WK, b.WV, b.WO, causal=True, normalize=model.normalize)["x_tilde"]
+        h = x + linear_mhsa(xn, b.WQ, b.WK, b.WV, b.WO, causal=True, normalize=model.memory_normalised)["x_tilde"]
         hn = normalise(h)
         x = h + np.maximum(hn @ b.mlp.W1.T + b.mlp.b1, 0) @ b.mlp.W2.T + b.mlp.b2
     return normalise(x) @ model.readout_W.T + model.readout_b
@@ -68,13 +68,13 @@ def test_a_language_model_round_trips_its_file(tmp_path):
     model = _model(3, classes=len(vocab), p=len(vocab), causal=True, forget=0.9, vocab=vocab)
     path = model.save(tmp_path / "lm.npz")
     back = load_model(path)
-    assert back.causal and back.forget == 0.9 and back.normalize is False and back.vocab == vocab
+    assert back.causal and back.forget == 0.9 and back.memory_normalised is False and back.vocab == vocab
     onehot = np.eye(len(vocab))[[0, 2, 1, 3, 0]]
     np.testing.assert_array_equal(transformer_forward(onehot, back)["logits"],
                                   transformer_forward(onehot, model)["logits"])
     assert "causal=True" in repr(back) and "vocab=4 characters" in repr(back)
     plain = load_model(_model(3).save(tmp_path / "set.npz"))
-    assert not plain.causal and plain.normalize is True and plain.vocab is None
+    assert not plain.causal and plain.memory_normalised is True and plain.vocab is None
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -120,3 +120,13 @@ def test_file_keys_of_the_memory_are_checked(tmp_path):
         Model.from_state_dict({**state, "vocab": np.array([97.5, 98, 99, 100])})
     m = Model.from_state_dict({**state, "memory.causal": np.array(1.0), "vocab": np.array([97., 98, 99, 100])})
     assert m.causal and m.vocab == "abcd"
+
+
+def test_replace_keeps_the_default_of_the_models_kind():
+    import dataclasses
+
+    plain = _model(7)
+    assert plain.normalize is None and plain.memory_normalised
+    causal = dataclasses.replace(plain, causal=True)
+    assert causal.causal and not causal.memory_normalised
+    assert dataclasses.replace(causal, causal=False).memory_normalised

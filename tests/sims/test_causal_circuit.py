@@ -39,3 +39,18 @@ def test_a_causal_model_takes_one_sequence():
         simulate_model(model, np.ones((2, 3, 1, 4)), neuron="rate", presentation=1.0)
     with pytest.raises(ValueError, match="X: a causal model reads one sequence"):
         simulate_model(model, np.ones((2, 3, 4)), neuron="rate", presentation=1.0)
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("kw, match", [
+    (dict(lag=0.01), "lag: a causal model's token reaches its relays 0.02 s into each presentation"),
+    (dict(dale=True), "dale: a causal model's blocks are memory circuits"),
+    (dict(firing="regular"), "firing: 'regular' does not apply to circuit='memory'"),
+])
+def test_what_a_causal_models_memory_blocks_do_not_build_is_refused(kw, match, monkeypatch):
+    import ctmhsa.sims.model as sm
+
+    monkeypatch.setattr(sm, "encode_model", lambda *a, **k: pytest.fail("encoded before the refusal"))
+    model = _model(0, blocks=1, H=1, dk=2, dv=2, de=4, dh=3, classes=3, causal=True)
+    with pytest.raises(ValueError, match=match):
+        simulate_model(model, np.ones((3, 4)) + np.arange(12).reshape(3, 4), neuron="escape", presentation=0.3, **kw)
