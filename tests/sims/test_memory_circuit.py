@@ -310,7 +310,7 @@ def test_escape_floor_carries_the_writes_noise(monkeypatch, normalize):
 
     X, _, W = _problem(2, T=3, H=1, dk=2, dv=2, de=3)
     kw = dict(Y=None, circuit="memory", neuron="escape", codegen="numpy", seed=4, presentation=0.2,
-              normalize=normalize)
+              normalize=normalize, warmup=0.1)
     with_carry = simulate_mhsa(X, *W, **kw).noise_variance
     monkeypatch.delitem(get_part("memory").hooks, "carried_noise")
     window_only = simulate_mhsa(X, *W, **kw).noise_variance
