@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from ctmhsa.circuits.builders import DEFAULT_N_INH, SIGNED_CODES, apical_areas, pathway
-from ctmhsa.circuits.parts import areas, get_area
+from ctmhsa.circuits.parts import PARTS, areas, get_area
 from ctmhsa.circuits.kvmemory import WRITE_WINDOW
 from ctmhsa.circuits.dale import apply as dale_apply
 from ctmhsa.devices.registry import DEVICES, check_device, get_device   # DEVICES: re-exported, the registry's names
@@ -191,8 +191,10 @@ class CircuitOptions(_Options):
         Dendritic feature map.
     causal : bool
         Causal masking: microcolumns j > i are absent.
-    normalize : bool
-        ``False``: the unnormalised variant (no interneurons).
+    normalize : bool, optional
+        ``False``: the unnormalised variant (no interneurons). ``None`` (default): the attention
+        area's own default (:attr:`ctmhsa.circuits.parts.Part.normalize`: normalised, the
+        memory over a stream unnormalised as the revised paper's).
     circuit : {"quadratic", "linear", "memory"} or str
         Algorithm 1, the linear-time key-value-memory circuit, or the key-value memory over a
         stream of single tokens (:mod:`ctmhsa.circuits.kvmemory`; rate level, and the escape level
@@ -246,7 +248,7 @@ class CircuitOptions(_Options):
     neuron: str = "escape"
     phi: str = "elu1"
     causal: bool = False
-    normalize: bool = True
+    normalize: bool | None = None
     circuit: str = "quadratic"
     law: str = "product"
     P: int | dict = 1
@@ -270,6 +272,9 @@ class CircuitOptions(_Options):
                 "ctmhsa.maths.reference only")
         if self.phi not in PHI_EXPRESSIONS:
             raise ValueError(f"phi: unknown feature map {self.phi!r}; expected one of {sorted(PHI_EXPRESSIONS)}")
+        if self.normalize is None:   # the attention area's default (the revised paper's memory: unnormalised)
+            _set(self, "normalize", getattr(PARTS.get(self.circuit) if isinstance(self.circuit, str) else None,
+                                            "normalize", True))
         for name in ("causal", "normalize", "fold", "dale"):
             _flag(name, getattr(self, name), "a bool" if name in ("fold", "dale") else "True or False")
             _set(self, name, bool(getattr(self, name)))

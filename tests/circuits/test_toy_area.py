@@ -95,6 +95,14 @@ def test_a_new_area_is_one_class_and_one_registration(toy):
     assert res.rates["value"].shape == (2, 3, 3, 3, 2)
 
 
+def test_the_options_take_the_areas_default_normalisation(toy):
+    from ctmhsa.sims.options import CircuitOptions
+
+    assert CircuitOptions(circuit=toy).normalize is False                 # the toy's own default
+    assert CircuitOptions(circuit="memory").normalize is False           # the revised paper's memory
+    assert CircuitOptions().normalize is True and CircuitOptions(circuit="memory", normalize=True).normalize
+
+
 def test_the_new_areas_facts_refuse_what_it_does_not_build(toy):
     X, W = _problem()
     for kw, match in ((dict(neuron="escape"), "neuron: the toy_uniform circuit is built at the rate level"),
