@@ -98,7 +98,7 @@ def test_a_new_area_is_one_class_and_one_registration(toy):
 def test_the_options_take_the_areas_default_normalisation(toy):
     from ctmhsa.sims.options import CircuitOptions
 
-    assert CircuitOptions(circuit=toy).normalize is False                 # the toy's own default
+    assert CircuitOptions(circuit=toy, neuron="rate").normalize is False   # the toy's own default
     assert CircuitOptions(circuit="memory").normalize is False           # the revised paper's memory
     assert CircuitOptions().normalize is True and CircuitOptions(circuit="memory", normalize=True).normalize
 
