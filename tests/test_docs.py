@@ -148,6 +148,7 @@ def test_citation_license_changelog():
 
 
 @pytest.mark.codegen_independent
+@pytest.mark.long   # 24 s (a Sphinx build); the docstrings' text is checked by the other doc tests
 def test_api_reference_builds_without_warnings(tmp_path):
     """The docs site, by the README's Sphinx command, warnings as errors (html builder, one
     process): the guides (``docs/*.md``, myst-parser) and the API reference (``docs/api``), whose

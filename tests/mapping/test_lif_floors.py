@@ -96,6 +96,7 @@ def test_every_lif_soma_counts_its_spike_generation_in_its_window():
 
 
 @pytest.mark.brian2
+@pytest.mark.long   # 11 s of lif; the lif floors' parts are checked above
 def test_lif_interneurons_fire_below_40_hz_without_ringing():
     """The lif loop (tau_int + 50 ms) holds every macrocolumn's pooled rate with interneurons at
     physiological rates, firing regularly, and L2/3 at 4.5 Hz (its 1 Hz baseline plus r_l23 =

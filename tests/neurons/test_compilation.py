@@ -84,6 +84,7 @@ def test_only_a_call_of_the_owner_or_a_cleared_count_runs_as_python(statement, k
 
 
 @pytest.mark.brian2
+@pytest.mark.long   # 20 s of Cython compiles; building without compiling is checked above
 def test_missing_modules_compile_in_parallel_and_a_later_run_compiles_none(fresh_cache, tmp_path):
     """A first run: the announcement names the count, a bar counts every module, the network's
     own preparation then compiles none; the spikes are those of numpy code."""
