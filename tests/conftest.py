@@ -2,6 +2,7 @@
 
 import ast
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -37,6 +38,22 @@ def pytest_runtest_setup(item):
     """The same check per test, for pytest-xdist's workers."""
     if uncategorised([item]):
         pytest.fail(_no_category([item.nodeid]), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def brian2_globals():
+    """Brian2's process-wide state (the default clock's step, the code-generation target) as each
+    test found it: a test that sets ``defaultclock.dt`` must not change the next test's clock on
+    the same pytest-xdist worker (which tests share a worker depends on the machine)."""
+    b2 = sys.modules.get("brian2")
+    saved = None if b2 is None else (b2.defaultclock.dt_, b2.prefs.codegen.target)
+    yield
+    b2 = sys.modules.get("brian2")
+    if b2 is None:
+        return
+    dt, target = saved if saved is not None else (1e-4, "auto")
+    b2.defaultclock.dt_ = dt
+    b2.prefs.codegen.target = target
 
 
 def random_problem(seed=0, n=4, m=None, H=2, dk=3, dv=4, de=5, scale=1.0, batch=None):
