@@ -92,6 +92,10 @@ class BuiltCircuit:
     stream_tables : dict
         On a compiled device (``run_args``), population -> ``(TimedArray, rates (rows, N) Hz)`` of
         the streamed relays: the rates are a run argument of every run, the compiled table zeros.
+    stream_arrays : dict
+        Population -> the ``TimedArray`` of each streamed relay (its rows, Hz, one per
+        presentation): on the runtime device a row written in place between presentations
+        takes effect when its presentation starts (a closed loop, :mod:`ctmhsa.sims.generate`).
     folds : dict
         Population name -> list of :class:`FoldedGroup` (state shared by cells with identical
         inputs, see :mod:`ctmhsa.circuits.fold`).
@@ -130,6 +134,7 @@ class BuiltCircuit:
     replay_source: dict | None = None
     streamed: frozenset = frozenset()
     stream_tables: dict = field(default_factory=dict)
+    stream_arrays: dict = field(default_factory=dict)
     compiled: dict = field(default_factory=lambda: dict(modules=0, seconds=0.0, loaded=0))
     preparation: float = 0.0
     _seeded: bool = False
@@ -421,7 +426,8 @@ def _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, r
                          monitors=monitors, seed=seed, run_args=run_args, folds=folds,
                          counted=tuple(spiking) if counting else (), pairs=pairs, replayed=frozenset(replay),
                          replay_tables=tables, replay_source=replay_source, streamed=frozenset(streams),
-                         stream_tables={p: (ns[f"{p}_stream"], streams[p][0]) for p in streams if counting})
+                         stream_tables={p: (ns[f"{p}_stream"], streams[p][0]) for p in streams if counting},
+                         stream_arrays={p: ns[f"{p}_stream"] for p in streams})
     _write_values(built, values, seed, run_args)   # checked above, before any Brian2 object
     built.build_time = time.perf_counter() - t0
     return built

@@ -243,7 +243,8 @@ def measure(network, probes: dict, clock, run: Callable[[float, object], float],
 
 def measure_stream(network, probes: dict, clock, run: Callable[[float, object], float], warmup: float,
                    period: float, count: int, lag: float, n_chunks: int = 1, report=None,
-                   read_state: Callable[[], dict] | None = None) -> dict:
+                   read_state: Callable[[], dict] | None = None,
+                   on_read: Callable[[int, dict], None] | None = None) -> dict:
     """Run for ``warmup`` (discarded), then ``count`` presentations of ``period`` s each, with
     one measurement window per presentation: ``[lag, period)`` after its start.
 
@@ -271,6 +272,10 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
         order; ``chunks``: population -> ``(count, n_chunks, N)`` spike counts; ``run``: wall
         time (s); ``early``: with ``read_state`` and no probes, the state at 90 % of each
         presentation (one per presentation, in order), else empty.
+    on_read : callable, optional
+        ``on_read(k, observables)`` at the end of presentation ``k``'s window, inside the run (a
+        closed loop: what it changes, e.g. the next presentation's input table, takes effect at
+        once); ``observables`` as in ``snapshots``.
     """
     if not 0 <= lag < period:
         raise ValueError(f"lag: expected 0 <= lag < period = {period} s, got {lag}")
@@ -311,6 +316,8 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
                     chunks[p].append(np.diff(np.stack(c), axis=0))
             else:
                 snapshots.append((period, read_state()))
+            if what == "read" and on_read is not None:
+                on_read(_k, snapshots[-1][1])
 
     def at_step_end(t):
         take(float(t[:]) + dt - t0)

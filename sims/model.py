@@ -34,7 +34,7 @@ from .io import atomic_savez, atomic_write_json, results_directory
 from .jsonfile import to_json
 from .physiology import RateTable, rate_table
 from ctmhsa.neurons.levels import LEVELS, get_level
-from ctmhsa.neurons.params import seconds
+from ctmhsa.neurons.params import HIGH_CONDUCTANCE, seconds
 
 from .options import (AUTO_CYTHON_SYNAPSES, CircuitOptions, RunOptions, check_applies, check_run,
                       given_options, split_options)
@@ -47,7 +47,8 @@ from .result import stage_metrics
 from .runners import RuntimeRunner, runner_for
 
 __all__ = ["simulate_model", "ModelResult", "MODEL_WARMUP_PER_BLOCK", "MODEL_COPIES", "RATE_TIME_PER_BLOCK",
-           "MODEL_LAG_FRACTION", "MODEL_DEVICES", "model_devices"]
+           "MODEL_LAG_FRACTION", "MODEL_DEVICES", "model_devices", "CAUSAL_PARAMS", "CAUSAL_SETTLE", "causal_lag",
+           "ModelRun", "prepare_model_run", "finish_model_run"]
 
 MODEL_WARMUP_PER_BLOCK = 0.25
 """Warm-up per block (s) at the spiking levels: each block adds about eight cell stages of
@@ -63,7 +64,28 @@ RATE_TIME_PER_BLOCK = 1.0
 ``diagnostics["settled"]`` reports the change over the last 10 % of the run."""
 
 MODEL_LAG_FRACTION = 0.5
-"""A stream's decoding window starts this fraction of each presentation after its start."""
+"""A stream's decoding window starts this fraction of each presentation after its start (a
+causal model's: :func:`causal_lag`)."""
+
+CAUSAL_PARAMS = HIGH_CONDUCTANCE.replace(tau_relay=5e-3)
+"""A causal model's cells by default (``params`` not given), at every level: 5 ms somata and
+dendrites (the awake high-conductance state) and 5 ms relays, as the digits circuit's. A token
+per 0.2 s leaves the chain of a block and the read-out (relays, memory read-out, L5 PT, higher-
+order relays, read-out relays, class cells) about 0.1 s to follow each token: with the default
+40 ms relays the window read the previous token (``recall``, 8 pairs, escape, P = 16, 0.2 s:
+0 % recall, logits r = 0.22; with these cells 100 %, r = 0.97; docs/language.md)."""
+
+CAUSAL_SETTLE = 0.1
+"""Seconds after a causal model's token reaches its relays (:data:`ctmhsa.mapping.kvmemory.WRITE_WINDOW`
+into the presentation) before its output is read (:func:`causal_lag`), with :data:`CAUSAL_PARAMS`."""
+
+
+def causal_lag(presentation: float) -> float:
+    """A causal model's default decoding lag (s): the token's arrival plus :data:`CAUSAL_SETTLE`
+    where that leaves a window of at least 50 ms (0.2 s: the window 0.12-0.2 s), else half the
+    presentation."""
+    settle = kvmemory.WRITE_WINDOW + CAUSAL_SETTLE
+    return settle if presentation >= settle + 0.05 - 1e-12 else MODEL_LAG_FRACTION * presentation
 
 MODEL_DEVICES = ("runtime", "cpp_standalone")
 """The shipped devices a model runs on (:func:`model_devices`: every registered one that runs in
@@ -297,13 +319,14 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         A stream's decoding window is ``[lag, presentation)`` after each set's start (s; streams
         only); default :data:`MODEL_LAG_FRACTION` of the presentation (a block is a chain of about
         eight cell stages: its output follows a new set later than one pathway's, see
-        docs/digits.md).
+        docs/digits.md); a causal model's :func:`causal_lag`.
     **options
         ``duration`` (s; the window at the spiking levels, default 1 s; the simulated time at
         the rate level, default :data:`RATE_TIME_PER_BLOCK` per block), ``warmup`` (s; default
         :data:`MODEL_WARMUP_PER_BLOCK` per block, at least the level's), ``P`` (cells per
         value, default :data:`MODEL_COPIES` at the spiking levels, 1 at the rate level),
-        ``seed``, ``dt``, ``phi``, ``n_inh``, ``gains``, ``params``, ``input_range``,
+        ``seed``, ``dt``, ``phi``, ``n_inh``, ``gains``, ``params`` (a causal model's default
+        :data:`CAUSAL_PARAMS`), ``input_range``,
         ``record_spikes`` (population names such as ``"b0_l23"``; a name without its block,
         ``"l23"``, selects that population in every block), ``codegen``, ``report``, ``fold``,
         ``firing``, ``max_memory``, ``max_runtime``, ``dale`` (Dale's law: feedforward inhibitory
@@ -328,6 +351,32 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         (:class:`ctmhsa.mapping.operating.OperatingRangeError`) — before any network is built.
     """
     t0 = time.perf_counter()
+    run = prepare_model_run(model, X, neuron, presentation, calibration, lag, options)
+    return finish_model_run(run, run.runner.run(run.run_ro), t0)
+
+
+@dataclass
+class ModelRun:
+    """A model's network ready to run (:func:`prepare_model_run`): the checked tokens
+    ``(T, 1, de)`` of a causal model, else as given, the options, the encoded circuit and its
+    runner; :func:`finish_model_run` decodes what it observed."""
+
+    model: Model
+    tokens: np.ndarray
+    stream: bool
+    one: bool
+    co: CircuitOptions
+    ro: RunOptions
+    run_ro: RunOptions
+    circuit: object
+    menc: object
+    runner: object
+    n: int
+
+
+def prepare_model_run(model, X, neuron, presentation, calibration, lag, options: dict) -> "ModelRun":
+    """Everything :func:`simulate_model` does before the network runs: the arguments checked,
+    the circuit built and encoded, its runner made (arguments as :func:`simulate_model`'s)."""
     if not isinstance(model, Model):
         if isinstance(model, (str, os.PathLike)):
             model = load_model(model)
@@ -370,6 +419,8 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
 
     if default("P"):
         options["P"] = MODEL_COPIES if get_level(neuron).spiking else 1
+    if model.causal and default("params"):
+        options["params"] = CAUSAL_PARAMS
     # presentation=None would replace run_options.presentation: pass it only where given
     co, ro = split_options(neuron=neuron, **options, **({} if presentation is None else {"presentation": presentation}))
     ro = _stream_timing(ro, tokens.shape[0] if stream else None, co.neuron)
@@ -387,7 +438,10 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
     run_ro = ro.replace(presentation=ro.duration) if one else ro
     runner_for(run_ro).check(co, run_ro)
     if stream:   # the decoding window, before anything is built
-        lag = MODEL_LAG_FRACTION * ro.presentation if lag is None else seconds("lag", lag, allow_zero=True)
+        if lag is None:
+            lag = causal_lag(ro.presentation) if model.causal else MODEL_LAG_FRACTION * ro.presentation
+        else:
+            lag = seconds("lag", lag, allow_zero=True)
         if not lag < ro.presentation:
             raise ValueError(f"lag: the decoding window [lag, presentation) is empty (lag {lag:g} s, "
                              f"presentation {ro.presentation:g} s)")
@@ -412,7 +466,6 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
     if not isinstance(ro.record_spikes, bool):
         ro = ro.replace(record_spikes=_recorded_populations(ro.record_spikes, built.populations))
     _check_size(built, co, ro)
-    ref = _reference(model, tokens, co.phi)
     menc = encode_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
                         input_range=co.input_range, calibration=cal,
                         timing=dict(presentation=ro.presentation, dt=ro.dt) if model.causal else None)
@@ -428,7 +481,16 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
     runner = (runner_for(run_ro) if compiled else RuntimeRunner)(circuit, menc, None, co, run_ro)
     if stream:
         runner.lag = lag
-    obs = runner.run(run_ro)
+    return ModelRun(model=model, tokens=tokens, stream=stream, one=one, co=co, ro=ro, run_ro=run_ro,
+                    circuit=circuit, menc=menc, runner=runner, n=n)
+
+
+def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
+    """Decode the observations ``obs`` of a :class:`ModelRun` and compare them with the exact
+    model on ``run.tokens`` (the tokens shown, known only after a closed-loop run)."""
+    model, tokens, stream, one, co, ro, circuit, menc, runner, n = (
+        run.model, run.tokens, run.stream, run.one, run.co, run.ro, run.circuit, run.menc, run.runner, run.n)
+    ref = _reference(model, tokens, co.phi)
     t_decode = time.perf_counter()
     if one:   # back to one set: its final state, and its state at 90 % of the run
         obs = dataclasses.replace(obs, stream=False, early=obs.early[0])
@@ -481,6 +543,7 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         blocks=dec["blocks"], reference_blocks=blocks_ref, metrics=metrics, counts=_counts(circuit),
         rates=rates, spikes=obs.spikes,
         config=config, diagnostics=diag, timings=timings)
+
 
 
 def _check_causal_options(co) -> None:

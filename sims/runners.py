@@ -106,6 +106,10 @@ class Runner:
     """Seconds from a presentation's start to its decoding window (``None``:
     :func:`ctmhsa.sims.options.decode_lag`); a deeper circuit needs longer."""
 
+    on_read = None
+    """``on_read(k, observables)`` at the end of a stream's presentation ``k``, inside the run
+    (:func:`ctmhsa.neurons.window.measure_stream`; the runtime device only): a closed loop."""
+
     def __init__(self, circuit: Circuit, encoding: Encoding, inputs, options: CircuitOptions,
                  run_options: RunOptions):
         self.circuit, self.encoding, self.inputs = circuit, encoding, inputs
@@ -252,8 +256,10 @@ class RuntimeRunner(Runner):
         """A stream of token sets: one window per presentation (see :func:`ctmhsa.neurons.window.measure_stream`)."""
         count, lag, n_chunks = self._stream_timing(ro)
         read_state = None if built.spiking else (lambda: {p: built.read(p) for p in self.circuit.populations})
+        on_read = None if self.on_read is None else (
+            lambda k, o: self.on_read(k, counts_as_rates(o) if built.spiking else o))
         m = measure_stream(built.network, built.probes(), built.clock, built.run, ro.warmup, ro.presentation, count,
-                           lag, n_chunks, report, read_state)
+                           lag, n_chunks, report, read_state, on_read)
         snaps = [(t, counts_as_rates(o) if built.spiking else o) for t, o in m["snapshots"]]
         return Observations(snaps, m["chunks"], _recorded(built, ro), build=built.build_time,
                             compile=built.preparation, run=m["run"], stream=True, early=m["early"] or None)
