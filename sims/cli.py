@@ -381,6 +381,48 @@ def _cmd_digits(args) -> int:
     return 0
 
 
+def _cmd_generate(args) -> int:
+    """``ctmhsa generate``: a language model's circuit writes text after a prompt, one character
+    per presentation, reading what it wrote; a results directory with the text, the scores, the
+    class cells' spikes and the figure."""
+    from .generate import generate
+    from .io import results_directory
+
+    out = check_output(args.out, 0, what="--out")
+    args._out = out
+    circuit = args.neuron != "float"
+    opts = {k: v for k, v in dict(P=args.P, presentation=args.presentation, codegen=args.codegen).items()
+            if v is not None}
+    if circuit:
+        opts.update(report=None if args.quiet else "progress")
+        if get_level(args.neuron).spiking:   # the figure's raster of the output nucleus
+            opts["record_spikes"] = ("classes",)
+    elif opts:
+        raise ValueError(f"{_MODEL_FLAGS.get(next(iter(opts)), next(iter(opts)))}: --neuron float runs the exact "
+                         "model, no circuit")
+    try:
+        g = generate(_load_model(args.model), args.prompt, args.chars, neuron=args.neuron,
+                     temperature=args.temperature, seed=args.seed, **opts)
+    except (ValueError, TypeError) as exc:
+        raise _flagged(exc, dict(_MODEL_FLAGS, prompt="--prompt", chars="--chars", temperature="--temperature",
+                                 model="--model")) from None
+    with results_directory(out, "--out", kind="generate") as tmp:
+        g.write_files(tmp)
+        if not args.no_figure:
+            from ctmhsa.figures.generate import draw   # matplotlib: only when drawing
+
+            draw(tmp)
+    args._out = None    # written
+    if not args.quiet:
+        print(g.text)
+        size = (f"; {g.result.config['n_neurons']:,} neurons, {g.result.config['presentation']:g} s per character, "
+                f"{g.wall / max(len(g.text) - 1, 1):.2f} s of wall time per character") if g.result is not None else ""
+        print(f"-- {args.chars} characters at the {args.neuron} level (temperature {args.temperature:g}); "
+              f"agreement with the float model's most likely character {100 * g.agreement:.0f} %{size}")
+        print(f"results in {out}")
+    return 0
+
+
 def _cmd_experiment(args) -> int:
     """``ctmhsa experiment NAME``: an in-silico experiment (:mod:`ctmhsa.sims.experiments`), written as a
     results directory: experiment.json, one NWB file per spiking run, NAME.png."""
@@ -764,6 +806,30 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--out", default=os.path.join("results", "digits"), help="results directory (default results/digits)")
     dg.add_argument("--no-figure", action="store_true", help="do not draw digits.png")
     dg.set_defaults(func=_cmd_digits)
+
+    gen = sub.add_parser("generate", parents=[common], help="a language model's circuit writes text, one character "
+                                                            "per presentation, reading what it wrote",
+                         description="Present --prompt to the circuit of a causal language model (default the shipped "
+                                     "'shakespeare'), one character per presentation; from its last character on, draw "
+                                     "each next character from the class scores decoded from the read-out's class "
+                                     "cells, divided by --temperature, and show it next, inside the same run. Writes a "
+                                     "results directory: text.txt, generate.json, scores.npz (scores and the class "
+                                     "cells' spikes), rates.json and generate.png.")
+    gen.add_argument("--prompt", default="ROMEO:", help="the prompt (default ROMEO:)")
+    gen.add_argument("--chars", type=_count(1), default=200, help="characters to write (default 200)")
+    gen.add_argument("--neuron", choices=["escape", "rate", "float"], default="escape",
+                     help="fidelity level (default escape); float: the exact model, no circuit")
+    gen.add_argument("--temperature", type=float, default=1.0,
+                     help="the decoded scores are divided by it before the softmax; 0: the largest (default 1)")
+    gen.add_argument("--seed", type=_count(0), default=0, help="seed of the draws and the simulation (default 0)")
+    gen.add_argument("--presentation", type=_times, help="seconds per character (default 0.2)")
+    gen.add_argument("--P", type=_count(1), help="cells per value (default 4 at the spiking levels)")
+    gen.add_argument("--model", default="shakespeare", help="model file or shipped name (default shakespeare)")
+    gen.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target (default auto)")
+    gen.add_argument("--out", default=os.path.join("results", "generate"),
+                     help="results directory (default results/generate)")
+    gen.add_argument("--no-figure", action="store_true", help="do not draw generate.png")
+    gen.set_defaults(func=_cmd_generate)
 
     from .experiments import EXPERIMENTS
 

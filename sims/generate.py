@@ -74,6 +74,11 @@ class GenerateResult:
         exact model); ``None`` at ``neuron="float"``.
     wall : float
         Seconds.
+    vocab : str
+        The model's characters (class ``c`` is ``vocab[c]``).
+    cell_class, cell_sign : ndarray, shape (N,), or None
+        The class and sign (0: +, 1: −) each class cell (population ``classes``, the output
+        nucleus of the read-out) represents; ``None`` at ``neuron="float"``.
     """
 
     prompt: str
@@ -85,6 +90,9 @@ class GenerateResult:
     seed: int
     result: ModelResult | None
     wall: float
+    vocab: str = ""
+    cell_class: np.ndarray | None = None
+    cell_sign: np.ndarray | None = None
 
     @property
     def generated(self) -> str:
@@ -107,26 +115,31 @@ class GenerateResult:
                        logits_nrmse=float(self.result.metrics["logits"]["nrmse"]))
         return out
 
-    def save(self, path) -> str:
-        """Write a results directory (``kind`` "generate"), atomically
-        (:func:`ctmhsa.sims.io.results_directory`): ``text.txt`` (prompt and generated text),
-        ``generate.json`` (:meth:`summary`), ``scores.npz`` (``scores``, ``reference_scores``,
-        ``prompt_length``; with a circuit ``presentation`` and ``warmup`` in s, and the recorded
-        spikes ``spikes.<population>.i`` / ``.t``, cell index and time in s) and, with a circuit,
-        ``rates.json`` (its rate table). Returns the absolute path."""
+    def write_files(self, directory: str) -> None:
+        """Write into ``directory`` (which must exist): ``text.txt`` (prompt and generated text),
+        ``generate.json`` (:meth:`summary`, with ``vocab``), ``scores.npz`` (``scores``,
+        ``reference_scores``, ``prompt_length``; with a circuit ``presentation``, ``warmup`` (s),
+        ``cell_class``, ``cell_sign`` and the recorded spikes ``spikes.<population>.i`` / ``.t``,
+        cell index and time in s) and, with a circuit, ``rates.json`` (its rate table); each atomically."""
         arrays = dict(scores=self.scores, reference_scores=self.reference_scores,
                       prompt_length=np.array(len(self.prompt)))
         if self.result is not None:
             arrays.update(presentation=np.array(self.result.config["presentation"]),
-                          warmup=np.array(self.result.config["warmup"]))
+                          warmup=np.array(self.result.config["warmup"]), cell_class=self.cell_class,
+                          cell_sign=self.cell_sign)
             for pop, (i, t) in (self.result.spikes or {}).items():
                 arrays[f"spikes.{pop}.i"], arrays[f"spikes.{pop}.t"] = np.asarray(i), np.asarray(t)
+        atomic_write_text(os.path.join(directory, "text.txt"), self.text)
+        atomic_write_json(os.path.join(directory, "generate.json"), to_json(dict(self.summary(), vocab=self.vocab)))
+        atomic_savez(os.path.join(directory, "scores.npz"), **arrays)
+        if self.result is not None:
+            atomic_write_json(os.path.join(directory, "rates.json"), list(self.result.rate_table()))
+
+    def save(self, path) -> str:
+        """:meth:`write_files` into a results directory (``kind`` "generate") written atomically
+        (:func:`ctmhsa.sims.io.results_directory`). Returns the absolute path."""
         with results_directory(path, "path", kind="generate") as tmp:
-            atomic_write_text(os.path.join(tmp, "text.txt"), self.text)
-            atomic_write_json(os.path.join(tmp, "generate.json"), to_json(self.summary()))
-            atomic_savez(os.path.join(tmp, "scores.npz"), **arrays)
-            if self.result is not None:
-                atomic_write_json(os.path.join(tmp, "rates.json"), list(self.result.rate_table()))
+            self.write_files(tmp)
         return os.path.abspath(os.fspath(path))
 
 
@@ -208,7 +221,8 @@ def generate(model, prompt: str, chars: int, neuron: str = "escape", temperature
             raise ValueError(f"{given[0]}: neuron='float' runs the exact model, no circuit")
         ids, scores = write(model, ids, chars, temperature, rng)
         return GenerateResult(prompt, prompt + "".join(model.vocab[c] for c in ids[len(prompt):]), scores,
-                              scores.copy(), neuron, float(temperature), int(seed), None, time.perf_counter() - t0)
+                              scores.copy(), neuron, float(temperature), int(seed), None, time.perf_counter() - t0,
+                              model.vocab)
     if options.get("device", "runtime") != "runtime":
         raise ValueError(f"device: generation closes its loop inside the run, on the runtime device; got "
                          f"{options['device']!r}")
@@ -243,5 +257,6 @@ def generate(model, prompt: str, chars: int, neuron: str = "escape", temperature
     res = finish_model_run(run, obs, t0)
     ref = transformer_forward(np.eye(V)[ids[:T]], model)["logits"][L - 1:]
     text = prompt + "".join(model.vocab[c] for c in ids[L:])
+    cells = run.circuit.population("classes")
     return GenerateResult(prompt, text, np.array(scores), ref, neuron, float(temperature), int(seed), res,
-                          time.perf_counter() - t0)
+                          time.perf_counter() - t0, model.vocab, cells.axis("class").copy(), cells.axis("sign").copy())

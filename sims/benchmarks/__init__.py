@@ -35,6 +35,7 @@ BENCHMARKS = {
     "dale": "ctmhsa.sims.benchmarks.dale",
     "memory": "ctmhsa.sims.benchmarks.memory",
     "stream": "ctmhsa.sims.benchmarks.stream",
+    "language": "ctmhsa.sims.benchmarks.language",
 }
 
 

@@ -1,0 +1,249 @@
+"""``ctmhsa bench language``: the shipped causal models read in spikes, one token per presentation.
+
+Two tasks, each per level (``float``: the exact model, :func:`ctmhsa.transformer_forward`;
+``rate`` and ``escape``: its circuit, :func:`ctmhsa.simulate_model`) and per presentation time
+(seconds per token; the float model has none):
+
+- *recall* (``ctmhsa.load_model("recall")``, :mod:`ctmhsa.sims.recall`): for each number of
+  facts in ``--pairs`` (as many queries), ``--sequences`` held-out sequences (seed ``--seed``),
+  each one circuit run; the recall accuracy over their queries, the float model's on the same
+  sequences, the logits' NRMSE against the float logits (pooled over the sequences), neurons and
+  wall time per token. The circuit is built for recall sequences of another seed
+  (:data:`RECALL_CALIBRATION`), never the evaluated ones.
+- *characters* (``ctmhsa.load_model("shakespeare")``, :mod:`ctmhsa.sims.language`): ``--windows``
+  held-out windows of ``--length`` characters of the validation play
+  (:func:`~ctmhsa.sims.language.validation_windows`, seed ``--seed``), each one run; bits per
+  character of the next characters from the circuit's logits, the float model's on the same
+  windows, their ratio (``100 (circuit / float - 1)`` %), top-1 agreement with the float model,
+  the logits' NRMSE, neurons and wall time per token. The circuit is built for random strings of
+  the vocabulary (:func:`ctmhsa.sims.generate.vocabulary_calibration`).
+
+The cells are a causal model's defaults (:data:`ctmhsa.sims.model.CAUSAL_PARAMS`), the decoding
+window :func:`ctmhsa.sims.model.causal_lag`'s, the copies per value ``--P`` (default
+:data:`ctmhsa.sims.model.MODEL_COPIES` at the escape level, one at the rate level). Prints a table
+and writes JSON; the command line then draws the figure from the JSON
+(:func:`ctmhsa.figures.language.draw`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ctmhsa.sims.io import versions
+from ctmhsa.sims.progress import progress
+
+from .common import add_out_argument, count, finish, warnings_into
+
+FIGURE = "ctmhsa.figures.language"
+"""The module whose ``draw(json_path)`` the command line calls after the run."""
+
+__all__ = ["HELP", "LEVELS", "DEFAULTS", "QUICK", "RECALL_CALIBRATION", "FIGURE", "add_arguments", "settings",
+           "recall_row", "character_row", "main"]
+
+HELP = "in-context recall and Shakespeare characters read by the causal models' circuits: accuracy and bits per character vs level and presentation"
+
+LEVELS = ("float", "rate", "escape")
+
+DEFAULTS = dict(presentations=[0.1, 0.2, 0.5], pairs=[2, 4, 8], sequences=2, windows=1, length=32)
+"""The flags' values where not given: about 15 minutes on two busy cores with all three levels."""
+
+QUICK = dict(presentations=[0.2], pairs=[2], sequences=1, windows=1, length=3)
+"""``--quick``'s values of the flags not given (a smoke test)."""
+
+RECALL_CALIBRATION = dict(n=8, pairs=8, seed=12345)
+"""The recall sequences the circuit is built for (:func:`ctmhsa.sims.recall.recall_sequences`; a
+seed no evaluated sequence uses: ``--seed`` 12345 is refused)."""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--levels", nargs="+", choices=LEVELS, default=list(LEVELS),
+                        help="float (the exact model), rate, escape (default all three)")
+    parser.add_argument("--presentations", type=float, nargs="+", default=None,
+                        help=f"seconds per token at the spiking levels (default {_flag('presentations')})")
+    parser.add_argument("--pairs", type=count, nargs="+", default=None,
+                        help=f"facts per recall sequence, as many queries; 1-8 (default {_flag('pairs')})")
+    parser.add_argument("--sequences", type=count, default=None,
+                        help=f"recall sequences per number of pairs (default {_flag('sequences')})")
+    parser.add_argument("--windows", type=count, default=None,
+                        help=f"held-out windows of the validation play (default {_flag('windows')})")
+    parser.add_argument("--length", type=count, default=None,
+                        help=f"characters per window (default {_flag('length')})")
+    parser.add_argument("--P", type=count, default=None,
+                        help="copies per value at the escape level (default simulate_model's, 4; the rate level: 1)")
+    parser.add_argument("--seed", type=int, default=1,
+                        help="seed of the held-out sequences and windows, and of the simulations (default 1)")
+    parser.add_argument("--codegen", default="cython", choices=["auto", "numpy", "cython"],
+                        help="Brian2 target (default cython: the recall circuit at the escape level ran 6x faster "
+                             "than with numpy, which auto picks for its size)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke test: " + ", ".join(f"--{k} {_flag(k, QUICK)}" for k in QUICK) + " unless given")
+    parser.add_argument("--no-figure", action="store_true", help="do not draw the figure")
+    add_out_argument(parser, "bench_results/language.json")
+
+
+def _flag(name: str, values: dict = DEFAULTS) -> str:
+    v = values[name]
+    return " ".join(f"{x:g}" for x in v) if isinstance(v, list) else f"{v:g}"
+
+
+def settings(args) -> dict:
+    """The run's settings: each flag given, else ``--quick``'s or the default value; checked
+    before any network is built.
+
+    Raises
+    ------
+    ValueError
+        Naming the flag: a presentation below a level's minimum, more pairs than keys, a window
+        longer than the validation play, the calibration's seed.
+    """
+    from ctmhsa.maths.model import load_model
+    from ctmhsa.sims.model import CAUSAL_PARAMS
+    from ctmhsa.sims.options import CircuitOptions, min_presentation
+    from ctmhsa.sims.recall import KEYS
+
+    base = QUICK if args.quick else DEFAULTS
+    s = {k: base[k] if getattr(args, k) is None else getattr(args, k) for k in DEFAULTS}
+    s["levels"] = [lv for lv in LEVELS if lv in args.levels]   # the table's order, once each
+    spiking = [lv for lv in s["levels"] if lv != "float"]
+    if not spiking:
+        s["presentations"] = []   # the float model has no presentation
+    depth = max(load_model(m).n_blocks for m in ("recall", "shakespeare"))
+    for lv in spiking:
+        low, why = min_presentation(CircuitOptions(neuron=lv, params=CAUSAL_PARAMS), blocks=depth)
+        bad = [p for p in s["presentations"] if not p >= low]
+        if bad:
+            raise ValueError(f"--presentations: at least {low:g} s at the {lv} level ({why}); got {bad}")
+    bad = [p for p in s["pairs"] if p > KEYS]
+    if bad:
+        raise ValueError(f"--pairs: at most {KEYS} (the keys a sequence's facts use once each), got {bad}")
+    if args.seed == RECALL_CALIBRATION["seed"]:
+        raise ValueError(f"--seed: {args.seed} draws the calibration sequences; choose another")
+    if args.seed < 0:
+        raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
+    if "escape" not in spiking and args.P is not None:
+        raise ValueError("--P: copies per value at the escape level, but --levels has no escape")
+    s["P"] = args.P
+    return s
+
+
+def _simulate(model, U, level: str, presentation: float, calibration, args) -> tuple:
+    """One sequence through the circuit: ``(ModelResult, wall s, warnings)``."""
+    from ctmhsa.sims.model import simulate_model
+
+    opts = {} if args.P is None or level != "escape" else {"P": args.P}
+    record: list = []
+    t0 = time.perf_counter()
+    with warnings_into(record):
+        res = simulate_model(model, U, neuron=level, presentation=presentation, calibration=calibration,
+                             seed=args.seed, codegen=args.codegen, **opts)
+    return res, time.perf_counter() - t0, record
+
+
+def _run(model, inputs, level, presentation, calibration, args) -> dict:
+    """Every sequence of ``inputs`` (n, T, p) at one level and presentation: the logits (n, T,
+    classes), the float logits, neurons, wall time and the warnings."""
+    from ctmhsa.maths.transformer import transformer_forward
+
+    if level == "float":
+        t0 = time.perf_counter()
+        z = np.stack([transformer_forward(U, model)["logits"] for U in inputs])
+        return dict(logits=z, reference=z, neurons=0, wall_s=time.perf_counter() - t0, warnings=[])
+    runs = [_simulate(model, U, level, presentation, calibration, args) for U in inputs]
+    return dict(logits=np.stack([r.logits for r, _, _ in runs]), reference=np.stack([r.reference_logits for r, _, _ in runs]),
+                neurons=int(runs[0][0].config["n_neurons"]), wall_s=sum(w for _, w, _ in runs),
+                warnings=sorted({w for _, _, ws in runs for w in ws}))
+
+
+def _common(out: dict, level: str, presentation, tokens: int) -> dict:
+    """The columns both tasks share: level, presentation, the logits' NRMSE, neurons, wall time."""
+    from ctmhsa.sims.result import stage_metrics
+
+    m = stage_metrics(out["logits"], out["reference"])
+    return dict(level=level, presentation=presentation, nrmse=m["nrmse"], r=m["r"], neurons=out["neurons"],
+                tokens=tokens, wall_s=out["wall_s"], wall_per_token=out["wall_s"] / tokens, warnings=out["warnings"])
+
+
+def recall_row(model, seqs, level: str, presentation, calibration, args) -> dict:
+    """Recall sequences ``seqs`` (:class:`ctmhsa.sims.recall.RecallSequences`) at one level and
+    presentation (``None`` at the float level)."""
+    from ctmhsa.sims.recall import recall_accuracy
+
+    out = _run(model, seqs.inputs, level, presentation, calibration, args)
+    row = dict(pairs=seqs.pairs, queries=seqs.queries, sequences=len(seqs.inputs),
+               accuracy=recall_accuracy(out["logits"], seqs.targets, seqs.mask),
+               float_accuracy=recall_accuracy(out["reference"], seqs.targets, seqs.mask))
+    return {**_common(out, level, presentation, seqs.inputs.shape[0] * seqs.T), **row}
+
+
+def character_row(model, windows, level: str, presentation, calibration, args) -> dict:
+    """Character windows ``windows`` (n, length + 1) of class ids at one level and presentation:
+    the logits at ``t`` predict character ``t + 1``."""
+    from ctmhsa.sims.language import bits_per_char, one_hot
+
+    inputs = np.stack([one_hot(w[:-1], len(model.vocab)) for w in windows])
+    out = _run(model, inputs, level, presentation, calibration, args)
+    targets = windows[:, 1:]
+    bpc, ref = bits_per_char(out["logits"], targets), bits_per_char(out["reference"], targets)
+    top = out["logits"].argmax(-1)
+    row = dict(windows=len(windows), length=int(targets.shape[1]), bpc=bpc, float_bpc=ref,
+               ratio_pct=100.0 * (bpc / ref - 1.0), agreement=float(np.mean(top == out["reference"].argmax(-1))),
+               top1=float(np.mean(top == targets)))
+    return {**_common(out, level, presentation, targets.size), **row}
+
+
+def main(args) -> int:
+    from ctmhsa.maths.model import load_model
+    from ctmhsa.sims.generate import vocabulary_calibration
+    from ctmhsa.sims.language import validation_windows
+    from ctmhsa.sims.recall import recall_sequences
+
+    s = settings(args)
+    recall, chars = load_model("recall"), load_model("shakespeare")
+    seqs = [recall_sequences(s["sequences"], pairs=k, seed=args.seed) for k in s["pairs"]]
+    windows = validation_windows(s["windows"], s["length"], seed=args.seed)   # refuses a --length too long
+    cal_recall = recall_sequences(**RECALL_CALIBRATION).inputs
+    cal_chars = vocabulary_calibration(chars)
+    points = [(lv, p) for lv in s["levels"] for p in ([None] if lv == "float" else s["presentations"])]
+    doc = dict(benchmark="language", quick=bool(args.quick), levels=s["levels"], presentations=s["presentations"],
+               pairs=s["pairs"], sequences=s["sequences"], windows=s["windows"], length=s["length"], P=s["P"],
+               seed=args.seed, codegen=args.codegen, recall_values=int(recall.readout_W.shape[0]),
+               vocabulary=len(chars.vocab),
+               recall_calibration=dict(RECALL_CALIBRATION, what="ctmhsa.sims.recall.recall_sequences(n, pairs, seed=seed)"),
+               character_calibration="ctmhsa.sims.generate.vocabulary_calibration(model)",
+               recall=[], characters=[], versions=versions(), cpus=os.cpu_count())
+    t_all = time.perf_counter()
+    jobs = [("recall", lv, p, q) for lv, p in points for q in seqs] + [("characters", lv, p, None) for lv, p in points]
+    for task, lv, p, q in progress(jobs, desc="bench language", unit="point"):
+        if task == "recall":
+            doc["recall"].append(recall_row(recall, q, lv, p, cal_recall, args))
+        else:
+            doc["characters"].append(character_row(chars, windows, lv, p, cal_chars, args))
+    doc["wall_s"] = time.perf_counter() - t_all
+    print()
+    _print(doc)
+    finish(doc, doc["recall"] + doc["characters"], args.out, "points")
+    return 0   # the figure is drawn from the JSON by ctmhsa.figures.language (FIGURE)
+
+
+def _where(r: dict) -> str:
+    return f"{r['level']:<7}{'—' if r['presentation'] is None else format(r['presentation'], 'g'):>6}"
+
+
+def _print(doc: dict) -> None:
+    P = "simulate_model's default" if doc["P"] is None else doc["P"]
+    print(f"recall: {doc['sequences']} held-out sequence(s) per point (seed {doc['seed']}), queries = pairs; "
+          f"escape P = {P}")
+    print(f"{'level':<7}{'s/tok':>6}{'pairs':>6}{'accuracy':>9}{'float':>7}{'NRMSE':>7}{'neurons':>9}{'wall/tok':>10}")
+    for r in doc["recall"]:
+        print(f"{_where(r)}{r['pairs']:>6}{r['accuracy']:>9.3f}{r['float_accuracy']:>7.3f}{r['nrmse']:>7.3f}"
+              f"{r['neurons']:>9,}{r['wall_per_token']:>9.2f}s")
+    print(f"\ncharacters: {doc['windows']} held-out window(s) of {doc['length']} characters of the validation play "
+          f"(seed {doc['seed']})")
+    print(f"{'level':<7}{'s/tok':>6}{'BPC':>7}{'float':>7}{'ratio':>8}{'agree':>7}{'top-1':>7}{'NRMSE':>7}"
+          f"{'neurons':>9}{'wall/tok':>10}")
+    for r in doc["characters"]:
+        print(f"{_where(r)}{r['bpc']:>7.3f}{r['float_bpc']:>7.3f}{r['ratio_pct']:>+7.1f}%{r['agreement']:>7.3f}"
+              f"{r['top1']:>7.3f}{r['nrmse']:>7.3f}{r['neurons']:>9,}{r['wall_per_token']:>9.2f}s")

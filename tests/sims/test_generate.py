@@ -1,0 +1,84 @@
+"""Text written through a language model's circuit (:mod:`ctmhsa.sims.generate`): the loop is
+closed inside one run, each drawn character shown next; bad arguments refused before any network."""
+
+import os
+
+import numpy as np
+import pytest
+
+from ctmhsa.sims.generate import generate
+from ctmhsa.sims.language import sample
+from ctmhsa.sims.models import train_causal as tc
+
+VOCAB = "abcde"
+
+
+def toy(forget=0.9, seed=0):
+    """A random one-block causal language model of five characters."""
+    arch = dict(blocks=1, H=1, dk=3, dv=3, de=6, dh=8, classes=5, p=5, forget=forget, normalize=False)
+    return tc.to_model(tc.init_params(np.random.default_rng(seed), arch), arch, "toy", VOCAB)
+
+
+@pytest.mark.codegen_independent
+def test_float_generation_is_the_samplers_text():
+    model = toy()
+    for T in (0.0, 0.7):
+        g = generate(model, "abca", 12, neuron="float", temperature=T, seed=3)
+        assert g.generated == sample(model, "abca", 12, temperature=T, seed=3)
+        assert g.scores.shape == (12, 5) and g.agreement == 1.0 and g.result is None
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("kw, match", [
+    (dict(prompt="abz"), "^prompt: characters not in the model's vocabulary: 'z'"),
+    (dict(prompt=""), "^prompt: "),
+    (dict(chars=0), "^chars: "),
+    (dict(temperature=-1.0), "^temperature: "),
+    (dict(temperature=float("nan")), "^temperature: "),
+    (dict(neuron="lif"), "^neuron: "),
+    (dict(seed=-2), "^seed: "),
+    (dict(device="cpp_standalone"), "^device: "),
+    (dict(neuron="float", presentation=0.2), "^presentation: "),
+])
+def test_bad_arguments_are_refused_before_any_network(kw, match, no_build):
+    args = dict(prompt="ab", chars=3, neuron="rate") | kw
+    with pytest.raises((ValueError, TypeError), match=match):
+        generate(toy(), **args)
+
+
+@pytest.mark.codegen_independent
+def test_a_model_without_a_vocabulary_is_refused(no_build):
+    with pytest.raises(ValueError, match="^model: .* not a language model"):
+        generate("digits", "ab", 2, neuron="rate")
+
+
+@pytest.mark.brian2
+def test_the_rate_circuit_writes_what_the_float_model_writes(tmp_path):
+    """Greedy writing at the rate level, each drawn character fed back inside the run: the text
+    is the float model's and the scores are its logits. The placeholders the table starts with
+    (the prompt's last character repeated) would have given another text."""
+    model = toy()
+    prompt, n = "ab", 4
+    want = sample(model, prompt, n, temperature=0.0)
+    assert want != prompt[-1] * n
+    g = generate(model, prompt, n, neuron="rate", temperature=0.0, codegen="numpy")
+    assert g.generated == want and g.agreement == 1.0
+    np.testing.assert_allclose(g.scores, g.reference_scores, rtol=0, atol=1e-3 * np.abs(g.reference_scores).max())
+    assert g.result.logits.shape == (len(prompt) + n - 1, 5)
+    path = g.save(str(tmp_path / "out"))
+    assert open(os.path.join(path, "text.txt")).read() == prompt + want
+    with np.load(os.path.join(path, "scores.npz")) as z:
+        assert z["scores"].shape == (n, 5) and int(z["prompt_length"]) == len(prompt)
+
+
+@pytest.mark.brian2
+@pytest.mark.long
+def test_escape_generation_records_the_class_cells_and_draws_the_figure(tmp_path):
+    from ctmhsa.figures.generate import draw
+
+    g = generate(toy(), "abc", 3, neuron="escape", temperature=0.5, seed=1, record_spikes=("classes",))
+    assert len(g.generated) == 3 and set(g.generated) <= set(VOCAB)
+    assert g.result.spikes["classes"][0].size > 0
+    assert g.cell_class.shape == g.cell_sign.shape == (g.result.counts["classes"],)
+    path = g.save(str(tmp_path / "out"))
+    assert os.path.getsize(draw(path)) > 0
