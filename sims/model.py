@@ -136,7 +136,9 @@ class ModelResult:
     diagnostics : dict
         ``range``: per population the cells outside their working range
         (:func:`ctmhsa.mapping.decode.range_report`); ``settled`` (rate level): the largest change
-        of the output over the last 10 % of the run, relative to its largest entry.
+        of the output over the last 10 % of the run (of any presentation of a stream), relative
+        to its largest entry; a stream's ``settled_per_presentation`` (a warning above
+        :data:`SETTLED`).
     """
 
     output: np.ndarray
@@ -516,12 +518,19 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
             if k in metrics and k in floors:
                 metrics[k]["floor"] = floors[k]
     diag = dict(range=range_report(circuit, obs.final, max_rate=1.0 / ro.dt if co.spiking else None))
-    if obs.early is not None and not stream:   # (a stream's: one per presentation, not read for models yet)
-        early = decode_model(circuit, menc, obs.early)["output"]
-        diag["settled"] = float(np.max(np.abs(early - dec["output"])) / (np.max(np.abs(dec["output"])) or 1.0))
+    if obs.early is not None:   # the rate level: its output at 90 % of the run (of each presentation)
+        late = [d["output"] for d in decoded]
+        early = [decode_model(circuit, menc, e)["output"] for e in (obs.early if stream else [obs.early])]
+        change = [float(np.max(np.abs(e - d)) / (np.max(np.abs(d)) or 1.0)) for e, d in zip(early, late)]
+        diag["settled"] = max(change)
+        if stream:
+            diag["settled_per_presentation"] = change
         if diag["settled"] > SETTLED:
-            warnings.warn(f"duration: the rate-level output still changed by {diag['settled']:.2g} of its largest "
-                          f"entry over the last 10 % of the run (more than {SETTLED:g}); run longer", stacklevel=2)
+            where = (f"presentation {int(np.argmax(change))} (of {len(change)})" if stream else "the run")
+            what = "present each token set longer (presentation=)" if stream else "run longer"
+            warnings.warn(f"{'presentation' if stream else 'duration'}: the rate-level output still changed by "
+                          f"{diag['settled']:.2g} of its largest entry over the last 10 % of {where} (more than "
+                          f"{SETTLED:g}); {what}", stacklevel=3)
     config = dict(model=repr(model), model_source=model.source, neuron=co.neuron, phi=co.phi, n=n, de=model.de,
                   causal=model.causal, forget=model.forget, normalize=model.memory_normalised,
                   blocks=model_sizes(model), classes=0 if model.readout_W is None else int(model.readout_W.shape[0]),

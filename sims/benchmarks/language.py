@@ -96,8 +96,9 @@ def settings(args) -> dict:
     Raises
     ------
     ValueError
-        Naming the flag: a presentation below a level's minimum, more pairs than keys, a window
-        longer than the validation play, the calibration's seed.
+        Naming the flag: a presentation below a level's minimum (of the deeper model), more pairs
+        than keys, the calibration's seed, a flag its levels do not use. (:func:`main` draws the
+        windows next, before any network: a ``--length`` beyond the validation play is refused there.)
     """
     from ctmhsa.maths.model import load_model
     from ctmhsa.sims.model import CAUSAL_PARAMS
@@ -108,8 +109,11 @@ def settings(args) -> dict:
     s = {k: base[k] if getattr(args, k) is None else getattr(args, k) for k in DEFAULTS}
     s["levels"] = [lv for lv in LEVELS if lv in args.levels]   # the table's order, once each
     spiking = [lv for lv in s["levels"] if lv != "float"]
-    if not spiking:
-        s["presentations"] = []   # the float model has no presentation
+    if not spiking:   # the float model has no presentation
+        if args.presentations is not None:
+            raise ValueError("--presentations: seconds per token at the rate and escape levels, but --levels has "
+                             "neither")
+        s["presentations"] = []
     depth = max(load_model(m).n_blocks for m in ("recall", "shakespeare"))
     for lv in spiking:
         low, why = min_presentation(CircuitOptions(neuron=lv, params=CAUSAL_PARAMS), blocks=depth)
@@ -119,10 +123,10 @@ def settings(args) -> dict:
     bad = [p for p in s["pairs"] if p > KEYS]
     if bad:
         raise ValueError(f"--pairs: at most {KEYS} (the keys a sequence's facts use once each), got {bad}")
-    if args.seed == RECALL_CALIBRATION["seed"]:
-        raise ValueError(f"--seed: {args.seed} draws the calibration sequences; choose another")
     if args.seed < 0:
         raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
+    if args.seed == RECALL_CALIBRATION["seed"]:
+        raise ValueError(f"--seed: {args.seed} draws the calibration sequences; choose another")
     if "escape" not in spiking and args.P is not None:
         raise ValueError("--P: copies per value at the escape level, but --levels has no escape")
     s["P"] = args.P

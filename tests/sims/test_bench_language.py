@@ -8,6 +8,7 @@ from ctmhsa.sims.cli import main
 
 
 @pytest.mark.brian2
+@pytest.mark.long   # 19-35 s on 2 busy cores (two models' circuits); the tests below stay in the suite
 def test_bench_language_quick_rate_writes_table_json_and_figure(tmp_path, capsys):
     out = tmp_path / "language.json"
     assert main(["bench", "language", "--quick", "--levels", "rate", "float", "--codegen", "numpy",
@@ -15,7 +16,7 @@ def test_bench_language_quick_rate_writes_table_json_and_figure(tmp_path, capsys
     doc = json.loads(out.read_text())
     assert doc["benchmark"] == "language" and doc["quick"] is True and "machine" in doc and "profile" in doc
     assert doc["levels"] == ["float", "rate"] and doc["presentations"] == [0.2] and doc["pairs"] == [2]
-    assert doc["P"] is None and doc["recall_values"] == 8 and doc["vocabulary"] == 61
+    assert doc["P"] is None and doc["recall_values"] == 8 and doc["vocabulary"] == 62   # newline, space, 52 letters, 8 marks
     common = {"level", "presentation", "nrmse", "r", "neurons", "tokens", "wall_s", "wall_per_token", "warnings"}
     fl, rate = doc["recall"]
     assert set(fl) == common | {"pairs", "queries", "sequences", "accuracy", "float_accuracy"}
@@ -40,8 +41,43 @@ def test_bench_language_quick_rate_writes_table_json_and_figure(tmp_path, capsys
     (["--pairs", "9"], "--pairs: at most 8"),
     (["--seed", "12345"], "--seed: 12345"),
     (["--levels", "rate", "--P", "4"], "--P: copies per value at the escape level"),
+    (["--levels", "float", "--presentations", "0.2"], "--presentations: seconds per token at the rate"),
     (["--length", "10000000"], "length: at most"),
 ])
 def test_bench_language_refuses_bad_flags_before_running(tmp_path, capsys, flags, match):
     assert main(["bench", "language", "--quick", "--out", str(tmp_path / "l.json"), *flags]) == 2
     assert match in capsys.readouterr().err and not (tmp_path / "l.json").exists()
+
+
+@pytest.mark.codegen_independent
+def test_language_figure_is_drawn_from_the_json_alone(tmp_path):
+    """Every level and presentation of the JSON drawn: a recall line per spiking level and
+    presentation plus float's, a bar per spiking level and presentation, the caption beside it."""
+    from ctmhsa.figures.language import draw
+
+    press, pairs = [0.1, 0.2], [2, 4]
+
+    def row(level, p, **kw):
+        return dict(level=level, presentation=p, nrmse=0.1, r=0.99, neurons=0 if level == "float" else 100,
+                    tokens=8, wall_s=1.0, wall_per_token=0.125, warnings=[], **kw)
+
+    points = [("float", None)] + [(lv, p) for lv in ("rate", "escape") for p in press]
+    doc = dict(benchmark="language", quick=False, levels=["float", "rate", "escape"], presentations=press,
+               pairs=pairs, sequences=2, windows=1, length=8, P=None, seed=1, recall_values=8, vocabulary=62,
+               recall=[row(lv, p, pairs=k, queries=k, sequences=2, accuracy=0.5 + 0.1 * k, float_accuracy=1.0)
+                       for lv, p in points for k in pairs],
+               characters=[row(lv, p, windows=1, length=8, bpc=3.0 + (p or 0), float_bpc=3.0,
+                               ratio_pct=100 * (p or 0) / 3, agreement=0.9, top1=0.3) for lv, p in points])
+    path = tmp_path / "language.json"
+    path.write_text(json.dumps(doc))
+    png = draw(str(path))
+    assert png == str(tmp_path / "language.png") and (tmp_path / "language.png").stat().st_size > 10_000
+    assert (tmp_path / "language.pdf").exists() and "the default copies" in (tmp_path / "language.txt").read_text()
+    import matplotlib.pyplot as plt
+    from ctmhsa.figures.language import draw_language
+
+    fig = draw_language(doc)
+    a, b = fig.axes
+    assert len(a.get_lines()) == 1 + 2 * len(press) + 1   # float, each spiking line, chance
+    assert len(b.patches) == 2 * len(press) and [t.get_text() for t in b.texts] == ["+3%", "+7%"] * 2
+    plt.close(fig)

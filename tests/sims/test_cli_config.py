@@ -234,7 +234,7 @@ def test_cli_run_fold_switch(tmp_path, capsys):
 
 
 BENCHMARK_NAMES = ("rate", "cells", "accuracy", "speed", "heads", "cortex", "circuits", "robustness", "train",
-                   "threads", "timescale", "depth", "digits", "levels", "dale", "memory", "stream")
+                   "threads", "timescale", "depth", "digits", "levels", "dale", "memory", "stream", "language")
 
 
 @pytest.mark.codegen_independent

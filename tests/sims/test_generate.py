@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from ctmhsa import simulate_model
 from ctmhsa.sims.generate import generate
 from ctmhsa.sims.language import sample
 from ctmhsa.sims.models import train_causal as tc
@@ -82,3 +83,15 @@ def test_escape_generation_records_the_class_cells_and_draws_the_figure(tmp_path
     assert g.cell_class.shape == g.cell_sign.shape == (g.result.counts["classes"],)
     path = g.save(str(tmp_path / "out"))
     assert os.path.getsize(draw(path)) > 0
+
+
+@pytest.mark.brian2
+def test_an_unsettled_rate_stream_is_reported_per_presentation():
+    """A causal model's stream at the rate level, 0.1 s per token: the read-out has not settled,
+    and the result says so (a warning naming the presentation), rather than passing as exact."""
+    model = toy()
+    U = np.eye(5)[[0, 3, 1, 4]]
+    with pytest.warns(UserWarning, match=r"^presentation: the rate-level output still changed by .* of presentation"):
+        res = simulate_model(model, U, neuron="rate", presentation=0.05, codegen="numpy")
+    per = res.diagnostics["settled_per_presentation"]
+    assert len(per) == 4 and max(per) == res.diagnostics["settled"] > 1e-4
