@@ -16,7 +16,6 @@ calibration set given by the caller (e.g. training text).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -25,13 +24,13 @@ import numpy as np
 
 from ctmhsa.mapping import kvmemory
 from ctmhsa.mapping.blocks import decode_model, input_rates
-from ctmhsa.maths.model import Model, load_model
+from ctmhsa.maths.model import Model
 from ctmhsa.maths.transformer import transformer_forward
 
 from .io import atomic_savez, atomic_write_json, atomic_write_text, results_directory
 from .jsonfile import to_json
 from .language import check_temperature, draw, write
-from .model import ModelResult, finish_model_run, prepare_model_run
+from .model import ModelResult, as_model, finish_model_run, prepare_model_run
 
 __all__ = ["generate", "GenerateResult", "vocabulary_calibration", "GENERATE_LEVELS",
            "CALIBRATION_SEQUENCES", "CALIBRATION_LENGTH"]
@@ -144,12 +143,7 @@ class GenerateResult:
 
 
 def _language_model(model) -> Model:
-    if not isinstance(model, Model):
-        if isinstance(model, (str, os.PathLike)):
-            model = load_model(model)
-        else:
-            raise TypeError(f"model: expected a ctmhsa Model, a model file or a shipped model's name, "
-                            f"got {type(model).__name__}")
+    model = as_model(model)
     if not model.causal or model.vocab is None or model.embed_W is None:
         raise ValueError(f"model: {model.name or 'the model'} is not a language model (it needs causal=True, a "
                          "vocab and an input embedding of one-hot characters)")

@@ -376,15 +376,20 @@ class ModelRun:
     n: int
 
 
+def as_model(model) -> Model:
+    """``model`` as a :class:`Model`: itself, or the model file or shipped model it names."""
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        return load_model(model)
+    raise TypeError(f"model: expected a ctmhsa Model, a model file or a shipped model's name, "
+                    f"got {type(model).__name__}")
+
+
 def prepare_model_run(model, X, neuron, presentation, calibration, lag, options: dict) -> "ModelRun":
     """Everything :func:`simulate_model` does before the network runs: the arguments checked,
     the circuit built and encoded, its runner made (arguments as :func:`simulate_model`'s)."""
-    if not isinstance(model, Model):
-        if isinstance(model, (str, os.PathLike)):
-            model = load_model(model)
-        else:
-            raise TypeError(f"model: expected a ctmhsa Model, a model file or a shipped model's name, "
-                            f"got {type(model).__name__}")
+    model = as_model(model)
     co_in, ro_in = options.get("circuit_options"), options.get("run_options")
     plain = {k: v for k, v in options.items() if k not in ("circuit_options", "run_options")}
     if neuron is None:   # the level of circuit_options where given

@@ -80,7 +80,8 @@ def test_escape_generation_records_the_class_cells_and_draws_the_figure(tmp_path
     g = generate(toy(), "abc", 3, neuron="escape", temperature=0.5, seed=1, record_spikes=("classes",))
     assert len(g.generated) == 3 and set(g.generated) <= set(VOCAB)
     assert g.result.spikes["classes"][0].size > 0
-    assert g.cell_class.shape == g.cell_sign.shape == (g.result.counts["classes"],)
+    N = {p["name"]: p["N"] for p in g.result.config["circuit"]["populations"]}["classes"]
+    assert g.cell_class.shape == g.cell_sign.shape == (N,) and set(g.cell_sign) == {0, 1}
     path = g.save(str(tmp_path / "out"))
     assert os.path.getsize(draw(path)) > 0
 
