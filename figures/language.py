@@ -40,28 +40,31 @@ def draw_language(doc: dict):
     level and presentation, the float model dashed; (b) bits per character per presentation and
     level (bars, labelled with the ratio to float), the float model's dashed, uniform guessing dotted."""
     shade = _shades(doc)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(7.4, 3.3), constrained_layout=True)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(7.4, 3.9), constrained_layout=True)
+    col = {k: i for i, k in enumerate(doc["pairs"])}   # one column per number of facts
+    series = [(lv, p) for lv in doc["levels"] if lv != "float" for p in doc["presentations"]]
     for level in doc["levels"]:
         rows = [r for r in doc["recall"] if r["level"] == level]
         for p in ([None] if level == "float" else doc["presentations"]):
-            pts = sorted((r["pairs"], r["accuracy"]) for r in rows if level == "float" or r["presentation"] == p)
+            pts = sorted((col[r["pairs"]], r["accuracy"]) for r in rows if level == "float" or r["presentation"] == p)
             if not pts:
                 continue
-            x, y = zip(*pts)
+            x, y = map(np.array, zip(*pts))
             if level == "float":
-                a.plot(x, y, ls="--", marker="o", ms=8, mfc="none", lw=1.2, color=FLOAT, label="float",
-                       zorder=1)   # a ring around the circuit's dots where they coincide
-            else:
-                a.plot(x, y, marker="o", ms=3.5, lw=1.3, color=shade[level, p], label=f"{level}, {p:g} s")
+                a.plot(x, y, ls="--", marker="s", ms=4, mfc="none", lw=1.2, color=FLOAT, label="float", zorder=3)
+            else:   # side by side within a column: equal accuracies stay visible
+                dx = 0.07 * (series.index((level, p)) - (len(series) - 1) / 2)
+                a.plot(x + dx, y, marker="o", ms=3.5, lw=1.1, color=shade[level, p], label=f"{level}, {p:g} s")
     chance = 1.0 / doc["recall_values"]
     a.axhline(chance, color="0.6", lw=0.8, ls=":", zorder=0)
-    a.text(min(doc["pairs"]), chance + 0.015, f"chance (1/{doc['recall_values']})", fontsize=7, color="0.45")
-    a.set_xticks(doc["pairs"])
+    a.text(len(col) - 1, chance + 0.015, f"chance (1/{doc['recall_values']})", fontsize=7, color="0.45", ha="right")
+    a.set_xticks(range(len(col)), [str(k) for k in doc["pairs"]])
+    a.set_xlim(-0.5, len(col) - 0.5)
     a.set_ylim(0, 1.08)
     a.set_xlabel("facts per sequence (queries = facts)")
     a.set_ylabel("recall accuracy")
     a.set_title(f"(a) in-context recall, {doc['sequences']} seq. per point", fontsize=9)
-    a.legend(fontsize=7, loc="lower left", ncol=2)
+    a.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
 
     spiking = [lv for lv in doc["levels"] if lv != "float"]
     chars = doc["characters"]
@@ -74,7 +77,8 @@ def draw_language(doc: dict):
             x = i + (j - (len(spiking) - 1) / 2) * width
             b.bar(x, r["bpc"], width * 0.9, color=shade[level, p], edgecolor="0.2", lw=0.5,
                   label=level if i == len(doc["presentations"]) - 1 else None)
-            b.text(x, r["bpc"] + 0.05, f"{r['ratio_pct']:+.0f}%", ha="center", va="bottom", fontsize=7)
+            pct = round(r["ratio_pct"])
+            b.text(x, r["bpc"] + 0.05, f"{pct:+d}%" if pct else "0%", ha="center", va="bottom", fontsize=7)
     uniform = np.log2(doc["vocabulary"])
     if chars:
         b.axhline(chars[0]["float_bpc"], color=FLOAT, ls="--", lw=1.2, label=f"float {chars[0]['float_bpc']:.2f}")

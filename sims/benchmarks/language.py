@@ -43,12 +43,14 @@ FIGURE = "ctmhsa.figures.language"
 __all__ = ["HELP", "LEVELS", "DEFAULTS", "QUICK", "RECALL_CALIBRATION", "FIGURE", "add_arguments", "settings",
            "recall_row", "character_row", "main"]
 
-HELP = "in-context recall and Shakespeare characters read by the causal models' circuits: accuracy and bits per character vs level and presentation"
+HELP = ("the causal models' circuits: recall accuracy and Shakespeare bits per character vs level and "
+        "presentation time")
 
 LEVELS = ("float", "rate", "escape")
 
 DEFAULTS = dict(presentations=[0.1, 0.2, 0.5], pairs=[2, 4, 8], sequences=2, windows=1, length=32)
-"""The flags' values where not given: about 15 minutes on two busy cores with all three levels."""
+"""The flags' values where not given: all three levels took 9 minutes on two cores with Brian2's
+code cached, 17 minutes compiling it first (one thread, ``OMP_NUM_THREADS=1``)."""
 
 QUICK = dict(presentations=[0.2], pairs=[2], sequences=1, windows=1, length=3)
 """``--quick``'s values of the flags not given (a smoke test)."""
@@ -62,7 +64,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--levels", nargs="+", choices=LEVELS, default=list(LEVELS),
                         help="float (the exact model), rate, escape (default all three)")
     parser.add_argument("--presentations", type=float, nargs="+", default=None,
-                        help=f"seconds per token at the spiking levels (default {_flag('presentations')})")
+                        help=f"seconds per token at the rate and escape levels (default {_flag('presentations')})")
     parser.add_argument("--pairs", type=count, nargs="+", default=None,
                         help=f"facts per recall sequence, as many queries; 1-8 (default {_flag('pairs')})")
     parser.add_argument("--sequences", type=count, default=None,
@@ -154,10 +156,14 @@ def _run(model, inputs, level, presentation, calibration, args) -> dict:
     if level == "float":
         t0 = time.perf_counter()
         z = np.stack([transformer_forward(U, model)["logits"] for U in inputs])
-        return dict(logits=z, reference=z, neurons=0, wall_s=time.perf_counter() - t0, warnings=[])
+        wall = time.perf_counter() - t0
+        return dict(logits=z, reference=z, neurons=0, wall_s=wall, timings=dict(run=wall), warnings=[])
     runs = [_simulate(model, U, level, presentation, calibration, args) for U in inputs]
-    return dict(logits=np.stack([r.logits for r, _, _ in runs]), reference=np.stack([r.reference_logits for r, _, _ in runs]),
-                neurons=int(runs[0][0].config["n_neurons"]), wall_s=sum(w for _, w, _ in runs),
+    # compile: Brian2's code, once per new shape and timing, cached on disk for later runs
+    timings = {k: sum(r.timings[k] for r, _, _ in runs) for k in ("build", "compile", "compiled", "run", "decode")}
+    return dict(logits=np.stack([r.logits for r, _, _ in runs]),
+                reference=np.stack([r.reference_logits for r, _, _ in runs]),
+                neurons=int(runs[0][0].config["n_neurons"]), wall_s=sum(w for _, w, _ in runs), timings=timings,
                 warnings=sorted({w for _, _, ws in runs for w in ws}))
 
 
@@ -167,7 +173,8 @@ def _common(out: dict, level: str, presentation, tokens: int) -> dict:
 
     m = stage_metrics(out["logits"], out["reference"])
     return dict(level=level, presentation=presentation, nrmse=m["nrmse"], r=m["r"], neurons=out["neurons"],
-                tokens=tokens, wall_s=out["wall_s"], wall_per_token=out["wall_s"] / tokens, warnings=out["warnings"])
+                tokens=tokens, wall_s=out["wall_s"], wall_per_token=out["wall_s"] / tokens, timings=out["timings"],
+                run_per_token=out["timings"]["run"] / tokens, warnings=out["warnings"])
 
 
 def recall_row(model, seqs, level: str, presentation, calibration, args) -> dict:
@@ -215,7 +222,8 @@ def main(args) -> int:
                pairs=s["pairs"], sequences=s["sequences"], windows=s["windows"], length=s["length"], P=s["P"],
                seed=args.seed, codegen=args.codegen, recall_values=int(recall.readout_W.shape[0]),
                vocabulary=len(chars.vocab),
-               recall_calibration=dict(RECALL_CALIBRATION, what="ctmhsa.sims.recall.recall_sequences(n, pairs, seed=seed)"),
+               recall_calibration=dict(RECALL_CALIBRATION,
+                                       what="ctmhsa.sims.recall.recall_sequences(n, pairs, seed=seed)"),
                character_calibration="ctmhsa.sims.generate.vocabulary_calibration(model)",
                recall=[], characters=[], versions=versions(), cpus=os.cpu_count())
     t_all = time.perf_counter()
@@ -240,14 +248,18 @@ def _print(doc: dict) -> None:
     P = "simulate_model's default" if doc["P"] is None else doc["P"]
     print(f"recall: {doc['sequences']} held-out sequence(s) per point (seed {doc['seed']}), queries = pairs; "
           f"escape P = {P}")
-    print(f"{'level':<7}{'s/tok':>6}{'pairs':>6}{'accuracy':>9}{'float':>7}{'NRMSE':>7}{'neurons':>9}{'wall/tok':>10}")
+    print(f"{'level':<7}{'s/tok':>6}{'pairs':>6}{'accuracy':>9}{'float':>7}{'NRMSE':>7}{'neurons':>9}{'wall/tok':>10}"
+          f"{'run/tok':>9}")
     for r in doc["recall"]:
         print(f"{_where(r)}{r['pairs']:>6}{r['accuracy']:>9.3f}{r['float_accuracy']:>7.3f}{r['nrmse']:>7.3f}"
-              f"{r['neurons']:>9,}{r['wall_per_token']:>9.2f}s")
+              f"{r['neurons']:>9,}{r['wall_per_token']:>9.2f}s{r['run_per_token']:>8.2f}s")
     print(f"\ncharacters: {doc['windows']} held-out window(s) of {doc['length']} characters of the validation play "
           f"(seed {doc['seed']})")
     print(f"{'level':<7}{'s/tok':>6}{'BPC':>7}{'float':>7}{'ratio':>8}{'agree':>7}{'top-1':>7}{'NRMSE':>7}"
-          f"{'neurons':>9}{'wall/tok':>10}")
+          f"{'neurons':>9}{'wall/tok':>10}{'run/tok':>9}")
     for r in doc["characters"]:
         print(f"{_where(r)}{r['bpc']:>7.3f}{r['float_bpc']:>7.3f}{r['ratio_pct']:>+7.1f}%{r['agreement']:>7.3f}"
-              f"{r['top1']:>7.3f}{r['nrmse']:>7.3f}{r['neurons']:>9,}{r['wall_per_token']:>9.2f}s")
+              f"{r['top1']:>7.3f}{r['nrmse']:>7.3f}{r['neurons']:>9,}{r['wall_per_token']:>9.2f}s"
+              f"{r['run_per_token']:>8.2f}s")
+    print("wall/tok: the whole call per token (Brian2's compilation included, cached on disk after a first run); "
+          "run/tok: the network's run")
