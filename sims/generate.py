@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ctmhsa.devices.registry import DEVICES, get_device
 from ctmhsa.mapping import kvmemory
 from ctmhsa.mapping.blocks import decode_model, input_rates
 from ctmhsa.maths.model import Model
@@ -217,9 +218,10 @@ def generate(model, prompt: str, chars: int, neuron: str = "escape", temperature
         return GenerateResult(prompt, prompt + "".join(model.vocab[c] for c in ids[len(prompt):]), scores,
                               scores.copy(), neuron, float(temperature), int(seed), None, time.perf_counter() - t0,
                               model.vocab)
-    if options.get("device", "runtime") != "runtime":
-        raise ValueError(f"device: generation closes its loop inside the run, on the runtime device; got "
-                         f"{options['device']!r}")
+    device = options.get("device", "runtime")
+    if device in DEVICES and get_device(device).compiles:
+        raise ValueError(f"device: generation closes its loop inside the run, in this process (the runtime "
+                         f"device); {device!r} compiles the run")
     L, T = len(ids), len(ids) + chars - 1        # the last character drawn is not presented
     ids = ids + [ids[-1]] * (T - L)               # placeholders, each overwritten before it is presented
     cal = vocabulary_calibration(model) if calibration is None else calibration

@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+from ctmhsa.neurons.levels import get_level
 from ctmhsa.sims.io import versions
 from ctmhsa.sims.progress import progress
 
@@ -139,7 +140,7 @@ def _simulate(model, U, level: str, presentation: float, calibration, args) -> t
     """One sequence through the circuit: ``(ModelResult, wall s, warnings)``."""
     from ctmhsa.sims.model import simulate_model
 
-    opts = {} if args.P is None or level != "escape" else {"P": args.P}
+    opts = {} if args.P is None or not get_level(level).spiking else {"P": args.P}
     record: list = []
     t0 = time.perf_counter()
     with warnings_into(record):

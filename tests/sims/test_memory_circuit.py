@@ -247,6 +247,7 @@ def _on_both_devices(neuron, **kw):
 
 
 @pytest.mark.standalone
+@pytest.mark.long   # 40 s on 2 cores (a C++ compile); the compiled stream is checked in tests/sims/test_stream_standalone.py
 def test_the_memory_circuit_compiled_is_the_runtime_one_at_the_rate_level():
     """The memory circuit on cpp_standalone (a stream: one compiled project, the relays' rate table
     a run argument): every stage and the memory's state as on the runtime device (~20 s cold)."""
@@ -302,7 +303,7 @@ def test_memory_scale_reaches_the_worst_case_for_agreeing_products():
 
 
 @pytest.mark.brian2
-@pytest.mark.parametrize("normalize", [False, True])
+@pytest.mark.parametrize("normalize", [False, pytest.param(True, marks=pytest.mark.long)])
 def test_escape_floor_carries_the_writes_noise(monkeypatch, normalize):
     """Each write's spike-count noise stays in the integrators: token t's floors on S (z, Z), ṽ
     and x̃ exceed those of its read-out window alone by the writes before it (none for token 0)."""
@@ -333,6 +334,7 @@ def test_escape_integrator_writes_the_mean_input_exactly():
     model = MODELS[("escape", "kv_memory")]
     dt, tau_syn, every = 1e-3, 5e-3, 5                                  # a spike every 5 steps: 200 Hz
     b2.start_scope()
+    b2.prefs.codegen.target = "numpy"   # one cell: compiling it would take 20 s (restored after the test)
     b2.defaultclock.dt = dt * b2.second
     ns = dict(k_syn=(1 - np.exp(-dt / tau_syn)) / (dt * b2.second), tau_syn=tau_syn * b2.second, u=1e-3 * b2.volt)
     cell = b2.NeuronGroup(1, model.render("elu1", {"soma": ["write"], "gate": ["gate"]}), method=model.method,

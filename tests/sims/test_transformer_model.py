@@ -162,9 +162,9 @@ def _random_model_equals_the_maths(seed, L, H, dk, dv, de, dh, n, scale, classes
         assert res.logits is None and res.reference_logits is None
 
 
-# the default suite: a fixed draw of four (one to three blocks, MLPs, a readout; 19.5 s at load 1,
-# against 14-72 s for five fresh draws); fresh draws, many more, under `long`
-@settings(max_examples=4, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# the default suite: a fixed draw of three (one to three blocks, MLPs, a readout; four took 19.5 s
+# at load 1, against 14-72 s for five fresh draws); fresh draws, many more, under `long`
+@settings(max_examples=3, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**RANDOM_MODELS)
 def test_rate_level_equals_the_maths_on_random_models(seed, L, H, dk, dv, de, dh, n, scale, classes, mlp):
     _random_model_equals_the_maths(seed, L, H, dk, dv, de, dh, n, scale, classes, mlp)
