@@ -32,6 +32,7 @@ def _raster(ax, doc: dict, arrays) -> None:
     presentations; each presentation labelled with the character it showed."""
     text, L, vocab = doc["text"], int(arrays["prompt_length"]), doc["vocab"]
     P, W = float(arrays["presentation"]), float(arrays["warmup"])
+    s0 = float(arrays["token_start"]) if "token_start" in arrays else 0.0   # a character's arrival in its presentation
     shown = text[:-1]                                     # the last character written is not presented
     i, t = arrays["spikes.classes.i"], arrays["spikes.classes.t"] - W
     cls, sign = arrays["cell_class"], arrays["cell_sign"]
@@ -42,14 +43,14 @@ def _raster(ax, doc: dict, arrays) -> None:
     ax.scatter(t[keep], row[i[keep]], s=0.3, c=np.where(sign[i[keep]] == 0, "#1f78b4", "#b2182b"),
                marker="|", linewidths=0.4, rasterized=True)
     for k, c in enumerate(shown):
-        ax.axvline(k * P, color="0.8", lw=0.4, zorder=0)
-        ax.text((k + 0.5) * P, len(order) * 1.01, _shown(c), ha="center", va="bottom", fontsize=7,
+        ax.axvline(k * P + s0, color="0.8", lw=0.4, zorder=0)
+        ax.text((k + 0.5) * P + s0, len(order) * 1.01, _shown(c), ha="center", va="bottom", fontsize=7,
                 color="0.55" if k < L else "black", clip_on=False)
     per = len(order) / len(vocab)
     step = max(1, len(vocab) // 12)
     ax.set_yticks([(c + 0.5) * per for c in range(0, len(vocab), step)])
     ax.set_yticklabels([_shown(vocab[c]) for c in range(0, len(vocab), step)], fontsize=7)
-    ax.set_xlim(0, len(shown) * P)
+    ax.set_xlim(0, len(shown) * P + s0)
     ax.set_ylim(0, len(order))
     ax.set_xlabel("time from the first character (s)")
     ax.set_ylabel("class cells (by character)")
@@ -108,8 +109,9 @@ def _caption(doc) -> str:
     return (f"Text written by {where} after the prompt {doc['prompt']!r}: at the end of each presentation's "
             "decoding window the class scores decoded from the read-out's class cells, divided by the temperature "
             f"T = {float(doc['temperature']):g}, gave the next character's probabilities, and the character drawn "
-            "was shown next. (a) Spikes of the class cells (each character's + cells blue, − cells red), "
-            "presentations separated by grey lines, each labelled with the character it showed (prompt grey). "
+            "was shown next. (a) Spikes of the class cells (each character's + cells blue, − cells red); grey "
+            "lines where each character reached the thalamic relays, each labelled with the character it showed "
+            "(prompt grey). "
             "(b) The probabilities of every next character (grey scale), the character drawn (dot) and the float "
             "model's most likely character on the same text (cross).")
 

@@ -26,7 +26,6 @@ from ctmhsa.devices.registry import DEVICES, get_device
 from ctmhsa.mapping import kvmemory
 from ctmhsa.mapping.blocks import decode_model, input_rates
 from ctmhsa.maths.model import Model
-from ctmhsa.maths.transformer import transformer_forward
 
 from .io import atomic_savez, atomic_write_json, atomic_write_text, results_directory
 from .jsonfile import to_json
@@ -118,14 +117,16 @@ class GenerateResult:
     def write_files(self, directory: str) -> None:
         """Write into ``directory`` (which must exist): ``text.txt`` (prompt and generated text),
         ``generate.json`` (:meth:`summary`, with ``vocab``), ``scores.npz`` (``scores``,
-        ``reference_scores``, ``prompt_length``; with a circuit ``presentation``, ``warmup`` (s),
+        ``reference_scores``, ``prompt_length``; with a circuit ``presentation``, ``warmup``,
+        ``token_start`` (s; when in each presentation its character reaches the relays),
         ``cell_class``, ``cell_sign`` and the recorded spikes ``spikes.<population>.i`` / ``.t``,
         cell index and time in s) and, with a circuit, ``rates.json`` (its rate table); each atomically."""
         arrays = dict(scores=self.scores, reference_scores=self.reference_scores,
                       prompt_length=np.array(len(self.prompt)))
         if self.result is not None:
             arrays.update(presentation=np.array(self.result.config["presentation"]),
-                          warmup=np.array(self.result.config["warmup"]), cell_class=self.cell_class,
+                          warmup=np.array(self.result.config["warmup"]), token_start=np.array(kvmemory.WRITE_WINDOW),
+                          cell_class=self.cell_class,
                           cell_sign=self.cell_sign)
             for pop, (i, t) in (self.result.spikes or {}).items():
                 arrays[f"spikes.{pop}.i"], arrays[f"spikes.{pop}.t"] = np.asarray(i), np.asarray(t)
@@ -168,7 +169,8 @@ def _check(model: Model, prompt, chars, neuron, temperature, seed) -> list:
 
 
 def generate(model, prompt: str, chars: int, neuron: str = "escape", temperature: float = 1.0, seed: int = 0,
-             presentation: float | None = None, calibration=None, **options) -> GenerateResult:
+             presentation: float | None = None, calibration=None, lag: float | None = None,
+             **options) -> GenerateResult:
     """Write ``chars`` characters after ``prompt``, the circuit reading what it wrote.
 
     Parameters
@@ -190,6 +192,9 @@ def generate(model, prompt: str, chars: int, neuron: str = "escape", temperature
         Seconds per character (default: :func:`ctmhsa.simulate_model`'s, 0.2 s).
     calibration : array, shape (S, L, len(vocab)), optional
         One-hot strings the circuit is built for; default :func:`vocabulary_calibration`.
+    lag : float, optional
+        Seconds from each presentation's start to its decoding window (default
+        :func:`ctmhsa.sims.model.causal_lag`); the next character is drawn at the window's end.
     **options
         As :func:`ctmhsa.simulate_model` (``P``, ``dt``, ``report``, ``record_spikes``, ...);
         the runtime device only (the loop is closed inside the run).
@@ -203,6 +208,12 @@ def generate(model, prompt: str, chars: int, neuron: str = "escape", temperature
     ValueError, TypeError
         A bad argument (naming it), a model that is not a language model, a compiled device —
         before any network is built.
+
+    Notes
+    -----
+    The operating range is checked before the run on the prompt (and placeholders); the text
+    drawn is known only during the run: where it drives cells out of their range,
+    ``result.diagnostics["range"]`` reports it.
     """
     t0 = time.perf_counter()
     model = _language_model(model)
@@ -210,15 +221,15 @@ def generate(model, prompt: str, chars: int, neuron: str = "escape", temperature
     rng = np.random.default_rng(seed)
     V = len(model.vocab)
     if neuron == "float":
-        if presentation is not None or calibration is not None or options:
-            given = [k for k, v in dict(presentation=presentation, calibration=calibration, **options).items()
-                     if v is not None]
+        given = [k for k, v in dict(presentation=presentation, calibration=calibration, lag=lag, **options).items()
+                 if v is not None]
+        if given:
             raise ValueError(f"{given[0]}: neuron='float' runs the exact model, no circuit")
         ids, scores = write(model, ids, chars, temperature, rng)
         return GenerateResult(prompt, prompt + "".join(model.vocab[c] for c in ids[len(prompt):]), scores,
                               scores.copy(), neuron, float(temperature), int(seed), None, time.perf_counter() - t0,
                               model.vocab)
-    device = options.get("device", "runtime")
+    device = options.get("device") or getattr(options.get("run_options"), "device", None) or "runtime"
     if device in DEVICES and get_device(device).compiles:
         raise ValueError(f"device: generation closes its loop inside the run, in this process (the runtime "
                          f"device); {device!r} compiles the run")
@@ -226,7 +237,9 @@ def generate(model, prompt: str, chars: int, neuron: str = "escape", temperature
     ids = ids + [ids[-1]] * (T - L)               # placeholders, each overwritten before it is presented
     cal = vocabulary_calibration(model) if calibration is None else calibration
     options.setdefault("seed", seed)
-    run = prepare_model_run(model, np.eye(V)[ids], neuron, presentation, cal, None, options)
+    run = prepare_model_run(model, np.eye(V)[ids], neuron, presentation, cal, lag, options)
+    if get_device(run.ro.device).compiles:   # (a device set by other means than the keywords above)
+        raise ValueError(f"device: generation runs on the runtime device, got {run.ro.device!r}")
     table = run.runner.built.stream_arrays["input"]
     lead, _ = kvmemory.token_lead(run.ro.presentation, run.ro.warmup)
     if table.values.shape[0] != lead + T:
@@ -249,9 +262,9 @@ def generate(model, prompt: str, chars: int, neuron: str = "escape", temperature
 
     run.runner.on_read = on_read
     obs = run.runner.run(run.run_ro)
-    run.tokens = model.embed(np.eye(V)[ids[:T]])[:, None, :]
+    run.tokens, run.ref = model.embed(np.eye(V)[ids[:T]])[:, None, :], None   # the text shown: its reference
     res = finish_model_run(run, obs, t0)
-    ref = transformer_forward(np.eye(V)[ids[:T]], model)["logits"][L - 1:]
+    ref = res.reference_logits[L - 1:]        # the exact model (the circuit's phi) on the text shown
     text = prompt + "".join(model.vocab[c] for c in ids[L:])
     cells = run.circuit.population("classes")
     return GenerateResult(prompt, text, np.array(scores), ref, neuron, float(temperature), int(seed), res,

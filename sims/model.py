@@ -361,7 +361,8 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
 class ModelRun:
     """A model's network ready to run (:func:`prepare_model_run`): the checked tokens
     ``(T, 1, de)`` of a causal model, else as given, the options, the encoded circuit and its
-    runner; :func:`finish_model_run` decodes what it observed."""
+    runner, the exact model on the tokens (``ref``; ``None``: computed by :func:`finish_model_run`,
+    after a closed loop replaced the tokens); :func:`finish_model_run` decodes what it observed."""
 
     model: Model
     tokens: np.ndarray
@@ -374,6 +375,7 @@ class ModelRun:
     menc: object
     runner: object
     n: int
+    ref: dict | None = None
 
 
 def as_model(model) -> Model:
@@ -473,6 +475,7 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
     if not isinstance(ro.record_spikes, bool):
         ro = ro.replace(record_spikes=_recorded_populations(ro.record_spikes, built.populations))
     _check_size(built, co, ro)
+    ref = _reference(model, tokens, co.phi)   # before the build: a model these tokens break is refused here
     menc = encode_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
                         input_range=co.input_range, calibration=cal,
                         timing=dict(presentation=ro.presentation, dt=ro.dt) if model.causal else None)
@@ -489,7 +492,7 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
     if stream:
         runner.lag = lag
     return ModelRun(model=model, tokens=tokens, stream=stream, one=one, co=co, ro=ro, run_ro=run_ro,
-                    circuit=circuit, menc=menc, runner=runner, n=n)
+                    circuit=circuit, menc=menc, runner=runner, n=n, ref=ref)
 
 
 def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
@@ -497,7 +500,7 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
     model on ``run.tokens`` (the tokens shown, known only after a closed-loop run)."""
     model, tokens, stream, one, co, ro, circuit, menc, runner, n = (
         run.model, run.tokens, run.stream, run.one, run.co, run.ro, run.circuit, run.menc, run.runner, run.n)
-    ref = _reference(model, tokens, co.phi)
+    ref = run.ref if run.ref is not None else _reference(model, tokens, co.phi)   # (a closed loop's text: now)
     t_decode = time.perf_counter()
     if one:   # back to one set: its final state, and its state at 90 % of the run
         obs = dataclasses.replace(obs, stream=False, early=obs.early[0])

@@ -156,6 +156,12 @@ class Runner:
         """New per-cell parameters of ``pop`` (already in ``self.encoding``): a runner that builds
         when it runs reads them from the encoding then; one holding a network writes them."""
 
+    def _no_callback(self) -> None:
+        """Refuse :attr:`on_read` where the run cannot call back into this process."""
+        if self.on_read is not None:
+            raise ValueError(f"on_read: a closed loop runs on the runtime device; the {type(self).__name__} runs "
+                             "its network outside this process")
+
     def run(self, run_options: RunOptions) -> Observations:  # pragma: no cover - interface
         raise NotImplementedError
 
@@ -287,6 +293,7 @@ class StandaloneRunner(Runner):
         return dict(threads=self.run_options.threads)   # compiled into the project
 
     def run(self, run_options: RunOptions) -> Observations:
+        self._no_callback()
         o, ro = self.options, run_options
         stream, read, duration = None, None, ro.duration
         if ro.presentation is not None:
@@ -344,6 +351,7 @@ class SplitRunner(Runner):
         return dict(threads=ro.threads if get_device(ro.device).threads else None)
 
     def run(self, run_options: RunOptions) -> Observations:
+        self._no_callback()
         o, ro = self.options, run_options
         record = None if ro.record_spikes is True else tuple(ro.record_spikes or ())
         sa = run_split(self.circuit, self.encoding, self.inputs, o, ro, N_CHUNKS, record=record)

@@ -40,6 +40,8 @@ def test_float_generation_is_the_samplers_text():
     (dict(seed=-2), "^seed: "),
     (dict(device="cpp_standalone"), "^device: "),
     (dict(neuron="float", presentation=0.2), "^presentation: "),
+    (dict(neuron="float", lag=0.1), "^lag: "),
+    (dict(run_options=__import__("ctmhsa").RunOptions(device="cpp_standalone")), "^device: "),
 ])
 def test_bad_arguments_are_refused_before_any_network(kw, match, no_build):
     args = dict(prompt="ab", chars=3, neuron="rate") | kw
@@ -64,6 +66,8 @@ def test_the_rate_circuit_writes_what_the_float_model_writes(tmp_path):
     assert want != prompt[-1] * n
     g = generate(model, prompt, n, neuron="rate", temperature=0.0, codegen="numpy")
     assert g.generated == want and g.agreement == 1.0
+    # each character was drawn from the window of the presentation before it
+    np.testing.assert_array_equal(g.scores, g.result.logits[len(prompt) - 1:])
     np.testing.assert_allclose(g.scores, g.reference_scores, rtol=0, atol=1e-3 * np.abs(g.reference_scores).max())
     assert g.result.logits.shape == (len(prompt) + n - 1, 5)
     path = g.save(str(tmp_path / "out"))
@@ -79,11 +83,22 @@ def test_escape_generation_records_the_class_cells_and_draws_the_figure(tmp_path
 
     g = generate(toy(), "abc", 3, neuron="escape", temperature=0.5, seed=1, record_spikes=("classes",))
     assert len(g.generated) == 3 and set(g.generated) <= set(VOCAB)
+    np.testing.assert_array_equal(g.scores, g.result.logits[2:])
     assert g.result.spikes["classes"][0].size > 0
     N = {p["name"]: p["N"] for p in g.result.config["circuit"]["populations"]}["classes"]
     assert g.cell_class.shape == g.cell_sign.shape == (N,) and set(g.cell_sign) == {0, 1}
     path = g.save(str(tmp_path / "out"))
     assert os.path.getsize(draw(path)) > 0
+
+
+@pytest.mark.brian2
+def test_the_reference_is_the_exact_model_with_the_circuits_phi():
+    """The scores compared with are the exact model's with the circuit's feature map (not the
+    default): at the rate level they equal the circuit's."""
+    g = generate(toy(), "ab", 3, neuron="rate", temperature=0.0, codegen="numpy", phi="relu")
+    np.testing.assert_allclose(g.reference_scores, g.result.reference_logits[1:])
+    np.testing.assert_allclose(g.scores, g.reference_scores, atol=1e-3 * np.abs(g.reference_scores).max())
+    assert g.agreement == 1.0
 
 
 @pytest.mark.brian2
