@@ -38,6 +38,7 @@ __all__ = [
     "resolve_phi",
     "check_attention_inputs",
     "plain_array",
+    "integer",
     "linear_mhsa",
     "memory_attention",
     "softmax_mhsa",
@@ -127,6 +128,16 @@ def resolve_phi(phi) -> tuple[str, Callable, Callable]:
 # --------------------------------------------------------------------------------------------
 # Validation (shared with the simulator, which must refuse bad input before building anything)
 # --------------------------------------------------------------------------------------------
+
+def integer(name: str, value, least: int = 0) -> int:
+    """``value`` as an int: a ``TypeError`` naming ``name`` if it is not an integer (``bool``
+    included), a ``ValueError`` if it is below ``least``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name}: expected an integer, got {value!r}")
+    if value < least:
+        raise ValueError(f"{name}: expected an integer >= {least}, got {value!r}")
+    return int(value)
+
 
 def plain_array(name: str, value):
     """``value`` without a unit or a mask, or a ``ValueError`` naming ``name``.

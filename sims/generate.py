@@ -25,6 +25,7 @@ import numpy as np
 from ctmhsa.devices.registry import DEVICES, get_device
 from ctmhsa.mapping import kvmemory
 from ctmhsa.mapping.blocks import decode_model, input_rates
+from ctmhsa.maths.reference import integer
 from ctmhsa.maths.model import Model
 
 from .io import atomic_savez, atomic_write_json, atomic_write_text, results_directory
@@ -158,13 +159,11 @@ def _check(model: Model, prompt, chars, neuron, temperature, seed) -> list:
     unknown = sorted(set(prompt) - set(model.vocab))
     if unknown:
         raise ValueError(f"prompt: characters not in the model's vocabulary: {''.join(unknown)!r}")
-    if isinstance(chars, bool) or not isinstance(chars, (int, np.integer)) or chars < 1:
-        raise ValueError(f"chars: expected a positive integer, got {chars!r}")
+    integer("chars", chars, 1)
     if neuron not in GENERATE_LEVELS:
         raise ValueError(f"neuron: expected one of {', '.join(GENERATE_LEVELS)}, got {neuron!r}")
     check_temperature(temperature)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
+    integer("seed", seed, 0)
     return [model.vocab.index(c) for c in prompt]
 
 

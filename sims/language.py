@@ -31,7 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["VOCAB", "PLAYS", "TRAIN_PLAYS", "VALIDATION_PLAYS", "TEXT_FILE", "clean", "load_plays", "load_text", "draw", "check_temperature", "write",
+from ctmhsa.maths.reference import integer
+
+from .models.training import logsumexp
+
+__all__ = ["VOCAB", "PLAYS", "TRAIN_PLAYS", "VALIDATION_PLAYS", "TEXT_FILE", "clean", "load_plays", "load_text", "windows", "draw", "check_temperature", "write",
            "encode", "decode", "one_hot", "bits_per_char", "validation_windows", "sample"]
 
 VOCAB = "\n abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.,;:!?'-"
@@ -144,12 +148,6 @@ def encode(text: str, vocab: str = VOCAB) -> np.ndarray:
     return np.fromiter((index[ch] for ch in text), np.int64, len(text))
 
 
-def _int(name: str, val, low: int) -> int:
-    if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < low:
-        raise ValueError(f"{name}: expected an integer >= {low}, got {val!r}")
-    return int(val)
-
-
 def _ids(ids, V: int, name: str = "ids") -> np.ndarray:
     a = np.asarray(ids)
     if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
@@ -167,7 +165,7 @@ def decode(ids, vocab: str = VOCAB) -> str:
 
 def one_hot(ids, V: int) -> np.ndarray:
     """One-hot rows ``(len(ids), V)`` (float64) of classes ``ids``: a model's input tokens."""
-    V = _int("V", V, 1)
+    V = integer("V", V, 1)
     return np.eye(V)[_ids(ids, V)]
 
 
@@ -193,9 +191,7 @@ def bits_per_char(logits, targets) -> float:
         raise ValueError("logits: NaN or inf")
     y = _ids(y.ravel(), z.shape[-1], "targets")
     z = z.reshape(-1, z.shape[-1])
-    m = z.max(axis=1)
-    logz = np.log(np.exp(z - m[:, None]).sum(axis=1)) + m
-    return float(np.mean(logz - z[np.arange(len(y)), y]) / np.log(2))
+    return float(np.mean(logsumexp(z) - z[np.arange(len(y)), y]) / np.log(2))
 
 
 def validation_windows(n: int, length: int, seed: int = 0) -> np.ndarray:
@@ -214,11 +210,17 @@ def validation_windows(n: int, length: int, seed: int = 0) -> np.ndarray:
     ndarray of int64, shape (n, length + 1)
         Window ``w``'s inputs are ``[:, :-1]``, its targets ``[:, 1:]``.
     """
-    n, length, seed = _int("n", n, 1), _int("length", length, 1), _int("seed", seed, 0)
+    n, length, seed = integer("n", n, 1), integer("length", length, 1), integer("seed", seed, 0)
     ids = _validation_ids()
     if length + 1 > len(ids):
         raise ValueError(f"length: at most {len(ids) - 1} (the validation text's length - 1), got {length}")
-    starts = np.random.default_rng(seed).integers(0, len(ids) - length, n)
+    return windows(ids, n, length, np.random.default_rng(seed))
+
+
+def windows(ids: np.ndarray, n: int, length: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` windows of ``length + 1`` consecutive classes of ``ids``, starts drawn uniformly by
+    ``rng`` (the validation windows, and the training script's minibatches)."""
+    starts = rng.integers(0, len(ids) - length, n)
     return ids[starts[:, None] + np.arange(length + 1)]
 
 
@@ -303,7 +305,7 @@ def sample(model, prompt: str, chars: int, temperature: float = 1.0, seed: int =
         raise ValueError("model: expected a causal language model with a vocabulary (model.vocab)")
     if not isinstance(prompt, str) or not prompt:
         raise ValueError(f"prompt: expected a non-empty string, got {prompt!r}")
-    chars, seed = _int("chars", chars, 0), _int("seed", seed, 0)
+    chars, seed = integer("chars", chars, 0), integer("seed", seed, 0)
     temperature = check_temperature(temperature)
     ids, _ = write(model, encode(prompt, model.vocab), chars, temperature, np.random.default_rng(seed))
     return decode(ids[len(prompt):], model.vocab)

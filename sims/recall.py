@@ -35,9 +35,10 @@ target being the queried key's value index (``-1`` elsewhere).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Integral
 
 import numpy as np
+
+from ctmhsa.maths.reference import integer
 
 __all__ = ["KEYS", "VALUES", "RecallSequences", "input_size", "recall_sequences", "recall_accuracy"]
 
@@ -80,15 +81,7 @@ class RecallSequences:
 
 def input_size(keys: int = KEYS, values: int = VALUES) -> int:
     """Entries of an input row, ``p = keys + values + 1``."""
-    return _count("keys", keys) + _count("values", values) + 1
-
-
-def _count(name: str, x, minimum: int = 1) -> int:
-    if isinstance(x, bool) or not isinstance(x, Integral):
-        raise TypeError(f"{name}: expected an integer, got {x!r}")
-    if x < minimum:
-        raise ValueError(f"{name}: expected an integer ≥ {minimum}, got {x}")
-    return int(x)
+    return integer("keys", keys, 1) + integer("values", values, 1) + 1
 
 
 def recall_sequences(n: int, pairs: int, queries: int | None = None, keys: int = KEYS, values: int = VALUES,
@@ -117,16 +110,13 @@ def recall_sequences(n: int, pairs: int, queries: int | None = None, keys: int =
     TypeError, ValueError
         An argument of the wrong type or out of range (the message names it).
     """
-    n = _count("n", n)
-    keys, values = _count("keys", keys), _count("values", values)
-    pairs = _count("pairs", pairs)
+    n = integer("n", n, 1)
+    keys, values = integer("keys", keys, 1), integer("values", values, 1)
+    pairs = integer("pairs", pairs, 1)
     if pairs > keys:
         raise ValueError(f"pairs: {pairs} facts need as many distinct keys, but keys = {keys}")
-    queries = pairs if queries is None else _count("queries", queries)
-    if isinstance(seed, bool) or not isinstance(seed, Integral):
-        raise TypeError(f"seed: expected an integer, got {seed!r}")
-
-    rng = np.random.default_rng(int(seed))
+    queries = pairs if queries is None else integer("queries", queries, 1)
+    rng = np.random.default_rng(integer("seed", seed, 0))
     T = pairs + queries
     stored = np.argsort(rng.random((n, keys)), axis=1)[:, :pairs]           # distinct keys per sequence
     vals = rng.integers(0, values, size=(n, pairs))

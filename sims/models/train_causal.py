@@ -10,24 +10,25 @@ embedding: the memory reads a stream of any length). The sum over ``s ≤ t`` is
 ``(T, T)`` matrix per head (the recurrence of :func:`ctmhsa.memory_attention` unrolled), which
 autograd differentiates; :func:`check_against_reference` confirms it equals the package's reference.
 
-Needs ``autograd`` (``pip install autograd``), nothing else beyond numpy.
+Needs ``autograd`` (``pip install autograd``), nothing else beyond numpy; what it shares with
+:mod:`ctmhsa.sims.models.train_digits` is in :mod:`ctmhsa.sims.models.training`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .train_digits import lr_at, sha256, write_npz  # noqa: F401 - re-exported for the task scripts
+from . import training
+from .training import (Adam, block_params, blocks_of, features, logsumexp, lr_at, mlp, readout_params, sha256,
+                       write_npz)
 
-_WEIGHTS = ("W", "WQ", "WK", "WV", "WO", "W1", "W2")
+__all__ = ["require", "init_params", "decay_mask", "forward", "cross_entropy", "train", "to_model",
+           "check_against_reference", "sha256", "write_npz", "lr_at"]   # the last three for the task scripts
 
 
 def require() -> None:
     """autograd, or an ImportError that says how to install it."""
-    try:
-        import autograd  # noqa: F401
-    except ImportError:
-        raise ImportError("training a causal model needs autograd: pip install autograd") from None
+    training.require("training a causal model needs autograd: pip install autograd")
 
 
 def init_params(rng: np.random.Generator, arch: dict) -> dict:
@@ -48,18 +49,8 @@ def init_params(rng: np.random.Generator, arch: dict) -> dict:
     g = lambda *shape, s: rng.normal(size=shape) * s     # noqa: E731
     P = {"embed.W": g(de, arch["p"], s=1.0)}
     for l in range(L):
-        b = f"blocks.{l}."
-        P[b + "attn.WQ"] = g(H, dk, de, s=1 / np.sqrt(de))
-        P[b + "attn.WK"] = g(H, dk, de, s=1 / np.sqrt(de))
-        P[b + "attn.WV"] = g(H, dv, de, s=1 / np.sqrt(de))
-        P[b + "attn.WO"] = g(H, de, dv, s=0.5 / np.sqrt(H * dv))
-        if dh:
-            P[b + "mlp.W1"] = g(dh, de, s=1 / np.sqrt(de))
-            P[b + "mlp.b1"] = np.zeros(dh)
-            P[b + "mlp.W2"] = g(de, dh, s=0.5 / np.sqrt(dh))
-            P[b + "mlp.b2"] = np.zeros(de)
-    P["readout.W"] = g(arch["classes"], de, s=1 / np.sqrt(de))
-    P["readout.b"] = np.zeros(arch["classes"])
+        P.update(block_params(g, l, H, dk, dv, de, dh))
+    P.update(readout_params(g, arch["classes"], de))
     return P
 
 
@@ -87,12 +78,7 @@ def forward(P: dict, U, arch: dict, np_=np):
     -------
     ndarray, shape (B, T, classes)
     """
-    def N(x):
-        return x / np_.mean(np_.abs(x), axis=-1, keepdims=True)
-
-    def elu1(z):
-        return np_.where(z > 0, z + 1.0, np_.exp(np_.minimum(z, 0.0)))
-
+    N, elu1 = features(np_)
     D = decay_mask(U.shape[1], arch["forget"])
     x = U @ P["embed.W"].T
     for l in range(arch["blocks"]):
@@ -109,16 +95,14 @@ def forward(P: dict, U, arch: dict, np_=np):
             att = att + (A @ v) @ P[b + "attn.WO"][h].T
         x = x + att
         if b + "mlp.W1" in P:
-            hidden = np_.maximum(N(x) @ P[b + "mlp.W1"].T + P[b + "mlp.b1"], 0.0)
-            x = x + hidden @ P[b + "mlp.W2"].T + P[b + "mlp.b2"]
+            x = mlp(P, b, x, np_)
     return N(x) @ P["readout.W"].T + P["readout.b"]
 
 
 def cross_entropy(logits, targets, mask=None, np_=np):
     """Mean softmax cross-entropy (nats) of ``logits`` (B, T, C) against integer ``targets`` (B, T),
     over the positions where ``mask`` (B, T) is true (all if None)."""
-    m = np_.max(logits, axis=-1, keepdims=True)
-    logz = np_.log(np_.sum(np_.exp(logits - m), axis=-1)) + m[..., 0]
+    logz = logsumexp(logits, np_)
     onehot = np.eye(logits.shape[-1])[targets]
     nll = logz - np_.sum(logits * onehot, axis=-1)
     if mask is None:
@@ -158,23 +142,13 @@ def train(batches, arch: dict, settings: dict, log=print, evaluate=None) -> tupl
     rng = np.random.default_rng(s["seed"])
     P = init_params(rng, arch)
     loss_and_grad = value_and_grad(lambda P, U, y, w: cross_entropy(forward(P, U, arch, anp), y, w, anp))
-    m = {k: np.zeros_like(v) for k, v in P.items()}
-    v2 = {k: np.zeros_like(v) for k, v in P.items()}
-    decay = {k: k.split(".")[-1] in _WEIGHTS for k in P}
+    adam = Adam(P, s)
     history = []
     for step in range(s["steps"]):
         U, y, w = batches(step, rng)
         loss, G = loss_and_grad(P, U, y, w)
-        norm = np.sqrt(sum(float(np.sum(g ** 2)) for g in G.values()))
-        scale = min(1.0, s["clip"] / norm) if s.get("clip") else 1.0
         lr = lr_at(step, s)
-        for k in P:
-            g = G[k] * scale
-            m[k] = s["beta1"] * m[k] + (1 - s["beta1"]) * g
-            v2[k] = s["beta2"] * v2[k] + (1 - s["beta2"]) * g ** 2
-            mh = m[k] / (1 - s["beta1"] ** (step + 1))
-            vh = v2[k] / (1 - s["beta2"] ** (step + 1))
-            P[k] = P[k] - lr * (mh / (np.sqrt(vh) + s["eps"]) + (s["weight_decay"] * P[k] if decay[k] else 0.0))
+        adam.step(P, G, step, lr)
         history.append((step, float(loss)))
         if step % s["log_every"] == 0 or step == s["steps"] - 1:
             extra = f"  {evaluate(P)}" if evaluate is not None else ""
@@ -184,17 +158,11 @@ def train(batches, arch: dict, settings: dict, log=print, evaluate=None) -> tupl
 
 def to_model(P: dict, arch: dict, name: str, vocab: str | None):
     """The weights as a causal :class:`ctmhsa.maths.model.Model` carrying its vocabulary."""
-    from ctmhsa.maths.model import Block, MLPWeights, Model
+    from ctmhsa.maths.model import Model
 
-    blocks = []
-    for l in range(arch["blocks"]):
-        b = f"blocks.{l}."
-        attn = Block.from_arrays(*(P[b + "attn." + k] for k in ("WQ", "WK", "WV", "WO"))).attn
-        mlp = MLPWeights(*(P[b + "mlp." + k] for k in ("W1", "b1", "W2", "b2"))) if b + "mlp.W1" in P else None
-        blocks.append(Block(attn=attn, mlp=mlp))
-    return Model(blocks=tuple(blocks), readout_W=P["readout.W"], readout_b=P["readout.b"], embed_W=P["embed.W"],
-                 name=name, causal=True, forget=float(arch["forget"]), normalize=bool(arch["normalize"]),
-                 vocab=vocab)
+    return Model(blocks=blocks_of(P, arch["blocks"]), readout_W=P["readout.W"], readout_b=P["readout.b"],
+                 embed_W=P["embed.W"], name=name, causal=True, forget=float(arch["forget"]),
+                 normalize=bool(arch["normalize"]), vocab=vocab)
 
 
 def check_against_reference(P: dict, arch: dict, U, vocab: str | None, rtol: float = 1e-9) -> float:

@@ -29,16 +29,14 @@ CC BY 4.0), as ``sklearn.datasets.load_digits`` ships it.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
-import json
-import platform
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
+
+from .training import (Adam, block_params, blocks_of, environment, features, logsumexp, lr_at, mlp, readout_params,
+                       require, sha256, write_npz, write_record)
 
 HERE = Path(__file__).resolve().parent
 
@@ -52,11 +50,7 @@ SETTINGS = dict(seed=0, steps=6000, batch=64, lr=0.005, lr_final=0.0, warmup=100
 
 def _require():
     """autograd, or an ImportError that says how to install it."""
-    try:
-        import autograd  # noqa: F401
-    except ImportError:
-        raise ImportError("training the digits model needs autograd and scikit-learn: "
-                          "pip install autograd scikit-learn") from None
+    require("training the digits model needs autograd and scikit-learn: pip install autograd scikit-learn")
 
 
 def init_params(rng: np.random.Generator, arch: dict) -> dict:
@@ -77,17 +71,8 @@ def init_params(rng: np.random.Generator, arch: dict) -> dict:
     g = lambda *shape, s: rng.normal(size=shape) * s     # noqa: E731
     P = {"embed.W": g(de, arch["p"], s=1 / np.sqrt(arch["p"])), "embed.pos": g(arch["n"], de, s=0.5)}
     for l in range(L):
-        b = f"blocks.{l}."
-        P[b + "attn.WQ"] = g(H, dk, de, s=1 / np.sqrt(de))
-        P[b + "attn.WK"] = g(H, dk, de, s=1 / np.sqrt(de))
-        P[b + "attn.WV"] = g(H, dv, de, s=1 / np.sqrt(de))
-        P[b + "attn.WO"] = g(H, de, dv, s=0.5 / np.sqrt(H * dv))
-        P[b + "mlp.W1"] = g(dh, de, s=1 / np.sqrt(de))
-        P[b + "mlp.b1"] = np.zeros(dh)
-        P[b + "mlp.W2"] = g(de, dh, s=0.5 / np.sqrt(dh))
-        P[b + "mlp.b2"] = np.zeros(de)
-    P["readout.W"] = g(arch["classes"], de, s=1 / np.sqrt(de))
-    P["readout.b"] = np.zeros(arch["classes"])
+        P.update(block_params(g, l, H, dk, dv, de, dh))
+    P.update(readout_params(g, arch["classes"], de))
     return P
 
 
@@ -109,12 +94,7 @@ def forward(P: dict, U, L: int, np_=np):
     -------
     ndarray, shape (B, classes)
     """
-    def N(x):
-        return x / np_.mean(np_.abs(x), axis=-1, keepdims=True)
-
-    def elu1(z):
-        return np_.where(z > 0, z + 1.0, np_.exp(np_.minimum(z, 0.0)))
-
+    N, elu1 = features(np_)
     x = U @ P["embed.W"].T + P["embed.pos"]
     for l in range(L):
         b = f"blocks.{l}."
@@ -127,9 +107,7 @@ def forward(P: dict, U, L: int, np_=np):
             A = fq @ np_.swapaxes(fk, 1, 2)                           # (B, n, n): φ(q_i)·φ(k_j)
             A = A / np_.sum(A, axis=-1, keepdims=True)                # / Z_i
             att = att + (A @ v) @ P[b + "attn.WO"][h].T
-        Hs = x + att
-        hidden = np_.maximum(N(Hs) @ P[b + "mlp.W1"].T + P[b + "mlp.b1"], 0.0)
-        x = Hs + hidden @ P[b + "mlp.W2"].T + P[b + "mlp.b2"]
+        x = mlp(P, b, x + att, np_)
     pooled = np_.mean(x, axis=1)
     return N(pooled) @ P["readout.W"].T + P["readout.b"]
 
@@ -137,19 +115,10 @@ def forward(P: dict, U, L: int, np_=np):
 def cross_entropy(logits, labels, np_=np, smoothing: float = 0.0):
     """Mean softmax cross-entropy (nats) of ``logits`` (B, classes) against integer ``labels``,
     the targets optionally smoothed (``1 - smoothing`` on the label, the rest spread evenly)."""
-    m = np_.max(logits, axis=1, keepdims=True)
-    logz = np_.log(np_.sum(np_.exp(logits - m), axis=1)) + m[:, 0]
+    logz = logsumexp(logits, np_)
     C = logits.shape[1]
     target = (1 - smoothing) * np.eye(C)[labels] + smoothing / C
     return np_.mean(logz - np_.sum(logits * target, axis=1))
-
-
-def lr_at(step: int, s: dict) -> float:
-    """Learning rate of ``step`` (0-based): linear warm-up, then cosine from ``lr`` to ``lr_final``."""
-    if step < s["warmup"]:
-        return s["lr"] * (step + 1) / s["warmup"]
-    t = (step - s["warmup"]) / max(1, s["steps"] - s["warmup"])
-    return s["lr_final"] + 0.5 * (s["lr"] - s["lr_final"]) * (1 + np.cos(np.pi * t))
 
 
 def augment(images, rng: np.random.Generator, rotate: float, scale: float, shift: float) -> np.ndarray:
@@ -228,9 +197,7 @@ def train(images, labels, arch: dict = ARCH, settings: dict = SETTINGS, log=prin
     loss_and_grad = value_and_grad(
         lambda P, Ub, yb: cross_entropy(forward(P, Ub, L, anp), yb, anp, s["label_smoothing"]))
     order, at = np.arange(len(y)), len(y)
-    m = {k: np.zeros_like(v) for k, v in P.items()}
-    v2 = {k: np.zeros_like(v) for k, v in P.items()}
-    decay = {k: k.endswith(("W", "WQ", "WK", "WV", "WO", "W1", "W2")) for k in P}
+    adam = Adam(P, s)
     history = []
     for step in range(s["steps"]):
         if at + s["batch"] > len(y):                  # a new epoch
@@ -244,12 +211,7 @@ def train(images, labels, arch: dict = ARCH, settings: dict = SETTINGS, log=prin
                 Ub[distort] = patches(augment(images[idx[distort]], rng, s["rotate"], s["scale"], s["shift"]))
         loss, G = loss_and_grad(P, Ub, y[idx])
         lr = lr_at(step, s)
-        for k in P:
-            m[k] = s["beta1"] * m[k] + (1 - s["beta1"]) * G[k]
-            v2[k] = s["beta2"] * v2[k] + (1 - s["beta2"]) * G[k] ** 2
-            mh = m[k] / (1 - s["beta1"] ** (step + 1))
-            vh = v2[k] / (1 - s["beta2"] ** (step + 1))
-            P[k] = P[k] - lr * (mh / (np.sqrt(vh) + s["eps"]) + (s["weight_decay"] * P[k] if decay[k] else 0.0))
+        adam.step(P, G, step, lr)
         if step % s["log_every"] == 0 or step == s["steps"] - 1:
             logits = forward(P, U, L)
             loss, acc = float(cross_entropy(logits, y)), float((logits.argmax(axis=1) == y).mean())
@@ -258,45 +220,11 @@ def train(images, labels, arch: dict = ARCH, settings: dict = SETTINGS, log=prin
     return P, history
 
 
-def write_npz(path, **arrays) -> None:
-    """``numpy.savez_compressed`` with fixed zip timestamps, so equal arrays give equal bytes.
-
-    Parameters
-    ----------
-    path : str or path-like
-        The ``.npz`` file to write.
-    **arrays : ndarray
-        Name -> array (read back by ``numpy.load``).
-    """
-    with zipfile.ZipFile(path, "w") as zf:
-        for name, a in arrays.items():
-            buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.asarray(a), allow_pickle=False)
-            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            zf.writestr(info, buf.getvalue())
-
-
-def sha256(path) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def to_model(P: dict, arch: dict):
     """The weights as a :class:`ctmhsa.maths.model.Model` named ``digits``."""
-    from ctmhsa.maths.model import Block, MLPWeights, Model
+    from ctmhsa.maths.model import Model
 
-    blocks = []
-    for l in range(arch["blocks"]):
-        b = f"blocks.{l}."
-        attn = Block.from_arrays(*(P[b + "attn." + k] for k in ("WQ", "WK", "WV", "WO"))).attn
-        blocks.append(Block(attn=attn, mlp=MLPWeights(*(P[b + "mlp." + k] for k in ("W1", "b1", "W2", "b2")))))
-    return Model(blocks=tuple(blocks), readout_W=P["readout.W"], readout_b=P["readout.b"],
+    return Model(blocks=blocks_of(P, arch["blocks"]), readout_W=P["readout.W"], readout_b=P["readout.b"],
                  embed_W=P["embed.W"], embed_pos=P["embed.pos"], name="digits")
 
 
@@ -411,9 +339,9 @@ def main(argv=None) -> dict:
                         "1998), UCI Machine Learning Repository, https://doi.org/10.24432/C50P49; "
                         "licensed under CC BY 4.0 (https://creativecommons.org/licenses/by/4.0/)"),
         "command": " ".join(["python -m ctmhsa.sims.models.train_digits", *argv]),
-        "environment": dict(python=platform.python_version(), numpy=np.__version__),
+        "environment": environment(),
     }
-    (out / "digits.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_record(out / "digits.json", record)
     print(f"test accuracy {test_acc:.4f} ({record['test_correct']}/{len(y_file)}), train accuracy "
           f"{train_acc:.4f}, training {wall:.1f} s; wrote {npz}, {out / 'digits.json'}, {test_file}")
     return record

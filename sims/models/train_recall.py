@@ -35,8 +35,6 @@ seed the generator draws in ``[2**32, 2**62)``; the held-out sequences use seeds
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -44,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from ctmhsa.sims import recall
+from ctmhsa.sims.models.training import environment, write_record
 from ctmhsa.sims.models.train_causal import check_against_reference, forward, require, sha256, to_model, train
 
 HERE = Path(__file__).resolve().parent
@@ -163,9 +162,9 @@ def main(argv=None) -> dict:
             history=[{"step": s, "train_loss": loss} for s, loss in history
                      if s % settings["log_every"] == 0 or s == settings["steps"] - 1]),
         "command": " ".join(["OMP_NUM_THREADS=1 python -m ctmhsa.sims.models.train_recall", *argv]),
-        "environment": dict(python=platform.python_version(), numpy=np.__version__),
+        "environment": environment(),
     }
-    (out / "recall.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_record(out / "recall.json", record)
     print(f"held-out accuracy at {P_TRAIN} pairs {record['accuracy']:.4f}, training {wall:.1f} s; "
           f"wrote {npz}, {out / 'recall.json'}")
     return record

