@@ -21,7 +21,6 @@ from ctmhsa.devices.registry import DEVICES, get_device
 from ctmhsa.circuits.transformer import model_circuit
 from ctmhsa.circuits.parts import get_area
 from ctmhsa.mapping import kvmemory
-from ctmhsa.neurons.firing import get_firing
 from ctmhsa.mapping.blocks import decode_model, encode_model, model_sizes
 from ctmhsa.mapping.decode import range_report
 from ctmhsa.maths.model import Model, load_model
@@ -37,7 +36,7 @@ from ctmhsa.neurons.levels import LEVELS, get_level
 from ctmhsa.neurons.params import HIGH_CONDUCTANCE, seconds
 
 from .options import (AUTO_CYTHON_SYNAPSES, CircuitOptions, RunOptions, check_applies, check_run,
-                      given_options, split_options)
+                      given_options, refuse_for_area, split_options)
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.circuits.memory import estimate_memory
 
@@ -566,14 +565,7 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
 def _check_causal_options(co) -> None:
     """The options a causal model's memory blocks are built with (the memory area's facts,
     :class:`ctmhsa.circuits.builders.StreamMemory`): a ``ValueError`` naming any other."""
-    area = get_area("memory")
-    area.check_options(co)
-    if co.dale and not area.dale:
-        raise ValueError("dale: a causal model's blocks are memory circuits; Dale's law is built for "
-                         "circuit='quadratic'")
-    if get_firing(co.firing).integrator and not area.integrators:
-        raise ValueError(f"firing: {co.firing!r} is built for circuit='quadratic'; a causal model's memory "
-                         "blocks take 'poisson'")
+    refuse_for_area(co, get_area("memory"), "a causal model's blocks are memory circuits; ")
 
 
 def _recorded_populations(names, populations) -> tuple:

@@ -303,19 +303,11 @@ class CircuitOptions(_Options):
         if not get_law(self.law).product and not area.two_point_laws:
             raise ValueError(f"law: the {_area_name(area)} has no L5 IT cells; two-point-neuron laws apply "
                              f"to circuit={_names(lambda a: a.two_point_laws)}")
-        if self.dale and not area.dale:
-            raise ValueError(f"dale: Dale's law is built for circuit={_names(lambda a: a.dale)}; the "
-                             f"{_area_name(area)}'s cells remove a covariance of relays that their followers "
-                             "would share")
         _choice("firing", self.firing, FIRING)
-        integrator = get_firing(self.firing).integrator
-        if integrator and not get_level(self.neuron).escape:
+        if get_firing(self.firing).integrator and not get_level(self.neuron).escape:
             raise ValueError(f"firing: {self.firing!r} makes the escape level's somata perfect integrators; "
                              f"neuron={self.neuron!r} has no escape-noise cells (use neuron='escape')")
-        if integrator and not area.integrators:
-            raise ValueError(f"firing: {self.firing!r} is built for circuit={_names(lambda a: a.integrators)} "
-                             f"(the {_area_name(area)}'s cells correct a covariance of Poisson relays)")
-        area.check_options(self)
+        refuse_for_area(self, area)
         if self.signed not in SIGNED_CODES:
             raise ValueError(f"signed: expected 'offset' or 'onoff', got {self.signed!r}")
         if isinstance(self.n_inh, bool) or not isinstance(self.n_inh, (int, np.integer)) or self.n_inh < 1:
@@ -532,6 +524,22 @@ class RunOptions(_Options):
         out["scheduler"] = None if s is None else (s if isinstance(s, str) else "client")
         out["report"] = None if self.report is None else (self.report if isinstance(self.report, str) else "callable")
         return out
+
+
+def refuse_for_area(options: CircuitOptions, area, context: str = "") -> None:
+    """What the attention ``area`` does not build (Dale's followers, integrating somata, its own
+    :meth:`~ctmhsa.circuits.parts.Part.check_options`), refused with a ``ValueError`` naming the
+    option (the area's own refusals first: they say most); ``context`` opens the generic messages
+    (a causal model's blocks say what they are)."""
+    area.check_options(options)
+    if options.dale and not area.dale:
+        raise ValueError(f"dale: {context}Dale's law is built for circuit={_names(lambda a: a.dale)}; the "
+                         f"{_area_name(area)}'s cells remove a covariance of relays that their followers "
+                         "would share")
+    if get_firing(options.firing).integrator and not area.integrators:
+        raise ValueError(f"firing: {context}{options.firing!r} is built for circuit="
+                         f"{_names(lambda a: a.integrators)} (the {_area_name(area)}'s cells correct a covariance "
+                         "of Poisson relays)")
 
 
 def _area_name(area) -> str:
