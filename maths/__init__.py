@@ -13,3 +13,5 @@ layer test checks the whole import graph). :mod:`ctmhsa.mapping` turns this math
 values of a circuit and reads them back. Until version 0.15 these modules lived in
 :mod:`ctmhsa.mapping`, whose old names (``ctmhsa.mapping.reference``, ...) still give them.
 """
+
+from . import co4  # noqa: F401,E402 - registers the Co4 model files' kind with load_model

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .model import _EMBED, Model, _check_shapes, _floats, register_file_kind
 from .reference import _as_real_array, resolve_phi
 from .transformer import normalise
 
-__all__ = ["cooperation", "MOD_FUNCTIONS", "Co4Model", "co4_forward", "CO4_STAGES"]
+__all__ = ["cooperation", "MOD_FUNCTIONS", "Co4Model", "co4_forward", "co4_attention", "CO4_STAGES"]
 
 
 def cooperation(R, C) -> np.ndarray:
@@ -66,6 +67,9 @@ MOD_FUNCTIONS = {
 :data:`ctmhsa.neurons.laws.LAWS`), and ``"none"`` (``R`` unmodulated: Co4 without its triadic
 loops, the latents' plain attention over the tokens)."""
 
+FILE_KIND = "co4"
+"""The ``kind`` a Co4 model file carries (a 0-d string array; the reader decides by its ``co4.*`` keys)."""
+
 CO4_STAGES = ("x_norm", "latents_norm", "q", "k", "v", "q_m", "k_m", "v_m", "kappa", "v_tilde", "x_tilde",
               "out", "logits")
 """The stages :func:`co4_forward` returns, in circuit order."""
@@ -86,6 +90,15 @@ class Co4Model:
         Output projection of every head.
     readout_W : ndarray (classes, de), optional
         Read-out of the latents' mean; ``readout_b`` (classes,) its bias.
+    embed_W : ndarray (de, p), optional
+        Input embedding of ``p``-dimensional inputs (:meth:`embed`), as
+        :class:`ctmhsa.maths.model.Model`'s.
+    embed_pos : ndarray (n, de), optional
+        Positional embedding of ``n`` tokens; needs ``embed_W``.
+    name : str
+        A label (:func:`ctmhsa.load_model` sets the file's stem).
+    source : str
+        The file read, if any.
     """
 
     latents: np.ndarray
@@ -95,6 +108,10 @@ class Co4Model:
     WO: np.ndarray
     readout_W: np.ndarray | None = None
     readout_b: np.ndarray | None = None
+    embed_W: np.ndarray | None = None
+    embed_pos: np.ndarray | None = None
+    name: str = ""
+    source: str = ""
 
     def __post_init__(self):
         arr = {k: _as_real_array(k, getattr(self, k)) for k in ("latents", "WQ", "WK", "WV", "WO")}
@@ -122,6 +139,98 @@ class Co4Model:
                                  f"{W.shape} and {b.shape}")
             object.__setattr__(self, "readout_W", W)
             object.__setattr__(self, "readout_b", b)
+
+        if self.embed_pos is not None and self.embed_W is None:
+            raise ValueError("embed_pos: given without embed_W")
+        embed = _floats({k: getattr(self, k) for k in ("embed_W", "embed_pos")}, str)
+        _check_shapes({"W": embed["embed_W"], "pos": embed["embed_pos"]}, _EMBED, lambda k: f"embed_{k}",
+                      {"de": (de, "latents")})
+        for k, a in embed.items():
+            object.__setattr__(self, k, a)
+        for k in ("name", "source"):
+            if not isinstance(getattr(self, k), str):
+                raise TypeError(f"{k}: expected a str, got {type(getattr(self, k)).__name__}")
+
+    def embed(self, inputs) -> np.ndarray:
+        """Token embeddings ``inputs @ embed_W.T + embed_pos``, exactly
+        :meth:`ctmhsa.maths.model.Model.embed` (same shapes, same errors).
+
+        Parameters
+        ----------
+        inputs : array, shape (n, p) or (B, n, p)
+            Raw inputs (dimensionless; the digits' patches, pixels / 16).
+
+        Returns
+        -------
+        ndarray, shape (n, de) or (B, n, de)
+            The tokens :func:`co4_forward` takes.
+
+        Raises
+        ------
+        ValueError
+            No input embedding, or ``inputs`` that do not match ``embed_W`` (``p``) or
+            ``embed_pos`` (``n``).
+        """
+
+        return Model.embed(self, inputs)
+
+    #: The keys of a Co4 model file besides ``readout.*`` and ``embed.*`` (:meth:`state_dict`).
+    FILE_KEYS = ("co4.latents", "co4.WQ", "co4.WK", "co4.WV", "co4.WO")
+
+    def state_dict(self) -> dict:
+        """The model as a file's arrays: :data:`FILE_KEYS`, ``readout.W, readout.b, embed.W,
+        embed.pos`` where present, and ``kind`` = ``"co4"`` (a 0-d string array; a reader decides
+        the kind by the ``co4.*`` keys, a file without ``kind`` is read alike)."""
+        out = {k: getattr(self, k.split(".")[1]) for k in self.FILE_KEYS}
+        out.update({k: a for k, a in (("readout.W", self.readout_W), ("readout.b", self.readout_b),
+                                      ("embed.W", self.embed_W), ("embed.pos", self.embed_pos)) if a is not None})
+        out["kind"] = np.array(FILE_KIND)
+        return out
+
+    @classmethod
+    def from_state_dict(cls, state, source: str = "", *, name: str = "") -> "Co4Model":
+        """Parse a Co4 model file's arrays (the inverse of :meth:`state_dict`).
+
+        Parameters
+        ----------
+        state : mapping of str -> array
+            Keys and arrays as :meth:`state_dict` writes them (``kind`` optional; ``readout.b``
+            absent: zeros).
+        source : str
+            Where the arrays came from.
+        name : str
+            The model's label.
+
+        Returns
+        -------
+        Co4Model
+
+        Raises
+        ------
+        ValueError
+            Unknown keys (all listed: a transformer's ``blocks.*`` among them), missing ``co4.*``
+            keys, a ``kind`` other than ``"co4"``, a bias or positional embedding without its
+            weights, or the shapes, NaN and inf :class:`Co4Model` refuses.
+        """
+        optional = ("readout.W", "readout.b", "embed.W", "embed.pos")
+        unknown = sorted(str(k) for k in state if k not in (*cls.FILE_KEYS, *optional, "kind"))
+        if unknown:
+            raise ValueError(f"state: unknown key(s) {unknown} in a Co4 model file (decided by its co4.* keys), "
+                             f"which holds {', '.join(cls.FILE_KEYS)}, readout.{{W,b}}, embed.{{W,pos}} and kind")
+        if "kind" in state:
+            kind = np.asarray(state["kind"])
+            if kind.shape != () or kind.dtype.kind != "U" or str(kind) != FILE_KIND:
+                raise ValueError(f"kind: a Co4 model file's kind is the string 'co4', got {kind!r}")
+        missing = [k for k in cls.FILE_KEYS if k not in state]
+        missing += [f"{g}.W" for g, extra in (("readout", "b"), ("embed", "pos"))
+                    if f"{g}.{extra}" in state and f"{g}.W" not in state]
+        if missing:
+            raise ValueError(f"state: missing required key(s) {missing} of a Co4 model file")
+        arrays = {k.split(".")[1]: state[k] for k in cls.FILE_KEYS}
+        arrays.update({k.replace(".", "_"): state[k] for k in optional if k in state})
+        if "readout_W" in arrays and "readout_b" not in arrays:
+            arrays["readout_b"] = np.zeros(np.shape(arrays["readout_W"])[:1])
+        return cls(**arrays, name=name, source=source)
 
     @property
     def shape(self) -> dict:
@@ -175,30 +284,94 @@ def co4_forward(X, model: Co4Model, phi: str = "elu1", mod: str = "cooperation")
     """
     if not isinstance(model, Co4Model):
         raise TypeError(f"model: expected a ctmhsa.maths.co4.Co4Model, got {type(model).__name__}")
-    if mod not in MOD_FUNCTIONS:
-        raise ValueError(f"mod: unknown MOD function {mod!r}; expected one of {sorted(MOD_FUNCTIONS)}")
-    f = resolve_phi(phi)[1]
     x = _as_real_array("X", X)
     de = model.shape["de"]
     if x.ndim != 2 or x.shape[1] != de or x.shape[0] < 1:
-        raise ValueError(f"X: expected tokens (n, de={de}) with n >= 1, got shape {x.shape}")
+        hint = "" if model.embed_W is None else "; raw inputs (n, p) go through model.embed(inputs) first"
+        raise ValueError(f"X: expected tokens (n, de={de}) with n >= 1, got shape {x.shape}{hint}")
     xn = normalise(x, "X")
     ln = normalise(model.latents, "latents")
-    q = np.einsum("hde,le->hld", model.WQ, ln)
-    k = np.einsum("hde,ne->hnd", model.WK, xn)
-    v = np.einsum("hde,ne->hnd", model.WV, xn)
-    fn = MOD_FUNCTIONS[mod]
-    q_m, k_m, v_m = (np.stack(s) for s in zip(*(_triad(q[h], k[h], v[h], fn) for h in range(q.shape[0]))))
-    scores = np.einsum("hld,hnd->hln", f(q_m), f(k_m))
-    Z = scores.sum(axis=2, keepdims=True)
-    if np.any(Z <= 0):
-        h, l, _ = (int(i) for i in np.argwhere(Z <= 0)[0])
-        raise ValueError(f"phi: the attention normaliser of head {h}, latent {l} is {float(Z[h, l, 0]):.3g}; "
-                         f"every feature phi(q_m)·phi(k_m) vanished (use a positive feature map: elu1, softplus, exp)")
-    kappa = scores / Z
-    v_tilde = np.einsum("hln,hnd->hld", kappa, v_m)
-    x_tilde = np.einsum("hed,hld->le", model.WO, v_tilde)
-    out = normalise(model.latents + x_tilde, "latents + attention")
+    st = co4_attention(ln, model.WQ, model.WK, model.WV, model.WO, Y=xn, phi=phi, mod=mod)
+    out = normalise(model.latents + st["x_tilde"], "latents + attention")
     logits = None if model.readout_W is None else model.readout_W @ out.mean(axis=0) + model.readout_b
-    return dict(x_norm=xn, latents_norm=ln, q=q, k=k, v=v, q_m=q_m, k_m=k_m, v_m=v_m, kappa=kappa,
-                v_tilde=v_tilde, x_tilde=x_tilde, out=out, logits=logits)
+    return dict(x_norm=xn, latents_norm=ln, **{k: st[k] for k in ("q", "k", "v", "q_m", "k_m", "v_m", "kappa",
+                                                                   "v_tilde", "x_tilde")},
+                out=out, logits=logits)
+
+
+def co4_attention(X, WQ, WK, WV, WO, Y=None, phi: str = "elu1", normalize: bool = True,
+                  mod: str = "cooperation") -> dict:
+    """The attention of one Co4 block on given queries' and tokens' inputs, exactly (numpy): the
+    triadic loops, then the linear attention of the modulated questions over the modulated clues
+    and hypotheses, summed over the heads through ``WO``; no divisive normalisation of the inputs,
+    no residual (what a Co4 attention area computes, :func:`co4_forward` wraps it).
+
+    Parameters
+    ----------
+    X : array (L, de)
+        The queries' source: the latents (L rows), as given. Dimensionless.
+    WQ, WK, WV : array (H, d, de)
+        One width ``d`` for all three (the loops are elementwise).
+    WO : array (H, de, d)
+    Y : array (n, de), optional
+        The tokens (clues and hypotheses); ``None``: ``X`` itself.
+    phi : str
+        Feature map of the attention.
+    normalize : bool
+        ``κ = scores / Σ_j scores`` (the seed's softmax-like normalisation) or the raw scores
+        (unnormalised: ``ṽ_l = Σ_j φ(q_m,l)·φ(k_m,j) v_m,j``).
+    mod : str
+        The MOD function of the loops (:data:`MOD_FUNCTIONS`).
+
+    Returns
+    -------
+    dict
+        ``q (H, L, d)``, ``k, v (H, n, d)``, ``q_m (H, L, d)``, ``k_m, v_m (H, n, d)``, ``kappa
+        (H, L, n)``, ``Z (H, L)`` (the normaliser ``Σ_j φ(q_m)·φ(k_m)``), ``v_tilde (H, L, d)``,
+        ``x_tilde (L, de)``.
+
+    Raises
+    ------
+    ValueError
+        Bad shapes (named), an unknown ``mod`` or ``phi``, or (normalised) a latent whose
+        attention normaliser is 0.
+    """
+    if mod not in MOD_FUNCTIONS:
+        raise ValueError(f"mod: unknown MOD function {mod!r}; expected one of {sorted(MOD_FUNCTIONS)}")
+    f = resolve_phi(phi)[1]
+    arr = {k: _as_real_array(k, a) for k, a in (("X", X), ("WQ", WQ), ("WK", WK), ("WV", WV), ("WO", WO))}
+    arr["Y"] = arr["X"] if Y is None else _as_real_array("Y", Y)
+    if arr["WQ"].ndim != 3:
+        raise ValueError(f"WQ: expected (H, d, de), got shape {arr['WQ'].shape}")
+    H, d, de = arr["WQ"].shape
+    for k in ("WK", "WV"):
+        if arr[k].shape != (H, d, de):
+            raise ValueError(f"{k}: the triadic loops are elementwise, so questions, clues and hypotheses need one "
+                             f"shape (H, d, de) = {(H, d, de)}; got {arr[k].shape}")
+    if arr["WO"].shape != (H, de, d):
+        raise ValueError(f"WO: expected (H={H}, de={de}, d={d}), got shape {arr['WO'].shape}")
+    for k in ("X", "Y"):
+        if arr[k].ndim != 2 or arr[k].shape[1] != de or arr[k].shape[0] < 1:
+            raise ValueError(f"{k}: expected (rows, de={de}) with rows >= 1, got shape {arr[k].shape}")
+    q = np.einsum("hde,le->hld", arr["WQ"], arr["X"])
+    k = np.einsum("hde,ne->hnd", arr["WK"], arr["Y"])
+    v = np.einsum("hde,ne->hnd", arr["WV"], arr["Y"])
+    fn = MOD_FUNCTIONS[mod]
+    q_m, k_m, v_m = (np.stack(s) for s in zip(*(_triad(q[h], k[h], v[h], fn) for h in range(H))))
+    scores = np.einsum("hld,hnd->hln", f(q_m), f(k_m))
+    Z = scores.sum(axis=2)
+    if normalize:
+        if np.any(Z <= 0):
+            h, l = (int(i) for i in np.argwhere(Z <= 0)[0])
+            raise ValueError(f"phi: the attention normaliser of head {h}, latent {l} is {float(Z[h, l]):.3g}; "
+                             f"every feature phi(q_m)·phi(k_m) vanished (use a positive feature map: elu1, "
+                             f"softplus, exp)")
+        kappa = scores / Z[..., None]
+    else:
+        kappa = scores
+    v_tilde = np.einsum("hln,hnd->hld", kappa, v_m)
+    x_tilde = np.einsum("hed,hld->le", arr["WO"], v_tilde)
+    return dict(q=q, k=k, v=v, q_m=q_m, k_m=k_m, v_m=v_m, kappa=kappa, Z=Z, v_tilde=v_tilde, x_tilde=x_tilde)
+
+
+register_file_kind("co4.", Co4Model)   # load_model reads a file with co4.* keys as a Co4Model

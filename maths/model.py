@@ -758,14 +758,25 @@ def _models_dir() -> Path:
 
 
 def _is_model_file(path: Path) -> bool:
-    """Whether a shipped ``.npz`` holds a model (``blocks.*`` arrays), not a data set (the
-    digits' ``images``/``labels``). Only the archive's directory is read; an unreadable file
-    counts as a model, so that loading it reports the damage."""
+    """Whether a shipped ``.npz`` holds a model (``blocks.*`` or Co4's ``co4.*`` arrays), not a
+    data set (the digits' ``images``/``labels``). Only the archive's directory is read; an
+    unreadable file counts as a model, so that loading it reports the damage."""
     try:
         with np.load(path) as z:
-            return any(k.startswith("blocks.") for k in z.files)
+            return any(k.startswith(("blocks.",) + tuple(FILE_KINDS)) for k in z.files)
     except Exception:  # noqa: BLE001 - a damaged file is reported when it is loaded
         return True
+
+
+FILE_KINDS: dict = {}
+"""Key prefix -> the model class whose files hold keys starting with it (besides the
+transformer's ``blocks.*``): a file's kind is decided by its keys, never by its name. A model
+kind registers itself (:func:`register_file_kind`), so that this module imports none."""
+
+
+def register_file_kind(prefix: str, kind) -> None:
+    """Model files with a key starting with ``prefix`` are read by ``kind.from_state_dict``."""
+    FILE_KINDS[prefix] = kind
 
 
 def _shipped_models() -> list[str]:
@@ -774,8 +785,10 @@ def _shipped_models() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.npz") if _is_model_file(p)) if folder.is_dir() else []
 
 
-def load_model(path_or_name) -> Model:
-    """Read a model file, or a model shipped with the package.
+def load_model(path_or_name):
+    """Read a model file, or a model shipped with the package: a transformer :class:`Model`, or a
+    :class:`ctmhsa.maths.co4.Co4Model` where the file holds ``co4.*`` keys (:data:`FILE_KINDS`: the
+    kind is decided by the keys, never by the name; a file with both kinds' keys is refused).
 
     Parameters
     ----------
@@ -785,7 +798,7 @@ def load_model(path_or_name) -> Model:
 
     Returns
     -------
-    Model
+    Model or Co4Model
         Named after the file's stem; ``source`` is the file's absolute path.
 
     Raises
@@ -832,4 +845,6 @@ def load_model(path_or_name) -> Model:
     else:
         raise ValueError(f"model: {path!r} is not a model file; expected a name ending in "
                          f"{' or '.join(SUFFIXES)}")
-    return Model.from_state_dict(state, source=os.path.abspath(path), name=Path(path).stem)
+    kind = next((k for prefix, k in FILE_KINDS.items() if any(str(key).startswith(prefix) for key in state)), Model)
+    # (another kind's parser refuses a transformer's keys beside its own)
+    return kind.from_state_dict(state, source=os.path.abspath(path), name=Path(path).stem)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ctmhsa.maths.model import Model, load_model
 from ctmhsa.maths.transformer import transformer_forward
 
 __all__ = ["classify", "Classification"]
@@ -102,10 +101,9 @@ def classify(model, inputs, labels, neuron: str = "escape", presentation: float 
         A model without a read-out, labels that do not match the inputs, and every refusal of
         :func:`ctmhsa.sims.model.simulate_model`.
     """
-    from .model import simulate_model
+    from .model import as_model, simulate_model
 
-    if not isinstance(model, Model):
-        model = load_model(model)
+    model = as_model(model)
     if model.readout_W is None:
         raise ValueError(f"model: {model.name or 'the model'} has no read-out (readout.W); nothing to classify")
     x = np.asarray(inputs, float)

@@ -217,10 +217,10 @@ def _model_inputs(args, model):
 def _load_model(name):
     """:func:`ctmhsa.load_model` with its errors as a ``ValueError`` naming ``--model`` (a missing or
     unreadable file is the user's input, not a fault of the disk)."""
-    from ctmhsa.maths.model import load_model
+    from ctmhsa.sims.model import as_model
 
     try:
-        return load_model(name)
+        return as_model(name)
     except (ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile) as exc:
         msg = str(exc)
         msg = msg[len("model: "):] if msg.startswith("model: ") else f"{name!r}: {msg}"

@@ -23,6 +23,7 @@ from ctmhsa.circuits.parts import get_area
 from ctmhsa.mapping import kvmemory
 from ctmhsa.mapping.blocks import decode_model, encode_model, model_sizes
 from ctmhsa.mapping.decode import range_report
+from ctmhsa.maths.co4 import Co4Model
 from ctmhsa.maths.model import Model, load_model
 from ctmhsa.mapping.model_noise import model_floors
 from ctmhsa.maths.stages import BLOCK_STAGES, symbol
@@ -378,11 +379,16 @@ class ModelRun:
 
 
 def as_model(model) -> Model:
-    """``model`` as a :class:`Model`: itself, or the model file or shipped model it names."""
+    """``model`` as a :class:`Model`: itself, or the model file or shipped model it names (a Co4
+    model, which the transformer circuit does not run, is a ``ValueError`` naming ``model``)."""
+    if isinstance(model, (str, os.PathLike)):
+        model = load_model(model)
     if isinstance(model, Model):
         return model
-    if isinstance(model, (str, os.PathLike)):
-        return load_model(model)
+    if isinstance(model, Co4Model):   # a model file's kind is its keys': refused by name, not by a failure later
+        raise ValueError(f"model: {model.name or 'the model'} is a Co4 model (ctmhsa.maths.co4.Co4Model); the "
+                         f"transformer circuit runs transformer models only (a Co4 block's attention runs as "
+                         f"simulate_mhsa(latents, WQ, WK, WV, WO, Y=tokens, circuit='co4'))")
     raise TypeError(f"model: expected a ctmhsa Model, a model file or a shipped model's name, "
                     f"got {type(model).__name__}")
 

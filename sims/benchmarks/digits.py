@@ -70,11 +70,11 @@ def classification_row(c, examples: int, images) -> dict:
 
 
 def main(args) -> int:
-    from ctmhsa.maths.model import load_model
     from ctmhsa.sims.classify import classify
+    from ctmhsa.sims.model import as_model
     from ctmhsa.sims.digits import calibration_set, classify_options, test_set
 
-    model = load_model(args.model)
+    model = as_model(args.model)
     params = classify_options("rate", 0.0, args.firing)["params"]
     images, labels = test_set()
     cal = calibration_set() if args.model == "digits" else None
