@@ -20,6 +20,7 @@ import numpy as np
 from .backend import configure_brian2, run_network
 from .models import SYNAPSE_WEIGHT_UNITS, add_step_code, get_model, initial_draws, synapse_model
 from .conductance import lif_drive
+from .law_registry import get_law
 from .params import DEFAULT_PARAMS, CellParams, seconds, with_units
 from .window import Probe, fano_factors, measure
 
@@ -79,17 +80,23 @@ def simulate_cells(
     interneurons: Interneurons | None = None,
     params: CellParams = DEFAULT_PARAMS,
     codegen: str = "numpy",
+    law: str = "product",
 ) -> dict:
     """Run ``n_cells`` cells of ``cell_type`` at ``level`` under ``drives``; measure them.
 
     Parameters
     ----------
     drives : dict
-        Compartment name -> :class:`Drive`.
+        Compartment name -> :class:`Drive`, or a tuple of them summed on the compartment (a
+        signed potential: an ON drive with ``+w`` and an OFF drive with ``-w``, as the circuit's
+        ON/OFF relays make ``±u v`` on a dendrite).
     duration, warmup, dt : float or brian2 Quantity
         Measurement window, discarded warm-up and integration step (s, or Brian2 times).
     cell_params : dict
         Values of the model's per-cell parameters (biases in V, ``rho`` in Hz...).
+    law : str
+        Two-point-neuron law of the soma (:mod:`ctmhsa.neurons.law_registry`); a law other than
+        ``"product"`` needs a cell type with one (L5 IT).
 
     Returns
     -------
@@ -102,15 +109,19 @@ def simulate_cells(
     """
     duration, warmup = seconds("duration", duration), seconds("warmup", warmup, allow_zero=True)
     dt = seconds("dt", dt)
+    law = get_law(law)
+    model = get_model(level, cell_type)
+    if not law.product and "{LAW}" not in model.equations:   # refused, not ignored
+        raise ValueError(f"law: cell type {cell_type!r} at level {level!r} has no two-point law; got {law.name!r}")
+    sources = _drive_sources(drives)
     configure_brian2(codegen)
     b2.seed(seed)
     ns = with_units(params, dt)
-    model = get_model(level, cell_type)
     clock = b2.Clock(dt=dt * b2.second)
-    comps = {c: [f"drive_{c}"] for c in drives}
+    comps = {c: [name for name, _ in srcs] for c, srcs in sources.items()}
     if interneurons is not None:
         comps.setdefault("soma", []).append("shunt")
-    eqs = model.render(phi, comps) + "".join(f"\nnu_drive_{c} : Hz" for c in drives)
+    eqs = model.render(phi, comps, law.name) + "".join(f"\nnu_{name} : Hz" for srcs in sources.values() for name, _ in srcs)
     G = b2.NeuronGroup(n_cells, eqs, threshold=model.threshold or None, reset=model.reset or None,
                        refractory=model.refractory or False, method=model.method, namespace=ns, clock=clock, name="cells")
     # lif somata: driven on their calibrated affine branch unless the caller says otherwise
@@ -120,16 +131,16 @@ def simulate_cells(
         setattr(G, k + "_", float(v) if v.ndim == 0 else v)
     objs = [G]
     add_step_code(G, model, clock)
-    for comp, d in drives.items():
+    for comp, name, d in ((c, n, d) for c, srcs in sources.items() for n, d in srcs):
         unit = model.inputs[comp][1]
         nu = np.broadcast_to(np.asarray(d.rate, float), (n_cells,)).copy()
-        setattr(G, f"nu_drive_{comp}_", nu)
+        setattr(G, f"nu_{name}_", nu)
         if model.spiking:  # n_syn independent Poisson synapses: a Poisson count per step
             objs.append(G.run_regularly(
-                f"in_drive_{comp} += {d.w!r}*{SYNAPSE_WEIGHT_UNITS[unit]}*k_syn"
-                f"*poisson({d.n_syn}*nu_drive_{comp}*dt)", clock=clock, when="before_groups"))
+                f"in_{name} += {d.w!r}*{SYNAPSE_WEIGHT_UNITS[unit]}*k_syn"
+                f"*poisson({d.n_syn}*nu_{name}*dt)", clock=clock, when="before_groups"))
         else:
-            setattr(G, f"in_drive_{comp}_", d.w * d.n_syn * nu)
+            setattr(G, f"in_{name}_", d.w * d.n_syn * nu)
     inh = None
     if interneurons is not None:
         im = get_model(level, "interneuron")
@@ -190,6 +201,21 @@ def simulate_cells(
     if inh is not None:
         out["inh_rate"] = window["interneurons"]["rate"]
     return out
+
+def _drive_sources(drives: dict) -> dict:
+    """Compartment -> ``[(input name, Drive)]``: one Drive keeps the name ``drive_<comp>``, a
+    tuple of them is named ``drive_<comp>_<k>``."""
+    if not isinstance(drives, dict):
+        raise TypeError(f"drives: expected a dict compartment -> Drive, got {type(drives).__name__}")
+    out = {}
+    for comp, d in drives.items():
+        many = isinstance(d, (tuple, list))
+        ds = tuple(d) if many else (d,)
+        if not ds or not all(isinstance(x, Drive) for x in ds):
+            raise TypeError(f"drives: {comp!r} must be a Drive or a non-empty tuple of Drives, got {d!r}")
+        out[comp] = [(f"drive_{comp}_{k}" if many else f"drive_{comp}", x) for k, x in enumerate(ds)]
+    return out
+
 
 def spike_count_nrmse_floor(rates: np.ndarray, duration: float, fano: float = 1.0) -> float:
     """NRMSE of rates estimated from spike counts, from counting noise alone.
