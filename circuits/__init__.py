@@ -8,4 +8,5 @@ Compiling and running on a device is :mod:`ctmhsa.devices`.
 
 from .builders import SCALES, area, build, macrocolumn, microcolumn, pathway  # noqa: F401
 from .graph import Circuit, Population, Projection, connect_pairs  # noqa: F401
+from . import co4  # noqa: F401,E402 - registers the Co4 area (it builds on the builders' linear circuit)
 

@@ -374,23 +374,41 @@ def _microcolumns(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, m
     return "l5it", "it_pt"
 
 
-def _key_value_memory(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, memory=("memory", ("soma",))):
-    """Linear-time circuit: outer-product cells write a key-value memory once per head; each query
-    macrocolumn reads it out (module docstring). ``memory``: the memory cells' type and
-    compartments (the stream's integrators, :mod:`ctmhsa.circuits.kvmemory`). Returns what drives L5 PT."""
-    sgn, two = pair
-    pre_s = tuple(f"pre.{a}" for a in sgn)
+def _relay_inputs(kv, pair, sign_w) -> dict:
+    """The linear circuit's inputs from the relays: keys and values from the matrix relays
+    (``kv``), queries from the core relays (``nucleus1``), by input (``"k"``, ``"v"``, ``"q"`` and
+    the normaliser's ``"kz"``, ``"qz"``) -> a function of the target population giving the projection."""
+    pre_s = tuple(f"pre.{a}" for a in pair[0])
     w_k = ("post.head", "post.f", "pre.e") + pre_s
     w_v = ("post.head", "post.c", "pre.e") + pre_s + sign_w
+    return {
+        "k": lambda tgt: Projection("matrix_k", kv, tgt, "apical", (("token", "j"),), "WK", w_k, "matrix"),
+        "v": lambda tgt: Projection("matrix_v", kv, tgt, "basal", (("token", "j"),), "WV", w_v, "matrix"),
+        "q": lambda tgt: Projection("core_q", "nucleus1", tgt, "basal", (("token", "i"),), "WQ", w_k, "core"),
+        "kz": lambda tgt: Projection("matrix_kz", kv, tgt, "apical", (("token", "j"),), "WK", w_k, "matrix"),
+        "qz": lambda tgt: Projection("core_qz", "nucleus1", tgt, "basal", (("token", "i"),), "WQ", w_k, "core"),
+    }
+
+
+def _key_value_memory(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, memory=("memory", ("soma",)),
+                      inputs=None):
+    """Linear-time circuit: outer-product cells write a key-value memory once per head; each query
+    macrocolumn reads it out (module docstring). ``memory``: the memory cells' type and
+    compartments (the stream's integrators, :mod:`ctmhsa.circuits.kvmemory`); ``inputs``: where
+    keys, values and queries come from (:func:`_relay_inputs`, the default; the Co4 area's
+    triad, :mod:`ctmhsa.circuits.co4`). Returns what drives L5 PT."""
+    sgn, two = pair
+    pre_s = tuple(f"pre.{a}" for a in sgn)
+    inputs = _relay_inputs(kv, pair, sign_w) if inputs is None else inputs
     pop("outer", "kv_write", ("head", "j", "f", "c") + sgn, (H, m, dk, dv) + two, ("basal", "apical"), role="kv_write")
     pop("memory", memory[0], ("head", "f", "c") + sgn, (H, dk, dv) + two, memory[1], role="kv_memory")
     pop("readout", "kv_read", ("head", "i", "f", "c") + sgn, (H, n, dk, dv) + two, ("basal", "apical", "soma"),
         role="kv_read")
-    c.add_projection(Projection("matrix_k", kv, "outer", "apical", (("token", "j"),), "WK", w_k, "matrix"))
-    c.add_projection(Projection("matrix_v", kv, "outer", "basal", (("token", "j"),), "WV", w_v, "matrix"))
+    c.add_projection(inputs["k"]("outer"))
+    c.add_projection(inputs["v"]("outer"))
     c.add_projection(Projection("write", "outer", "memory", "soma",
                                 (("head", "head"), ("f", "f"), ("c", "c")), "ones", pre_s + sign_w))
-    c.add_projection(Projection("core_q", "nucleus1", "readout", "basal", (("token", "i"),), "WQ", w_k, "core"))
+    c.add_projection(inputs["q"]("readout"))
     c.add_projection(Projection("recall", "memory", "readout", "apical",
                                 (("head", "head"), ("f", "f"), ("c", "c")), "ones", pre_s + sign_w))
     if normalize:   # z = Σ_j phi(k_j), read out as Z_i = zᵀ phi(q_i) by the cells the interneurons pool
@@ -398,11 +416,10 @@ def _key_value_memory(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_
         pop("memory_z", memory[0], ("head", "f"), (H, dk), memory[1], role="z_memory")
         pop("readout_z", "kv_read", ("head", "i", "f"), (H, n, dk), ("basal", "apical", "soma"), role="z_read")
         pop("interneuron", "interneuron", ("head", "i", "k"), (H, n, n_inh), role="normaliser")
-        c.add_projection(Projection("matrix_kz", kv, "outer_z", "apical", (("token", "j"),), "WK", w_k, "matrix"))
+        c.add_projection(inputs["kz"]("outer_z"))
         c.add_projection(Projection("write_z", "outer_z", "memory_z", "soma",
                                     (("head", "head"), ("f", "f"))))
-        c.add_projection(Projection("core_qz", "nucleus1", "readout_z", "basal", (("token", "i"),), "WQ",
-                                    w_k, "core"))
+        c.add_projection(inputs["qz"]("readout_z"))
         c.add_projection(Projection("recall_z", "memory_z", "readout_z", "apical",
                                     (("head", "head"), ("f", "f"))))
         c.add_projection(Projection("pool", "readout_z", "interneuron", "soma",

@@ -58,7 +58,7 @@ import numpy as np
 
 from ctmhsa.circuits.builders import CIRCUITS  # noqa: F401 - registers the area parts hooked below
 from ctmhsa.circuits.graph import copies  # noqa: F401 - re-exported to encode and blocks
-from ctmhsa.circuits.parts import area_hook, register_hook
+from ctmhsa.circuits.parts import area_hook, get_part, part_job, register_hook
 from ctmhsa.neurons.levels import get_level
 
 from .decode import per_dimension
@@ -215,9 +215,13 @@ def pooled_drive(circuit, X, Yk, weights, phi: str) -> np.ndarray:
     -------
     ndarray (H, n)
     """
-    f = FEATURE_MAPS[phi][0]
-    fq = f(np.einsum("hce,ne->hnc", weights.WQ, X))        # (H, n, dk)
-    fk = f(np.einsum("hce,me->hmc", weights.WK, Yk))       # (H, m, dk)
+    features = part_job(get_part(circuit.meta.circuit), "features")
+    if features is not None:   # an area whose queries and keys are not the relays' WQ x, WK y (Co4's triad)
+        fq, fk = features(circuit, X, Yk, weights, phi)
+    else:
+        f = FEATURE_MAPS[phi][0]
+        fq = f(np.einsum("hce,ne->hnc", weights.WQ, X))        # (H, n, dk)
+        fk = f(np.einsum("hce,me->hmc", weights.WK, Yk))       # (H, m, dk)
     return area_hook(circuit, "pooled_drive")(circuit, fq, fk)
 
 
@@ -251,6 +255,9 @@ def expected_drive(circuit, weights, input_range, phi: str) -> np.ndarray:
     """
     from ctmhsa.maths.inputs import expected_feature, projection_moments
 
+    own = part_job(get_part(circuit.meta.circuit), "expected_drive")
+    if own is not None:   # an area whose features have no closed-form moments
+        return own(circuit, weights, input_range, phi)
     m = circuit.meta
     fq = expected_feature(phi, *projection_moments(weights.WQ, input_range))      # (H, dk)
     fk = expected_feature(phi, *projection_moments(weights.WK, input_range))
@@ -456,6 +463,11 @@ PHI_CORRECTED_CELLS = ("l23", "kv_read")
 """Escape cells whose somatic drive is a phi-bias-corrected feature map (a shunted soma), which
 can fall below rest when the correction leaves its range (:func:`_over_intensity`)."""
 
+RECTIFIED_BY_LAW = {"l23", "kv_read"}
+"""Cell types whose somatic drive below rest is part of their law, not a working range left: the
+shunted somata (they receive phi >= 0) and cells that add their type here (the Co4 area's
+cooperation cells, whose ReLU6 is the seed's law, :mod:`ctmhsa.mapping.triad`)."""
+
 
 def _over_intensity(o: dict, level: str, T: float | None):
     """Escape level: cells whose spike rate exceeds their window-mean intensity by more than
@@ -580,7 +592,7 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
     rect, sat = {}, {}
     for name, pop in pops.items():
         o = obs.get(name, {})
-        if "U" in o and "sign" not in pop.axes and pop.cell_type not in ("l23", "kv_read"):
+        if "U" in o and "sign" not in pop.axes and pop.cell_type not in RECTIFIED_BY_LAW:
             # an ON/OFF pair is rectified by design; shunted somata receive phi >= 0
             k = int(np.count_nonzero(np.asarray(o["U"], float) < 0))
             if k:

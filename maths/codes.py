@@ -124,6 +124,9 @@ class CodeGains:
         Linear circuit (``circuit="linear"``): outer-product cells' rate per unit of
         ``phi(k) v`` and memory cells' rate per unit of ``S/m``, ``z/m`` (Hz; ON/OFF code, halved
         in the offset code). Its read-out cells use ``rho_l23`` and ``r_l23`` like L2/3.
+    rho_coop : float
+        Co4 area (``circuit="co4"``): the triad's cooperation cells' rate per unit of the
+        Cooperation Equation (Hz; at most 6 units, its ReLU6: 60 Hz at the default).
     margin : float
         Multiplier (>= 1) on the worst-case bounds used as offsets.
     """
@@ -141,6 +144,7 @@ class CodeGains:
     rho_out: float = 100.0
     rho_outer: float = 20.0
     rho_memory: float = 100.0
+    rho_coop: float = 10.0
     margin: float = 1.1
 
     def __post_init__(self):

@@ -6,24 +6,28 @@ Every place that names a stage takes it from here: the metrics of
 prints, every figure (panel titles, legends, captions) and the stage tables of ``docs/``. This
 module imports nothing (no numpy, nothing of the project).
 
-===========  ======  =================  ==========================  ===============
-key          symbol  name               long name                   read from
-===========  ======  =================  ==========================  ===============
-``q``        q       query              query                       L2/3 basal
-``k``        k       key                key                         L2/3 apical
-``v``        v       value              value                       L5 IT basal
-``s``        s       salience           salience                    L2/3 soma
-``kappa``    κ       attention          attention weight            L2/3 soma
-``S``        S       memory             key-value memory            memory cells
-``z``        z       key sum            key sum                     memory cells
-``Z``        Z       normaliser         normaliser                  L2/3 division
-``y``        y       modulated value    attention-modulated value   L5 IT soma
-``v_tilde``  ṽ       context value      context-aware value         L5 PT
-``x_tilde``  x̃       output             attention output            nucleus 2
-===========  ======  =================  ==========================  ===============
+===========  ======  ====================  ========================================  =================
+key          symbol  name                  long name                                 read from
+===========  ======  ====================  ========================================  =================
+``q``        q       query                 query                                     L2/3 basal
+``k``        k       key                   key                                       L2/3 apical
+``v``        v       value                 value                                     L5 IT basal
+``q_m``      q_m     modulated question    question after the triadic loops (Co4)    cooperation cells
+``k_m``      k_m     modulated clue        clue after the triadic loops (Co4)        cooperation cells
+``v_m``      v_m     modulated hypothesis  hypothesis after the triadic loops (Co4)  cooperation cells
+``s``        s       salience              salience                                  L2/3 soma
+``kappa``    κ       attention             attention weight                          L2/3 soma
+``S``        S       memory                key-value memory                          memory cells
+``z``        z       key sum               key sum                                   memory cells
+``Z``        Z       normaliser            normaliser                                L2/3 division
+``y``        y       modulated value       attention-modulated value                 L5 IT soma
+``v_tilde``  ṽ       context value         context-aware value                       L5 PT
+``x_tilde``  x̃       output                attention output                          nucleus 2
+===========  ======  ====================  ========================================  =================
 
 ``S`` and ``z`` are the key-value-memory circuit's (``circuit="linear"``), in place of ``s``,
-``kappa`` and ``y``.
+``kappa`` and ``y``; ``q_m``, ``k_m`` and ``v_m`` the Co4 area's (``circuit="co4"``: the triadic
+loops' averages, which that memory stores and reads).
 """
 
 from __future__ import annotations
@@ -49,6 +53,9 @@ STAGE_TABLE = {s.key: s for s in (
     Stage("q", "q", "query", "query", "L2/3 basal"),
     Stage("k", "k", "key", "key", "L2/3 apical"),
     Stage("v", "v", "value", "value", "L5 IT basal"),
+    Stage("q_m", "q_m", "modulated question", "question after the triadic loops (Co4)", "cooperation cells"),
+    Stage("k_m", "k_m", "modulated clue", "clue after the triadic loops (Co4)", "cooperation cells"),
+    Stage("v_m", "v_m", "modulated hypothesis", "hypothesis after the triadic loops (Co4)", "cooperation cells"),
     Stage("s", "s", "salience", "salience", "L2/3 soma"),
     Stage("kappa", "κ", "attention", "attention weight", "L2/3 soma"),
     Stage("S", "S", "memory", "key-value memory", "memory cells"),
@@ -74,10 +81,11 @@ STAGE_ORDER = tuple(STAGE_TABLE)
 """Stages in circuit order (thalamus → L2/3 → interneurons → L5 IT → L5 PT → thalamus; the
 linear circuit's memory S, z in place of s, κ, y)."""
 
-CIRCUIT_STAGES = {"quadratic": tuple(k for k in STAGE_ORDER if k not in ("S", "z")),
-                  "linear": tuple(k for k in STAGE_ORDER if k not in ("s", "kappa", "y"))}
+_CO4 = ("q_m", "k_m", "v_m")
+CIRCUIT_STAGES = {"quadratic": tuple(k for k in STAGE_ORDER if k not in ("S", "z") + _CO4),
+                  "linear": tuple(k for k in STAGE_ORDER if k not in ("s", "kappa", "y") + _CO4)}
 """The stages each circuit computes and compares (the linear circuit's memory S, z in place of
-s, κ, y)."""
+s, κ, y; the Co4 area's modulated question, clue and hypothesis are its own)."""
 
 BLOCK_STAGES = ("x", "x_norm", "q", "k", "v", "s", "kappa", "Z", "y", "v_tilde", "x_tilde", "h", "h_norm",
                 "hidden", "out")

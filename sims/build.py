@@ -28,7 +28,7 @@ from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.circuits.perturb import check_perturbations
 from ctmhsa.circuits.memory import BASE_BYTES, estimate_memory
 from ctmhsa.circuits.parts import get_area
-from ctmhsa.mapping import kvmemory
+from ctmhsa.mapping import kvmemory, triad  # noqa: F401 - the stream's and Co4's hooks
 from ctmhsa.mapping.baseline import add_lif_drive
 from ctmhsa.mapping.encode import check_tokens, encode, relay_rates
 from ctmhsa.maths.inputs import as_input_range

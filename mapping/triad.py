@@ -1,0 +1,145 @@
+"""Values, decoding and drive of the Co4 area (``circuit="co4"``, :mod:`ctmhsa.circuits.co4`).
+
+Derivations (u: volts per unit, as in :mod:`ctmhsa.mapping.encode`):
+
+- each triad cell's basal dendrite integrates its receptive field's relays through ``±u W / rho_in``
+  (``u q``, ``u k`` or ``u v``), its apical dendrite the two context halves through ``±u W / (2
+  rho_in)`` each (``u (k + v)/2`` and so on): ``R`` and ``C`` in the code's units, signed (ON/OFF
+  relays);
+- it fires ``rho_coop cooperation(R, C)`` (:attr:`ctmhsa.maths.codes.CodeGains.rho_coop`; at most
+  ``6 rho_coop``, the ReLU6);
+- the linear circuit's cells sum them through ``u / (rho_coop L)`` (clues, hypotheses: the mean
+  over the L latents) and ``u / (rho_coop n)`` (questions: the mean over the n tokens), so the
+  outer-product and read-out dendrites sit at ``u k_m``, ``±u v_m`` and ``u q_m``; the rest is the
+  linear circuit's encoding (:func:`ctmhsa.mapping.encode._key_value_memory`).
+
+The normalisation's operating point is the linear circuit's, on the modulated questions and
+clues: the pooled drive of latent l is ``φ(q_m,l) · mean_j φ(k_m,j)``; the expected drive is its
+mean over token sets drawn from the declared range (weights and range only, never the tokens
+shown).
+"""
+
+from __future__ import annotations
+
+from ctmhsa.circuits.co4 import CELL_TYPE, TRIAD, triad_weights
+from ctmhsa.circuits.parts import get_part, register_hook, register_values
+from ctmhsa.maths.co4 import co4_attention
+from ctmhsa.maths.reference import FEATURE_MAPS
+
+import numpy as np
+
+from . import noise, operating  # noqa: F401 - register the linear circuit's hooks reused below
+from .decode import _copies_mean, _decode_key_value_memory, per_dimension
+from .encode import _key_value_memory
+from .noise import _rate_var
+from .operating import RECTIFIED_BY_LAW, sampled_drive
+
+__all__ = ["triad_features"]
+
+RECTIFIED_BY_LAW.add(CELL_TYPE)    # the Cooperation Equation's ReLU6 clips at 0 by design
+
+_MODULATED = {"q": "q_m", "k": "k_m", "v": "v_m"}
+
+
+@register_values("co4")
+def _values(circuit, vals, gains, ctx):
+    """The triad's relay weights and gains, the linear circuit's values, and the averages that
+    feed it (module docstring). Returns the gains and ``R_set (H, L)``."""
+    meta, w, u = circuit.meta, ctx["weights"], ctx["u"]
+    for pname, W in triad_weights(w.WQ, w.WK, w.WV).items():
+        vals.weights[pname] = u * W / gains.rho_in
+    for name in TRIAD:
+        vals.params[name] = {"b_b": 0.0, "rho": gains.rho_coop}
+    gains, R_set = _key_value_memory(circuit, vals, gains, ctx)
+    latents, tokens = meta.n, meta.m
+    for pname, over in (("km_write", latents), ("km_write_z", latents), ("vm_write", latents),
+                        ("qm_read", tokens), ("qm_read_z", tokens)):
+        if pname in circuit.projections:
+            vals.weights[pname] = u / (gains.rho_coop * over)
+    return gains, R_set
+
+
+@register_hook("co4", "decode")
+def _decode(circuit, encoding, obs):
+    """The triad's inputs ``q, k, v`` (its cells' basal potentials), the modulated ``q_m, k_m,
+    v_m`` (the linear circuit's dendrites, which sum the triad) and the linear circuit's S, z, Z."""
+    st = _decode_key_value_memory(circuit, encoding, obs)
+    for plain, modulated in _MODULATED.items():
+        st[modulated] = st.pop(plain)
+    codes = encoding.codes
+    for name, stage, other in (("coop_q", "q", 2), ("coop_k", "k", 1), ("coop_v", "v", 1)):
+        pop = circuit.populations[name]      # (H, L, n, d): the field is the same along the other index
+        st[stage] = codes[stage].decode(_copies_mean(per_dimension(pop, obs[name]["V_b"]), axis=other))
+    return st
+
+
+def triad_features(X, Yk, weights, phi: str) -> tuple:
+    """``φ(q_m) (H, L, d)`` and ``φ(k_m) (H, n, d)`` of latents ``X`` and tokens ``Yk`` under
+    ``weights`` (anything with ``WQ``, ``WK``, ``WV``, ``WO``): what the read-out and outer-product
+    cells' φ sees."""
+    st = co4_attention(X, weights.WQ, weights.WK, weights.WV, weights.WO, Y=Yk, phi=phi, normalize=False)
+    f = FEATURE_MAPS[phi][0]
+    return f(st["q_m"]), f(st["k_m"])
+
+
+@register_hook("co4", "features")
+def _features(circuit, X, Yk, weights, phi):
+    return triad_features(X, Yk, weights, phi)
+
+
+@register_hook("co4", "expected_drive")
+def _expected_drive(circuit, weights, input_range, phi):
+    """The mean pooled drive over token sets drawn from the declared range: the triad's features
+    have no closed-form moments (weights and range only)."""
+    return sampled_drive(circuit, weights, input_range, phi).mean(axis=0)
+
+
+# the read-out's division is the linear circuit's: dk read-out-z cells pooled per latent
+for _hook in ("pool_cells", "pooled_drive"):
+    register_hook("co4", _hook)(get_part("linear").hooks[_hook])
+
+
+
+def _cooperation_slopes(R, C):
+    """``∂g/∂R`` and ``∂g/∂C`` of the Cooperation Equation ``g = ReLU6(R² + 2R + C(1 + |R|))``
+    (0 where it is clipped)."""
+    x = R * R + 2.0 * R + C * (1.0 + np.abs(R))
+    live = (x > 0.0) & (x < 6.0)
+    return np.where(live, 2.0 * R + 2.0 + C * np.sign(R), 0.0), np.where(live, 1.0 + np.abs(R), 0.0)
+
+
+@register_hook("co4", "noise")
+def _noise(circuit, c, obs, fano, T, stages, f, df, out, weights=None):
+    """Count-noise variances of the modulated ``q_m, k_m, v_m`` (first order in the triad cells'
+    inputs, whose relay noise ``out`` holds for ``q, k, v``), then the linear circuit's S, z, Z
+    and ṽ on them (in place into ``out``).
+
+    A triad cell ``g(R, C)`` passes ``g_R² Var R + g_C² Var C`` and adds its own count variance
+    ``F r / (T rho_coop²)``. Within an average the receptive field is one relay set's (common to
+    every cell averaged, its slopes summed before squaring), and so is one half of the clue's and
+    the hypothesis's contexts (the token's own ``v`` or ``k``); the other half (the latent's
+    ``q``) and the question's context (each token's ``k`` and ``v``) differ per cell averaged,
+    their variances add. The cross-covariance of ``k_m`` and ``v_m`` (both read token j's
+    relays) is not counted: an estimate, like the rest, of the floor's size.
+    """
+    pops, g = circuit.populations, c["gains"]
+    L, n = circuit.meta.n, circuit.meta.m
+    q, k, v = stages["q"], stages["k"], stages["v"]                     # (H, L, d), (H, n, d), (H, n, d)
+    vq, vk, vv = out["q"], out["k"], out["v"]
+    own = {name: _rate_var(pops[name], obs[name], fano[name], T) / g["rho_coop"] ** 2 for name in TRIAD}
+    # questions: R = q_l (common over j), C = (k_j + v_j)/2 (one per j)
+    gR, gC = _cooperation_slopes(q[:, :, None], 0.5 * (k + v)[:, None])              # (H, L, n, d)
+    var_qm = (gR.mean(axis=2) ** 2 * vq + (gC ** 2 * 0.25 * (vk + vv)[:, None]).sum(axis=2) / n ** 2
+              + own["coop_q"].sum(axis=2) / n ** 2)
+    # clues: R = k_j (common over l), C = (q_l + v_j)/2 (v_j common, q_l one per l)
+    gR, gC = _cooperation_slopes(k[:, None], 0.5 * (q[:, :, None] + v[:, None]))
+    var_km = (gR.mean(axis=1) ** 2 * vk + gC.mean(axis=1) ** 2 * 0.25 * vv
+              + (gC ** 2 * 0.25 * vq[:, :, None]).sum(axis=1) / L ** 2 + own["coop_k"].sum(axis=1) / L ** 2)
+    # hypotheses: R = v_j (common over l), C = (q_l + k_j)/2
+    gR, gC = _cooperation_slopes(v[:, None], 0.5 * (q[:, :, None] + k[:, None]))
+    var_vm = (gR.mean(axis=1) ** 2 * vv + gC.mean(axis=1) ** 2 * 0.25 * vk
+              + (gC ** 2 * 0.25 * vq[:, :, None]).sum(axis=1) / L ** 2 + own["coop_v"].sum(axis=1) / L ** 2)
+    modulated = dict(stages, q=stages["q_m"], k=stages["k_m"], v=stages["v_m"])
+    out.update(q=var_qm, k=var_km, v=var_vm)
+    get_part("linear").hooks["noise"](circuit, c, obs, fano, T, modulated, f, df, out, weights)
+    out.update(q_m=var_qm, k_m=var_km, v_m=var_vm, q=vq, k=vk, v=vv)
