@@ -15,7 +15,7 @@ latent queries. Per head, with ``N(x) = x / mean|x|`` the project's divisive nor
         Vm[l, j] = MOD(V[j], (Q[l] + K[j]) / 2)      V the RF, Q and K its context
     averaged over the other index:  Qm[l] = mean_j Qm[l, j],  Km[j], Vm[j] = mean_l ...
     κ[l, j] = φ(Qm[l])·φ(Km[j]) / Σ_j' φ(Qm[l])·φ(Km[j'])      ṽ[l] = Σ_j κ[l, j] Vm[j]
-    out = N(latents + Σ_h WO_h ṽ_h)       logits = R mean_l(out) + c
+    out = latents + Σ_h WO_h ṽ_h          logits = R N(mean_l out) + c
 
 The choices where the seed leaves one open (how two contexts combine, what is averaged, the
 feature map, the normalisation, the read-out) are argued in docs/co4.md. Nothing here sets a
@@ -71,7 +71,7 @@ FILE_KIND = "co4"
 """The ``kind`` a Co4 model file carries (a 0-d string array; the reader decides by its ``co4.*`` keys)."""
 
 CO4_STAGES = ("x_norm", "latents_norm", "q", "k", "v", "q_m", "k_m", "v_m", "kappa", "v_tilde", "x_tilde",
-              "out", "logits")
+              "out", "pooled", "logits")
 """The stages :func:`co4_forward` returns, in circuit order."""
 
 
@@ -239,6 +239,23 @@ class Co4Model:
         return dict(L=self.latents.shape[0], de=de, H=H, d=d,
                     classes=0 if self.readout_W is None else self.readout_W.shape[0])
 
+    # what a model run asks of any model (ctmhsa.sims.model): one block over a token set
+    causal = False
+    forget = 1.0
+    memory_normalised = True
+    n_blocks = 1
+
+    @property
+    def de(self) -> int:
+        """The embedding dimension (the tokens' and the latents')."""
+        return int(self.latents.shape[1])
+
+    @property
+    def sizes(self) -> list:
+        """The block's sizes as a transformer's (``H``, ``dk = dv = d``, no MLP), for its circuit."""
+        H, d, _ = self.WQ.shape
+        return [dict(H=int(H), dk=int(d), dv=int(d), dh=0)]
+
 
 def _triad(Q, K, V, mod) -> tuple:
     """The triadic loops of one head: every (latent l, token j) pair modulates its question, clue
@@ -271,7 +288,8 @@ def co4_forward(X, model: Co4Model, phi: str = "elu1", mod: str = "cooperation")
     dict
         :data:`CO4_STAGES`: the normalised tokens and latents, per head ``q (H, L, d)``, ``k, v
         (H, n, d)`` and their modulated ``q_m, k_m, v_m``, ``kappa (H, L, n)``, ``v_tilde (H, L,
-        d)``, ``x_tilde (L, de)`` (the heads' sum through WO), ``out (L, de)`` and ``logits``
+        d)``, ``x_tilde (L, de)`` (the heads' sum through WO), ``out (L, de)`` (the residual to the latents),
+        ``pooled (de,)`` (its mean over the latents) and ``logits`` (``R N(pooled) + c``)
         ((classes,) or ``None``).
 
     Raises
@@ -292,11 +310,12 @@ def co4_forward(X, model: Co4Model, phi: str = "elu1", mod: str = "cooperation")
     xn = normalise(x, "X")
     ln = normalise(model.latents, "latents")
     st = co4_attention(ln, model.WQ, model.WK, model.WV, model.WO, Y=xn, phi=phi, mod=mod)
-    out = normalise(model.latents + st["x_tilde"], "latents + attention")
-    logits = None if model.readout_W is None else model.readout_W @ out.mean(axis=0) + model.readout_b
+    out = model.latents + st["x_tilde"]           # the residual to the latents
+    pooled = out.mean(axis=0)
+    logits = None if model.readout_W is None else model.readout_W @ normalise(pooled, "pooled") + model.readout_b
     return dict(x_norm=xn, latents_norm=ln, **{k: st[k] for k in ("q", "k", "v", "q_m", "k_m", "v_m", "kappa",
                                                                    "v_tilde", "x_tilde")},
-                out=out, logits=logits)
+                out=out, pooled=pooled, logits=logits)
 
 
 def co4_attention(X, WQ, WK, WV, WO, Y=None, phi: str = "elu1", normalize: bool = True,

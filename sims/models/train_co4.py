@@ -19,8 +19,8 @@ One Co4 block of ``L`` latents and ``H`` heads of width ``d``, with ``N(x) = x /
 and ``φ = elu + 1``: ``Q = N(latents) WQᵀ``, ``K = N(X) WKᵀ``, ``V = N(X) WVᵀ``; the triadic loops
 ``Q_m[l] = mean_j coop(Q[l], (K[j] + V[j])/2)``, ``K_m[j] = mean_l coop(K[j], (Q[l] + V[j])/2)``,
 ``V_m[j] = mean_l coop(V[j], (Q[l] + K[j])/2)`` (the Cooperation Equation, elementwise);
-``ṽ[l] = Σ_j φ(Q_m[l])·φ(K_m[j]) V_m[j] / Σ_j φ(Q_m[l])·φ(K_m[j])``; ``out = N(latents + Σ_h WO[h]
-ṽ_h)``; logits ``R mean_l(out) + c``. No MLP. Loss, optimiser, schedule and distortions are the
+``ṽ[l] = Σ_j φ(Q_m[l])·φ(K_m[j]) V_m[j] / Σ_j φ(Q_m[l])·φ(K_m[j])``; ``out = latents + Σ_h WO[h]
+ṽ_h`` (the residual to the latents); logits ``R N(mean_l out) + c`` (the transformer's read-out). No MLP. Loss, optimiser, schedule and distortions are the
 transformer's (:mod:`ctmhsa.sims.models.training`, :func:`~ctmhsa.sims.models.train_digits.augment`).
 """
 
@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .train_digits import augment, cross_entropy
-from .training import Adam, environment, features, lr_at, readout_params, require, sha256, write_npz, write_record
+from .train_digits import fit_images
+from .training import environment, features, readout_params, require, sha256, write_npz, write_record
 
 HERE = Path(__file__).resolve().parent
 
@@ -96,8 +96,8 @@ def forward(P: dict, U, np_=np):
         A = elu1(q_m) @ np_.swapaxes(elu1(k_m), 1, 2)             # (B, L, n): φ(q_m,l)·φ(k_m,j)
         A = A / np_.sum(A, axis=-1, keepdims=True)
         att = att + (A @ v_m) @ P["co4.WO"][h].T                  # (B, L, de)
-    out = N(P["co4.latents"] + att)
-    return np_.mean(out, axis=1) @ P["readout.W"].T + P["readout.b"]
+    h = P["co4.latents"] + att                                    # (B, L, de): the residual to the latents
+    return N(np_.mean(h, axis=1)) @ P["readout.W"].T + P["readout.b"]
 
 
 def train(images, labels, arch: dict = ARCH, settings: dict = SETTINGS, log=print) -> tuple[dict, list]:
@@ -123,38 +123,8 @@ def train(images, labels, arch: dict = ARCH, settings: dict = SETTINGS, log=prin
         Cross-entropy (nats) and accuracy on the undistorted training images.
     """
     _require()
-    import autograd.numpy as anp
-    from autograd import value_and_grad
-
-    from ctmhsa.sims.digits import patches
-
-    s = settings
-    rng = np.random.default_rng(s["seed"])
-    P = init_params(rng, arch)
-    images, y = np.asarray(images, float), np.asarray(labels)
-    U = patches(images)
-    loss_and_grad = value_and_grad(lambda P, Ub, yb: cross_entropy(forward(P, Ub, anp), yb, anp))
-    order, at = np.arange(len(y)), len(y)
-    adam = Adam(P, s)
-    history = []
-    for step in range(s["steps"]):
-        if at + s["batch"] > len(y):                  # a new epoch
-            order, at = rng.permutation(len(y)), 0
-        idx, at = order[at:at + s["batch"]], at + s["batch"]
-        Ub = U[idx]
-        distort = rng.random(len(idx)) < s["augment"]
-        if distort.any():
-            Ub = Ub.copy()
-            Ub[distort] = patches(augment(images[idx[distort]], rng, s["rotate"], s["scale"], s["shift"]))
-        _, G = loss_and_grad(P, Ub, y[idx])
-        lr = lr_at(step, s)
-        adam.step(P, G, step, lr)
-        if step % s["log_every"] == 0 or step == s["steps"] - 1:
-            logits = forward(P, U)
-            loss, acc = float(cross_entropy(logits, y)), float((logits.argmax(axis=1) == y).mean())
-            history.append((step, loss, acc))
-            log(f"step {step:5d}  loss {loss:.4f}  train acc {acc:.4f}  lr {lr:.2e}")
-    return P, history
+    rng = np.random.default_rng(settings["seed"])
+    return fit_images(init_params(rng, arch), images, labels, forward, settings, rng, log)
 
 
 def to_model(P: dict):
@@ -261,8 +231,8 @@ def main(argv=None) -> dict:
                   "(K[j] + V[j])/2), K_m[j] = mean_l coop(K[j], (Q[l] + V[j])/2), V_m[j] = mean_l coop(V[j], "
                   "(Q[l] + K[j])/2), coop(R, C) = ReLU6(R^2 + 2R + C(1 + |R|)) elementwise; v~[l] = sum_j "
                   "phi(Q_m[l]).phi(K_m[j]) V_m[j] / sum_j phi(Q_m[l]).phi(K_m[j]), phi = elu + 1; "
-                  "out = N(latents + sum_h WO[h] v~_h); N(x) = x / mean_e |x_e| per row; no MLP, no biases",
-            readout="logits = readout.W mean_l(out_l) + readout.b"),
+                  "out = latents + sum_h WO[h] v~_h; N(x) = x / mean_e |x_e| per row; no MLP, no biases",
+            readout="logits = readout.W N(mean_l(out_l)) + readout.b (the transformer's read-out)"),
         "training": dict(
             settings,
             optimizer="Adam, decoupled weight decay (lr * weight_decay * W) on the weight matrices, not on "

@@ -183,19 +183,45 @@ def train(images, labels, arch: dict = ARCH, settings: dict = SETTINGS, log=prin
         Cross-entropy (nats, unsmoothed) and accuracy on the undistorted training images.
     """
     _require()
+    rng = np.random.default_rng(settings["seed"])
+    P = init_params(rng, arch)
+    L = arch["blocks"]
+    return fit_images(P, images, labels, lambda P, U, np_=np: forward(P, U, L, np_), settings, rng, log)
+
+
+def fit_images(P: dict, images, labels, logits_of, settings: dict, rng: np.random.Generator, log=print) -> tuple:
+    """The digits models' training loop: Adam on the cross-entropy (``settings["label_smoothing"]``
+    where given) of ``logits_of(P, U, np_)`` over minibatches reshuffled every epoch, a fraction
+    ``settings["augment"]`` of each distorted (:func:`augment`), ``P`` updated in place.
+
+    Parameters
+    ----------
+    P : dict of str -> ndarray
+        Initial weights (model-file keys).
+    images, labels : ndarray
+        Training images (N, 8, 8), pixels 0 ... 16, and their digits.
+    logits_of : callable
+        ``(P, U (B, n, p), np_) -> (B, classes)``, differentiable by autograd with ``np_``.
+    settings : dict
+        Steps, batch, Adam's and the schedule's constants, distortions, ``log_every``.
+    rng : numpy.random.Generator
+        The minibatches' and distortions' draws.
+
+    Returns
+    -------
+    params, history
+        As :func:`train`.
+    """
     import autograd.numpy as anp
     from autograd import value_and_grad
 
     from ctmhsa.sims.digits import patches
 
     s = settings
-    rng = np.random.default_rng(s["seed"])
-    P = init_params(rng, arch)
-    L = arch["blocks"]
     images, y = np.asarray(images, float), np.asarray(labels)
     U = patches(images)
     loss_and_grad = value_and_grad(
-        lambda P, Ub, yb: cross_entropy(forward(P, Ub, L, anp), yb, anp, s["label_smoothing"]))
+        lambda P, Ub, yb: cross_entropy(logits_of(P, Ub, anp), yb, anp, s.get("label_smoothing", 0.0)))
     order, at = np.arange(len(y)), len(y)
     adam = Adam(P, s)
     history = []
@@ -213,7 +239,7 @@ def train(images, labels, arch: dict = ARCH, settings: dict = SETTINGS, log=prin
         lr = lr_at(step, s)
         adam.step(P, G, step, lr)
         if step % s["log_every"] == 0 or step == s["steps"] - 1:
-            logits = forward(P, U, L)
+            logits = logits_of(P, U, np)
             loss, acc = float(cross_entropy(logits, y)), float((logits.argmax(axis=1) == y).mean())
             history.append((step, loss, acc))
             log(f"step {step:5d}  loss {loss:.4f}  train acc {acc:.4f}  lr {lr:.2e}")
