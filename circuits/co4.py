@@ -50,7 +50,7 @@ from .graph import Projection
 from .parts import Part, register_part
 from .roles import register_role
 
-__all__ = ["TRIAD", "CELL_TYPE", "Co4Area", "add_triad", "attention_inputs", "triad_weights"]
+__all__ = ["TRIAD", "LATENT_RELAY", "CELL_TYPE", "Co4Area", "add_triad", "attention_inputs", "triad_weights"]
 
 CELL_TYPE = "cooperation"
 """The triad cells' type: a two-point neuron following the seed's Cooperation Equation."""
@@ -63,6 +63,9 @@ TRIAD = {"coop_q": register_role("modulated_question", "two-point neurons: a lat
                                                          "modulated by a latent's question and the token's clue "
                                                          "(apical)")}
 """Triad population -> its role."""
+
+LATENT_RELAY = register_role("latent_relay", "relays that carry a Co4 model's learned latent queries at constant "
+                                             "rates", external=True)
 
 
 @register("rate", CELL_TYPE)
@@ -143,7 +146,7 @@ class Co4Area(Part):
     and read-out fed by the triad's averages."""
 
     populations = ("nucleus1_v",) + tuple(TRIAD) + ("outer", "outer_z", "memory", "memory_z", "readout", "readout_z")
-    area = True
+    area = integrators = True
     normalize = True        # the seed normalises its attention (a softmax)
     stages = ("q", "k", "v", "q_m", "k_m", "v_m", "S", "z", "Z", "v_tilde", "x_tilde")
     levels = ("rate", "escape")
@@ -154,8 +157,7 @@ class Co4Area(Part):
         for name, ok, why in (
                 ("law", "product", "its L5 read-out cells multiply; the triad's cells follow the seed's "
                                    "Cooperation Equation by construction"),
-                ("signed", "onoff", "its signed quantities use the on/off code"),
-                ("firing", "poisson", "its triad cells are not built as perfect integrators")):
+                ("signed", "onoff", "its signed quantities use the on/off code")):
             value = getattr(co, name)
             if not isinstance(value, str) or value != ok:
                 raise ValueError(f"{name}: {value!r} does not apply to circuit='co4' ({why}); leave it at {ok!r}")

@@ -257,6 +257,8 @@ class CircuitMeta:
         ``dk``, ``dv``, ``dh`` (MLP hidden units, 0: none) and ``prefix``; empty for a pathway.
     classes : int
         Class cells of a transformer's read-out (0: none).
+    latents : int
+        A Co4 model's latent queries (:func:`ctmhsa.circuits.transformer.model_circuit`; 0: none).
     dale : bool
         Dale's law: every cell excitatory or inhibitory, negative weights carried by feedforward
         inhibitory followers (:mod:`ctmhsa.circuits.dale`).
@@ -287,6 +289,7 @@ class CircuitMeta:
     perturbations: tuple = ()
     blocks: tuple = ()
     classes: int = 0
+    latents: int = 0
     dale: bool = False
     firing: str = "poisson"
     apical: bool = False

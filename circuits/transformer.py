@@ -67,15 +67,22 @@ CORTICAL = ("l23", "l5it", "l5pt")
 MEMORY_CORTICAL = ("outer", "outer_z", "memory", "memory_z", "readout", "readout_z", "l5pt")
 """A causal block's cortical populations (the key-value memory, :mod:`ctmhsa.circuits.kvmemory`)."""
 
+CO4_CORTICAL = ("coop_q", "coop_k", "coop_v", "outer", "outer_z", "memory", "memory_z", "readout", "readout_z", "l5pt")
+"""A Co4 block's cortical populations (the triad and the memory it feeds, :mod:`ctmhsa.circuits.co4`)."""
+
 
 def attention_circuit(n: int, de: int, H: int, dk: int, dv: int, n_inh: int = DEFAULT_N_INH,
                       with_nucleus2: bool = True, P: int = 1, causal: bool = False,
-                      normalize: bool = True) -> Circuit:
+                      normalize: bool = True, latents: int = 0) -> Circuit:
     """The attention pathway of one block, unprefixed (what :func:`ctmhsa.mapping.encode.encode`
     encodes and, without nucleus 2, :func:`ctmhsa.mapping.decode.decode` decodes); ``P`` copies of
     its cortical cells (:data:`CORTICAL`); its relays and nucleus 2 get theirs in the model. A
     causal block's is the key-value memory over a stream (``circuit="memory"``, one token slot,
-    ``normalize`` as the model's)."""
+    ``normalize`` as the model's). A Co4 block's (``latents`` > 0) is the Co4 area: its
+    ``latents`` query rows attend over the ``n`` tokens (``circuit="co4"``, cross-attention)."""
+    if latents:
+        return build(latents, dk, dv, de, H=H, m=n, cross=True, n_inh=n_inh, name="pathway",
+                     with_nucleus2=with_nucleus2, circuit="co4", P={k: P for k in CO4_CORTICAL} if P > 1 else 1)
     if causal:
         names = [k for k in MEMORY_CORTICAL if normalize or not k.endswith("_z")]
         return build(n, dk, dv, de, H=H, n_inh=n_inh, name="pathway", with_nucleus2=with_nucleus2,
@@ -107,7 +114,8 @@ def _check_blocks(blocks) -> tuple:
 
 
 def model_circuit(n: int, de: int, blocks, classes: int = 0, n_inh: int = DEFAULT_N_INH, P: int = 1,
-                  name: str = "transformer", causal: bool = False, normalize: bool = True) -> Circuit:
+                  name: str = "transformer", causal: bool = False, normalize: bool = True,
+                  latents: int = 0) -> Circuit:
     """Describe a stack of transformer blocks and its read-out.
 
     Parameters
@@ -133,6 +141,12 @@ def model_circuit(n: int, de: int, blocks, classes: int = 0, n_inh: int = DEFAUL
         Every block's attention is the key-value memory over a stream of single tokens
         (``n = 1``; :mod:`ctmhsa.circuits.kvmemory`, its write gate ``b{l}_nucleus_gate`` a
         declared timing signal per block), normalised where ``normalize``.
+    latents : int
+        A Co4 model (:mod:`ctmhsa.circuits.co4`; one block, no MLP): a population ``latents``
+        (relays, ``(token=latents, e, sign)``, constant rates: the learned latent queries) drives
+        the block's query relays and its residual, the input stream its key and value relays; the
+        block's nucleus 2 (``latents`` rows, ``latents + x̃``) is its output and the read-out's
+        mean is over the latents.
 
     Returns
     -------
@@ -148,12 +162,16 @@ def model_circuit(n: int, de: int, blocks, classes: int = 0, n_inh: int = DEFAUL
     blocks = _check_blocks(blocks)
     if causal and n != 1:
         raise ValueError(f"n: a causal model's circuit has one token slot (one token per presentation); got n = {n}")
+    if isinstance(latents, bool) or not isinstance(latents, int) or latents < 0:
+        raise ValueError(f"latents: expected an integer >= 0 (0: a transformer), got {latents!r}")
+    if latents and (len(blocks) != 1 or blocks[0]["dh"] or causal):
+        raise ValueError("latents: a Co4 model's circuit is one block without an MLP over a token set")
     b0 = blocks[0]
     c = Circuit(name, meta=dict(level="transformer", n=n, m=n, H=b0["H"], dk=b0["dk"], dv=b0["dv"], de=de,
                                 n_inh=n_inh, blocks=tuple(dict(b, prefix=block_prefix(l)) for l, b in enumerate(blocks)),
                                 classes=classes, P={"streams": P} if P > 1 else {}, causal=bool(causal),
-                                normalize=bool(normalize) if causal else True,
-                                circuit="memory" if causal else "quadratic"))
+                                normalize=bool(normalize) if causal else True, latents=latents,
+                                circuit="memory" if causal else "co4" if latents else "quadratic"))
     stream = ("token", "e", "sign")
 
     def add(name, cell_type, axes, sizes, *args, **kw):   # a stream population, with its copies
@@ -162,9 +180,12 @@ def model_circuit(n: int, de: int, blocks, classes: int = 0, n_inh: int = DEFAUL
         c.add_population(Population(name, cell_type, axes, sizes, *args, **kw))
 
     add("input", "relay", stream, (n, de, 2), area="thalamus", role="input_relay")
+    if latents:
+        add("latents", "relay", stream, (latents, de, 2), area="thalamus", role="latent_relay")
     for l, b in enumerate(blocks):
         p = block_prefix(l)
-        sub = attention_circuit(n, de, b["H"], b["dk"], b["dv"], n_inh, P=P, causal=causal, normalize=normalize)
+        sub = attention_circuit(n, de, b["H"], b["dk"], b["dv"], n_inh, P=P, causal=causal, normalize=normalize,
+                                latents=latents)
         for pop in sub.populations.values():
             if pop.name in RELAY_SETS.values():
                 pop = replace(pop, cell_type="relay_norm", compartments=("basal", "soma"))
@@ -174,10 +195,11 @@ def model_circuit(n: int, de: int, blocks, classes: int = 0, n_inh: int = DEFAUL
         for proj in sub.projections.values():
             c.add_projection(replace(proj, name=p + proj.name, source=p + proj.source, target=p + proj.target))
         src = stream_source(l, blocks)
-        for what, relays in relay_sets(sub).items():
-            _normalised_relays(c, src, p + relays, f"{p}trn_{what}", f"{p}drive_{what}", n_inh, ("token",))
-        c.add_projection(Projection(p + "residual", src, p + "nucleus2", "soma", (("token", "token"), ("e", "e")),
-                                    "ones", _ONES_SIGNED, "driver"))
+        for what, relays in relay_sets(sub).items():   # a Co4 block's queries are its latents'
+            _normalised_relays(c, "latents" if latents and what == "q" else src, p + relays, f"{p}trn_{what}",
+                               f"{p}drive_{what}", n_inh, ("token",))
+        c.add_projection(Projection(p + "residual", "latents" if latents else src, p + "nucleus2", "soma",
+                                    (("token", "token"), ("e", "e")), "ones", _ONES_SIGNED, "driver"))
         if b["dh"]:
             add(p + "mlp_relay", "relay_norm", stream, (n, de, 2), ("basal", "soma"), area="thalamus", role="mlp_relay")
             _normalised_relays(c, p + "nucleus2", p + "mlp_relay", p + "trn_mlp", p + "drive_mlp", n_inh, ("token",))

@@ -50,7 +50,7 @@ from ctmhsa.maths.model import Block, Model
 from .operating import OperatingRangeError, copies, division_bounds, pooled_drive, set_points
 from ctmhsa.maths.transformer import plain_model, transformer_forward
 
-__all__ = ["ModelEncoding", "calibrate", "encode_model", "decode_model", "model_sizes", "STREAM_RATE",
+__all__ = ["ModelEncoding", "calibrate", "encode_model", "decode_model", "encode_readout", "add_block_values", "drawn_tokens", "model_sizes", "STREAM_RATE",
            "HIDDEN_RATE", "CALIBRATION_SAMPLES", "CALIBRATION_MARGIN"]
 
 STREAM_RATE = 60.0
@@ -100,14 +100,8 @@ def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples:
     de = model.de
     if model.causal and tokens is None and not (isinstance(length, int) and length >= 1):
         raise ValueError(f"length: a causal model is calibrated on sequences of the stream's length; got {length!r}")
-    if tokens is not None:
-        X = np.asarray(tokens, float)
-    else:
-        mean, std = rng.statistics(de)
-        g = np.random.default_rng(seed)
-        X = mean + std * g.standard_normal((samples, length if model.causal else n, de))
-        norms = np.linalg.norm(X, axis=-1, keepdims=True)
-        X = X * np.minimum(1.0, rng.norm / np.maximum(norms, 1e-300))
+    X = (np.asarray(tokens, float) if tokens is not None
+         else drawn_tokens(rng, de, length if model.causal else n, samples, seed))
     ref = transformer_forward(X, plain_model(model), phi=phi, stages=True)
     blocks = []
     for st in ref["blocks"]:
@@ -124,6 +118,17 @@ def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples:
                    pooled_mean_abs=float(np.median(np.abs(pooled).mean(axis=-1))),
                    logits_rms=_rms(ref["logits"]))
     return out
+
+
+def drawn_tokens(rng: InputRange, de: int, n: int, samples: int = CALIBRATION_SAMPLES,
+                 seed: int = CALIBRATION_SEED) -> np.ndarray:
+    """``samples`` sets of ``n`` tokens ``(samples, n, de)`` drawn with the declared range's
+    per-dimension mean and standard deviation (Gaussian, rescaled to the range's norm where
+    above it): the calibration's default inputs, never the tokens shown."""
+    mean, std = rng.statistics(de)
+    X = mean + std * np.random.default_rng(seed).standard_normal((samples, n, de))
+    norms = np.linalg.norm(X, axis=-1, keepdims=True)
+    return X * np.minimum(1.0, rng.norm / np.maximum(norms, 1e-300))
 
 
 @dataclass
@@ -160,10 +165,10 @@ class ModelEncoding:
     stream: dict = field(default_factory=dict)
 
 
-def input_rates(circuit: Circuit, rho: float, tokens) -> np.ndarray:
+def input_rates(circuit: Circuit, rho: float, tokens, population: str = "input") -> np.ndarray:
     """The input relays' rates ``rho [±x]_+`` (Hz, per cell) of tokens ``(n, de)`` or ``(T, n, de)``
-    (then ``(T, N)``)."""
-    pop = circuit.population("input")
+    (then ``(T, N)``); ``population``: the relays (a Co4 model's constant ``latents`` too)."""
+    pop = circuit.population(population)
     x = np.asarray(tokens, float)[..., pop.axis("token"), pop.axis("e")]
     return rho * np.maximum(SIGNS[pop.axis("sign")] * x, 0.0)
 
@@ -325,12 +330,7 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
                                       f"{exc}") from None
         rho_h = STREAM_RATE / cb["h_rms"]
         encs.append(enc)
-        for name, w in enc.values.weights.items():   # encoded for one relay per value: average the copies
-            src = sub.projections[name].source
-            vals.weights[p + name] = w / (copies(circuit.population(p + src)) / copies(sub.population(src)))
-        for name, prm in enc.values.params.items():
-            if name not in RELAY_SETS.values():          # relays: driven by the stream, not r_in
-                vals.params[p + name] = dict(prm)
+        add_block_values(vals, circuit, sub, enc, p)
         vals.params[p + "nucleus2"] = {"b": 0.0, "rho": rho_h}
         rho[p + "nucleus2"] = rho_h
         # normalising relays: drive u x from the stream, unshunted gain centring the division
@@ -367,29 +367,53 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
             vals.params[p + "nucleus2"]["rho"] = stream_rho[l + 1]
             rho[p + "nucleus2"] = stream_rho[l + 1]
     if model.readout_W is not None:
-        rho_m = STREAM_RATE / cal["pooled_rms"]
-        _weights(vals, circuit, "readout_mean", u / (stream_rho[-1] * n))
-        vals.params["readout_pool"] = {"b": 0.0, "rho": rho_m}
-        rho["readout_pool"] = rho_m
-        unshunted_r = gains.rho_in * centre / cal["pooled_mean_abs"]
-        pooled = ref["output"] if causal else ref["pooled"]
-        _check_divisions("pooled output (read-out, TRN)", np.abs(pooled).mean(axis=-1), unshunted_r,
-                         gains.rho_in, bounds)
-        _weights(vals, circuit, "readout_drive", u / rho_m)
-        _divide(vals, circuit, "readout_relay", "readout_trn", gains, tau_syn, params.tau_int, gains.rho_in, unshunted_r, n_inh)
-        rho["readout_relay"] = gains.rho_in
-        divisions["readout_relay"] = (unshunted_r, gains.rho_in)
-        rho_c = STREAM_RATE / cal["logits_rms"]
-        _weights(vals, circuit, "readout_classes", u * model.readout_W / gains.rho_in)
-        cls = circuit.population("classes")
-        vals.params["classes"] = {"b": u * _signed_bias(cls, model.readout_b), "rho": rho_c}
-        rho["classes"] = rho_c
+        encode_readout(vals, circuit, model, cal, ref["output"] if causal else ref["pooled"], stream_rho[-1], n,
+                       gains, params, rho, divisions)
     rates = input_rates(circuit, rho["input"], sets)
     vals.params["input"] = {"r_in": rates[0]}
     consts = dict(gains=gains.to_dict(), input_range=rng, u=u, phi=phi, bounds=bounds,
                   calibration={k: v for k, v in cal.items() if k != "blocks"}
                   | {"blocks": [{k: v for k, v in b.items() if k != "xn"} for b in cal["blocks"]]})
     return ModelEncoding(vals, encs, rho, divisions, consts, rates)
+
+
+def add_block_values(vals: CircuitValues, circuit: Circuit, sub: Circuit, enc, prefix: str) -> None:
+    """A block's attention values (``enc``, encoded on its unprefixed pathway ``sub``) into the
+    model's ``vals`` under ``prefix``: weights averaging the copies the model's relays have,
+    parameters of every population but the relay sets (driven by their streams, not ``r_in``)."""
+    for name, w in enc.values.weights.items():   # encoded for one relay per value: average the copies
+        src = sub.projections[name].source
+        vals.weights[prefix + name] = w / (copies(circuit.population(prefix + src)) / copies(sub.population(src)))
+    for name, prm in enc.values.params.items():
+        if name not in RELAY_SETS.values():
+            vals.params[prefix + name] = dict(prm)
+
+
+def encode_readout(vals: CircuitValues, circuit: Circuit, model, cal: dict, pooled, stream_rho: float, rows: int,
+                   gains: CodeGains, params: CellParams, rho: dict, divisions: dict) -> None:
+    """Values of the read-out (``readout_pool``: the mean of the last stream's ``rows``;
+    ``readout_relay``: its normalisation; ``classes``: ``R N(mean) + c``), from the calibration's
+    scales ``cal`` (``pooled_rms``, ``pooled_mean_abs``, ``logits_rms``); the shown tokens'
+    ``pooled`` means are checked against the normalisation's division. Into ``vals``, ``rho``
+    and ``divisions``."""
+    u, bounds = params.u, division_bounds(gains)
+    centre = math.sqrt(bounds[0] * bounds[1])
+    rho_m = STREAM_RATE / cal["pooled_rms"]
+    _weights(vals, circuit, "readout_mean", u / (stream_rho * rows))
+    vals.params["readout_pool"] = {"b": 0.0, "rho": rho_m}
+    rho["readout_pool"] = rho_m
+    unshunted_r = gains.rho_in * centre / cal["pooled_mean_abs"]
+    _check_divisions("pooled output (read-out, TRN)", np.abs(pooled).mean(axis=-1), unshunted_r, gains.rho_in, bounds)
+    _weights(vals, circuit, "readout_drive", u / rho_m)
+    _divide(vals, circuit, "readout_relay", "readout_trn", gains, params.tau_syn, params.tau_int, gains.rho_in,
+            unshunted_r, circuit.meta.n_inh)
+    rho["readout_relay"] = gains.rho_in
+    divisions["readout_relay"] = (unshunted_r, gains.rho_in)
+    rho_c = STREAM_RATE / cal["logits_rms"]
+    _weights(vals, circuit, "readout_classes", u * model.readout_W / gains.rho_in)
+    cls = circuit.population("classes")
+    vals.params["classes"] = {"b": u * _signed_bias(cls, model.readout_b), "rho": rho_c}
+    rho["classes"] = rho_c
 
 
 def _weights(vals: CircuitValues, circuit: Circuit, name: str, w) -> None:
@@ -421,13 +445,15 @@ def decode_model(circuit: Circuit, menc: ModelEncoding, obs: dict) -> dict:
         # the cortical stages, decoded as the block's pathway (its relays and nucleus 2 may have copies)
         sub = attention_circuit(meta.n, meta.de, bm["H"], bm["dk"], bm["dv"], meta.n_inh, with_nucleus2=False,
                                 P=copies(circuit.population(p + "nucleus2")), causal=meta.causal,
-                                normalize=meta.normalize)
+                                normalize=meta.normalize, latents=meta.latents)
         sub_obs = {name: obs[p + name] for name in sub.populations if p + name in obs}
         st = decode(sub, menc.blocks[l], sub_obs)
         st["h"] = _signed(circuit, obs, p + "nucleus2", menc.rho[p + "nucleus2"])
         st["x"] = _signed(circuit, obs, src, menc.rho[src])
         sets = {what: _signed(circuit, obs, p + relays, menc.rho[p + relays])
                 for what, relays in relay_sets(circuit, p).items()}
+        if meta.latents:   # a Co4 block: its query relays carry N(latents), the others N(X)
+            st["latents_norm"] = sets.pop("q")
         st["x_norm_sets"] = sets
         st["x_norm"] = np.mean(list(sets.values()), axis=0)
         if bm["dh"]:

@@ -483,9 +483,22 @@ def _over_intensity(o: dict, level: str, T: float | None):
     return rate - inten > z * np.sqrt(np.maximum(rate, 1.0 / T) / T) + 0.02 * np.abs(rate)
 
 
+NEGLIGIBLE = 1e-9
+"""A population whose largest magnitude of an observable is below this fraction of that
+observable's largest magnitude in the network holds nothing measurable: its change is judged
+against that floor (a potential decaying to an exact zero, e.g. below a cell clipped at 0 by its
+law, changes by a constant fraction of itself however long the run)."""
+
+
 def _settling(early: dict, late: dict) -> tuple[float, str]:
     """Largest relative change of any observable between two snapshots (relative to the
-    population's largest magnitude of that observable), and where it is."""
+    population's largest magnitude of that observable, at least :data:`NEGLIGIBLE` of its
+    largest in the network), and where it is."""
+    top = {}
+    for obs in late.values():
+        for var, val in obs.items():
+            if np.size(val):
+                top[var] = max(top.get(var, 0.0), float(np.max(np.abs(np.asarray(val, float)))))
     worst, where = 0.0, ""
     for pop, obs in late.items():
         for var, val in obs.items():
@@ -493,7 +506,7 @@ def _settling(early: dict, late: dict) -> tuple[float, str]:
             b = np.asarray(early.get(pop, {}).get(var, a), float)
             if a.size == 0 or a.shape != b.shape:
                 continue
-            scale = float(np.max(np.abs(a)))
+            scale = max(float(np.max(np.abs(a))), NEGLIGIBLE * top[var])
             if scale == 0:
                 continue
             ch = float(np.max(np.abs(a - b))) / scale

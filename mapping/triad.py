@@ -23,18 +23,31 @@ from __future__ import annotations
 
 from ctmhsa.circuits.co4 import CELL_TYPE, TRIAD, triad_weights
 from ctmhsa.circuits.parts import get_part, register_hook, register_values
-from ctmhsa.maths.co4 import co4_attention
+from ctmhsa.maths.co4 import co4_attention, co4_forward
 from ctmhsa.maths.reference import FEATURE_MAPS
+
+import math
 
 import numpy as np
 
-from . import noise, operating  # noqa: F401 - register the linear circuit's hooks reused below
-from .decode import _copies_mean, _decode_key_value_memory, per_dimension
-from .encode import _key_value_memory
-from .noise import _rate_var
-from .operating import RECTIFIED_BY_LAW, sampled_drive
+from ctmhsa.circuits.transformer import attention_circuit, block_prefix, relay_sets
+from ctmhsa.circuits.values import CircuitValues
+from ctmhsa.maths.codes import DEFAULT_GAINS, CodeGains
+from ctmhsa.maths.inputs import InputRange, as_input_range
+from ctmhsa.maths.model import Block
+from ctmhsa.maths.transformer import normalise
+from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams
 
-__all__ = ["triad_features"]
+from . import noise, operating  # noqa: F401 - register the linear circuit's hooks reused below
+from .blocks import (CALIBRATION_MARGIN, STREAM_RATE, ModelEncoding, _central_drive, _check_divisions, _divide, _rms,
+                     _weights, add_block_values, drawn_tokens, encode_readout, input_rates)
+from .decode import _copies_mean, _decode_key_value_memory, per_dimension
+from .encode import _key_value_memory, check_tokens, copies, encode
+from .noise import _rate_var
+from .operating import (RECTIFIED_BY_LAW, OperatingRangeError, division_bounds, pooled_drive, sampled_drive,
+                        set_points)
+
+__all__ = ["triad_features", "co4_scales", "encode_co4_model"]
 
 RECTIFIED_BY_LAW.add(CELL_TYPE)    # the Cooperation Equation's ReLU6 clips at 0 by design
 
@@ -143,3 +156,115 @@ def _noise(circuit, c, obs, fano, T, stages, f, df, out, weights=None):
     out.update(q=var_qm, k=var_km, v=var_vm)
     get_part("linear").hooks["noise"](circuit, c, obs, fano, T, modulated, f, df, out, weights)
     out.update(q_m=var_qm, k_m=var_km, v_m=var_vm, q=vq, k=vk, v=vv)
+
+
+def co4_scales(model, sets, phi: str) -> dict:
+    """Typical scales of a Co4 model's streams over token sets ``sets`` ``(S, n, de)`` (the
+    calibration's, never the tokens shown): ``x_rms``, ``x_mean_abs`` (median over tokens of
+    ``mean |x|``), ``latents_rms``, ``latents_mean_abs``, ``h_rms`` (the residual ``latents + x̃``),
+    ``pooled_rms``, ``pooled_mean_abs``, ``logits_rms`` and ``xn`` (the normalised tokens,
+    ``(S, n, de)``), as :func:`ctmhsa.mapping.blocks.calibrate` gives a transformer's."""
+    runs = [co4_forward(x, model, phi=phi) for x in sets]
+    x = np.asarray(sets, float)
+    lat = model.latents
+    out = dict(x_rms=_rms(x), x_mean_abs=float(np.median(np.abs(x).mean(axis=-1))), latents_rms=_rms(lat),
+               latents_mean_abs=float(np.median(np.abs(lat).mean(axis=-1))),
+               h_rms=_rms([r["out"] for r in runs]), xn=np.stack([r["x_norm"] for r in runs]))
+    if model.readout_W is not None:
+        pooled = np.stack([r["pooled"] for r in runs])
+        out.update(pooled_rms=_rms(pooled), pooled_mean_abs=float(np.median(np.abs(pooled).mean(axis=-1))),
+                   logits_rms=_rms([r["logits"] for r in runs]))
+    return out
+
+
+def encode_co4_model(circuit, model, tokens, gains: CodeGains = DEFAULT_GAINS, params: CellParams = DEFAULT_PARAMS,
+                     phi: str = "elu1", input_range=None, calibration=None) -> ModelEncoding:
+    """Every value of a Co4 model's circuit (:func:`ctmhsa.circuits.transformer.model_circuit`
+    with ``latents``), as :func:`ctmhsa.mapping.blocks.encode_model` gives a transformer's: the
+    latents' relays fire at constant rates ``rho_l [±latent]_+``, normalising relays carry
+    ``N(latents)`` to the triad's questions and ``N(X)`` to its clues and hypotheses, the Co4 area
+    is encoded for normalised tokens (its operating point centred on the calibration sets' own
+    drives), nucleus 2 holds ``latents + x̃`` and the read-out is the transformer's. Every gain
+    from the weights, the latents and the declared range or calibration set; the tokens shown
+    set the input relays' rates and are checked against every division.
+
+    Parameters
+    ----------
+    circuit : Circuit
+    model : ctmhsa.maths.co4.Co4Model
+    tokens : ndarray (n, de) or (T, n, de)
+        The tokens shown (embedded).
+    gains, params, phi, input_range, calibration
+        As :func:`ctmhsa.mapping.blocks.encode_model`.
+
+    Raises
+    ------
+    ValueError
+        Tokens outside the declared range.
+    OperatingRangeError
+        A division these tokens need that the circuit built for the range cannot exert.
+    """
+    sets = np.asarray(tokens, float)
+    sets = sets[None] if sets.ndim == 2 else sets
+    T, n, de = sets.shape
+    if calibration is not None:
+        calibration = np.asarray(calibration, float)
+        if calibration.ndim != 3 or calibration.shape[1:] != (n, de):
+            raise ValueError(f"calibration: expected token sets (S, n={n}, de={de}), got shape {calibration.shape}")
+        if input_range is None:
+            input_range = InputRange.from_tokens(calibration, margin=CALIBRATION_MARGIN)
+    rng = as_input_range(input_range, sets.reshape(-1, de))
+    rng.check(sets.reshape(-1, de), "X")
+    if calibration is not None:
+        rng.check(calibration.reshape(-1, de), "calibration")
+    cal = co4_scales(model, calibration if calibration is not None else drawn_tokens(rng, de, n), phi)
+    shown = [co4_forward(x, model, phi=phi) for x in sets]          # for the checks only
+    u, n_inh, bounds = params.u, circuit.meta.n_inh, division_bounds(gains)
+    centre = math.sqrt(bounds[0] * bounds[1])
+    shape = model.shape
+    p = block_prefix(0)
+    sub = attention_circuit(n, de, shape["H"], shape["d"], shape["d"], n_inh, P=copies(circuit.population(p + "nucleus2")),
+                            latents=shape["L"])
+    blk = Block.from_arrays(model.WQ, model.WK, model.WV, model.WO)
+    ln = normalise(model.latents, "latents")
+    xn = cal["xn"]
+    rng_l = InputRange(norm=float(de), mean=xn.reshape(-1, de).mean(axis=0), std=xn.reshape(-1, de).std(axis=0))
+    R_set = set_points(sub, gains)
+    t = 0
+    try:
+        drive = _central_drive(np.concatenate([pooled_drive(sub, ln, x, blk, phi) / R_set for x in xn], axis=1), gains)
+        enc = encode(sub, ln, blk, Y=shown[0]["x_norm"], gains=gains, params=params, phi=phi, input_range=rng_l,
+                     drive=drive)
+        c = enc.consts
+        for t in range(1, T):
+            check_tokens(sub, c["input_range"], c["operating"], c["R_set"], ln, shown[t]["x_norm"], blk, phi)
+    except OperatingRangeError as exc:
+        raise OperatingRangeError(f"Co4 attention (N(X) of {'these tokens' if T == 1 else f'token set {t}'}): "
+                                  f"{exc}") from None
+    vals = CircuitValues()
+    add_block_values(vals, circuit, sub, enc, p)
+    rho = {"input": STREAM_RATE / cal["x_rms"], "latents": STREAM_RATE / cal["latents_rms"],
+           p + "nucleus2": STREAM_RATE / cal["h_rms"]}
+    vals.params[p + "nucleus2"] = {"b": 0.0, "rho": rho[p + "nucleus2"]}
+    vals.params["latents"] = {"r_in": input_rates(circuit, rho["latents"], model.latents, population="latents")}
+    divisions = {}
+    for what, relays in relay_sets(sub).items():   # the questions' relays normalise the latents, the others X
+        src, typical, shown_abs = (("latents", cal["latents_mean_abs"], np.abs(model.latents).mean(axis=-1))
+                                   if what == "q" else ("input", cal["x_mean_abs"], np.abs(sets).mean(axis=-1)))
+        unshunted = gains.rho_in * centre / typical
+        _check_divisions(f"{'latents' if what == 'q' else 'X'} ({what} relays, TRN)", shown_abs, unshunted,
+                         gains.rho_in, bounds)
+        _weights(vals, circuit, p + f"drive_{what}", u / rho[src])
+        _divide(vals, circuit, p + relays, p + f"trn_{what}", gains, params.tau_syn, params.tau_int, gains.rho_in,
+                unshunted, n_inh)
+        rho[p + relays] = gains.rho_in
+        divisions[p + relays] = (unshunted, gains.rho_in)
+    _weights(vals, circuit, p + "residual", u / rho["latents"])   # nucleus 2 at u (latents + x̃)
+    if model.readout_W is not None:
+        encode_readout(vals, circuit, model, cal, np.stack([r["pooled"] for r in shown]), rho[p + "nucleus2"],
+                       shape["L"], gains, params, rho, divisions)
+    rates = input_rates(circuit, rho["input"], sets)
+    vals.params["input"] = {"r_in": rates[0]}
+    consts = dict(gains=gains.to_dict(), input_range=rng, u=u, phi=phi, bounds=bounds,
+                  calibration={k: v for k, v in cal.items() if k != "xn"})
+    return ModelEncoding(vals, [enc], rho, divisions, consts, rates)

@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 __all__ = ["Stage", "STAGE_TABLE", "STAGE_ORDER", "CIRCUIT_STAGES", "STAGE_LABELS", "stage", "symbol", "title",
-           "BLOCK_TABLE", "BLOCK_STAGES"]
+           "BLOCK_TABLE", "BLOCK_STAGES", "CO4_BLOCK_STAGES"]
 
 
 class Stage(NamedTuple):
@@ -74,6 +74,7 @@ BLOCK_TABLE = {s.key: s for s in (
     Stage("h_norm", "N(h)", "normalised residual", "normalised residual", "MLP relays"),
     Stage("hidden", "a", "hidden", "MLP hidden units, relu(W1 N(h) + b1)", "L6 CT"),
     Stage("out", "x'", "block output", "stream out, h + W2 a + b2", "output nucleus"),
+    Stage("latents_norm", "N(λ)", "normalised latents", "a Co4 model's latent queries, normalised", "query relays"),
 )}
 """The stages a transformer block adds to its attention's (:mod:`ctmhsa.circuits.transformer`)."""
 
@@ -91,6 +92,9 @@ BLOCK_STAGES = ("x", "x_norm", "q", "k", "v", "s", "kappa", "Z", "y", "v_tilde",
                 "hidden", "out")
 """Stages of one transformer block, in circuit order (``x_tilde`` only in the reference: the
 circuit carries ``h = x + x̃`` in nucleus 2)."""
+
+CO4_BLOCK_STAGES = ("latents_norm", "q_m", "k_m", "v_m", "S", "z")
+"""What a Co4 model's block adds to them (``h = latents + x̃``; :mod:`ctmhsa.circuits.co4`)."""
 
 STAGE_LABELS = {k: (s.symbol, f"{s.name}, {s.cells}") for k, s in STAGE_TABLE.items()}
 """Symbol of every stage and what it is, where it is read: ``(symbol, "name, cells")``, e.g.

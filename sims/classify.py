@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ctmhsa.maths.transformer import transformer_forward
 
 __all__ = ["classify", "Classification"]
 
@@ -47,6 +46,9 @@ class Classification:
         Cython modules: ``compiled``; a later one only generates and loads them).
     compiled : int
         Cython modules compiled for this run (0: all from the cache).
+    spikes_per_input : float or None
+        Spikes of every cell per input (the decoding windows' rates over a presentation; the
+        spiking levels, ``None`` at the rate level).
     result : ModelResult
         The run (stages per presentation, metrics, rates, spikes of the last window).
     """
@@ -66,6 +68,7 @@ class Classification:
     wall_per_input: float
     compile_s: float = 0.0
     compiled: int = 0
+    spikes_per_input: float | None = None
     result: object = field(repr=False, default=None)
 
     def summary(self) -> dict:
@@ -73,7 +76,7 @@ class Classification:
         return dict(neuron=self.neuron, presentation=self.presentation, inputs=int(len(self.labels)),
                     accuracy=self.accuracy, float_accuracy=self.float_accuracy, agreement=self.agreement,
                     neurons=self.neurons, wall_per_input=self.wall_per_input, compile_s=self.compile_s,
-                    compiled=self.compiled)
+                    compiled=self.compiled, spikes_per_input=self.spikes_per_input)
 
 
 def classify(model, inputs, labels, neuron: str = "escape", presentation: float = 0.2, **options) -> Classification:
@@ -118,7 +121,7 @@ def classify(model, inputs, labels, neuron: str = "escape", presentation: float 
     res = simulate_model(model, x, neuron=neuron, presentation=presentation, **options)
     wall = time.perf_counter() - t0
     compile_s = float(res.timings.get("compile", 0.0))
-    exact = transformer_forward(x, model)["logits"]
+    exact = np.asarray(res.reference_logits, float).reshape(len(y), classes)   # the run's own exact model (its phi)
     scores = np.asarray(res.logits, float).reshape(len(y), classes)
     pred, fpred = scores.argmax(axis=1), exact.argmax(axis=1)
     confusion = np.zeros((classes, classes), int)
@@ -128,4 +131,5 @@ def classify(model, inputs, labels, neuron: str = "escape", presentation: float 
                           agreement=float(np.mean(pred == fpred)), confusion=confusion, neuron=neuron,
                           presentation=float(presentation), neurons=int(res.counts["total"]),
                           wall_per_input=(wall - compile_s) / len(y), compile_s=compile_s,
-                          compiled=int(res.timings.get("compiled", 0)), result=res)
+                          compiled=int(res.timings.get("compiled", 0)),
+                          spikes_per_input=res.diagnostics.get("spikes_per_input"), result=res)

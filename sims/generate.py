@@ -146,7 +146,7 @@ class GenerateResult:
 
 
 def _language_model(model) -> Model:
-    model = as_model(model)
+    model = as_model(model, co4=False)   # a closed loop over a causal transformer
     if not model.causal or model.vocab is None or model.embed_W is None:
         raise ValueError(f"model: {model.name or 'the model'} is not a language model (it needs causal=True, a "
                          "vocab and an input embedding of one-hot characters)")

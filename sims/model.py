@@ -22,11 +22,12 @@ from ctmhsa.circuits.transformer import model_circuit
 from ctmhsa.circuits.parts import get_area
 from ctmhsa.mapping import kvmemory
 from ctmhsa.mapping.blocks import decode_model, encode_model, model_sizes
+from ctmhsa.mapping.triad import encode_co4_model
 from ctmhsa.mapping.decode import range_report
-from ctmhsa.maths.co4 import Co4Model
+from ctmhsa.maths.co4 import Co4Model, co4_forward
 from ctmhsa.maths.model import Model, load_model
 from ctmhsa.mapping.model_noise import model_floors
-from ctmhsa.maths.stages import BLOCK_STAGES, symbol
+from ctmhsa.maths.stages import BLOCK_STAGES, CO4_BLOCK_STAGES, symbol
 from ctmhsa.maths.transformer import plain_model, tokens_of, transformer_forward
 
 from . import profile
@@ -138,7 +139,8 @@ class ModelResult:
         (:func:`ctmhsa.mapping.decode.range_report`); ``settled`` (rate level): the largest change
         of the output over the last 10 % of the run (of any presentation of a stream), relative
         to its largest entry; a stream's ``settled_per_presentation`` (a warning above
-        :data:`SETTLED`).
+        :data:`SETTLED`); ``spikes_per_input`` (spiking levels): every cell's spikes per token set
+        (the decoding windows' rates over a presentation, or over the window of one set).
     """
 
     output: np.ndarray
@@ -288,7 +290,7 @@ def _counts(circuit) -> dict:
 
 
 def _compare(dec: dict, ref: dict) -> dict:
-    return {k: stage_metrics(dec[k], ref[k]) for k in BLOCK_STAGES if k in dec and k in ref
+    return {k: stage_metrics(dec[k], ref[k]) for k in BLOCK_STAGES + CO4_BLOCK_STAGES if k in dec and k in ref
             and np.shape(dec[k]) == np.shape(ref[k])}
 
 
@@ -378,19 +380,24 @@ class ModelRun:
     ref: dict | None = None
 
 
-def as_model(model) -> Model:
-    """``model`` as a :class:`Model`: itself, or the model file or shipped model it names (a Co4
-    model, which the transformer circuit does not run, is a ``ValueError`` naming ``model``)."""
+def as_model(model, co4: bool = True):
+    """``model`` as a :class:`Model` or a :class:`ctmhsa.maths.co4.Co4Model`: itself, or the
+    model file or shipped model it names. ``co4=False``: a Co4 model, which the caller does not
+    run (a transformer's closed-loop generation), is a ``ValueError`` naming ``model``."""
     if isinstance(model, (str, os.PathLike)):
         model = load_model(model)
-    if isinstance(model, Model):
+    if isinstance(model, Model) or (co4 and isinstance(model, Co4Model)):
         return model
     if isinstance(model, Co4Model):   # a model file's kind is its keys': refused by name, not by a failure later
-        raise ValueError(f"model: {model.name or 'the model'} is a Co4 model (ctmhsa.maths.co4.Co4Model); the "
-                         f"transformer circuit runs transformer models only (a Co4 block's attention runs as "
-                         f"simulate_mhsa(latents, WQ, WK, WV, WO, Y=tokens, circuit='co4'))")
-    raise TypeError(f"model: expected a ctmhsa Model, a model file or a shipped model's name, "
+        raise ValueError(f"model: {model.name or 'the model'} is a Co4 model (ctmhsa.maths.co4.Co4Model); this "
+                         f"runs transformer models only")
+    raise TypeError(f"model: expected a ctmhsa Model or Co4Model, a model file or a shipped model's name, "
                     f"got {type(model).__name__}")
+
+
+def _sizes(model) -> list:
+    """The blocks' sizes of a transformer or a Co4 model (:func:`model_circuit`)."""
+    return model.sizes if isinstance(model, Co4Model) else model_sizes(model)
 
 
 def prepare_model_run(model, X, neuron, presentation, calibration, lag, options: dict) -> "ModelRun":
@@ -473,17 +480,25 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
         raise ValueError(f"calibration: expected one or more sets of inputs (S, n, "
                          f"{'p' if model.embed_W is not None else 'de'}), got shape {np.shape(calibration)}"
                          f"{' (empty)' if cal.ndim == 3 else ''}")
-    circuit = model_circuit(n, model.de, model_sizes(model), classes=0 if model.readout_W is None
+    co4 = isinstance(model, Co4Model)
+    if co4:   # its block is the Co4 area: what that area does not build is refused
+        refuse_for_area(co, get_area("co4"), "a Co4 model's block is the Co4 area; ")
+    circuit = model_circuit(n, model.de, _sizes(model), classes=0 if model.readout_W is None
                             else int(model.readout_W.shape[0]), n_inh=co.n_inh, P=int(co.P),
-                            causal=model.causal, normalize=model.memory_normalised)
+                            causal=model.causal, normalize=model.memory_normalised,
+                            latents=model.shape["L"] if co4 else 0)
     built = co.as_built(circuit)   # Dale's followers are counted; the encoding is the plain circuit's
     if not isinstance(ro.record_spikes, bool):
         ro = ro.replace(record_spikes=_recorded_populations(ro.record_spikes, built.populations))
     _check_size(built, co, ro)
     ref = _reference(model, tokens, co.phi)   # before the build: a model these tokens break is refused here
-    menc = encode_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
-                        input_range=co.input_range, calibration=cal,
-                        timing=dict(presentation=ro.presentation, dt=ro.dt) if model.causal else None)
+    if co4:
+        menc = encode_co4_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
+                                input_range=co.input_range, calibration=cal)
+    else:
+        menc = encode_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
+                            input_range=co.input_range, calibration=cal,
+                            timing=dict(presentation=ro.presentation, dt=ro.dt) if model.causal else None)
     if co.dale:   # the followers share the plain circuit's weights
         dale.add_values(built, menc.values)
     circuit = built
@@ -521,7 +536,7 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
         metrics["logits"] = stage_metrics(dec["logits"], ref["logits"])
     if stream:
         metrics["presentations"] = [stage_metrics(d["output"], r) for d, r in zip(decoded, ref["output"])]
-    if co.spiking and not stream:
+    if co.spiking and not stream and not isinstance(model, Co4Model):   # (a Co4 model's floors: not built)
         floors = model_floors(circuit, menc, obs.final, ref, model, ro.duration, co.phi)
         for l, fl in enumerate(floors["blocks"]):
             for k, m in metrics["blocks"][l].items():
@@ -531,6 +546,9 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
             if k in metrics and k in floors:
                 metrics[k]["floor"] = floors[k]
     diag = dict(range=range_report(circuit, obs.final, max_rate=1.0 / ro.dt if co.spiking else None))
+    if co.spiking:   # every cell's spikes per input (its window's rate over a presentation, or the window)
+        per = [sum(float(np.sum(o[p]["rate"])) for p in o if "rate" in o[p]) for o in snaps]
+        diag["spikes_per_input"] = float(np.mean(per)) * (ro.presentation if stream else ro.duration)
     if obs.early is not None:   # the rate level: its output at 90 % of the run (of each presentation)
         late = [d["output"] for d in decoded]
         early = [decode_model(circuit, menc, e)["output"] for e in (obs.early if stream else [obs.early])]
@@ -546,7 +564,7 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
                           f"{SETTLED:g}); {what}", stacklevel=3)
     config = dict(model=repr(model), model_source=model.source, neuron=co.neuron, phi=co.phi, n=n, de=model.de,
                   causal=model.causal, forget=model.forget, normalize=model.memory_normalised,
-                  blocks=model_sizes(model), classes=0 if model.readout_W is None else int(model.readout_W.shape[0]),
+                  blocks=_sizes(model), classes=0 if model.readout_W is None else int(model.readout_W.shape[0]),
                   n_inh=co.n_inh, P=int(co.P), dt=ro.dt, warmup=ro.warmup, duration=ro.duration,
                   presentation=ro.presentation, seed=ro.seed, codegen=ro.codegen, device=ro.device,
                   threads=runner.config()["threads"], rho=menc.rho,
@@ -637,6 +655,8 @@ def _reference(model, tokens, phi: str) -> dict:
     """The exact model (:func:`transformer_forward`); a causal model's on its circuit's grid:
     the sequence ``(T, ...)`` and each block's memory stages as the memory circuit decodes them
     (:func:`ctmhsa.mapping.kvmemory.to_stream`)."""
+    if isinstance(model, Co4Model):
+        return _co4_reference(model, tokens, phi)
     if not model.causal:
         return transformer_forward(tokens, plain_model(model), phi=phi, stages=True)
     ref = transformer_forward(tokens[:, 0], plain_model(model), phi=phi, stages=True)
@@ -646,6 +666,28 @@ def _reference(model, tokens, phi: str) -> dict:
         st["x_tilde"] = st["x_tilde"][:, 0]
         st.pop("M", None)
     return ref
+
+
+def _co4_reference(model: Co4Model, tokens, phi: str) -> dict:
+    """A Co4 model's exact stages (:func:`ctmhsa.maths.co4.co4_forward`) as a one-block model's
+    (``blocks``, ``output``, ``pooled``, ``logits``; a stream's stacked along its presentations),
+    its attention's memory ``S, z`` and normaliser ``Z`` as the Co4 area decodes them."""
+    from ctmhsa.circuits.parts import get_part
+
+    def one(x):
+        st = co4_forward(x, model, phi=phi)
+        att = get_part("co4").reference(dict(X=st["latents_norm"], WQ=model.WQ, WK=model.WK, WV=model.WV,
+                                             WO=model.WO, Y=st["x_norm"]), phi, False, True)
+        block = {k: st[k] for k in ("x_norm", "latents_norm", "v_tilde", "x_tilde")} | att
+        block.update(x=np.asarray(x, float), h=st["out"], out=st["out"])
+        return dict(blocks=[block], output=st["out"], pooled=st["pooled"], logits=st["logits"])
+
+    sets = [one(x) for x in (tokens if tokens.ndim == 3 else [tokens])]
+    if tokens.ndim == 2:
+        return sets[0]
+    stack = lambda key, d: None if d[0][key] is None else np.stack([s[key] for s in d])   # noqa: E731
+    return dict(blocks=[{k: np.stack([s["blocks"][0][k] for s in sets]) for k in sets[0]["blocks"][0]}],
+                output=stack("output", sets), pooled=stack("pooled", sets), logits=stack("logits", sets))
 
 
 def _one_slot(dec: dict) -> dict:

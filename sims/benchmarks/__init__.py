@@ -36,6 +36,7 @@ BENCHMARKS = {
     "memory": "ctmhsa.sims.benchmarks.memory",
     "stream": "ctmhsa.sims.benchmarks.stream",
     "language": "ctmhsa.sims.benchmarks.language",
+    "theories": "ctmhsa.sims.benchmarks.theories",
 }
 
 

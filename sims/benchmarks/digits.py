@@ -77,7 +77,7 @@ def main(args) -> int:
     model = as_model(args.model)
     params = classify_options("rate", 0.0, args.firing)["params"]
     images, labels = test_set()
-    cal = calibration_set() if args.model == "digits" else None
+    cal = calibration_set()   # every digits circuit is built for the training images, never the test ones
     count = len(labels) if args.images is None else int(args.images)
     presentations, rate_p = list(args.presentations), args.rate_presentation
     if args.quick:

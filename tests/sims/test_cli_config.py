@@ -234,7 +234,8 @@ def test_cli_run_fold_switch(tmp_path, capsys):
 
 
 BENCHMARK_NAMES = ("rate", "cells", "accuracy", "speed", "heads", "cortex", "circuits", "robustness", "train",
-                   "threads", "timescale", "depth", "digits", "levels", "dale", "memory", "stream", "language")
+                   "threads", "timescale", "depth", "digits", "levels", "dale", "memory", "stream", "language",
+                   "theories")
 
 
 @pytest.mark.codegen_independent

@@ -1,0 +1,56 @@
+"""A Co4 model through the circuit (``simulate_model`` of a :class:`ctmhsa.maths.co4.Co4Model`):
+the latents' relays, the normalising relays, the Co4 area, the residual to the latents and the
+transformer's read-out, against ``co4_forward`` at the rate level."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ctmhsa
+from ctmhsa.maths.co4 import Co4Model, co4_forward
+
+pytestmark = pytest.mark.codegen_independent
+
+
+def _model(L=2, H=1, d=2, de=3, classes=3, seed=3):
+    rng = np.random.default_rng(seed)
+    return Co4Model(latents=rng.normal(size=(L, de)), WQ=rng.normal(size=(H, d, de)) / np.sqrt(de),
+                    WK=rng.normal(size=(H, d, de)) / np.sqrt(de), WV=rng.normal(size=(H, d, de)) / np.sqrt(de),
+                    WO=rng.normal(size=(H, de, d)) / np.sqrt(d), readout_W=rng.normal(size=(classes, de)),
+                    readout_b=rng.normal(size=classes), name="toy_co4")
+
+
+def test_a_co4_model_at_the_rate_level_equals_co4_forward():
+    m = _model()
+    X = np.random.default_rng(9).normal(size=(4, 3))
+    res = ctmhsa.simulate_model(m, X, neuron="rate")
+    ref = co4_forward(X, m)
+    np.testing.assert_allclose(res.reference, ref["out"], rtol=1e-12)       # the run's reference is co4_forward's
+    np.testing.assert_allclose(res.reference_logits, ref["logits"], rtol=1e-12)
+    np.testing.assert_allclose(res.output, ref["out"], atol=1e-6 * np.abs(ref["out"]).max())
+    np.testing.assert_allclose(res.logits, ref["logits"], atol=1e-6 * np.abs(ref["logits"]).max())
+    stages = res.metrics["blocks"][0]
+    for k in ("latents_norm", "x_norm", "q", "k", "v", "q_m", "k_m", "v_m", "S", "z", "Z", "v_tilde", "h"):
+        assert stages[k]["nrmse"] < 1e-6, (k, stages[k])
+    assert res.config["n_neurons"] == res.counts["total"]
+
+
+def test_a_co4_model_refuses_what_its_area_does_not_build():
+    m = _model()
+    X = np.zeros((4, 3)) + 0.5
+    for kw, match in ((dict(dale=True), "dale: a Co4 model's block is the Co4 area"),
+                      (dict(neuron="lif"), "neuron: simulate_model runs")):
+        with pytest.raises(ValueError, match=match):
+            ctmhsa.simulate_model(m, X, **{"neuron": "rate", **kw})
+
+
+def test_the_shipped_co4_model_is_run_not_refused():
+    """``load_model("digits_co4")`` is a Co4 model that ``simulate_model`` takes (checked up to the
+    build: the run itself is the benchmark's); the transformer-only closed loop names it."""
+    from ctmhsa.sims.model import as_model
+
+    m = as_model("digits_co4")
+    assert isinstance(m, Co4Model) and m.sizes == [dict(H=2, dk=8, dv=8, dh=0)]
+    with pytest.raises(ValueError, match="model: digits_co4 is a Co4 model"):
+        as_model("digits_co4", co4=False)
