@@ -50,7 +50,7 @@ from .graph import Projection
 from .parts import Part, register_part
 from .roles import register_role
 
-__all__ = ["TRIAD", "LATENT_RELAY", "CELL_TYPE", "Co4Area", "add_triad", "attention_inputs", "triad_weights"]
+__all__ = ["TRIAD", "LATENT_RELAY", "CELL_TYPE", "Co4Area", "add_triad", "attention_inputs", "triad_weights", "triad_memory"]
 
 CELL_TYPE = "cooperation"
 """The triad cells' type: a two-point neuron following the seed's Cooperation Equation."""
@@ -174,12 +174,17 @@ class Co4Area(Part):
 
     def reference(self, arrays, phi, causal, normalize, forget=1.0):
         from ctmhsa.maths.co4 import co4_attention
-        from ctmhsa.maths.reference import FEATURE_MAPS
 
         st = co4_attention(arrays["X"], arrays["WQ"], arrays["WK"], arrays["WV"], arrays["WO"], Y=arrays.get("Y"),
                            phi=phi, normalize=normalize)
-        f = FEATURE_MAPS[phi][0]
-        fk = f(st["k_m"])
-        st["S"] = np.einsum("hmc,hmd->hcd", fk, st["v_m"])     # the memory the triad's averages write
-        st["z"] = fk.sum(axis=1)
+        st.update(triad_memory(st["k_m"], st["v_m"], phi))
         return {k: st[k] for k in self.stages}
+
+
+def triad_memory(k_m, v_m, phi: str) -> dict:
+    """The key-value memory the triad's averages write: ``S = Σ_j φ(k_m,j) v_m,jᵀ`` ``(H, d, d)``
+    and ``z = Σ_j φ(k_m,j)`` ``(H, d)`` (what the linear circuit's memory cells hold)."""
+    from ctmhsa.maths.reference import FEATURE_MAPS
+
+    fk = FEATURE_MAPS[phi][0](np.asarray(k_m, float))
+    return dict(S=np.einsum("hmc,hmd->hcd", fk, np.asarray(v_m, float)), z=fk.sum(axis=1))

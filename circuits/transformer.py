@@ -81,6 +81,9 @@ def attention_circuit(n: int, de: int, H: int, dk: int, dv: int, n_inh: int = DE
     ``normalize`` as the model's). A Co4 block's (``latents`` > 0) is the Co4 area: its
     ``latents`` query rows attend over the ``n`` tokens (``circuit="co4"``, cross-attention)."""
     if latents:
+        if causal or not normalize:
+            raise ValueError(f"latents: a Co4 block attends over a token set, normalised (its seed's softmax); got "
+                             f"causal={causal}, normalize={normalize}")
         return build(latents, dk, dv, de, H=H, m=n, cross=True, n_inh=n_inh, name="pathway",
                      with_nucleus2=with_nucleus2, circuit="co4", P={k: P for k in CO4_CORTICAL} if P > 1 else 1)
     if causal:
@@ -164,8 +167,8 @@ def model_circuit(n: int, de: int, blocks, classes: int = 0, n_inh: int = DEFAUL
         raise ValueError(f"n: a causal model's circuit has one token slot (one token per presentation); got n = {n}")
     if isinstance(latents, bool) or not isinstance(latents, int) or latents < 0:
         raise ValueError(f"latents: expected an integer >= 0 (0: a transformer), got {latents!r}")
-    if latents and (len(blocks) != 1 or blocks[0]["dh"] or causal):
-        raise ValueError("latents: a Co4 model's circuit is one block without an MLP over a token set")
+    if latents and (len(blocks) != 1 or blocks[0]["dh"] or causal or not normalize):
+        raise ValueError("latents: a Co4 model's circuit is one block without an MLP, normalised, over a token set")
     b0 = blocks[0]
     c = Circuit(name, meta=dict(level="transformer", n=n, m=n, H=b0["H"], dk=b0["dk"], dv=b0["dv"], de=de,
                                 n_inh=n_inh, blocks=tuple(dict(b, prefix=block_prefix(l)) for l, b in enumerate(blocks)),

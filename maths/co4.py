@@ -70,7 +70,7 @@ loops, the latents' plain attention over the tokens)."""
 FILE_KIND = "co4"
 """The ``kind`` a Co4 model file carries (a 0-d string array; the reader decides by its ``co4.*`` keys)."""
 
-CO4_STAGES = ("x_norm", "latents_norm", "q", "k", "v", "q_m", "k_m", "v_m", "kappa", "v_tilde", "x_tilde",
+CO4_STAGES = ("x_norm", "latents_norm", "q", "k", "v", "q_m", "k_m", "v_m", "kappa", "Z", "v_tilde", "x_tilde",
               "out", "pooled", "logits")
 """The stages :func:`co4_forward` returns, in circuit order."""
 
@@ -287,7 +287,7 @@ def co4_forward(X, model: Co4Model, phi: str = "elu1", mod: str = "cooperation")
     -------
     dict
         :data:`CO4_STAGES`: the normalised tokens and latents, per head ``q (H, L, d)``, ``k, v
-        (H, n, d)`` and their modulated ``q_m, k_m, v_m``, ``kappa (H, L, n)``, ``v_tilde (H, L,
+        (H, n, d)`` and their modulated ``q_m, k_m, v_m``, ``kappa (H, L, n)``, ``Z (H, L)``, ``v_tilde (H, L,
         d)``, ``x_tilde (L, de)`` (the heads' sum through WO), ``out (L, de)`` (the residual to the latents),
         ``pooled (de,)`` (its mean over the latents) and ``logits`` (``R N(pooled) + c``)
         ((classes,) or ``None``).
@@ -313,7 +313,7 @@ def co4_forward(X, model: Co4Model, phi: str = "elu1", mod: str = "cooperation")
     out = model.latents + st["x_tilde"]           # the residual to the latents
     pooled = out.mean(axis=0)
     logits = None if model.readout_W is None else model.readout_W @ normalise(pooled, "pooled") + model.readout_b
-    return dict(x_norm=xn, latents_norm=ln, **{k: st[k] for k in ("q", "k", "v", "q_m", "k_m", "v_m", "kappa",
+    return dict(x_norm=xn, latents_norm=ln, **{k: st[k] for k in ("q", "k", "v", "q_m", "k_m", "v_m", "kappa", "Z",
                                                                    "v_tilde", "x_tilde")},
                 out=out, pooled=pooled, logits=logits)
 

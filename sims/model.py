@@ -139,8 +139,9 @@ class ModelResult:
         (:func:`ctmhsa.mapping.decode.range_report`); ``settled`` (rate level): the largest change
         of the output over the last 10 % of the run (of any presentation of a stream), relative
         to its largest entry; a stream's ``settled_per_presentation`` (a warning above
-        :data:`SETTLED`); ``spikes_per_input`` (spiking levels): every cell's spikes per token set
-        (the decoding windows' rates over a presentation, or over the window of one set).
+        :data:`SETTLED`); ``spikes_per_input`` (spiking levels): an estimate of every cell's spikes
+        per token set, the decoding windows' rates times a presentation (the transient before a
+        window is counted at the window's rate), or times the window of one set.
     """
 
     output: np.ndarray
@@ -672,13 +673,12 @@ def _co4_reference(model: Co4Model, tokens, phi: str) -> dict:
     """A Co4 model's exact stages (:func:`ctmhsa.maths.co4.co4_forward`) as a one-block model's
     (``blocks``, ``output``, ``pooled``, ``logits``; a stream's stacked along its presentations),
     its attention's memory ``S, z`` and normaliser ``Z`` as the Co4 area decodes them."""
-    from ctmhsa.circuits.parts import get_part
+    from ctmhsa.circuits.co4 import triad_memory
 
     def one(x):
         st = co4_forward(x, model, phi=phi)
-        att = get_part("co4").reference(dict(X=st["latents_norm"], WQ=model.WQ, WK=model.WK, WV=model.WV,
-                                             WO=model.WO, Y=st["x_norm"]), phi, False, True)
-        block = {k: st[k] for k in ("x_norm", "latents_norm", "v_tilde", "x_tilde")} | att
+        block = {k: st[k] for k in ("x_norm", "latents_norm", "q", "k", "v", "q_m", "k_m", "v_m", "kappa", "Z",
+                                    "v_tilde", "x_tilde")} | triad_memory(st["k_m"], st["v_m"], phi)
         block.update(x=np.asarray(x, float), h=st["out"], out=st["out"])
         return dict(blocks=[block], output=st["out"], pooled=st["pooled"], logits=st["logits"])
 

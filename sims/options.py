@@ -705,11 +705,13 @@ APPLIES = {
     "causal": (_PATHWAY, (False,), "a transformer model's attention has no causal mask (transformer_forward "
                                    "has none); simulate one attention layer with causal=True"),
     "normalize": (_PATHWAY, (True,), "a transformer model's attention is always normalised (its TRN pools)"),
-    "circuit": (_PATHWAY, ("quadratic",), "a transformer model's blocks are built on the quadratic circuit"),
+    "circuit": (_PATHWAY, ("quadratic",), "a model's blocks are built by the model (a transformer's on the quadratic "
+                                          "circuit, a causal model's on the memory, a Co4 model's on the co4 area)"),
     "tau_mem": (("stream",), (), "the memory's time constant applies to a stream of tokens (circuit='memory')"),
     "apical_inhibition": (_PATHWAY, (None, False), "a transformer model's blocks divide at the soma only (their "
                                                    "interneurons and TRN pools); the apical stage is one pathway's"),
-    "law": (_PATHWAY, ("product",), "a transformer model's L5 IT somata multiply (law='product')"),
+    "law": (_PATHWAY, ("product",), "a model's L5 IT somata multiply (law='product'; a Co4 model's triad follows "
+                                    "the Cooperation Equation by construction)"),
     "signed": (_PATHWAY, ("onoff",), "a transformer model's signed streams use the on/off code"),
     "P": (_ALL, (), ""),
     "n_inh": (_ALL, (), ""),

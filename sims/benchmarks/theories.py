@@ -68,9 +68,10 @@ def _circuit_size(model, P: int, n: int = 16) -> tuple[int, int]:
     return c.n_neurons(), c.n_synapses()
 
 
-def matched_copies(model, neurons: int, largest: int = 16) -> int:
-    """The copies ``P`` at which ``model``'s circuit has the neuron count nearest ``neurons``."""
-    return min(range(1, largest + 1), key=lambda P: abs(_circuit_size(model, P)[0] - neurons))
+def matched_copies(model, neurons: int, n: int = 16, largest: int = 16) -> int:
+    """The copies ``P`` at which ``model``'s circuit over ``n`` tokens has the neuron count
+    nearest ``neurons``."""
+    return min(range(1, largest + 1), key=lambda P: abs(_circuit_size(model, P, n)[0] - neurons))
 
 
 def main(args) -> int:
@@ -90,7 +91,8 @@ def main(args) -> int:
     runs = [(theory, name, args.P, p) for p in presentations for theory, name in MODELS]
     if not (args.quick or args.no_matched):
         target = _circuit_size(models["digits"], args.P, x.shape[1])[0]
-        runs.insert(2, ("Co4", "digits_co4", matched_copies(models["digits_co4"], target), presentations[0]))
+        runs.insert(2, ("Co4", "digits_co4", matched_copies(models["digits_co4"], target, x.shape[1]),
+                        presentations[0]))
     doc = dict(benchmark="theories", quick=bool(args.quick), images=n, presentations=presentations, P=args.P,
                seed=args.seed, rows=[], labels=y.tolist(), versions=versions(), cpus=os.cpu_count())
     t_all = time.perf_counter()

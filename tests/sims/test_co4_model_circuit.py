@@ -54,3 +54,15 @@ def test_the_shipped_co4_model_is_run_not_refused():
     assert isinstance(m, Co4Model) and m.sizes == [dict(H=2, dk=8, dv=8, dh=0)]
     with pytest.raises(ValueError, match="model: digits_co4 is a Co4 model"):
         as_model("digits_co4", co4=False)
+
+
+def test_a_stream_of_sets_with_copies_follows_each_set():
+    """The stream path (``classify``, the benchmarks) with two copies per value: every
+    presentation's output and logits those of ``co4_forward`` on its own set, in order."""
+    m = _model()
+    X = np.random.default_rng(10).normal(size=(2, 4, 3))
+    res = ctmhsa.simulate_model(m, X, neuron="rate", presentation=1.0, P=2)   # (its read-out settles in ~1 s)
+    for t in range(2):
+        ref = co4_forward(X[t], m)
+        np.testing.assert_allclose(res.output[t], ref["out"], atol=1e-5 * np.abs(ref["out"]).max())
+        np.testing.assert_allclose(res.logits[t], ref["logits"], atol=1e-5 * np.abs(ref["logits"]).max())
