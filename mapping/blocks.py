@@ -50,7 +50,7 @@ from ctmhsa.maths.model import Block, Model
 from .operating import OperatingRangeError, copies, division_bounds, pooled_drive, set_points
 from ctmhsa.maths.transformer import plain_model, transformer_forward
 
-__all__ = ["ModelEncoding", "calibrate", "encode_model", "decode_model", "encode_readout", "add_block_values", "drawn_tokens", "model_sizes", "STREAM_RATE",
+__all__ = ["ModelEncoding", "calibrate", "encode_model", "decode_model", "encode_readout", "normalising_relays", "add_block_values", "drawn_tokens", "model_sizes", "STREAM_RATE",
            "HIDDEN_RATE", "CALIBRATION_SAMPLES", "CALIBRATION_MARGIN"]
 
 STREAM_RATE = 60.0
@@ -201,6 +201,22 @@ def _divide(vals, c: Circuit, relays: str, trn: str, gains: CodeGains, tau_syn: 
     vals.params[trn] = {"I_set": 1.0 / gains.g_sh, "e_max": 9.0 + 5.0 / (tau_syn * R_set), "tau_inh": tau_int}
 
 
+def normalising_relays(vals, circuit: Circuit, relays: str, trn: str, drive: str, source_rho: float, typical: float,
+                       shown, where: str, gains: CodeGains, params: CellParams, rho: dict, divisions: dict) -> None:
+    """Values of one normalising relay set (its drive from a stream coded at ``source_rho`` Hz per
+    unit, its unshunted gain centring the division its TRN pool exerts for a calibration token of
+    ``mean |x|`` = ``typical``, the pool) after checking the shown tokens' ``mean |x|`` (``shown``)
+    against that division (``where`` names them); into ``vals``, ``rho`` and ``divisions``."""
+    bounds = division_bounds(gains)
+    unshunted = gains.rho_in * math.sqrt(bounds[0] * bounds[1]) / typical
+    _check_divisions(where, shown, unshunted, gains.rho_in, bounds)
+    _weights(vals, circuit, drive, params.u / source_rho)
+    _divide(vals, circuit, relays, trn, gains, params.tau_syn, params.tau_int, gains.rho_in, unshunted,
+            circuit.meta.n_inh)
+    rho[relays] = gains.rho_in
+    divisions[relays] = (unshunted, gains.rho_in)
+
+
 def _signed_bias(pop, b) -> np.ndarray:
     """Per-cell bias ``±b`` of an ON/OFF population over axis ``e`` or ``class``."""
     ax = "e" if "e" in pop.axes else "class"
@@ -270,7 +286,7 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
         input_range = InputRange.from_tokens(np.asarray(calibration, float), margin=CALIBRATION_MARGIN)
     rng = as_input_range(input_range, sets.reshape(-1, de))
     rng.check(sets.reshape(-1, de), "X")
-    u, tau_syn = params.u, params.tau_syn
+    u = params.u
     causal = model.causal
     if causal and (n != 1 or timing is None):
         raise ValueError("tokens: a causal model's circuit takes its sequence as one-token sets (T, 1, de) "
@@ -286,7 +302,6 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
     blocks_meta = circuit.meta.blocks
     n_inh = circuit.meta.n_inh
     bounds = division_bounds(gains)
-    centre = math.sqrt(bounds[0] * bounds[1])
     # for the checks only (a causal model's as one-token sets, like the circuit's stream)
     ref = transformer_forward(sets[:, 0] if causal else sets, plain_model(model), phi=phi, stages=True)
     if causal:
@@ -334,24 +349,16 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
         vals.params[p + "nucleus2"] = {"b": 0.0, "rho": rho_h}
         rho[p + "nucleus2"] = rho_h
         # normalising relays: drive u x from the stream, unshunted gain centring the division
-        unshunted = gains.rho_in * centre / cb["x_mean_abs"]
-        mean_abs = np.abs(st["x"]).mean(axis=-1)
-        _check_divisions(f"X (block {l} input, TRN)", mean_abs, unshunted, gains.rho_in, bounds)
         for what, relays in relay_sets(sub).items():
-            _weights(vals, circuit, p + f"drive_{what}", u / stream_rho[l])
-            _divide(vals, circuit, p + relays, p + f"trn_{what}", gains, tau_syn, params.tau_int, gains.rho_in, unshunted, n_inh)
-            rho[p + relays] = gains.rho_in
-            divisions[p + relays] = (unshunted, gains.rho_in)
+            normalising_relays(vals, circuit, p + relays, p + f"trn_{what}", p + f"drive_{what}", stream_rho[l],
+                               cb["x_mean_abs"], np.abs(st["x"]).mean(axis=-1), f"X (block {l} input, TRN)",
+                               gains, params, rho, divisions)
         _weights(vals, circuit, p + "residual", u / stream_rho[l])
         # with pt_out as encoded (u WO / rho_pt), nucleus 2 sits at u (x̃ + x) = u H
         if b.mlp is not None:
-            unshunted_h = gains.rho_in * centre / cb["h_mean_abs"]
-            _check_divisions(f"H (block {l}, MLP relays, TRN)", np.abs(st["h"]).mean(axis=-1), unshunted_h,
-                             gains.rho_in, bounds)
-            _weights(vals, circuit, p + "drive_mlp", u / rho_h)
-            _divide(vals, circuit, p + "mlp_relay", p + "trn_mlp", gains, tau_syn, params.tau_int, gains.rho_in, unshunted_h, n_inh)
-            rho[p + "mlp_relay"] = gains.rho_in
-            divisions[p + "mlp_relay"] = (unshunted_h, gains.rho_in)
+            normalising_relays(vals, circuit, p + "mlp_relay", p + "trn_mlp", p + "drive_mlp", rho_h, cb["h_mean_abs"],
+                               np.abs(st["h"]).mean(axis=-1), f"H (block {l}, MLP relays, TRN)", gains, params, rho,
+                               divisions)
             rho_a = HIDDEN_RATE / cb["hidden_rms"]
             hid = circuit.population(p + "hidden")
             _weights(vals, circuit, p + "w1", u * b.mlp.W1 / gains.rho_in)
@@ -396,19 +403,13 @@ def encode_readout(vals: CircuitValues, circuit: Circuit, model, cal: dict, pool
     scales ``cal`` (``pooled_rms``, ``pooled_mean_abs``, ``logits_rms``); the shown tokens'
     ``pooled`` means are checked against the normalisation's division. Into ``vals``, ``rho``
     and ``divisions``."""
-    u, bounds = params.u, division_bounds(gains)
-    centre = math.sqrt(bounds[0] * bounds[1])
+    u = params.u
     rho_m = STREAM_RATE / cal["pooled_rms"]
     _weights(vals, circuit, "readout_mean", u / (stream_rho * rows))
     vals.params["readout_pool"] = {"b": 0.0, "rho": rho_m}
     rho["readout_pool"] = rho_m
-    unshunted_r = gains.rho_in * centre / cal["pooled_mean_abs"]
-    _check_divisions("pooled output (read-out, TRN)", np.abs(pooled).mean(axis=-1), unshunted_r, gains.rho_in, bounds)
-    _weights(vals, circuit, "readout_drive", u / rho_m)
-    _divide(vals, circuit, "readout_relay", "readout_trn", gains, params.tau_syn, params.tau_int, gains.rho_in,
-            unshunted_r, circuit.meta.n_inh)
-    rho["readout_relay"] = gains.rho_in
-    divisions["readout_relay"] = (unshunted_r, gains.rho_in)
+    normalising_relays(vals, circuit, "readout_relay", "readout_trn", "readout_drive", rho_m, cal["pooled_mean_abs"],
+                       np.abs(pooled).mean(axis=-1), "pooled output (read-out, TRN)", gains, params, rho, divisions)
     rho_c = STREAM_RATE / cal["logits_rms"]
     _weights(vals, circuit, "readout_classes", u * model.readout_W / gains.rho_in)
     cls = circuit.population("classes")

@@ -21,26 +21,23 @@ shown).
 
 from __future__ import annotations
 
-from ctmhsa.circuits.co4 import CELL_TYPE, TRIAD, triad_weights
-from ctmhsa.circuits.parts import get_part, register_hook, register_values
-from ctmhsa.maths.co4 import co4_attention, co4_forward
-from ctmhsa.maths.reference import FEATURE_MAPS
-
-import math
-
 import numpy as np
 
+from ctmhsa.circuits.co4 import CELL_TYPE, TRIAD, triad_weights
+from ctmhsa.circuits.parts import get_part, register_hook, register_values
 from ctmhsa.circuits.transformer import attention_circuit, block_prefix, relay_sets
 from ctmhsa.circuits.values import CircuitValues
+from ctmhsa.maths.co4 import co4_attention, co4_forward
 from ctmhsa.maths.codes import DEFAULT_GAINS, CodeGains
 from ctmhsa.maths.inputs import InputRange, as_input_range
 from ctmhsa.maths.model import Block
+from ctmhsa.maths.reference import FEATURE_MAPS
 from ctmhsa.maths.transformer import normalise
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams
 
 from . import noise, operating  # noqa: F401 - register the linear circuit's hooks reused below
-from .blocks import (CALIBRATION_MARGIN, STREAM_RATE, ModelEncoding, _central_drive, _check_divisions, _divide, _rms,
-                     _weights, add_block_values, drawn_tokens, encode_readout, input_rates)
+from .blocks import (CALIBRATION_MARGIN, STREAM_RATE, ModelEncoding, _central_drive, _rms, _weights, add_block_values,
+                     drawn_tokens, encode_readout, input_rates, normalising_relays)
 from .decode import _copies_mean, _decode_key_value_memory, per_dimension
 from .encode import _key_value_memory, check_tokens, copies, encode
 from .noise import _rate_var
@@ -220,7 +217,6 @@ def encode_co4_model(circuit, model, tokens, gains: CodeGains = DEFAULT_GAINS, p
     cal = co4_scales(model, calibration if calibration is not None else drawn_tokens(rng, de, n), phi)
     shown = [co4_forward(x, model, phi=phi) for x in sets]          # for the checks only
     u, n_inh, bounds = params.u, circuit.meta.n_inh, division_bounds(gains)
-    centre = math.sqrt(bounds[0] * bounds[1])
     shape = model.shape
     p = block_prefix(0)
     sub = attention_circuit(n, de, shape["H"], shape["d"], shape["d"], n_inh, P=copies(circuit.population(p + "nucleus2")),
@@ -251,14 +247,9 @@ def encode_co4_model(circuit, model, tokens, gains: CodeGains = DEFAULT_GAINS, p
     for what, relays in relay_sets(sub).items():   # the questions' relays normalise the latents, the others X
         src, typical, shown_abs = (("latents", cal["latents_mean_abs"], np.abs(model.latents).mean(axis=-1))
                                    if what == "q" else ("input", cal["x_mean_abs"], np.abs(sets).mean(axis=-1)))
-        unshunted = gains.rho_in * centre / typical
-        _check_divisions(f"{'latents' if what == 'q' else 'X'} ({what} relays, TRN)", shown_abs, unshunted,
-                         gains.rho_in, bounds)
-        _weights(vals, circuit, p + f"drive_{what}", u / rho[src])
-        _divide(vals, circuit, p + relays, p + f"trn_{what}", gains, params.tau_syn, params.tau_int, gains.rho_in,
-                unshunted, n_inh)
-        rho[p + relays] = gains.rho_in
-        divisions[p + relays] = (unshunted, gains.rho_in)
+        normalising_relays(vals, circuit, p + relays, p + f"trn_{what}", p + f"drive_{what}", rho[src], typical,
+                           shown_abs, f"{'latents' if what == 'q' else 'X'} ({what} relays, TRN)", gains, params, rho,
+                           divisions)
     _weights(vals, circuit, p + "residual", u / rho["latents"])   # nucleus 2 at u (latents + x̃)
     if model.readout_W is not None:
         encode_readout(vals, circuit, model, cal, np.stack([r["pooled"] for r in shown]), rho[p + "nucleus2"],

@@ -102,26 +102,9 @@ def forward(P: dict, U, np_=np):
 
 def train(images, labels, arch: dict = ARCH, settings: dict = SETTINGS, log=print) -> tuple[dict, list]:
     """Minimise the cross-entropy with Adam (decoupled weight decay on the weight matrices, not on
-    the latents, biases or ``embed.pos``), minibatches reshuffled every epoch, half distorted.
-
-    Parameters
-    ----------
-    images : ndarray, shape (N, 8, 8)
-        Training images, pixels 0 ... 16.
-    labels : ndarray, shape (N,)
-        Digits 0 ... 9.
-    arch, settings : dict
-        :data:`ARCH`, :data:`SETTINGS`.
-    log : callable
-        Progress lines.
-
-    Returns
-    -------
-    params : dict of str -> ndarray
-        The weights, model-file keys.
-    history : list of (step, loss, train accuracy)
-        Cross-entropy (nats) and accuracy on the undistorted training images.
-    """
+    the latents, biases or ``embed.pos``), minibatches reshuffled every epoch, half distorted: the
+    loop of :func:`ctmhsa.sims.models.train_digits.fit_images`, arguments and results as
+    :func:`ctmhsa.sims.models.train_digits.train`'s (:data:`ARCH`, :data:`SETTINGS` here)."""
     _require()
     rng = np.random.default_rng(settings["seed"])
     return fit_images(init_params(rng, arch), images, labels, forward, settings, rng, log)
