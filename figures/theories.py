@@ -37,11 +37,12 @@ def draw_theories(doc: dict):
         a.bar(i, r["accuracy"], width=0.6, color=c, alpha=0.85)
         a.hlines(r["float_accuracy"], i - 0.36, i + 0.36, colors="0.2", linestyles="--", lw=1.2,
                  label="float model" if i == 0 else None)
-        a.text(i, r["accuracy"] + 0.004, f"{100 * r['accuracy']:.1f} %\nagree {100 * r['agreement']:.0f} %",
+        top = max(r["accuracy"], r["float_accuracy"])          # above the bar and its float dash
+        a.text(i, top + 0.004, f"{100 * r['accuracy']:.1f} %\nagree {100 * r['agreement']:.0f} %",
                ha="center", va="bottom", fontsize=7)
     lo = min(min(r["accuracy"], r["float_accuracy"]) for r in rows)
-    a.set_ylim(max(0.0, lo - 0.1), 1.04)
-    a.set_xticks(x, [_label(r) for r in rows], fontsize=6, rotation=30, ha="right")
+    a.set_ylim(max(0.0, lo - 0.1), 1.07)
+    a.set_xticks(x, [_label(r) for r in rows], fontsize=7, rotation=30, ha="right")
     a.set_ylabel("test accuracy")
     a.set_title(f"(a) {doc['images']} test digits at the escape level", fontsize=9)
     a.legend(fontsize=7, loc="lower right")
@@ -50,7 +51,7 @@ def draw_theories(doc: dict):
           label="spikes per image (thousands)")
     t = b.twinx()
     t.bar(x + 0.18, [r["wall_per_input"] for r in rows], width=0.36, color="0.7", label="wall time per image (s)")
-    b.set_xticks(x, [_label(r) for r in rows], fontsize=6, rotation=30, ha="right")
+    b.set_xticks(x, [_label(r) for r in rows], fontsize=7, rotation=30, ha="right")
     b.set_ylim(0, 1.4 * max(spikes))                                  # room for the legend above the bars
     t.set_ylim(0, 1.4 * max(r["wall_per_input"] for r in rows))
     b.set_ylabel("spikes per image (thousands)")
