@@ -339,7 +339,7 @@ def _cmd_digits(args) -> int:
     model = _load_model(args.model)
     images, labels = test_set()
     _check_digits_model(model, images.shape[1:], int(labels.max()) + 1)
-    cal = calibration_set() if args.model == "digits" else None
+    cal = calibration_set()   # every digits circuit is built for the training images, never the test ones
     count = len(labels) if args.images is None else args.images
     if not 1 <= count <= len(labels):
         raise ValueError(f"--images: expected 1..{len(labels)}, got {count}")
@@ -354,7 +354,7 @@ def _cmd_digits(args) -> int:
     try:
         c = classify(model, images[:count], labels[:count], neuron=args.neuron, presentation=args.presentation,
                      report=None if args.quiet else "progress", record_spikes=record, calibration=cal,
-                     **classify_options(args.neuron, args.presentation, args.firing), **opts)
+                     **classify_options(args.neuron, args.presentation, args.firing, model=model), **opts)
     except (ValueError, TypeError) as exc:
         raise _flagged(exc, _MODEL_FLAGS) from None
     doc = dict(benchmark="digits", quick=False, model=model.name, source=model.source, images=count,

@@ -57,12 +57,18 @@ on training images only (the first 150, 0.2 s each, agreement with the float mod
 96.7 %, 0.12 and 0.13 s 99.3 %, 0.14 and 0.15 s 98.7 %, 0.16 s 96.7 %; docs/digits.md): the
 chain settles in about 0.12 s, and a later start leaves a shorter window."""
 
+CO4_SETTLE = 0.15
+"""The same for a Co4 model's circuit (``load_model("digits_co4")``: the triad, the key-value memory
+and its read-out, a longer chain than the transformer's microcolumns). Chosen on training images
+only (the first 60, 0.2 s each, seed 0, agreement with the float model: lag 0.125 s 98.3 %,
+logits NRMSE 0.105; 0.15 s 100 %, 0.059; docs/co4.md)."""
+
 MIN_WINDOW = 0.05
 """Shortest decoding window (s) :func:`window_lag` leaves after :data:`SETTLE`; shorter
 presentations are read from their second half."""
 
 
-def window_lag(presentation: float, firing: str = FIRING):
+def window_lag(presentation: float, firing: str = FIRING, settle: float = SETTLE):
     """The decoding lag (s) of the digits circuit: for integrators, :data:`SETTLE` where the
     presentation is at least ``SETTLE + MIN_WINDOW`` long (0.2 s: the window 0.125-0.2 s), half
     the presentation otherwise (0.1 s: 0.05-0.1 s); ``None`` (the models' default, half the
@@ -75,7 +81,7 @@ def window_lag(presentation: float, firing: str = FIRING):
     if get_firing(firing).poisson:
         return None
     presentation = float(presentation)
-    return SETTLE if presentation >= SETTLE + MIN_WINDOW - 1e-12 else 0.5 * presentation
+    return settle if presentation >= settle + MIN_WINDOW - 1e-12 else 0.5 * presentation
 
 
 def cells(firing: str = FIRING) -> dict:
@@ -92,16 +98,19 @@ def cells(firing: str = FIRING) -> dict:
     return dict(firing=firing, params=HIGH_CONDUCTANCE.replace(tau_relay=5e-3))
 
 
-def classify_options(neuron: str, presentation: float, firing: str = FIRING) -> dict:
+def classify_options(neuron: str, presentation: float, firing: str = FIRING, model=None) -> dict:
     """Keywords of :func:`ctmhsa.sims.classify.classify` for the digits circuit at ``neuron``
     (``ctmhsa digits`` and ``ctmhsa bench digits``): at the escape level the cells of
-    ``firing`` (:func:`cells`) and the decoding lag (:func:`window_lag`); at the rate level, which
-    has no spikes, the same time constants (``params``) and the models' default window."""
+    ``firing`` (:func:`cells`) and the decoding lag (:func:`window_lag`; :data:`CO4_SETTLE` for a
+    Co4 ``model``, whose chain is longer); at the rate level, which has no spikes, the same time
+    constants (``params``) and the models' default window."""
+    from ctmhsa.maths.co4 import Co4Model
     from ctmhsa.neurons.levels import get_level
 
     opts = cells(firing)
     if get_level(neuron).escape:   # escape-noise somata: the cells of firing
-        return dict(opts, lag=window_lag(presentation, firing))
+        settle = CO4_SETTLE if isinstance(model, Co4Model) else SETTLE
+        return dict(opts, lag=window_lag(presentation, firing, settle))
     return dict(params=opts["params"])
 
 DIGITS_TRAIN = 1300

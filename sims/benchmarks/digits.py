@@ -97,7 +97,7 @@ def main(args) -> int:
         _progress_line(c)
     for p in presentations:
         c = classify(model, x, y, neuron="escape", presentation=p, seed=args.seed, calibration=cal,
-                     **classify_options("escape", p, args.firing), **opts)
+                     **classify_options("escape", p, args.firing, model=model), **opts)
         doc["rows"].append(classification_row(c, EXAMPLES, x))
         _progress_line(c)
     doc["float_accuracy"] = c.float_accuracy

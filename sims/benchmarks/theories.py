@@ -99,7 +99,7 @@ def main(args) -> int:
     for theory, name, P, presentation in runs:
         model = models[name]
         c = classify(model, x, y, neuron="escape", presentation=presentation, seed=args.seed, calibration=cal,
-                     P=P, **classify_options("escape", presentation))
+                     P=P, **classify_options("escape", presentation, model=model))
         neurons, synapses = _circuit_size(model, P, x.shape[1])
         row = dict(c.summary(), theory=theory, model=name, P=P, parameters=_parameters(model), synapses=synapses,
                    predictions=c.predictions.tolist(), float_predictions=c.float_predictions.tolist())
