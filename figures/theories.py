@@ -65,7 +65,7 @@ def draw_theories(doc: dict):
 def _caption(doc: dict) -> str:
     return (f"Two theories of cortical attention on the same cells (escape level, the digits circuit's cells) and "
             f"the same task: the shipped digits models of Granier & Senn (microcolumns, one block with an MLP) and "
-            f"of Co4 (cooperation-cell triad over four latent queries, then the key-value memory), each circuit built "
+            f"of Co4 (cooperation-cell triad over four latent queries, then a memory of keys and values), each circuit built "
             f"for the training images, reading the first {doc['images']} held-out test images for "
             f"{' or '.join(f'{p:g}' for p in doc['presentations'])} s each. (a) Accuracy in spikes (bars) and of the float model (dashes); "
             f"agreement with the float model's predictions. (b) Spikes of every cell and wall time per image. "

@@ -587,7 +587,8 @@ FIGURES_DRAWN = ("fig1b_head_cells", "fig1c_pathway", "fig4a_cross_attention", "
 without importing matplotlib (a test keeps the two equal)."""
 FIGURES_ELSEWHERE = ("summary_default_run (summary.png) by ctmhsa run, experiment_NAME by ctmhsa experiment "
                      "NAME, training by ctmhsa train, transformer_depth and transformer_circuit by ctmhsa bench "
-                     "depth, digits by ctmhsa bench digits, timescale_population by ctmhsa bench timescale")
+                     "depth, digits by ctmhsa bench digits, timescale_population by ctmhsa bench timescale, "
+                     "theories by ctmhsa bench theories")
 """Which command draws each gallery figure that ``ctmhsa figures`` does not (docs/figures.md)."""
 
 

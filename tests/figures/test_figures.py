@@ -161,7 +161,8 @@ def test_stage_table_is_one_numpy_free_table_that_sims_result_re_exports():
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert imported <= {"__future__", "typing"}, imported
     assert result.STAGE_ORDER is stages.STAGE_ORDER and result.STAGE_LABELS is stages.STAGE_LABELS
-    assert stages.STAGE_ORDER == ("q", "k", "v", "s", "kappa", "S", "z", "Z", "y", "v_tilde", "x_tilde")
+    assert stages.STAGE_ORDER == ("q", "k", "v", "q_m", "k_m", "v_m", "s", "kappa", "S", "z", "Z", "y", "v_tilde",
+                                  "x_tilde")
     assert stages.STAGE_LABELS["v_tilde"] == ("ṽ", "context value, L5 PT")
     assert stages.title("kappa") == "κ: attention (L2/3 soma)" and stages.symbol("x_tilde") == "x̃"
     with pytest.raises(KeyError, match="unknown stage 'w'"):
