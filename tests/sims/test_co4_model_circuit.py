@@ -56,6 +56,7 @@ def test_the_shipped_co4_model_is_run_not_refused():
         as_model("digits_co4", co4=False)
 
 
+@pytest.mark.long   # 8 s on 2 busy cores; the one-set test above stays in the default suite
 def test_a_stream_of_sets_with_copies_follows_each_set():
     """The stream path (``classify``, the benchmarks) with two copies per value: every
     presentation's output and logits those of ``co4_forward`` on its own set, in order."""
