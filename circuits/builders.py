@@ -320,7 +320,7 @@ class StreamMemory(Part):
     populations = ("outer", "outer_z", "memory", "memory_z", "readout", "readout_z", "nucleus_gate")
     no_causal = ("the memory circuit is causal by construction (token t reads the memory of tokens <= t); "
                  "leave causal out")
-    area = stream = True
+    area = stream = integrators = True
     normalize = False      # the revised paper's circuit is unnormalised
     stages = CIRCUIT_STAGES["linear"]
     levels = ("rate", "escape")
@@ -328,8 +328,7 @@ class StreamMemory(Part):
     def check_options(self, co):
         for name, ok, why in (
                 ("law", "product", "its L5 read-out cells multiply"),
-                ("signed", "onoff", "its signed streams use the on/off code"),
-                ("firing", "poisson", "its cells are not perfect integrators")):
+                ("signed", "onoff", "its signed streams use the on/off code")):
             value = getattr(co, name)
             if not isinstance(value, str) or value != ok:
                 raise ValueError(f"{name}: {value!r} does not apply to circuit='memory' ({why}); leave it at {ok!r}")

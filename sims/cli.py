@@ -391,8 +391,8 @@ def _cmd_generate(args) -> int:
     out = check_output(args.out, 0, what="--out")
     args._out = out
     circuit = args.neuron != "float"
-    opts = {k: v for k, v in dict(P=args.P, presentation=args.presentation, codegen=args.codegen).items()
-            if v is not None}
+    opts = {k: v for k, v in dict(P=args.P, presentation=args.presentation, codegen=args.codegen,
+                                  firing=args.firing).items() if v is not None}
     if circuit:
         opts.update(report=None if args.quiet else "progress")
         if get_level(args.neuron).spiking:   # the figure's raster of the output nucleus
@@ -825,6 +825,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--seed", type=_count(0), default=0, help="seed of the draws and the simulation (default 0)")
     gen.add_argument("--presentation", type=_times, help="seconds per character (default 0.2)")
     gen.add_argument("--P", type=_count(1), help="cells per value (default 4 at the spiking levels)")
+    gen.add_argument("--firing", choices=FIRING,
+                     help="how the escape cells fire (default poisson: escape noise; population: each value's "
+                          "copies in turn, docs/language.md)")
     gen.add_argument("--model", default="shakespeare", help="model file or shipped name (default shakespeare)")
     gen.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target (default auto)")
     gen.add_argument("--out", default=os.path.join("results", "generate"),

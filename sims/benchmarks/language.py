@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+from ctmhsa.neurons.firing import FIRING_MODES
 from ctmhsa.neurons.levels import get_level
 from ctmhsa.sims.io import versions
 from ctmhsa.sims.progress import progress
@@ -76,6 +77,9 @@ def add_arguments(parser) -> None:
                         help=f"characters per window (default {_flag('length')})")
     parser.add_argument("--P", type=count, default=None,
                         help="copies per value at the escape level (default simulate_model's, 4; the rate level: 1)")
+    parser.add_argument("--firing", default="poisson", choices=list(FIRING_MODES),
+                        help="how the escape level's cells fire (default poisson: escape noise; population: "
+                             "each value's copies in turn, docs/timescale.md)")
     parser.add_argument("--seed", type=int, default=1,
                         help="seed of the held-out sequences and windows, and of the simulations (default 1)")
     parser.add_argument("--codegen", default="cython", choices=["auto", "numpy", "cython"],
@@ -132,6 +136,8 @@ def settings(args) -> dict:
         raise ValueError(f"--seed: {args.seed} draws the calibration sequences; choose another")
     if "escape" not in spiking and args.P is not None:
         raise ValueError("--P: copies per value at the escape level, but --levels has no escape")
+    if "escape" not in spiking and args.firing != "poisson":
+        raise ValueError("--firing: how the escape level's cells fire, but --levels has no escape")
     s["P"] = args.P
     return s
 
@@ -140,7 +146,10 @@ def _simulate(model, U, level: str, presentation: float, calibration, args) -> t
     """One sequence through the circuit: ``(ModelResult, wall s, warnings)``."""
     from ctmhsa.sims.model import simulate_model
 
-    opts = {} if args.P is None or not get_level(level).spiking else {"P": args.P}
+    spiking = get_level(level).spiking
+    opts = {} if args.P is None or not spiking else {"P": args.P}
+    if spiking and args.firing != "poisson":
+        opts["firing"] = args.firing
     record: list = []
     t0 = time.perf_counter()
     with warnings_into(record):
@@ -221,6 +230,7 @@ def main(args) -> int:
     points = [(lv, p) for lv in s["levels"] for p in ([None] if lv == "float" else s["presentations"])]
     doc = dict(benchmark="language", quick=bool(args.quick), levels=s["levels"], presentations=s["presentations"],
                pairs=s["pairs"], sequences=s["sequences"], windows=s["windows"], length=s["length"], P=s["P"],
+               firing=args.firing,
                seed=args.seed, codegen=args.codegen, recall_values=int(recall.readout_W.shape[0]),
                vocabulary=len(chars.vocab),
                recall_calibration=dict(RECALL_CALIBRATION,

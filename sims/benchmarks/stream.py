@@ -5,7 +5,9 @@ The memory circuit (``circuit="memory"``, unnormalised, no forgetting by default
 held-out random tokens (seed ``--seed``), one per presentation, at the default head size (dk = dv
 = de = 8, H = 2). For every setting of population coding (``--P``: copies of every population
 but the gate) and write-cell gain (``--rho-outer``, Hz per unit of ``φ(k) v``; the shipped gain
-is :class:`ctmhsa.maths.codes.CodeGains`'s) it reports x̃'s NRMSE pooled over the stream and per
+is :class:`ctmhsa.maths.codes.CodeGains`'s) and firing mode (``--firing``: escape noise, or each
+value's copies in turn), with the circuit's default cells or a causal model's 5 ms ones
+(``--cells``), it reports x̃'s NRMSE pooled over the stream and per
 token (tokens after the first), its noise floor (the read-out's spike counts and the writes'
 counts carried by the integrators, :mod:`ctmhsa.mapping.kvmemory`), the correlation with the
 reference pooled and per token, the neurons, the mean rates of the memory's populations, the
@@ -22,6 +24,7 @@ import time
 
 import numpy as np
 
+from ctmhsa.neurons.firing import FIRING_MODES
 from ctmhsa.sims.io import versions
 from ctmhsa.sims.progress import progress
 
@@ -34,6 +37,16 @@ POPULATIONS = ("nucleus1", "nucleus1_kv", "outer", "memory", "readout", "l5pt", 
 """The populations ``--P`` copies (the gate relay stays one signal)."""
 RATES = ("outer", "memory", "readout", "l5pt", "nucleus2")
 TARGET = dict(nrmse=0.10, r=0.99, neurons=100_000)
+CELLS = ("default", "fast")
+"""``--cells``: the circuit's default cells, or a causal model's (:data:`ctmhsa.sims.model.CAUSAL_PARAMS`)."""
+
+
+def cell_params(cells: str):
+    """The :class:`ctmhsa.neurons.params.CellParams` ``--cells`` names."""
+    from ctmhsa.neurons.params import DEFAULT_PARAMS
+    from ctmhsa.sims.model import CAUSAL_PARAMS
+
+    return dict(default=DEFAULT_PARAMS, fast=CAUSAL_PARAMS)[cells]
 
 
 def add_arguments(parser) -> None:
@@ -44,6 +57,12 @@ def add_arguments(parser) -> None:
                         help="copies per population, one run each (default 16 32)")
     parser.add_argument("--rho-outer", type=float, nargs="+", default=[20.0, 80.0],
                         help="write cells' gain, Hz per unit of φ(k)v, one run each (default 20 80; 20 is the shipped)")
+    parser.add_argument("--firing", nargs="+", default=["poisson"], choices=list(FIRING_MODES),
+                        help="how the escape cells fire, one run each (default poisson: escape noise; population: "
+                             "each value's copies in turn, docs/timescale.md)")
+    parser.add_argument("--cells", default="default", choices=list(CELLS),
+                        help="the cells' time constants (default: the pathway's 10 ms; fast: 5 ms somata, dendrites "
+                             "and relays, a causal model's, ctmhsa.sims.model.CAUSAL_PARAMS)")
     parser.add_argument("--presentation", type=float, default=0.2, help="seconds per token (default 0.2)")
     parser.add_argument("--normalize", action="store_true", help="the normalised variant")
     parser.add_argument("--seed", type=int, default=1, help="weights' and tokens' seed (default 1: held out)")
@@ -62,7 +81,7 @@ def problem(T: int, seed: int) -> tuple:
     return rng.normal(size=(T, de)), W
 
 
-def row(X, W, P: int, rho_outer: float, args) -> dict:
+def row(X, W, P: int, rho_outer: float, args, firing: str = "poisson") -> dict:
     """One run: x̃ against the reference and its floor, pooled and per token."""
     from ctmhsa.maths.codes import default_gains
     from ctmhsa.sims import simulate_mhsa
@@ -76,7 +95,7 @@ def row(X, W, P: int, rho_outer: float, args) -> dict:
     with warnings_into(record):
         res = simulate_mhsa(X, *W, circuit="memory", neuron=args.neuron, presentation=args.presentation,
                             P=copies, gains=gains, normalize=args.normalize, seed=args.spike_seed,
-                            codegen=args.codegen)
+                            codegen=args.codegen, firing=firing, params=cell_params(args.cells))
     wall = time.perf_counter() - t0
     m = res.metrics()["x_tilde"]
     x, ref = np.asarray(res.x_tilde), np.asarray(res.reference)
@@ -84,7 +103,7 @@ def row(X, W, P: int, rho_outer: float, args) -> dict:
     r_tok = np.array([np.corrcoef(x[t], ref[t])[0, 1] for t in range(len(x))])
     ranges = res.diagnostics["range"]
     saturated = sorted({p for rep in ranges for p, v in rep.items() if v.get("saturated")})
-    return dict(P=int(P), rho_outer=float(rho_outer), nrmse=float(m["nrmse"]), floor=float(m["noise_floor"]),
+    return dict(P=int(P), rho_outer=float(rho_outer), firing=firing, nrmse=float(m["nrmse"]), floor=float(m["noise_floor"]),
                 r=float(m["r"]), per_token=per.tolist(), r_per_token=r_tok.tolist(),
                 worst_after_first=float(per[1:].max()) if len(per) > 1 else float("nan"),
                 median=float(np.median(per)), r_min_after_first=float(r_tok[1:].min()) if len(per) > 1 else float("nan"),
@@ -94,12 +113,13 @@ def row(X, W, P: int, rho_outer: float, args) -> dict:
 
 def _print(doc: dict) -> None:
     print(f"memory circuit, {doc['neuron']}, T = {doc['T']}, {doc['presentation']:g} s per token, "
-          f"H = {SIZES['H']}, dk = dv = de = {SIZES['de']}{', normalised' if doc['normalize'] else ''}")
-    print(f"{'P':>4} {'rho_outer':>9} {'neurons':>8} {'x̃ NRMSE':>8} {'floor':>6} {'r':>6} {'worst tok':>9} "
+          f"H = {SIZES['H']}, dk = dv = de = {SIZES['de']}{', normalised' if doc['normalize'] else ''}, "
+          f"{doc['cells']} cells")
+    print(f"{'firing':>10} {'P':>4} {'rho_outer':>9} {'neurons':>8} {'x̃ NRMSE':>8} {'floor':>6} {'r':>6} {'worst tok':>9} "
           f"{'median':>6} {'min r':>6} {'rates outer/memory/readout/PT/n2 (Hz)':>38} {'wall s':>7}")
     for r in doc["rows"]:
         rates = "/".join(f"{r['rates'][p]:.1f}" for p in RATES)
-        print(f"{r['P']:>4} {r['rho_outer']:>9g} {r['neurons']:>8,} {r['nrmse']:>8.3f} {r['floor']:>6.3f} "
+        print(f"{r['firing']:>10} {r['P']:>4} {r['rho_outer']:>9g} {r['neurons']:>8,} {r['nrmse']:>8.3f} {r['floor']:>6.3f} "
               f"{r['r']:>6.3f} {r['worst_after_first']:>9.3f} {r['median']:>6.3f} {r['r_min_after_first']:>6.3f} "
               f"{rates:>38} {r['wall_s']:>7.0f}" + (f"  saturated: {', '.join(r['saturated'])}" if r["saturated"] else ""))
     print(f"target: x̃ NRMSE <= {TARGET['nrmse']} and r >= {TARGET['r']} on every token after the first, "
@@ -115,10 +135,12 @@ def main(args) -> int:
     X, W = problem(args.T, args.seed)
     doc = dict(benchmark="stream", neuron=args.neuron, T=args.T, presentation=args.presentation,
                normalize=bool(args.normalize), seed=args.seed, spike_seed=args.spike_seed, sizes=SIZES,
-               target=TARGET, codegen=args.codegen, rows=[], versions=versions(), cpus=os.cpu_count())
-    grid = [(P, g) for P in args.P for g in args.rho_outer]
-    for P, g in progress(grid, desc="bench stream", unit="run"):
-        doc["rows"].append(row(X, W, P, g, args))
+               cells=args.cells, target=TARGET, codegen=args.codegen, rows=[], versions=versions(), cpus=os.cpu_count())
+    if args.neuron != "escape" and args.firing != ["poisson"]:
+        raise ValueError(f"--firing: how the escape level's cells fire; --neuron is {args.neuron!r}")
+    grid = [(f, P, g) for f in dict.fromkeys(args.firing) for P in args.P for g in args.rho_outer]
+    for f, P, g in progress(grid, desc="bench stream", unit="run"):
+        doc["rows"].append(row(X, W, P, g, args, firing=f))
     doc["wall_s"] = time.perf_counter() - t_all
     print()
     _print(doc)

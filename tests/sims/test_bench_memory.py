@@ -124,8 +124,21 @@ def test_bench_stream_writes_its_rows(tmp_path, capsys):
     assert main(["bench", "stream", "--neuron", "rate", "--T", "3", "--P", "1", "--rho-outer", "20", "40",
                  "--presentation", "0.3", "--codegen", "numpy", "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
-    assert [(r["P"], r["rho_outer"]) for r in doc["rows"]] == [(1, 20.0), (1, 40.0)]
+    assert [(r["P"], r["rho_outer"], r["firing"]) for r in doc["rows"]] == [(1, 20.0, "poisson"), (1, 40.0, "poisson")]
+    assert doc["cells"] == "default"
     for r in doc["rows"]:
         assert r["nrmse"] < 1e-5 and len(r["per_token"]) == 3 and r["floor"] == 0.0 and r["neurons"] > 0
         assert set(r["rates"]) == {"outer", "memory", "readout", "l5pt", "nucleus2"}
     assert "target: x̃ NRMSE <= 0.1" in capsys.readouterr().out
+
+
+@pytest.mark.codegen_independent
+def test_bench_stream_refuses_a_firing_mode_without_spikes(tmp_path, capsys):
+    from ctmhsa.sims.benchmarks import stream
+
+    from ctmhsa.sims.cli import main
+
+    assert stream.cell_params("fast").tau_m == 5e-3 and stream.cell_params("default").tau_m > 5e-3
+    assert main(["bench", "stream", "--neuron", "rate", "--firing", "population", "--out", str(tmp_path / "s.json")]) != 0
+    assert "--firing: how the escape level's cells fire; --neuron is 'rate'" in capsys.readouterr().err
+    assert not (tmp_path / "s.json").exists()

@@ -45,7 +45,6 @@ def test_a_causal_model_takes_one_sequence():
 @pytest.mark.parametrize("kw, match", [
     (dict(lag=0.01), "lag: a causal model's token reaches its relays 0.02 s into each presentation"),
     (dict(dale=True), "dale: a causal model's blocks are memory circuits"),
-    (dict(firing="regular"), "firing: 'regular' does not apply to circuit='memory'"),
 ])
 def test_what_a_causal_models_memory_blocks_do_not_build_is_refused(kw, match, monkeypatch):
     import ctmhsa.sims.model as sm
