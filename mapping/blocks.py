@@ -330,8 +330,9 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
             if causal:   # the memory's operating point from the range, both ends of the stream (normalised)
                 drive = (kvmemory.stream_drive(sub, blk, rng_l, phi, gains, model.forget, T)
                          if model.memory_normalised else None)
+                # the memory's scale and its integrators' peak from the calibration's own sequences
                 enc = encode(sub, xn[0], blk, gains=gains, params=params, phi=phi, input_range=rng_l, drive=drive,
-                             timing=mem)
+                             timing=dict(mem, calibration=cb["xn"]))
                 kvmemory.check_stream(sub, enc.consts, xn, None, blk, phi, model.forget)
             else:
                 drive = _central_drive(np.concatenate([pooled_drive(sub, x, x, blk, phi) / R_set for x in xc],

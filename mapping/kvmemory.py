@@ -37,7 +37,8 @@ from .operating import check_division, expected_drive, set_points
 from ctmhsa.maths.reference import FEATURE_MAPS
 from ctmhsa.maths.reference import memory_attention
 
-__all__ = ["READ_SETTLE", "read_lag", "forget_factor", "horizon", "memory_scale", "integrator_constants",
+__all__ = ["READ_SETTLE", "read_lag", "forget_factor", "horizon", "memory_scale", "MEMORY_PEAK_RATE",
+           "drawn_tokens", "peak_rates", "capped", "integrator_constants",
            "check_stream", "token_lead", "gate_table", "stream_drive", "stream_tables",
            "reference_stages", "to_stream", "token_times"]
 
@@ -64,7 +65,7 @@ SCALE_SAMPLES = 512
 
 
 def memory_scale(weights, input_range, phi: str, forget: float, tokens: int, de: int,
-                 samples: int = SCALE_SAMPLES) -> float:
+                 samples: int = SCALE_SAMPLES, tokens_drawn=None) -> float:
     """``s``: how many tokens' worth of one token's product ``v φ(k)ᵀ`` the memory holds, in
     root mean square, after a stream of ``tokens`` independent tokens drawn from the declared
     range (:func:`ctmhsa.maths.inputs.sample_tokens`, seed 2: the weights and the range, never
@@ -76,10 +77,9 @@ def memory_scale(weights, input_range, phi: str, forget: float, tokens: int, de:
     The unnormalised memory holds ``M / s`` and its read-out encodes ``ṽ / s``, so that a
     random stream keeps its cells at the rates of one token whatever its length; a stream
     whose products agree reads up to ``h / s`` higher (``√T`` at λ = 1 for zero-mean products),
-    which the operating report flags where a cell saturates."""
-    from ctmhsa.maths.inputs import sample_tokens
-
-    x = sample_tokens(input_range, de, (int(samples),), seed=2)                 # (S, de)
+    which the operating report flags where a cell saturates. ``tokens_drawn`` (``(S, de)``, a
+    calibration set's tokens) replaces the draws from the range."""
+    x = drawn_tokens(input_range, de, samples) if tokens_drawn is None else np.asarray(tokens_drawn, float)
     f = FEATURE_MAPS[phi][0]
     prod = np.einsum("hce,se->shc", weights.WV, x)[..., :, None] * f(np.einsum("hfe,se->shf", weights.WK, x))[..., None, :]
     mean_sq = float(np.mean(np.sum(prod ** 2, axis=(1, 2, 3))))
@@ -89,6 +89,57 @@ def memory_scale(weights, input_range, phi: str, forget: float, tokens: int, de:
     if mean_sq <= 0:
         return h
     return float(np.sqrt((h * h * sq_mean + h2 * max(mean_sq - sq_mean, 0.0)) / mean_sq))
+
+
+MEMORY_PEAK_RATE = 500.0
+"""Hz: the most a cell of the memory's read path (integrators, L5 read-out, L5 PT, nucleus 2)
+may fire on the streams its scale is calibrated on (:func:`peak_rates`); half of the escape
+level's ``1/dt`` at 1 ms, so that a stream twice the calibration's largest stays below the one
+spike per step an escape cell can fire. The shipped character model's read path fired up to
+1,700 Hz on its calibration strings at the RMS scale alone and saturated on the validation
+play (integrators and read-out cells at 1 kHz; ṽ of those tokens 0.3-0.7 off)."""
+
+
+def drawn_tokens(input_range, de: int, samples: int = SCALE_SAMPLES) -> np.ndarray:
+    """The tokens a memory's scale is estimated on where no calibration set is given: ``samples``
+    drawn from the declared range (:func:`ctmhsa.maths.inputs.sample_tokens`, seed 2), ``(S, de)``."""
+    from ctmhsa.maths.inputs import sample_tokens
+
+    return sample_tokens(input_range, de, (int(samples),), seed=2)
+
+
+def peak_rates(weights, tokens_drawn, phi: str, forget: float, tokens: int, gains, rho_l23) -> dict:
+    """The largest rate (Hz) of each population of the read path at a memory scale of 1, over streams of ``tokens``
+    tokens cut in order from ``tokens_drawn`` (``(S, de)``: a calibration set's sequences one
+    after the other, or draws of the declared range; at least one stream), each from an empty
+    memory: integrators ``rho_memory |M|``, read-out ``rho_l23 φ(q_f) |M_cf|``, L5 PT
+    ``rho_pt |ṽ| / dk`` and nucleus 2 ``rho_out |x̃| / dk`` (the unnormalised codes of
+    :func:`ctmhsa.mapping.encode._key_value_memory`, all divided by the scale). The weights and
+    those tokens, never the tokens shown."""
+    x = np.asarray(tokens_drawn, float)
+    T = max(1, min(int(tokens), len(x)))
+    f = FEATURE_MAPS[phi][0]
+    k = f(np.einsum("hfe,se->shf", weights.WK, x))
+    q = f(np.einsum("hfe,se->shf", weights.WQ, x))
+    v = np.einsum("hce,se->shc", weights.WV, x)
+    dk, rho = k.shape[-1], np.asarray(rho_l23, float).reshape(-1)[:, None, None]
+    top = dict(memory=0.0, readout=0.0, l5pt=0.0, nucleus2=0.0)
+    for i in range(len(x) // T):
+        M = np.zeros(v.shape[1:] + k.shape[-1:])                                     # (H, dv, dk)
+        for t in range(i * T, (i + 1) * T):
+            M = float(forget) * M + v[t][..., :, None] * k[t][..., None, :]
+            vt = np.einsum("hcf,hf->hc", M, q[t])
+            top["memory"] = max(top["memory"], float(np.max(np.abs(M))))
+            top["readout"] = max(top["readout"], float(np.max(rho * np.abs(M) * q[t][:, None, :])))
+            top["l5pt"] = max(top["l5pt"], float(np.max(np.abs(vt))))
+            top["nucleus2"] = max(top["nucleus2"], float(np.max(np.abs(np.einsum("hec,hc->e", weights.WO, vt)))))
+    return dict(memory=gains.rho_memory * top["memory"], readout=top["readout"], l5pt=gains.rho_pt * top["l5pt"] / dk,
+                nucleus2=gains.rho_out * top["nucleus2"] / dk)
+
+
+def capped(gain: float, peak: float) -> float:
+    """``gain`` lowered by ``MEMORY_PEAK_RATE / peak`` where ``peak`` (Hz at ``gain``) is above it."""
+    return float(gain) * min(1.0, MEMORY_PEAK_RATE / float(peak)) if peak > 0 else float(gain)
 
 
 def integrator_constants(forget: float, dt: float, window: float = WRITE_WINDOW) -> dict:
@@ -107,15 +158,25 @@ def _stream_memory(circuit, vals, gains, ctx):
     if timing is None:
         raise ValueError("timing: the memory circuit's integrators need the stream's presentation, dt and "
                          "forgetting (ctmhsa.sims.build_mhsa gives them)")
-    gains, R_set = _key_value_memory(circuit, vals, gains, ctx)
-    const = integrator_constants(timing["forget"], timing["dt"])
     normalised = "interneuron" in circuit.populations
     h = horizon(timing["forget"], timing["tokens"])
     # the memory's units: M / s unnormalised (its RMS over a random stream of the declared range,
-    # memory_scale), M / h and z / h normalised (the division's range spans the whole horizon)
+    # or of the calibration's tokens, memory_scale), M / h and z / h normalised (the division's
+    # range spans the whole horizon); the integrators' gain capped at the calibration's peak
+    drawn = timing.get("calibration")
+    if drawn is None and not normalised:
+        drawn = drawn_tokens(ctx["input_range"], circuit.meta.de)
     s = h if normalised else memory_scale(ctx["weights"], ctx["input_range"], ctx["phi"], timing["forget"],
-                                          timing["tokens"], circuit.meta.de)
-    ctx["timing"] = dict(timing, scale=s)   # for decoding (Encoding.consts["timing"])
+                                          timing["tokens"], circuit.meta.de, tokens_drawn=drawn)
+    if not normalised:   # no cell of the read path above MEMORY_PEAK_RATE on those streams: the
+        # read-out through the scale, the integrators, L5 PT and nucleus 2 through their own gains
+        peaks = peak_rates(ctx["weights"], drawn, ctx["phi"], timing["forget"], timing["tokens"], gains,
+                           ctx["rho_l23"])
+        s = max(s, peaks["readout"] / MEMORY_PEAK_RATE)
+        gains = replace(gains, rho_memory=capped(gains.rho_memory, peaks["memory"] / s))
+    gains, R_set = _key_value_memory(circuit, vals, gains, ctx)
+    const = integrator_constants(timing["forget"], timing["dt"])
+    ctx["timing"] = {**{k: v for k, v in timing.items() if k != "calibration"}, "scale": s}   # for decoding
     for z in ("", "_z"):
         if f"memory{z}" in circuit.populations:
             vals.params[f"memory{z}"] = dict(const, rho=gains.rho_memory, tau_gate=timing["dt"])
@@ -125,7 +186,8 @@ def _stream_memory(circuit, vals, gains, ctx):
             vals.weights[f"bypass{z}"] = vals.weights[f"write{z}"]   # the current product, in the memory's units
     if not normalised:   # Σ_f readout = rho_l23 ṽ / s, ṽ sums s tokens' worth
         R_set = R_set / s
-        gains = replace(gains, rho_pt=gains.rho_pt / s, rho_out=gains.rho_out / s)
+        gains = replace(gains, rho_pt=capped(gains.rho_pt / s, peaks["l5pt"] / s),
+                        rho_out=capped(gains.rho_out / s, peaks["nucleus2"] / s))
     if "l5pt" in circuit.populations:
         vals.weights["readout_pt"] = ctx["u"] / R_set
     vals.params["nucleus_gate"] = {"r_in": 0.0}

@@ -52,8 +52,9 @@ Held-out random weights (``N(0, 1/de)``, value read-out ``N(0, 1/dv)``) and toke
   then 8 zero tokens, without forgetting and at ``τ_mem`` = 1 s: the integrators' rates per
   token and their change between writes.
 
-Only the rate level is measured so far (``--neuron rate``); the spiking levels of the memory
-circuit are not built. Prints a table and writes JSON; the command line then draws the figure
+``--neuron escape`` measures the decay, the capacity and recall vs lag of the same instances
+with escape cells (``--P`` copies, ``--firing``, ``--cells``: :data:`SPIKING`); the predictions
+and the latency are the rate level's. Prints a table and writes JSON; the command line then draws the figure
 from the JSON (:func:`ctmhsa.figures.memory.draw`). ``--quick`` is a smoke test.
 """
 
@@ -67,7 +68,10 @@ import numpy as np
 from ctmhsa.sims.io import versions
 from ctmhsa.sims.progress import progress
 
+from ctmhsa.neurons.firing import FIRING_MODES
+
 from .common import add_out_argument, count, finish, warnings_into
+from .stream import CELLS, cell_params
 from .timescale import QUICK_MARK
 
 FIGURE = "ctmhsa.figures.memory"
@@ -81,8 +85,13 @@ __all__ = ["HELP", "LEVELS", "FIGURE", "add_arguments", "settings", "check_neuro
 HELP = ("key-value memory over a stream: decay vs tau_mem, recall vs stored pairs and dk, recall vs lag, latency "
         "per token (v1 beside)")
 
-LEVELS = ("rate",)
-"""The levels measured; the memory circuit's spiking levels are not built yet."""
+LEVELS = ("rate", "escape")
+"""The levels measured: the escape level the decay, the capacity and recall vs lag (the
+predictions and the latency at the rate level only)."""
+
+SPIKING = dict(P=16, firing="poisson", cells="default")
+"""The escape level's ``--P`` (copies of every population but the gate relay), ``--firing``
+and ``--cells`` (:mod:`ctmhsa.sims.benchmarks.stream`'s) where not given."""
 
 DECAY_SIZES = dict(H=2, dk=8, dv=8, de=8)      # the default head size (``ctmhsa run``)
 CAPACITY_SIZES = dict(dv=8, de=16)              # de >= dk: the query token can be the stored key
@@ -120,6 +129,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--latency-T", type=count, default=None, help="presentations of the latency runs (default 8)")
     parser.add_argument("--set-size", type=count, default=None, help="tokens per set of the v1 circuit (default 8)")
     parser.add_argument("--repeats", type=count, default=None, help="latency repeats (default 3)")
+    parser.add_argument("--P", type=count, default=None,
+                        help=f"escape level: copies of every population but the gate relay (default {SPIKING['P']})")
+    parser.add_argument("--firing", default=None, choices=list(FIRING_MODES),
+                        help="escape level: how the cells fire (default poisson; population: each value's copies in turn)")
+    parser.add_argument("--cells", default=None, choices=list(CELLS),
+                        help="escape level: the cells' time constants (default: the circuit's; fast: a causal "
+                             "model's 5 ms cells)")
     parser.add_argument("--seed", type=int, default=1, help="weights' and tokens' seed (default 1: held out)")
     parser.add_argument("--codegen", default="numpy", choices=["auto", "numpy", "cython"],
                         help="Brian2 target (default numpy: the rate level's small networks)")
@@ -132,9 +148,21 @@ def add_arguments(parser) -> None:
 def check_neuron(neuron: str) -> str:
     """``neuron`` if this benchmark measures that level, else a ``ValueError`` naming ``--neuron``."""
     if neuron not in LEVELS:
-        raise ValueError(f"--neuron: the memory benchmark measures the {' and '.join(LEVELS)} level only "
-                         f"(the memory circuit's spiking levels are not built yet), got {neuron!r}")
+        raise ValueError(f"--neuron: the memory benchmark measures the {' and '.join(LEVELS)} levels "
+                         f"(the memory circuit is built at these), got {neuron!r}")
     return neuron
+
+
+def circuit_options(args) -> dict:
+    """The escape level's options (copies, firing mode, cells: :data:`SPIKING` where not given),
+    ``{}`` at the rate level, whose flags they are not (a ``ValueError`` naming the flag)."""
+    given = {k: getattr(args, k, None) for k in SPIKING if getattr(args, k, None) is not None}
+    if args.neuron == "rate":
+        if given:
+            raise ValueError(f"--{next(iter(given))}: an escape-level option; --neuron is 'rate'")
+        return {}
+    o = {**SPIKING, **given}
+    return dict(P=o["P"], firing=o["firing"], params=cell_params(o["cells"]))
 
 
 def settings(args) -> dict:
@@ -142,6 +170,14 @@ def settings(args) -> dict:
     check_neuron(args.neuron)
     base = QUICK if args.quick else FULL
     s = {k: (getattr(args, k) if getattr(args, k, None) is not None else v) for k, v in base.items()}
+    s["latency"] = args.neuron == "rate"
+    if args.neuron != "rate":   # the predictions and the latency are the rate level's
+        for k in ("prediction_seeds", "latency_T", "set_size", "repeats"):
+            if getattr(args, k, None) is not None and not (k == "prediction_seeds" and args.prediction_seeds == 0):
+                raise ValueError(f"--{k.replace('_', '-')}: the predictions and the latency are measured at the rate "
+                                 f"level; --neuron is {args.neuron!r}")
+        s["prediction_seeds"] = 0
+    s["circuit"] = circuit_options(args)
     if not args.presentation > 0 or any(not t > 0 for t in s["tau_mem"]):
         raise ValueError("--presentation, --tau-mem: expected times > 0 s")
     if s["prediction_seeds"] < 0:
@@ -183,7 +219,7 @@ def _component(M) -> np.ndarray:
 
 
 def decay_row(tau_mem: float, lags: int, presentation: float, seed: int, neuron: str = "rate",
-              codegen: str = "numpy") -> dict:
+              codegen: str = "numpy", **circuit) -> dict:
     """One write, then ``lags`` zero tokens (which write nothing): the memory's component along
     the write per token, circuit and reference, λ fitted to each, and ``τ_mem`` measured."""
     from ctmhsa.maths.reference import memory_attention
@@ -195,7 +231,7 @@ def decay_row(tau_mem: float, lags: int, presentation: float, seed: int, neuron:
     warned = []
     t0 = time.perf_counter()
     with warnings_into(warned):
-        res = _simulate(X, W, neuron, presentation, codegen, tau_mem=tau_mem)
+        res = _simulate(X, W, neuron, presentation, codegen, tau_mem=tau_mem, **circuit)
     lam = float(np.exp(-presentation / tau_mem))
     c = _component(res.memory)
     c_ref = _component(np.swapaxes(memory_attention(X, *W, forget=lam)["M"], 0, 1))
@@ -247,13 +283,13 @@ def _reference_recall(X, Y, W, values) -> float:
 
 
 def capacity_row(N: int, dk: int, trial: int, presentation: float, seed: int, neuron: str = "rate",
-                 codegen: str = "numpy") -> dict:
+                 codegen: str = "numpy", **circuit) -> dict:
     """Recall of N stored pairs queried by their keys: the circuit and the reference on one instance."""
     X, Y, W, values = pair_streams(N, dk, _rng(seed, "capacity", dk, N, trial))
     warned = []
     t0 = time.perf_counter()
     with warnings_into(warned):
-        res = _simulate(X, W, neuron, presentation, codegen, Y=Y)
+        res = _simulate(X, W, neuron, presentation, codegen, Y=Y, **circuit)
     v_tilde = res.stages["v_tilde"][N:, 0]
     return dict(N=N, dk=dk, trial=trial, recall=recall_fraction(v_tilde, values),
                 recall_reference=_reference_recall(X, Y, W, values),
@@ -280,7 +316,7 @@ def _by_lag(hits) -> list:
 
 
 def lag_row(N: int, dk: int, tau_mem: float | None, trial: int, presentation: float, seed: int,
-            neuron: str = "rate", codegen: str = "numpy") -> dict:
+            neuron: str = "rate", codegen: str = "numpy", **circuit) -> dict:
     """Recall of each of N stored pairs by its lag (module docstring), the circuit and the
     reference on one instance, without forgetting (``tau_mem=None``) or with it."""
     from ctmhsa.mapping.kvmemory import forget_factor
@@ -289,7 +325,7 @@ def lag_row(N: int, dk: int, tau_mem: float | None, trial: int, presentation: fl
     warned = []
     t0 = time.perf_counter()
     with warnings_into(warned):
-        res = _simulate(X, W, neuron, presentation, codegen, Y=Y, tau_mem=tau_mem)
+        res = _simulate(X, W, neuron, presentation, codegen, Y=Y, tau_mem=tau_mem, **circuit)
     lam = forget_factor(presentation, tau_mem)
     return dict(N=N, dk=dk, tau_mem=tau_mem, forget=lam, trial=trial, lags=list(range(1, N + 1)),
                 recalled=_by_lag(recalled(res.stages["v_tilde"][N:, 0], values)),
@@ -487,6 +523,9 @@ def _print_table(doc: dict) -> None:
     if doc["quick"]:
         print(f"{QUICK_MARK}: a smoke test; its numbers are not the benchmark's: run without --quick for those")
     S = DECAY_SIZES
+    if doc.get("circuit"):
+        c = doc["circuit"]
+        print(f"escape level: P = {c['P']} copies, {c['firing']} firing, cells tau_m {c['params']['tau_m'] * 1e3:g} ms")
     print(f"decay: one write, then {doc['lags']} zero tokens ({doc['neuron']} level, presentation "
           f"{doc['presentation']:g} s, H={S['H']}, dk=dv=de={S['dk']})")
     print(f"  {'tau_mem s':>9} {'λ declared':>10} {'λ fitted':>9} {'λ ref.':>9} {'tau measured s':>14} "
@@ -518,6 +557,8 @@ def _print_table(doc: dict) -> None:
         print(f"  {what}: " + "  ".join(f"L={L}: {c:.2f}/{rc:.2f} ({r:.2f})" for L, c, rc, r in
                                         zip(ref["lags"], mean["recalled"], mean["recalled_reference"], ref["recall"])))
     _print_predictions(doc["predictions"])
+    if not doc["latency"]:
+        return
     print(f"latency (median of {doc['repeats']} runs; per token: per presentation / tokens per presentation)")
     print(f"  {'circuit':>9} {'tokens/pres.':>12} {'neurons':>7} {'per head':>8} {'per token':>9} {'build s':>7} "
           f"{'s/presentation':>14} {'s/token':>8} {'x̃ max rel. error':>17}")
@@ -578,6 +619,7 @@ def main(args) -> int:
                decay_sizes=DECAY_SIZES, capacity_sizes=CAPACITY_SIZES, recall_level=RECALL_LEVEL,
                **{k: s[k] for k in ("tau_mem", "lags", "dk", "pairs", "trials", "reference_trials", "lag_pairs",
                                     "prediction_seeds", "repeats")}, lag_dk=max(s["dk"]),
+               circuit={k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in s["circuit"].items()},
                decay=[], capacity=[], reference_capacity=[], lag=[], lag_reference=[], latency=[],
                predictions={k: [] for k in PREDICTIONS}, versions=versions(), cpus=os.cpu_count())
     forgetting = [None, *s["tau_mem"]]
@@ -585,14 +627,15 @@ def main(args) -> int:
                                                      for N in s["pairs"] for i in range(s["trials"])]
             + [("lag", (tau, i)) for tau in forgetting for i in range(s["trials"])]
             + [("predictions", i) for i in range(s["prediction_seeds"])]
-            + [("latency", c) for c in ("memory", "quadratic")])
+            + [("latency", c) for c in (("memory", "quadratic") if s["latency"] else ())])
     for part, what in progress(runs, desc="bench memory", unit="run"):
         if part == "decay":
-            doc["decay"].append(decay_row(what, s["lags"], P, seed, neuron, cg))
+            doc["decay"].append(decay_row(what, s["lags"], P, seed, neuron, cg, **s["circuit"]))
         elif part == "capacity":
-            doc["capacity"].append(capacity_row(what[1], what[0], what[2], P, seed, neuron, cg))
+            doc["capacity"].append(capacity_row(what[1], what[0], what[2], P, seed, neuron, cg, **s["circuit"]))
         elif part == "lag":
-            doc["lag"].append(lag_row(s["lag_pairs"], doc["lag_dk"], what[0], what[1], P, seed, neuron, cg))
+            doc["lag"].append(lag_row(s["lag_pairs"], doc["lag_dk"], what[0], what[1], P, seed, neuron, cg,
+                                      **s["circuit"]))
         elif part == "predictions":
             pr = doc["predictions"]
             pr["silence"].append(silence_row(what, P, seed, neuron=neuron, codegen=cg))

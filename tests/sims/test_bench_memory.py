@@ -20,8 +20,8 @@ def _args(**kw):
 @pytest.mark.codegen_independent
 def test_only_the_measured_levels_are_accepted_naming_the_flag():
     assert bench.settings(_args())["dk"] == [4, 8]
-    with pytest.raises(ValueError, match="--neuron: the memory benchmark measures the rate level only.*'escape'"):
-        bench.settings(_args(neuron="escape"))
+    with pytest.raises(ValueError, match="--neuron: the memory benchmark measures the rate and escape levels.*'lif'"):
+        bench.settings(_args(neuron="lif"))
     with pytest.raises(ValueError, match="--dk"):
         bench.settings(_args(dk=17))
     with pytest.raises(ValueError, match="--prediction-seeds: expected an integer >= 0"):
@@ -29,6 +29,21 @@ def test_only_the_measured_levels_are_accepted_naming_the_flag():
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
     assert bench.settings(parser.parse_args(["--quick"]))["prediction_seeds"] == 0
+
+
+@pytest.mark.codegen_independent
+def test_the_escape_level_takes_its_options_and_refuses_the_rate_levels_parts():
+    s = bench.settings(_args(neuron="escape", firing="population", cells="fast"))
+    assert s["circuit"]["P"] == bench.SPIKING["P"] and s["circuit"]["firing"] == "population"
+    assert s["circuit"]["params"].tau_m == 5e-3 and s["prediction_seeds"] == 0 and not s["latency"]
+    assert bench.settings(_args())["circuit"] == {} and bench.settings(_args())["latency"]
+    with pytest.raises(ValueError, match="--P: an escape-level option; --neuron is 'rate'"):
+        bench.settings(_args(P=4))
+    with pytest.raises(ValueError, match="--firing: an escape-level option"):
+        bench.settings(_args(firing="population"))
+    for flag in ("prediction_seeds", "latency_T", "repeats", "set_size"):
+        with pytest.raises(ValueError, match=f"--{flag.replace('_', '-')}: the predictions and the latency"):
+            bench.settings(_args(neuron="escape", **{flag: 2}))
 
 
 @pytest.mark.codegen_independent
