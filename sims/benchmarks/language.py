@@ -18,6 +18,10 @@ Two tasks, each per level (``float``: the exact model, :func:`ctmhsa.transformer
   the logits' NRMSE, neurons and wall time per token. The circuit is built for random strings of
   the vocabulary (:func:`ctmhsa.sims.generate.vocabulary_calibration`).
 
+A sequence the circuit refuses before building (a token outside its operating range,
+:class:`ctmhsa.mapping.operating.OperatingRangeError`) is listed under its row's ``refused`` and
+left out of that row and its float comparison; the other sequences run on.
+
 The cells are a causal model's defaults (:data:`ctmhsa.sims.model.CAUSAL_PARAMS`), the decoding
 window :func:`ctmhsa.sims.model.causal_lag`'s, the copies per value ``--P`` (default
 :data:`ctmhsa.sims.model.MODEL_COPIES` at the escape level, one at the rate level). Prints a table
@@ -167,14 +171,25 @@ def _run(model, inputs, level, presentation, calibration, args) -> dict:
         t0 = time.perf_counter()
         z = np.stack([transformer_forward(U, model)["logits"] for U in inputs])
         wall = time.perf_counter() - t0
-        return dict(logits=z, reference=z, neurons=0, wall_s=wall, timings=dict(run=wall), warnings=[])
-    runs = [_simulate(model, U, level, presentation, calibration, args) for U in inputs]
+        return dict(logits=z, reference=z, neurons=0, wall_s=wall, timings=dict(run=wall), warnings=[],
+                    kept=list(range(len(inputs))), refused=[])
+    from ctmhsa.mapping.operating import OperatingRangeError
+
+    runs, kept, refused = [], [], []
+    for i, U in enumerate(inputs):   # a sequence the circuit refuses is listed, the others run on
+        try:
+            runs.append(_simulate(model, U, level, presentation, calibration, args))
+            kept.append(i)
+        except OperatingRangeError as exc:
+            refused.append(dict(index=i, error=str(exc)))
+    if not runs:
+        raise OperatingRangeError(f"every sequence refused at the {level} level: {refused[-1]['error']}")
     # compile: Brian2's code, once per new shape and timing, cached on disk for later runs
     timings = {k: sum(r.timings[k] for r, _, _ in runs) for k in ("build", "compile", "compiled", "run", "decode")}
     return dict(logits=np.stack([r.logits for r, _, _ in runs]),
                 reference=np.stack([r.reference_logits for r, _, _ in runs]),
                 neurons=int(runs[0][0].config["n_neurons"]), wall_s=sum(w for _, w, _ in runs), timings=timings,
-                warnings=sorted({w for _, _, ws in runs for w in ws}))
+                warnings=sorted({w for _, _, ws in runs for w in ws}), kept=kept, refused=refused)
 
 
 def _common(out: dict, level: str, presentation, tokens: int) -> dict:
@@ -184,7 +199,7 @@ def _common(out: dict, level: str, presentation, tokens: int) -> dict:
     m = stage_metrics(out["logits"], out["reference"])
     return dict(level=level, presentation=presentation, nrmse=m["nrmse"], r=m["r"], neurons=out["neurons"],
                 tokens=tokens, wall_s=out["wall_s"], wall_per_token=out["wall_s"] / tokens, timings=out["timings"],
-                run_per_token=out["timings"]["run"] / tokens, warnings=out["warnings"])
+                run_per_token=out["timings"]["run"] / tokens, warnings=out["warnings"], refused=out["refused"])
 
 
 def recall_row(model, seqs, level: str, presentation, calibration, args) -> dict:
@@ -193,10 +208,11 @@ def recall_row(model, seqs, level: str, presentation, calibration, args) -> dict
     from ctmhsa.sims.recall import recall_accuracy
 
     out = _run(model, seqs.inputs, level, presentation, calibration, args)
-    row = dict(pairs=seqs.pairs, queries=seqs.queries, sequences=len(seqs.inputs),
-               accuracy=recall_accuracy(out["logits"], seqs.targets, seqs.mask),
-               float_accuracy=recall_accuracy(out["reference"], seqs.targets, seqs.mask))
-    return {**_common(out, level, presentation, seqs.inputs.shape[0] * seqs.T), **row}
+    k = out["kept"]
+    row = dict(pairs=seqs.pairs, queries=seqs.queries, sequences=len(k),
+               accuracy=recall_accuracy(out["logits"], seqs.targets[k], seqs.mask[k]),
+               float_accuracy=recall_accuracy(out["reference"], seqs.targets[k], seqs.mask[k]))
+    return {**_common(out, level, presentation, len(k) * seqs.T), **row}
 
 
 def character_row(model, windows, level: str, presentation, calibration, args) -> dict:
@@ -206,10 +222,10 @@ def character_row(model, windows, level: str, presentation, calibration, args) -
 
     inputs = np.stack([one_hot(w[:-1], len(model.vocab)) for w in windows])
     out = _run(model, inputs, level, presentation, calibration, args)
-    targets = windows[:, 1:]
+    targets = windows[out["kept"], 1:]
     bpc, ref = bits_per_char(out["logits"], targets), bits_per_char(out["reference"], targets)
     top = out["logits"].argmax(-1)
-    row = dict(windows=len(windows), length=int(targets.shape[1]), bpc=bpc, float_bpc=ref,
+    row = dict(windows=len(targets), length=int(targets.shape[1]), bpc=bpc, float_bpc=ref,
                ratio_pct=100.0 * (bpc / ref - 1.0), agreement=float(np.mean(top == out["reference"].argmax(-1))),
                top1=float(np.mean(top == targets)))
     return {**_common(out, level, presentation, targets.size), **row}
@@ -274,3 +290,8 @@ def _print(doc: dict) -> None:
               f"{r['run_per_token']:>8.2f}s")
     print("wall/tok: the whole call per token (Brian2's compilation included, cached on disk after a first run); "
           "run/tok: the network's run")
+    for task in ("recall", "characters"):
+        for r in doc[task]:
+            for ref in r.get("refused", []):
+                print(f"refused ({task}, {_where(r).strip()}), sequence {ref['index']}, left out of that row: "
+                      f"{ref['error']}")

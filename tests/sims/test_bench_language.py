@@ -19,7 +19,7 @@ def test_bench_language_quick_rate_writes_table_json_and_figure(tmp_path, capsys
     assert doc["P"] is None and doc["recall_values"] == 8
     assert doc["vocabulary"] == 62   # newline, space, 52 letters, 8 marks
     common = {"level", "presentation", "nrmse", "r", "neurons", "tokens", "wall_s", "wall_per_token", "timings",
-              "run_per_token", "warnings"}
+              "run_per_token", "warnings", "refused"}
     fl, rate = doc["recall"]
     assert set(fl) == common | {"pairs", "queries", "sequences", "accuracy", "float_accuracy"}
     assert (fl["level"], fl["presentation"], fl["neurons"], fl["nrmse"]) == ("float", None, 0, 0.0)
@@ -84,3 +84,36 @@ def test_language_figure_is_drawn_from_the_json_alone(tmp_path):
     assert len(a.get_lines()) == 1 + 2 * len(press) + 1   # float, each spiking line, chance
     assert len(b.patches) == 2 * len(press) and [t.get_text() for t in b.texts] == ["+3%", "+7%"] * 2
     plt.close(fig)
+
+
+@pytest.mark.codegen_independent
+def test_a_refused_window_is_listed_and_the_others_run_on(monkeypatch):
+    """A window with a token outside the circuit's range is refused before building; the row
+    keeps the other windows (their BPC against the float model's on the same windows)."""
+    import argparse
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from ctmhsa.mapping.operating import OperatingRangeError
+    from ctmhsa.maths.model import load_model
+    from ctmhsa.sims.benchmarks import language as bench
+
+    model = load_model("shakespeare")
+    windows = np.array([[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]])
+
+    def fake(m, U, level, presentation, calibration, args):
+        if U[0].argmax() == 5:
+            raise OperatingRangeError("H (block 0, MLP relays, TRN): token (1, 0) needs a division of 1.2")
+        z = np.zeros((U.shape[0], len(m.vocab)))
+        res = SimpleNamespace(logits=z, reference_logits=z + 0.1, config=dict(n_neurons=7),
+                              timings=dict(build=0.0, compile=0.0, compiled=0, run=1.0, decode=0.0))
+        return res, 1.0, []
+
+    monkeypatch.setattr(bench, "_simulate", fake)
+    row = bench.character_row(model, windows, "escape", 0.2, None, argparse.Namespace())
+    assert row["windows"] == 2 and row["tokens"] == 6
+    assert [r["index"] for r in row["refused"]] == [1] and "needs a division" in row["refused"][0]["error"]
+    monkeypatch.setattr(bench, "_simulate", lambda *a: (_ for _ in ()).throw(OperatingRangeError("out")))
+    with pytest.raises(OperatingRangeError, match="every sequence refused at the escape level: out"):
+        bench.character_row(model, windows, "escape", 0.2, None, argparse.Namespace())
