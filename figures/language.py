@@ -78,7 +78,10 @@ def draw_language(doc: dict):
             b.bar(x, r["bpc"], width * 0.9, color=shade[level, p], edgecolor="0.2", lw=0.5,
                   label=level if i == len(doc["presentations"]) - 1 else None)
             pct = round(r["ratio_pct"])
-            b.text(x, r["bpc"] + 0.05, f"{pct:+d}%" if pct else "0%", ha="center", va="bottom", fontsize=7)
+            label = f"{pct:+d}%" if pct else "0%"
+            if r.get("windows", doc["windows"]) < doc["windows"]:   # windows the circuit refused, left out
+                label += f"\n{r['windows']:g} of {doc['windows']:g} windows"
+            b.text(x, r["bpc"] + 0.05, label, ha="center", va="bottom", fontsize=7)
     uniform = np.log2(doc["vocabulary"])
     if chars:
         b.axhline(chars[0]["float_bpc"], color=FLOAT, ls="--", lw=1.2, label=f"float {chars[0]['float_bpc']:.2f}")
@@ -100,7 +103,10 @@ def _caption(doc: dict) -> str:
             f"{P} at the escape level) and exactly (float). (a) In-context recall accuracy vs facts per sequence, "
             f"{doc['sequences']} held-out sequence(s) per point. (b) Bits per character of the next characters of "
             f"{doc['windows']} held-out window(s) of {doc['length']} characters of the validation play; each bar "
-            f"labelled with its excess over the float model's on the same windows (dashed).")
+            f"labelled with its excess over the float model's on the same windows (dashed: the float model on "
+            f"every window; a window the circuit refused before building is left out of its bar). The escape "
+            f"cells fire by {doc.get('firing', 'poisson') if isinstance(doc.get('firing'), str) else 'poisson'} "
+            f"firing.")
 
 
 def draw(json_path: str, png: str | None = None) -> str:
