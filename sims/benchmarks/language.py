@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from ctmhsa.neurons.firing import FIRING_MODES
+from ctmhsa.neurons.firing import FIRING_MODES, get_firing
 from ctmhsa.neurons.levels import get_level
 from ctmhsa.sims.io import versions
 from ctmhsa.sims.progress import progress
@@ -140,7 +140,7 @@ def settings(args) -> dict:
         raise ValueError(f"--seed: {args.seed} draws the calibration sequences; choose another")
     if "escape" not in spiking and args.P is not None:
         raise ValueError("--P: copies per value at the escape level, but --levels has no escape")
-    if "escape" not in spiking and args.firing != "poisson":
+    if "escape" not in spiking and not get_firing(args.firing).poisson:
         raise ValueError("--firing: how the escape level's cells fire, but --levels has no escape")
     s["P"] = args.P
     return s
@@ -152,7 +152,7 @@ def _simulate(model, U, level: str, presentation: float, calibration, args) -> t
 
     spiking = get_level(level).spiking
     opts = {} if args.P is None or not spiking else {"P": args.P}
-    if spiking and args.firing != "poisson":
+    if spiking and not get_firing(args.firing).poisson:
         opts["firing"] = args.firing
     record: list = []
     t0 = time.perf_counter()

@@ -69,6 +69,7 @@ from ctmhsa.sims.io import versions
 from ctmhsa.sims.progress import progress
 
 from ctmhsa.neurons.firing import FIRING_MODES
+from ctmhsa.neurons.levels import get_level
 
 from .common import add_out_argument, count, finish, warnings_into
 from .stream import CELLS, cell_params
@@ -157,7 +158,7 @@ def circuit_options(args) -> dict:
     """The escape level's options (copies, firing mode, cells: :data:`SPIKING` where not given),
     ``{}`` at the rate level, whose flags they are not (a ``ValueError`` naming the flag)."""
     given = {k: getattr(args, k, None) for k in SPIKING if getattr(args, k, None) is not None}
-    if args.neuron == "rate":
+    if not get_level(args.neuron).spiking:
         if given:
             raise ValueError(f"--{next(iter(given))}: an escape-level option; --neuron is 'rate'")
         return {}
@@ -170,8 +171,8 @@ def settings(args) -> dict:
     check_neuron(args.neuron)
     base = QUICK if args.quick else FULL
     s = {k: (getattr(args, k) if getattr(args, k, None) is not None else v) for k, v in base.items()}
-    s["latency"] = args.neuron == "rate"
-    if args.neuron != "rate":   # the predictions and the latency are the rate level's
+    s["latency"] = not get_level(args.neuron).spiking
+    if not s["latency"]:   # the predictions and the latency are the rate level's
         for k in ("prediction_seeds", "latency_T", "set_size", "repeats"):
             if getattr(args, k, None) is not None and not (k == "prediction_seeds" and args.prediction_seeds == 0):
                 raise ValueError(f"--{k.replace('_', '-')}: the predictions and the latency are measured at the rate "

@@ -24,7 +24,8 @@ import time
 
 import numpy as np
 
-from ctmhsa.neurons.firing import FIRING_MODES
+from ctmhsa.neurons.firing import FIRING_MODES, get_firing
+from ctmhsa.neurons.levels import get_level
 from ctmhsa.sims.io import versions
 from ctmhsa.sims.progress import progress
 
@@ -136,7 +137,7 @@ def main(args) -> int:
     doc = dict(benchmark="stream", neuron=args.neuron, T=args.T, presentation=args.presentation,
                normalize=bool(args.normalize), seed=args.seed, spike_seed=args.spike_seed, sizes=SIZES,
                cells=args.cells, target=TARGET, codegen=args.codegen, rows=[], versions=versions(), cpus=os.cpu_count())
-    if args.neuron != "escape" and args.firing != ["poisson"]:
+    if not get_level(args.neuron).spiking and any(not get_firing(f).poisson for f in args.firing):
         raise ValueError(f"--firing: how the escape level's cells fire; --neuron is {args.neuron!r}")
     grid = [(f, P, g) for f in dict.fromkeys(args.firing) for P in args.P for g in args.rho_outer]
     for f, P, g in progress(grid, desc="bench stream", unit="run"):
