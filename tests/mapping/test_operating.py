@@ -280,6 +280,7 @@ def test_offset_code_with_a_strong_skip_path_is_exact():
 
 
 @pytest.mark.brian2
+@pytest.mark.long   # 6.5 s of escape runs
 def test_escape_cells_past_the_phi_correction_are_reported_not_called_unsettled():
     """At weight scale 4.5 the dendrites fluctuate past the phi-bias correction's range: corrected
     L2/3 somata are driven below rest part of the time and fire more spikes than their intensity.

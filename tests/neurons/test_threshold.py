@@ -50,7 +50,7 @@ def test_the_code_runs_in_the_thresholders_loop_before_the_condition():
 
 
 @pytest.mark.standalone
-@pytest.mark.parametrize("threads", [0, 2])
+@pytest.mark.parametrize("threads", [pytest.param(0, marks=pytest.mark.long), 2])   # [0]: 8 s, a second compile
 def test_blocks_over_threads_give_the_serial_loops_spikes(tmp_path, threads, monkeypatch):
     """Against numpy (one serial loop): the same spikes, in the same steps, and the same
     integrated pre-code state, with OpenMP blocks (2 threads) and without (one block); with

@@ -61,6 +61,7 @@ def test_queries_are_the_stored_keys_and_the_silent_tokens_write_nothing():
 
 
 @pytest.mark.brian2
+@pytest.mark.long   # 8 s: every part of the quick bench; its parts' rows and the figure are tested below
 def test_bench_memory_writes_table_json_and_figure(tmp_path, capsys):
     from ctmhsa.sims.cli import main
 

@@ -42,17 +42,28 @@ def test_a_causal_model_takes_one_sequence():
 
 
 @pytest.mark.codegen_independent
-def test_a_causal_models_memory_blocks_take_population_firing():
-    """Integrating firing modes apply to a causal model's memory blocks (refused before): the
-    options carry the mode to every block's cells (the recall model at escape, P = 4: 100 % at
-    2-8 pairs, logits NRMSE 0.05-0.08, against 75 % and 0.47-0.49 with Poisson cells;
+def test_a_causal_models_memory_blocks_take_population_firing(monkeypatch):
+    """Integrating firing modes apply to a causal model's memory blocks (refused before, naming
+    the memory circuit): the model is encoded (the recall model at escape, P = 4: 100 % at 2-8
+    pairs, logits NRMSE 0.05-0.08, against 75 % and 0.47-0.49 with Poisson cells;
     docs/language.md)."""
-    from ctmhsa.sims.model import prepare_model_run
+    import ctmhsa.sims.model as sm
 
+    class Encoded(Exception):
+        pass
+
+    def encode(circuit, *a, **k):   # stop before any Brian2 object exists
+        seen["circuit"] = circuit
+        raise Encoded
+
+    seen = {}
+    monkeypatch.setattr(sm, "encode_model", encode)
     model = _model(0, blocks=1, H=1, dk=2, dv=2, de=4, dh=3, classes=3, causal=True)
-    X = np.ones((3, 4)) + np.arange(12).reshape(3, 4)
-    run = prepare_model_run(model, X, "escape", 0.3, None, None, dict(firing="population", P=2))
-    assert run.co.firing == "population" and run.circuit.meta.firing == "population"
+    for firing in ("population", "regular"):   # accepted: the blocks are encoded, nothing refused
+        with pytest.raises(Encoded):
+            simulate_model(model, np.ones((3, 4)) + np.arange(12).reshape(3, 4), neuron="escape",
+                           presentation=0.3, firing=firing, P=2)
+        assert seen.pop("circuit").meta.causal
 
 
 @pytest.mark.codegen_independent

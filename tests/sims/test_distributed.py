@@ -34,7 +34,9 @@ def test_split_run_on_a_local_cluster_equals_the_single_process_run(problem2, se
         np.testing.assert_array_equal(dist.stages[st], serial.stages[st], err_msg=st)
 
 
-# 10 s (load 5 on 2 cores; 47 s at load 11-40): a one-worker cluster on loopback, two heads
+# 10 s (load 5 on 2 cores; 47 s at load 11-40): a one-worker cluster on loopback, two heads;
+# long since 0.15 (the split run itself is checked above against the one-network run)
+@pytest.mark.long
 def test_split_run_at_a_scheduler_address_keeps_only_the_recorded_spikes(problem2, serial):
     """A cluster reached by its address (a LocalCluster on loopback standing for a remote one):
     the same spikes as the serial run; only the recorded populations' spike trains come back."""
