@@ -162,7 +162,7 @@ def _stream_memory(circuit, vals, gains, ctx):
     h = horizon(timing["forget"], timing["tokens"])
     # the memory's units: M / s unnormalised (its RMS over a random stream of the declared range,
     # or of the calibration's tokens, memory_scale), M / h and z / h normalised (the division's
-    # range spans the whole horizon); the integrators' gain capped at the calibration's peak
+    # range spans the whole horizon); no cell of the read path above MEMORY_PEAK_RATE (below)
     drawn = timing.get("calibration")
     if drawn is None and not normalised:
         drawn = drawn_tokens(ctx["input_range"], circuit.meta.de)
