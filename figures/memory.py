@@ -122,11 +122,15 @@ def _draw_lag(ax, doc: dict) -> None:
 def _caption(doc: dict) -> str:
     lat = "; ".join(f"{r['circuit']}: {r['neurons']} neurons ({r['neurons_per_head']} per head), "
                     f"{r['s_per_token']:.3f} s per token" for r in doc["latency"])
-    return (f"The memory circuit over a stream of tokens ({doc['neuron']} level, {doc['presentation']:g} s per "
+    c = doc.get("circuit") if isinstance(doc.get("circuit"), dict) else {}
+    cells = (f", {c['P']:g} copies per value, {c['firing']} firing, {c['params']['tau_m'] * 1e3:g} ms cells"
+             if c else "")
+    latency = f" Latency: {lat}." if lat else " Latency: measured at the rate level only."
+    return (f"The memory circuit over a stream of tokens ({doc['neuron']} level{cells}, {doc['presentation']:g} s per "
             f"token, held-out random weights, seed {doc['seed']}). (a) One key-value pair written, then tokens "
             f"that write nothing: the memory's component along the write decays as λ per token. (b) Recall of N "
             f"stored pairs queried by their keys (cross-attention). (c) Recall of a stored pair by the tokens since "
-            f"it was written, with and without forgetting. Latency: {lat}.")
+            f"it was written, with and without forgetting.{latency}")
 
 
 def draw(json_path: str, png: str | None = None) -> str:
