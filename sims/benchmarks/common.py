@@ -162,6 +162,18 @@ def shorten(text: str, width: int = 300) -> str:
     return textwrap.shorten(text, width=width, placeholder=" ...")
 
 
+def write_table_and_json(doc: dict, out: str, t0: float, table) -> None:
+    """The end of a benchmark that prints its table: the wall time since ``t0``
+    (``time.perf_counter()``) into ``doc["wall_s"]``, ``table(doc)`` printed, the JSON written
+    atomically to ``out``."""
+    from ctmhsa.sims.io import atomic_write_json
+
+    doc["wall_s"] = time.perf_counter() - t0
+    table(doc)
+    atomic_write_json(out, doc)
+    print(f"wrote {out}")
+
+
 def finish(doc: dict, measured: list, out: str, what: str = "measurements") -> None:
     """The end of a benchmark that collected warnings per measurement (``warnings``: a list of
     texts in each of ``measured``): how many warned, with the first quoted, the wall time

@@ -19,10 +19,10 @@ import time
 
 import numpy as np
 
-from ctmhsa.sims.io import atomic_write_json, versions
+from ctmhsa.sims.io import versions
 from ctmhsa.sims.progress import progress
 
-from .common import add_out_argument, count
+from .common import add_out_argument, count, write_table_and_json
 
 FIGURE = "ctmhsa.figures.blocks"
 """The module whose ``draw(json_path)`` the command line calls after the run."""
@@ -115,10 +115,7 @@ def main(args) -> int:
         for key in ("output", "logits"):
             row[key] = {m: _median([r["metrics"] for r in runs], key, m) for m in ("nrmse", "floor", "r")}
         doc["rows"].append(row)
-    doc["wall_s"] = time.perf_counter() - t_all
-    _print_table(doc)
-    atomic_write_json(args.out, doc)
-    print(f"wrote {args.out}")
+    write_table_and_json(doc, args.out, t_all, _print_table)
     return 0
 
 

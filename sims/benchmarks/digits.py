@@ -21,9 +21,9 @@ import time
 import numpy as np
 
 from ctmhsa.neurons.models import FIRING
-from ctmhsa.sims.io import atomic_write_json, versions
+from ctmhsa.sims.io import versions
 
-from .common import add_out_argument, count
+from .common import add_out_argument, count, write_table_and_json
 
 FIGURE = "ctmhsa.figures.digits"
 """The module whose ``draw(json_path)`` the command line calls after the run."""
@@ -104,10 +104,7 @@ def main(args) -> int:
     doc["firing"], doc["params"], doc["tau_relay"] = args.firing, params.to_dict(), params.tau_relay
     doc["labels"] = y.tolist()
     doc["float_predictions"] = c.float_predictions.tolist()
-    doc["wall_s"] = time.perf_counter() - t_all
-    _print_table(doc)
-    atomic_write_json(args.out, doc)
-    print(f"wrote {args.out}")
+    write_table_and_json(doc, args.out, t_all, _print_table)
     return 0
 
 

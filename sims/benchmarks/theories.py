@@ -23,9 +23,9 @@ import time
 
 import numpy as np
 
-from ctmhsa.sims.io import atomic_write_json, versions
+from ctmhsa.sims.io import versions
 
-from .common import add_out_argument, count
+from .common import add_out_argument, count, write_table_and_json
 
 FIGURE = "ctmhsa.figures.theories"
 """The module whose ``draw(json_path)`` the command line calls after the run."""
@@ -107,10 +107,7 @@ def main(args) -> int:
         print(f"{theory:<15} {name:<11} P={P:<2} {presentation:g} s  accuracy {c.accuracy:.3f} (float {c.float_accuracy:.3f}), "
               f"{neurons:,} neurons, {c.spikes_per_input:,.0f} spikes and {c.wall_per_input:.2f} s per image",
               flush=True)
-    doc["wall_s"] = time.perf_counter() - t_all
-    _print_table(doc)
-    atomic_write_json(args.out, doc)
-    print(f"wrote {args.out}")
+    write_table_and_json(doc, args.out, t_all, _print_table)
     return 0
 
 
