@@ -38,7 +38,7 @@ from ctmhsa.maths.reference import FEATURE_MAPS
 from ctmhsa.maths.reference import memory_attention
 
 __all__ = ["READ_SETTLE", "read_lag", "forget_factor", "horizon", "memory_scale", "MEMORY_PEAK_RATE",
-           "drawn_tokens", "peak_rates", "capped", "integrator_constants",
+           "scale_draws", "peak_rates", "capped", "integrator_constants",
            "check_stream", "token_lead", "gate_table", "stream_drive", "stream_tables",
            "reference_stages", "to_stream", "token_times"]
 
@@ -79,7 +79,7 @@ def memory_scale(weights, input_range, phi: str, forget: float, tokens: int, de:
     whose products agree reads up to ``h / s`` higher (``√T`` at λ = 1 for zero-mean products),
     which the operating report flags where a cell saturates. ``tokens_drawn`` (``(S, de)``, a
     calibration set's tokens) replaces the draws from the range."""
-    x = drawn_tokens(input_range, de, samples) if tokens_drawn is None else np.asarray(tokens_drawn, float)
+    x = scale_draws(input_range, de, samples) if tokens_drawn is None else np.asarray(tokens_drawn, float)
     f = FEATURE_MAPS[phi][0]
     prod = np.einsum("hce,se->shc", weights.WV, x)[..., :, None] * f(np.einsum("hfe,se->shf", weights.WK, x))[..., None, :]
     mean_sq = float(np.mean(np.sum(prod ** 2, axis=(1, 2, 3))))
@@ -100,7 +100,7 @@ spike per step an escape cell can fire. The shipped character model's read path 
 play (integrators and read-out cells at 1 kHz; ṽ of those tokens 0.3-0.7 off)."""
 
 
-def drawn_tokens(input_range, de: int, samples: int = SCALE_SAMPLES) -> np.ndarray:
+def scale_draws(input_range, de: int, samples: int = SCALE_SAMPLES) -> np.ndarray:
     """The tokens a memory's scale is estimated on where no calibration set is given: ``samples``
     drawn from the declared range (:func:`ctmhsa.maths.inputs.sample_tokens`, seed 2), ``(S, de)``."""
     from ctmhsa.maths.inputs import sample_tokens
@@ -165,7 +165,7 @@ def _stream_memory(circuit, vals, gains, ctx):
     # range spans the whole horizon); no cell of the read path above MEMORY_PEAK_RATE (below)
     drawn = timing.get("calibration")
     if drawn is None and not normalised:
-        drawn = drawn_tokens(ctx["input_range"], circuit.meta.de)
+        drawn = scale_draws(ctx["input_range"], circuit.meta.de)
     s = h if normalised else memory_scale(ctx["weights"], ctx["input_range"], ctx["phi"], timing["forget"],
                                           timing["tokens"], circuit.meta.de, tokens_drawn=drawn)
     if not normalised:   # no cell of the read path above MEMORY_PEAK_RATE on those streams: the
