@@ -462,6 +462,7 @@ def assign(built: BuiltCircuit, values: CircuitValues, seed: int | None, run_arg
     replayed spikes; replay tables made from other spikes are made again from these."""
     _check_values(built.circuit, built.level, values, built.replayed)
     _write_values(built, values, seed, run_args)
+    built._seeded = False   # the runtime device: Brian2 is seeded with ``seed`` before the next run
     if replay is not None and replay is not built.replay_source:
         built.replay_tables = {p: (ta, replay_table(*replay[p], built.circuit.population(p).N, len(table), built.dt))
                                for p, (ta, table) in built.replay_tables.items()}

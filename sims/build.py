@@ -404,6 +404,15 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
         run estimated to take longer than ``max_runtime`` (:func:`estimate_runtime`; the
         messages give the estimates) — before any Brian2 object exists.
     """
+    return _build(X, WQ, WK, WV, WO, Y=Y, WS=WS, circuit_options=circuit_options, run_options=run_options,
+                  perturbations=perturbations, make_runner=None, **options)
+
+
+def _build(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options=None, run_options=None, perturbations=None,
+           make_runner=None, **options) -> Simulation:
+    """:func:`build_mhsa`; ``make_runner(runner_class, circuit, encoding, inputs, co, ro)``, given,
+    makes the runner instead of ``runner_class(circuit, ...)`` (:func:`ctmhsa.sims.train.train_mhsa`:
+    one network rewritten for every run)."""
     t_start = time.perf_counter()
     stream, co, ro, a = check_call(X, WQ, WK, WV, WO, Y=Y, WS=WS, circuit_options=circuit_options,
                                    run_options=run_options, perturbations=perturbations, **options)
@@ -457,7 +466,8 @@ def build_mhsa(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     circuit = co.as_built(circuit)   # Dale's law after the drive relays, which then obey it too
     if co.dale:
         dale.add_values(circuit, enc.values)
-    runner = runner_for(ro)(circuit, enc, inputs, co, ro)
+    runner = (runner_for(ro)(circuit, enc, inputs, co, ro) if make_runner is None
+              else make_runner(runner_for(ro), circuit, enc, inputs, co, ro))
     if memory and co.spiking:   # read each token once the read-out has followed it
         runner.lag = kvmemory.read_lag(ro.presentation)
     sizes = {k: a[k] for k in ("n", "m", "H", "dk", "dv", "de")}

@@ -22,6 +22,7 @@ divergence is reported.
 
 from __future__ import annotations
 
+import json
 import logging
 import numbers
 import os
@@ -41,9 +42,12 @@ from ctmhsa.neurons.models import FIDELITY_LEVELS
 from ctmhsa.neurons.law_registry import get_law
 from ctmhsa.neurons.levels import get_level
 
-from .build import _check_runtime, _wall, build_mhsa
+from ctmhsa.circuits.instantiate import assign
+
+from .build import _build, _check_runtime, _wall
 from .config import check_output_dir
 from .options import check_applies, check_record_spikes, check_scheduler, given_options, split_options
+from .runners import Runner, RuntimeRunner
 
 __all__ = ["train_mhsa", "TrainingResult", "default_lr", "WEIGHT_NAMES", "measured_stages", "teacher_student",
            "curve_summary", "exact_descent", "estimate_training_bytes"]
@@ -98,6 +102,9 @@ class TrainingResult:
     tied : bool
     step_time : ndarray (steps,)
         Wall-clock seconds of every step (simulations, read-out and update).
+    build_time : ndarray (steps,)
+        The part of ``step_time`` spent validating, encoding and building (the first run) or
+        rewriting (every later run) the network, s; code generation and simulation excluded.
     config : dict
         The arguments, as resolved.
     """
@@ -113,6 +120,7 @@ class TrainingResult:
     level: str
     tied: bool
     step_time: np.ndarray
+    build_time: np.ndarray = field(default_factory=lambda: np.zeros(0))
     config: dict = field(default_factory=dict)
 
     def ratio(self, step: int = -1, exact: bool = True) -> float:
@@ -254,6 +262,62 @@ def _install_copies(sim, copies) -> None:
         synapses[pname].w_[:] = w
 
 
+_INITIAL = "ctmhsa_train_initial"
+"""Name of the kept network's stored state: as built, before its first run."""
+
+
+class _KeptRunner(RuntimeRunner):
+    """The runtime device's runner on a kept network: its state as built is restored (Brian2
+    ``Network.restore``: every variable, monitor and the clock, t = 0), then the run's values
+    and seed are written by :func:`ctmhsa.circuits.instantiate.assign`, as a new build writes
+    them, so the run equals one on a network built afresh (the same escape draws and spikes)."""
+
+    def __init__(self, built, *args):
+        Runner.__init__(self, *args)          # the run's checks; no network
+        t0 = time.perf_counter()
+        built.network.restore(_INITIAL)
+        assign(built, self.encoding.values, self.run_options.seed)
+        built.build_time = time.perf_counter() - t0
+        self._built = built
+
+    def run(self, run_options):
+        # its code objects were generated and compiled for its first run: no second preparation
+        # (a zero-length run, which changes no state); Brian2 is seeded when the run starts
+        built = self._built
+        built.preparation, built.compiled = 0.0, dict(modules=0, seconds=0.0, loaded=0)
+        built.prepare = lambda bar=None: 0.0
+        try:
+            return super().run(run_options)
+        finally:
+            del built.prepare
+
+
+class _Network:
+    """The networks of a training's runs (``make_runner`` of :func:`ctmhsa.sims.build._build`): one
+    per structure of the circuit, built once.
+
+    On the runtime device a run whose circuit (:meth:`ctmhsa.circuits.graph.Circuit.to_dict`) is new
+    builds its network and stores its state; every later run of that structure restores it and
+    writes its own values (:class:`_KeptRunner`). Two structures alternate when the apical division
+    stage, resolved per run from the weights and tokens where ``apical_inhibition`` is not given,
+    is on for some runs and off for others: each keeps its network. Other runners keep what they
+    keep themselves (a standalone device: one compiled project per structure, ``run_project``)."""
+
+    def __init__(self):
+        self.kept = {}
+
+    def runner(self, cls, circuit, *args):
+        if cls is not RuntimeRunner:
+            return cls(circuit, *args)
+        structure = json.dumps(circuit.to_dict(), sort_keys=True, default=str)
+        if structure in self.kept:
+            return _KeptRunner(self.kept[structure], circuit, *args)
+        runner = cls(circuit, *args)
+        runner.built.network.store(_INITIAL)
+        self.kept[structure] = runner.built
+        return runner
+
+
 def _exact_untied(X, Y, T, copies, phi, causal, normalize):
     """Exact loss and per-copy gradients of the untied block (row i of the output depends on
     macrocolumn i's copies only)."""
@@ -335,6 +399,22 @@ def train_mhsa(X, T, WQ, WK, WV, WO, neuron: str = "rate", steps: int = 100, lr:
     ValueError, TypeError
         Bad arguments (naming the argument), before any network is built; or a circuit that
         left its working range during training (the step is named).
+
+    Notes
+    -----
+    The network is built once. Every run encodes its weights and tokens as
+    :func:`ctmhsa.sims.build_mhsa` does (the same code); on the runtime device the first run of a
+    circuit structure builds its network and stores its state (Brian2 ``Network.store``), and
+    every later run restores that state (t = 0, every variable and monitor), writes its values,
+    seed and escape cells' first draws into it (:func:`ctmhsa.circuits.instantiate.assign`) and
+    runs the code generated and compiled for the first run. The results are those of a network
+    built per run (the same spikes for the same seed). A run whose circuit is built otherwise
+    (the apical division stage, resolved per run from the weights and tokens when
+    ``apical_inhibition`` is not given) gets a network of its own, kept as well; ``tied=False``
+    installs the copies after each rewrite. ``build_time`` in the result says what building and
+    rewriting cost. On a standalone device every run reuses the compiled project of its shape
+    (``ctmhsa.devices.standalone.run_project``); a split run (``scheduler``) builds its heads on
+    the workers.
     """
     W0 = (WQ, WK, WV, WO)
     X, T, Yb, co, ro, a = _check(X, T, W0, neuron, steps, lr, seed, tied, Y, options)
@@ -346,7 +426,7 @@ def train_mhsa(X, T, WQ, WK, WV, WO, neuron: str = "rate", steps: int = 100, lr:
     run_opts = dict(options)
     if not tied:
         run_opts["fold"] = False
-    losses, exact, grads, cosines, spread, times = [], [], [], [], [], []
+    losses, exact, grads, cosines, spread, times, build_times = [], [], [], [], [], [], []
 
     def exact_now():
         if tied:
@@ -361,17 +441,20 @@ def train_mhsa(X, T, WQ, WK, WV, WO, neuron: str = "rate", steps: int = 100, lr:
         return Lx, gx
 
     spread.append(np.zeros(4) if tied else _spread(copies))
+    network = _Network()
     for s in range(steps):
         t0 = time.perf_counter()
         g_sum = [np.zeros_like(w) for w in (W if tied else copies)]
-        L = 0.0
+        L, t_build = 0.0, 0.0
         for b in range(B):
             run_seed = int(np.random.SeedSequence([int(seed), s, b]).generate_state(1)[0] % (2**31 - 1))
             try:
-                sim = build_mhsa(X[b], *W, Y=None if Yb is None else Yb[b], neuron=neuron, seed=run_seed,
-                                 **run_opts)
+                tb = time.perf_counter()
+                sim = _build(X[b], *W, Y=None if Yb is None else Yb[b], neuron=neuron, seed=run_seed,
+                             make_runner=network.runner, **run_opts)
                 if not tied:
                     _install_copies(sim, copies)
+                t_build += time.perf_counter() - tb
                 res = sim.run()
             except ValueError as exc:
                 raise ValueError(f"step {s}, batch item {b}: {exc}") from exc
@@ -398,10 +481,12 @@ def train_mhsa(X, T, WQ, WK, WV, WO, neuron: str = "rate", steps: int = 100, lr:
             W = [c.mean(axis=0) for c in copies]
             spread.append(_spread(copies))
         times.append(time.perf_counter() - t0)
+        build_times.append(t_build)
         log.info("step %d: loss %.4g (exact %.4g), cosines %s, %.2f s", s, L, Lx,
                  np.round(cosines[-1], 4).tolist(), times[-1])
         if progress is not None:
-            progress(s, dict(loss=L, exact_loss=Lx, cosines=cosines[-1], step_time=times[-1]))
+            progress(s, dict(loss=L, exact_loss=Lx, cosines=cosines[-1], step_time=times[-1],
+                             build_time=build_times[-1]))
     exact.append(exact_now()[0])
     config = dict(neuron=neuron, steps=int(steps), lr=lr, seed=int(seed), tied=tied, B=B,
                   **{k: a[k] for k in ("n", "m", "H", "dk", "dv", "de")}, phi=phi, causal=causal,
@@ -410,7 +495,7 @@ def train_mhsa(X, T, WQ, WK, WV, WO, neuron: str = "rate", steps: int = 100, lr:
         loss=np.array(losses), exact_loss=np.array(exact), weights=tuple(W), gradients=grads,
         cosines=np.array(cosines), spread=np.array(spread),
         copies=None if tied else tuple(copies), lr=lr, level=neuron, tied=tied, step_time=np.array(times),
-        config=config)
+        build_time=np.array(build_times), config=config)
 
 
 def teacher_student(n: int = 4, H: int = 2, dk: int = 3, dv: int = 3, de: int = 4, batch: int = 1,

@@ -5,8 +5,9 @@ targets; :func:`ctmhsa.sims.train_mhsa` trains the student at the rate and escap
 formed from the circuit's activity), beside exact gradient descent on the reference with the
 same learning rate. Reports the wall time per step, the exact loss ratios after 60 steps and at
 the end, the circuit's decoded-loss ratio (mean of the last 10 steps' decoded losses over the
-first), and the cosines between the circuit's and the exact
-gradient (first step, median). The JSON is rewritten (atomically) every ``--save-every`` steps,
+first), the cosines between the circuit's and the exact
+gradient (first step, median), and the share of the steps' time spent building the network
+(once) and rewriting it for every run (``build_share``, :attr:`ctmhsa.sims.train.TrainingResult.build_time`). The JSON is rewritten (atomically) every ``--save-every`` steps,
 so an interrupted run keeps what it measured.
 """
 
@@ -57,12 +58,12 @@ def main(args) -> int:
     for level in args.levels:
         spiking = get_level(level).spiking
         steps = args.escape_steps if spiking else args.steps
-        rec = dict(loss=[], exact_loss=[], cosines=[], step_time=[], done=False)
+        rec = dict(loss=[], exact_loss=[], cosines=[], step_time=[], build_time=[], done=False)
         out["levels"][level] = rec
         t0 = time.perf_counter()
 
         def progress(s, d, rec=rec):
-            for k in ("loss", "exact_loss", "cosines", "step_time"):
+            for k in ("loss", "exact_loss", "cosines", "step_time", "build_time"):
                 rec[k].append(d[k])
             if (s + 1) % args.save_every == 0:
                 rec["summary"] = curve_summary(rec["loss"], rec["exact_loss"], rec["cosines"], rec["step_time"])
@@ -71,11 +72,14 @@ def main(args) -> int:
         opts = {} if args.duration is None or not spiking else dict(duration=args.duration)
         tr = train_mhsa(X, T, *W0, neuron=level, steps=steps, lr=lr, seed=args.seed, progress=progress, **opts)
         rec.update(loss=tr.loss.tolist(), exact_loss=tr.exact_loss.tolist(), cosines=tr.cosines.tolist(),
-                   step_time=tr.step_time.tolist(), done=True, wall_s=time.perf_counter() - t0)
+                   step_time=tr.step_time.tolist(), build_time=tr.build_time.tolist(), done=True,
+                   wall_s=time.perf_counter() - t0)
         rec["summary"] = curve_summary(tr.loss, tr.exact_loss, tr.cosines, tr.step_time)
+        # the share of the steps' time spent validating, encoding and building or rewriting the network
+        rec["build_share"] = float(tr.build_time.sum() / tr.step_time.sum())
         atomic_write_json(args.out, out)
     rows = [f"{'':<10} {'steps':>5} {'s/step':>7} {'E60/E0':>7} {'E300/E0':>8} {'Eend/E0':>8} {'circ end':>8} "
-            f"{'cos1 WQ':>8} {'WK':>7} {'WV':>7} {'WO':>7} {'cos med (min)':>13}"]
+            f"{'cos1 WQ':>8} {'WK':>7} {'WV':>7} {'WO':>7} {'cos med (min)':>13} {'build':>6}"]
 
     def fmt(v, w, p=3):
         return f"{'-':>{w}}" if v is None else f"{v:>{w}.{p}f}"
@@ -90,7 +94,8 @@ def main(args) -> int:
                     f"{fmt(sm['exact_ratio_300'], 8)} {fmt(sm['exact_ratio_end'], 8)} "
                     f"{fmt(sm.get('circuit_ratio_end'), 8)} "
                     + " ".join(fmt(c1.get(w), 8 if w == 'WQ' else 7, 4) for w in WEIGHT_NAMES)
-                    + f" {fmt(min(sm.get('cos_median', {'-': 0}).values()), 13, 4)}")
+                    + f" {fmt(min(sm.get('cos_median', {'-': 0}).values()), 13, 4)}"
+                    + f" {100 * rec['build_share']:>5.1f}%")
     print("\n".join(rows))
     atomic_write_json(args.out, out)
     print(f"written {os.path.abspath(args.out)}")

@@ -97,7 +97,7 @@ def test_bad_input_is_refused_before_anything_is_built(tiny, monkeypatch, kwargs
     def no_build(*a, **k):
         raise AssertionError("a network was built")
 
-    monkeypatch.setattr(train_mod, "build_mhsa", no_build)
+    monkeypatch.setattr(train_mod, "_build", no_build)
     args = dict(X=tiny["X"], T=tiny["T"])
     args.update({k: kwargs.pop(k) for k in ("X", "T") if k in kwargs})
     with pytest.raises(ValueError, match=match):
@@ -235,3 +235,76 @@ def test_train_config_shares_spiking_run_options_with_the_rate_level(monkeypatch
     with pytest.raises(StopIteration):
         train_mod.run_training(cfg, str(tmp_path / "out"))
     assert "warmup" not in seen["rate"] and "record_spikes" not in seen["rate"]
+
+
+def _train_twice(monkeypatch, *args, **kwargs):
+    """``train_mhsa`` on its kept networks, then with ``build_mhsa`` building every run afresh (the
+    path before networks were kept); and how many networks each built."""
+    import ctmhsa.sims.runners as runners
+
+    built = [0]
+
+    def counted(*a, **k):
+        built[0] += 1
+        return instantiate(*a, **k)
+
+    instantiate = runners.instantiate
+    monkeypatch.setattr(runners, "instantiate", counted)
+    kept = train_mhsa(*args, **kwargs)
+    n_kept, built[0] = built[0], 0
+    with monkeypatch.context() as mp:
+        mp.setattr(train_mod, "_build", lambda *a, make_runner=None, **k: build_mhsa(*a, **k))
+        fresh = train_mhsa(*args, **kwargs)
+    return kept, fresh, n_kept, built[0]
+
+
+def _assert_same(kept, fresh, rtol):
+    assert np.allclose(kept.loss, fresh.loss, rtol=rtol, atol=0)
+    for gk, gf in zip(kept.gradients, fresh.gradients):
+        for a, b in zip(gk, gf):
+            assert np.allclose(a, b, rtol=rtol, atol=rtol * np.abs(b).max())
+    assert kept.build_time.shape == kept.step_time.shape and np.all(kept.build_time < kept.step_time)
+
+
+@pytest.fixture(scope="module")
+def small():
+    return teacher_student(n=3, H=1, dk=2, dv=2, de=3, batch=2, seed=4)
+
+
+@pytest.mark.brian2
+@pytest.mark.parametrize("tied, batch", [(True, 2), (False, 1)])
+def test_one_network_serves_every_run_as_a_fresh_build_would(small, monkeypatch, tied, batch):
+    """Rate level, 2 steps of ``batch`` sequences: one network built, rewritten for every later run
+    (new weights, tokens, seeds; tied=False: every copy installed), equal to a network built per run."""
+    X, T = small["X"][:batch], small["T"][:batch]
+    kept, fresh, n_kept, n_fresh = _train_twice(monkeypatch, X, T, *small["W0"], neuron="rate", steps=2, tied=tied,
+                                                apical_inhibition=False, codegen="numpy")
+    assert (n_kept, n_fresh) == (1, 2 * batch)
+    _assert_same(kept, fresh, 1e-12)
+
+
+@pytest.mark.long
+@pytest.mark.brian2
+def test_a_network_per_structure_when_the_apical_stage_changes(small, monkeypatch):
+    """The apical division stage, resolved per run, switches the circuit's structure between the
+    sequences: each structure keeps its own network, and the results are a fresh build's."""
+    import ctmhsa.sims.build as build_mod
+
+    monkeypatch.setattr(build_mod, "_apical_needed", lambda circuit, co, inputs: bool(inputs.X[0, 0] > -1.0))
+    assert (small["X"][:, 0, 0] > -1.0).tolist() == [True, False]    # the two sequences differ
+    kept, fresh, n_kept, n_fresh = _train_twice(monkeypatch, small["X"], small["T"], *small["W0"], neuron="rate",
+                                                steps=2, codegen="numpy")
+    assert (n_kept, n_fresh) == (2, 4)
+    _assert_same(kept, fresh, 1e-12)
+
+
+@pytest.mark.brian2
+def test_a_kept_escape_network_spikes_as_a_fresh_one(small, monkeypatch):
+    """Escape level, 2 steps: the kept network, restored and reseeded, draws the same spikes as a
+    network built for the run (the same losses and gradients, bit for bit)."""
+    kept, fresh, n_kept, n_fresh = _train_twice(monkeypatch, small["X"][:1], small["T"][:1], *small["W0"],
+                                                neuron="escape", steps=2, seed=3, duration=0.1, warmup=0.02,
+                                                apical_inhibition=False, codegen="numpy")
+    assert (n_kept, n_fresh) == (1, 2)
+    _assert_same(kept, fresh, 0.0)
+    assert not np.array_equal(kept.gradients[0][0], kept.gradients[1][0])   # two runs, not one repeated
