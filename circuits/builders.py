@@ -323,7 +323,6 @@ class StreamMemory(Part):
     area = stream = integrators = True
     normalize = False      # the revised paper's circuit is unnormalised
     stages = CIRCUIT_STAGES["linear"]
-    levels = ("rate", "escape")
 
     def check_options(self, co):
         for name, ok, why in (

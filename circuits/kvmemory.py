@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctmhsa.neurons.models import MODELS, CellModel, _escape, register
+from ctmhsa.neurons.models import MODELS, CellModel, _escape, _lif, register
 
 from .graph import Projection
 from .roles import register_role
@@ -53,7 +53,7 @@ from .roles import register_role
 WRITE_GATE = register_role("write_gate", "a declared timing signal that opens the memory's integrators "
                                          "during each token's write", external=True)
 
-__all__ = ["WRITE_WINDOW", "CELL", "add_gate_and_bypass"]
+__all__ = ["WRITE_WINDOW", "CELL", "GATE_CLOSE", "add_gate_and_bypass"]
 
 WRITE_WINDOW = 0.02
 """Length (s) of the write gate after each token is read: a declared timing signal (a burst of
@@ -117,6 +117,46 @@ class _GatedModel(CellModel):
 
 MODELS[("escape", "kv_memory")] = _GatedModel(**vars(_escape(MODELS[("rate", "kv_memory")])))
 
+GATE_CLOSE = 64.0
+"""How many times faster than one step the lif integrators' gate current decays
+(:class:`_LifGatedModel`): to ``exp(-64)`` of itself in one step, shut to 1e-27."""
+
+
+@dataclass(frozen=True)
+class _LifGatedModel(CellModel):
+    """The lif level's integrator: the escape level's gated state ``U`` driving a conductance-based
+    soma (:func:`ctmhsa.neurons.models._lif`, the ``kv_memory`` soma type: a 10 ms coupling).
+    The lif cells are integrated by exponential Euler, which divides by a variable's own
+    coefficient (0/0 for a leak gated shut) and integrates the synaptic currents exactly (so
+    the write needs no Euler correction, unlike :class:`_GatedModel`). So ``U`` only integrates
+    its write while the gate is open, ``U <- U + dt I_g (I_s + b_w) / tau_w``, and each spike of
+    the gate relay applies the leak, ``U <- (1 - leak dt) U`` (:attr:`CellModel.on_spike`: the
+    gating input shunts the persistent activity): the escape level's steps, in another order
+    with the same constants (:func:`ctmhsa.mapping.kvmemory.integrator_constants`: a leak in
+    the step before each write). ``b_w`` cancels the write cells' baseline where the ON/OFF
+    pairs do not (the normaliser's ``z``; :mod:`ctmhsa.mapping.baseline`). The gate current decays :data:`GATE_CLOSE` times faster
+    than a step, so the gate is exactly open (1) in the step after each spike of the gate relay
+    and shut otherwise, as at the escape level."""
+
+    def render(self, phi, projections_by_compartment, law="product"):
+        eqs = CellModel.render(self, phi, projections_by_compartment, law)
+        for p in projections_by_compartment.get("gate", []):
+            eqs = eqs.replace(f"din_{p}/dt = -in_{p}/tau_syn : 1", f"din_{p}/dt = -{GATE_CLOSE!r}*in_{p}/tau_gate : 1")
+            eqs = eqs.replace(f"I_g = in_{p} : 1", f"I_g = in_{p}/(k_syn*tau_gate) : 1")
+        return eqs
+
+
+def _lif_kv_memory() -> CellModel:
+    model = _lif(MODELS[("rate", "kv_memory")], cell_type="kv_memory")
+    euler = "dU/dt = I_g*(I_s/tau_w - leak*U) : volt"
+    assert euler in model.equations
+    eqs = model.equations.replace(euler, "dU/dt = I_g*(I_s + b_w)/tau_w : volt\nb_w : volt")
+    return _LifGatedModel(**{**vars(model), "equations": eqs, "parameters": model.parameters + ("b_w",),
+                             "on_spike": {"gate": "U_post = (1 - leak_post*dt)*U_post"}})
+
+
+MODELS[("lif", "kv_memory")] = _lif_kv_memory()
+
 
 @register("rate", "gate")
 def _rate_gate():
@@ -126,6 +166,7 @@ def _rate_gate():
 
 
 MODELS[("escape", "gate")] = MODELS[("escape", "relay")]
+MODELS[("lif", "gate")] = MODELS[("lif", "relay")]
 
 
 def add_gate_and_bypass(c, ctx) -> None:

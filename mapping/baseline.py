@@ -24,14 +24,17 @@ from ctmhsa.circuits.fold import fold_classes
 from ctmhsa.neurons.conductance import lif_drive
 from ctmhsa.neurons.models import get_model
 
-__all__ = ["add_lif_drive", "remove_baselines", "BIAS_OF"]
+__all__ = ["add_lif_drive", "remove_baselines", "BIAS_OF", "LIF_BIASES"]
 
-BIAS_OF = {"basal": ("b_b", "b"), "apical": ("b_a",), "soma": ("b", "I_set")}
+BIAS_OF = {"basal": ("b_b", "b"), "apical": ("b_a",), "soma": ("b", "I_set", "b_w")}
 """Parameters through which a compartment's extra mean input is cancelled (the first the target
 model has; ``I_set`` is the interneurons' set point, raised instead of lowered). Subtracting the
 baseline from the pooled input instead (set point unchanged) left the loop's relative error with
 the baselines' full spike noise: it hit its bounds and the pooled rate settled 15-40 % low
 (measured), against 2-8 % with the raised set point."""
+LIF_BIASES = ("b_a", "b_w")
+"""Biases only the lif cells have (the L5 IT attention dendrite's and read-out's ``b_a``, the
+memory integrators' write bias ``b_w``): 0 where no baseline arrives."""
 
 
 def add_lif_drive(circuit, values, level: str, dt: float) -> None:
@@ -49,8 +52,9 @@ def add_lif_drive(circuit, values, level: str, dt: float) -> None:
         p = values.params.setdefault(name, {})
         if name in somata:
             p.update(cal[name])
-        if "b_a" in params:   # an apical bias only this level has: 0 until a baseline arrives
-            p.setdefault("b_a", 0.0)
+        for bias in LIF_BIASES:   # biases only this level has: 0 until a baseline arrives
+            if bias in params:
+                p.setdefault(bias, 0.0)
     for pname, proj in circuit.projections.items():
         if proj.source not in somata:
             continue

@@ -37,8 +37,8 @@ from .operating import check_division, expected_drive, set_points
 from ctmhsa.maths.reference import FEATURE_MAPS
 from ctmhsa.maths.reference import memory_attention
 
-__all__ = ["READ_SETTLE", "read_lag", "forget_factor", "horizon", "memory_scale", "MEMORY_PEAK_RATE",
-           "scale_draws", "peak_rates", "capped", "integrator_constants",
+__all__ = ["READ_SETTLE", "read_lag", "read_settle", "forget_factor", "horizon", "memory_scale", "MEMORY_PEAK_RATE",
+           "scale_draws", "peak_rates", "capped", "READ_PATH", "peak_rate", "integrator_constants",
            "check_stream", "token_lead", "gate_table", "stream_drive", "stream_tables",
            "reference_stages", "to_stream", "token_times"]
 
@@ -137,9 +137,33 @@ def peak_rates(weights, tokens_drawn, phi: str, forget: float, tokens: int, gain
                 nucleus2=gains.rho_out * top["nucleus2"] / dk)
 
 
-def capped(gain: float, peak: float) -> float:
-    """``gain`` lowered by ``MEMORY_PEAK_RATE / peak`` where ``peak`` (Hz at ``gain``) is above it."""
-    return float(gain) * min(1.0, MEMORY_PEAK_RATE / float(peak)) if peak > 0 else float(gain)
+def capped(gain: float, peak: float, top: float = MEMORY_PEAK_RATE) -> float:
+    """``gain`` lowered by ``top / peak`` where ``peak`` (Hz at ``gain``) is above ``top`` (Hz)."""
+    return float(gain) * min(1.0, float(top) / float(peak)) if peak > 0 else float(gain)
+
+
+READ_PATH = ("memory", "readout", "l5pt", "nucleus2")
+"""The populations of the memory's read path (:func:`peak_rates`)."""
+
+
+def peak_rate(circuit, level: str, dt: float) -> float:
+    """Hz: the most a cell of the memory's read path may fire above its baseline on the streams
+    its scale is calibrated on. :data:`MEMORY_PEAK_RATE` for cells without a baseline; for lif
+    somata the signal their affine law spans (:func:`ctmhsa.neurons.conductance.rate_range_of`:
+    125 Hz above the 20 Hz baseline at 0.5 ms). Half of it (as the escape cells keep half of
+    1/dt) left the typical cell 2-5 Hz above its baseline, whose spikes then dominated the
+    counting noise (T = 4, 16 copies, 1 s per token: x̃ floor 0.86 against 0.60 with all of it); a
+    cell of a stream past the calibration's largest is flagged by the operating report."""
+    from ctmhsa.neurons.models import get_model
+
+    types = {circuit.population(p).cell_type for p in READ_PATH if p in circuit.populations}
+    lif = [ct for ct in sorted(types) if "I_rh" in get_model(level, ct).parameters]
+    if not lif:
+        return MEMORY_PEAK_RATE
+    from ctmhsa.neurons.conductance import rate_range_of
+    from ctmhsa.neurons.params import lif_soma
+
+    return min(rate_range_of(ct, dt)[1] - lif_soma(ct).r_base for ct in lif)
 
 
 def integrator_constants(forget: float, dt: float, window: float = WRITE_WINDOW) -> dict:
@@ -168,12 +192,13 @@ def _stream_memory(circuit, vals, gains, ctx):
         drawn = scale_draws(ctx["input_range"], circuit.meta.de)
     s = h if normalised else memory_scale(ctx["weights"], ctx["input_range"], ctx["phi"], timing["forget"],
                                           timing["tokens"], circuit.meta.de, tokens_drawn=drawn)
-    if not normalised:   # no cell of the read path above MEMORY_PEAK_RATE on those streams: the
-        # read-out through the scale, the integrators, L5 PT and nucleus 2 through their own gains
+    if not normalised:   # no cell of the read path above its peak rate (peak_rate) on those streams:
+        # the read-out through the scale, the integrators, L5 PT and nucleus 2 through their own gains
         peaks = peak_rates(ctx["weights"], drawn, ctx["phi"], timing["forget"], timing["tokens"], gains,
                            ctx["rho_l23"])
-        s = max(s, peaks["readout"] / MEMORY_PEAK_RATE)
-        gains = replace(gains, rho_memory=capped(gains.rho_memory, peaks["memory"] / s))
+        top = timing.get("peak_rate", MEMORY_PEAK_RATE)
+        s = max(s, peaks["readout"] / top)
+        gains = replace(gains, rho_memory=capped(gains.rho_memory, peaks["memory"] / s, top))
     gains, R_set = _key_value_memory(circuit, vals, gains, ctx)
     const = integrator_constants(timing["forget"], timing["dt"])
     ctx["timing"] = {**{k: v for k, v in timing.items() if k != "calibration"}, "scale": s}   # for decoding
@@ -186,8 +211,8 @@ def _stream_memory(circuit, vals, gains, ctx):
             vals.weights[f"bypass{z}"] = vals.weights[f"write{z}"]   # the current product, in the memory's units
     if not normalised:   # Σ_f readout = rho_l23 ṽ / s, ṽ sums s tokens' worth
         R_set = R_set / s
-        gains = replace(gains, rho_pt=capped(gains.rho_pt / s, peaks["l5pt"] / s),
-                        rho_out=capped(gains.rho_out / s, peaks["nucleus2"] / s))
+        gains = replace(gains, rho_pt=capped(gains.rho_pt / s, peaks["l5pt"] / s, top),
+                        rho_out=capped(gains.rho_out / s, peaks["nucleus2"] / s, top))
     if "l5pt" in circuit.populations:
         vals.weights["readout_pt"] = ctx["u"] / R_set
     vals.params["nucleus_gate"] = {"r_in": 0.0}
@@ -321,15 +346,22 @@ READ_SETTLE = 0.08
 their synaptic currents at the spiking levels) takes to follow a new token (:func:`read_lag`)."""
 
 
-def read_lag(presentation: float) -> float:
+def read_lag(presentation: float, settle: float = READ_SETTLE) -> float:
     """Start (s, after a presentation's start) of the memory circuit's decoding window at the
     spiking levels: the token switches ``WRITE_WINDOW`` into its presentation, and the read-out
     cascade follows it over :data:`READ_SETTLE`; at most half the presentation. The pathway's
     default (:func:`ctmhsa.sims.options.decode_lag`, 50 ms) opened the window 30 ms after the
     switch, and about a quarter of the previous token's output leaked into each reading (escape,
     T = 8, d = 8, H = 2, P = 16 copies, 0.2 s: x̃ NRMSE 0.43 against a floor of 0.24; with this
-    lag, 0.10 s, 0.34 against 0.30)."""
-    return min(WRITE_WINDOW + READ_SETTLE, 0.5 * float(presentation))
+    lag, 0.10 s, 0.34 against 0.30). ``settle`` (s): the cascade's settling time where its cells
+    are slower (the lif somata's couplings, :func:`read_settle`)."""
+    return min(WRITE_WINDOW + float(settle), 0.5 * float(presentation))
+
+
+def read_settle(tau: float) -> float:
+    """The read-out cascade's settling time (s) for cells whose slowest time constant is ``tau``
+    (s): :data:`READ_SETTLE` (eight 10 ms constants), or eight of ``tau`` where it is longer."""
+    return max(READ_SETTLE, 8.0 * float(tau))
 
 
 def token_times(t: int, presentation: float, warmup: float = 0.0) -> dict:

@@ -330,8 +330,9 @@ def affine_range(cal: dict, tol: float = 3.0) -> tuple[float, float]:
     Walks the measured f–I curve of ``cal`` (:func:`soma_calibration`) outwards from ``r_base``
     and stops at the first point off the law ``r_base + (I - I_rh) / I_gain`` by more than
     ``tol``; the bounds are interpolated between the last point on and the first point off.
-    Measured (default soma, dt = 0.1 ms, tol 3 Hz): 6.8–136 Hz; below, the threshold bends the curve
-    up (rates fall to 0), above, refractoriness and adaptation bend it down."""
+    Measured (default soma, dt = 0.1 ms, tol 3 Hz): 6.8–136 Hz on its affine law until version
+    0.14, 14–184 Hz on the spline law of 0.15 (0–187 Hz at 0.5 ms); below, the threshold bends the
+    curve up (rates fall to 0), above, refractoriness and adaptation bend it down."""
     I, r = np.asarray(cal["current"], float), np.asarray(cal["rate"], float)
     law = law_rate(cal, I)
     off = np.abs(r - law) > tol

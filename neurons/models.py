@@ -142,6 +142,10 @@ class CellModel:
         How the soma turns its intensity ``r`` into spikes (:data:`FIRING`): ``"poisson"`` (the
         escape cells' Bernoulli draws), or a perfect integrator (``"regular"``, ``"population"``,
         see :func:`integrator_model`); informational for the other cells.
+    on_spike : dict
+        ``compartment -> code`` that a spike arriving at the compartment also runs, besides adding
+        to its current (Brian2 ``on_pre`` code, the target's variables suffixed ``_post``): the
+        lif memory integrators' leak at each spike of their gate (:mod:`ctmhsa.circuits.kvmemory`).
     """
 
     equations: str
@@ -160,6 +164,7 @@ class CellModel:
     init: dict = field(default_factory=dict)
     uniform_init: tuple = ()
     firing: str = "poisson"
+    on_spike: dict = field(default_factory=dict)
     units: dict = field(default_factory=lambda: {"r": "Hz", "V_b": "volt", "V_a": "volt", "U": "volt",
                                                  "P": "1", "v": "volt"})
 
@@ -528,7 +533,8 @@ def synapse_model(source: CellModel, target: CellModel, compartment: str, name: 
         if replayed:
             lines.append("pvar : 1 (constant)")
     if source.spiking:
-        return dict(model="\n".join(lines), on_pre=f"in_{name}_post += w*k_syn")
+        on_pre = [f"in_{name}_post += w*k_syn", target.on_spike.get(compartment, "")]
+        return dict(model="\n".join(lines), on_pre="\n".join(code for code in on_pre if code))
     return dict(model="\n".join(lines + [f"in_{name}_post = w*{rate} : {unit} (summed)"]))
 
 

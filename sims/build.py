@@ -37,7 +37,7 @@ from ctmhsa.mapping.operating import apical_needed
 from . import profile
 from .cost import RUN_COST, estimate_runtime  # noqa: F401 - re-exported
 from .options import (AUTO_CYTHON_SYNAPSES, DEFAULT_DT, DEFAULT_PRESENTATION, CircuitOptions, RunOptions,
-                      check_applies, check_record_spikes, check_run, given_options, split_options)
+                      check_applies, check_record_spikes, check_run, given_options, settling_constant, split_options)
 from .readout import read_out
 from .result import SimulationResult
 from .runners import Runner, runner_for
@@ -447,7 +447,8 @@ def _build(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options=None, run_opti
         timing, drive = None, None
         if memory:   # the integrators' timing, and the normalisation centred on the stream's range
             timing = dict(presentation=ro.presentation, dt=ro.dt, tokens=inputs.X.shape[0],
-                          forget=kvmemory.forget_factor(ro.presentation, co.tau_mem))
+                          forget=kvmemory.forget_factor(ro.presentation, co.tau_mem),
+                          peak_rate=kvmemory.peak_rate(circuit, co.neuron, ro.dt))
             if co.normalize:
                 drive = kvmemory.stream_drive(circuit, inputs.block, rng, co.phi, co.code_gains, timing["forget"],
                                               timing["tokens"])
@@ -469,6 +470,6 @@ def _build(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options=None, run_opti
     runner = (runner_for(ro)(circuit, enc, inputs, co, ro) if make_runner is None
               else make_runner(runner_for(ro), circuit, enc, inputs, co, ro))
     if memory and co.spiking:   # read each token once the read-out has followed it
-        runner.lag = kvmemory.read_lag(ro.presentation)
+        runner.lag = kvmemory.read_lag(ro.presentation, kvmemory.read_settle(settling_constant(co)[0]))
     sizes = {k: a[k] for k in ("n", "m", "H", "dk", "dv", "de")}
     return Simulation(circuit, enc, ref, inputs, sizes, co, ro, runner, need, n_simulated, t_start, runtime)

@@ -39,7 +39,7 @@ from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.law_registry import get_law
 from ctmhsa.neurons.levels import LevelFacts, get_level
 from ctmhsa.neurons.models import FIDELITY_LEVELS, FIRING, PHI_EXPRESSIONS, TAU_LOOP_LAG
-from ctmhsa.neurons.params import DEFAULT_PARAMS, DEFAULT_SOMA, CellParams, seconds
+from ctmhsa.neurons.params import DEFAULT_PARAMS, DEFAULT_SOMA, LIF_SOMATA, CellParams, seconds
 
 __all__ = ["CircuitOptions", "RunOptions", "split_options", "seconds", "DEFAULT_DT", "DEFAULT_WARMUP",
            "N_CHUNKS", "AUTO_CYTHON_SYNAPSES", "CODEGEN", "DEVICES", "SCHEDULERS", "STEPS_PER_TAU",
@@ -607,8 +607,10 @@ def settling_constant(options: CircuitOptions, model: bool = False) -> tuple[flo
     The slowest dynamics a change must pass: the cells' ``tau_m``, ``tau_d``, the interneurons'
     loop ``tau_int`` (at the lif level ``tau_int`` + 50 ms,
     :data:`ctmhsa.neurons.models.TAU_LOOP_LIF`), the spiking levels' ``tau_syn``, and in a
-    model's blocks the normalising relays' ``tau_relay`` (their TRN loop). 10 ms with the
-    default cells (40 ms in a model's block: the relays), 60 ms at the lif level. The circuit
+    model's blocks the normalising relays' ``tau_relay`` (their TRN loop), and at the lif level
+    the somata's dendro-somatic coupling ``tau_c``. 10 ms with the default cells (40 ms in a
+    model's block: the relays), 0.2 s at the lif level (its couplings; 60 ms before version 0.15,
+    which counted the interneurons' loop only). The circuit
     reaches 50 % of a change after about four of them (38 ms rate, 53 ms escape: docs/timescale.md).
     """
     p = options.params
@@ -619,6 +621,7 @@ def settling_constant(options: CircuitOptions, model: bool = False) -> tuple[flo
         taus["tau_syn"] = p.tau_syn
     if options.level.lif:
         taus["the interneurons' loop tau_int + 50 ms"] = taus.pop("tau_int") + TAU_LOOP_LAG
+        taus["the lif somata's dendro-somatic coupling tau_c"] = max(s.params.tau_c for s in LIF_SOMATA.values())
     if model:
         taus["tau_relay"] = p.tau_relay
     name = max(taus, key=taus.get)
@@ -634,8 +637,9 @@ def min_presentation(options: CircuitOptions, blocks: int | None = None) -> tupl
     previous set (measured: 4 ms presentations at the escape level gave r = NaN and NRMSE 1.5; a
     one-block model at 8 ms, 85-106 % output error). A model's ``blocks`` settle one after
     another: one constant each. Hence ``2 * blocks * settling_constant`` (pathway: 20 ms at
-    the rate and escape levels with the default cells, 0.12 s at lif; a model's block: 80 ms
-    with the default 40 ms relays, 20 ms with the digits circuit's 5 ms cells and relays).
+    the rate and escape levels with the default cells, 0.4 s at lif: its somata's 0.2 s
+    coupling, 0.12 s before version 0.15; a model's block: 80 ms with the default 40 ms relays,
+    20 ms with the digits circuit's 5 ms cells and relays).
     A lower bound, not a guarantee: presentations of 0.2 s or longer leave the transient a
     small part of the window (docs/timescale.md, docs/digits.md).
     """

@@ -51,8 +51,11 @@ def cell_params(cells: str):
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--neuron", default="escape", choices=["escape", "rate"],
-                        help="level of the cells (default escape)")
+    parser.add_argument("--neuron", default="escape", choices=["escape", "lif", "rate"],
+                        help="level of the cells (default escape; lif needs presentations of 0.42 s or more)")
+    parser.add_argument("--H", type=count, default=SIZES["H"], help=f"heads (default {SIZES['H']})")
+    parser.add_argument("--d", type=count, default=SIZES["de"],
+                        help=f"dk = dv = de, the head's width (default {SIZES['de']})")
     parser.add_argument("--T", type=count, default=32, help="tokens in the stream (default 32)")
     parser.add_argument("--P", type=count, nargs="+", default=[16, 32],
                         help="copies per population, one run each (default 16 32)")
@@ -73,10 +76,11 @@ def add_arguments(parser) -> None:
     add_out_argument(parser, "bench_results/stream.json")
 
 
-def problem(T: int, seed: int) -> tuple:
-    """``(X (T, de), [WQ, WK, WV, WO])``: held-out tokens N(0, 1) and unit-variance projections."""
+def problem(T: int, seed: int, sizes: dict = SIZES) -> tuple:
+    """``(X (T, de), [WQ, WK, WV, WO])``: held-out tokens N(0, 1) and unit-variance projections
+    of ``sizes`` (``H``, ``dk``, ``dv``, ``de``)."""
     rng = np.random.default_rng([seed, 5])
-    H, dk, dv, de = (SIZES[k] for k in ("H", "dk", "dv", "de"))
+    H, dk, dv, de = (sizes[k] for k in ("H", "dk", "dv", "de"))
     W = [rng.normal(size=s) / np.sqrt(de) for s in ((H, dk, de), (H, dk, de), (H, dv, de))]
     W.append(rng.normal(size=(H, de, dv)) / np.sqrt(dv))
     return rng.normal(size=(T, de)), W
@@ -114,7 +118,7 @@ def row(X, W, P: int, rho_outer: float, args, firing: str = "poisson") -> dict:
 
 def _print(doc: dict) -> None:
     print(f"memory circuit, {doc['neuron']}, T = {doc['T']}, {doc['presentation']:g} s per token, "
-          f"H = {SIZES['H']}, dk = dv = de = {SIZES['de']}{', normalised' if doc['normalize'] else ''}, "
+          f"H = {doc['sizes']['H']}, dk = dv = de = {doc['sizes']['de']}{', normalised' if doc['normalize'] else ''}, "
           f"{doc['cells']} cells")
     print(f"{'firing':>10} {'P':>4} {'rho_outer':>9} {'neurons':>8} {'x̃ NRMSE':>8} {'floor':>6} {'r':>6} {'worst tok':>9} "
           f"{'median':>6} {'min r':>6} {'rates outer/memory/readout/PT/n2 (Hz)':>38} {'wall s':>7}")
@@ -133,9 +137,10 @@ def main(args) -> int:
     if any(not g > 0 for g in args.rho_outer):
         raise ValueError(f"--rho-outer: expected gains > 0 Hz, got {args.rho_outer}")
     t_all = time.perf_counter()
-    X, W = problem(args.T, args.seed)
+    sizes = dict(H=args.H, dk=args.d, dv=args.d, de=args.d)
+    X, W = problem(args.T, args.seed, sizes)
     doc = dict(benchmark="stream", neuron=args.neuron, T=args.T, presentation=args.presentation,
-               normalize=bool(args.normalize), seed=args.seed, spike_seed=args.spike_seed, sizes=SIZES,
+               normalize=bool(args.normalize), seed=args.seed, spike_seed=args.spike_seed, sizes=sizes,
                cells=args.cells, target=TARGET, codegen=args.codegen, rows=[], versions=versions(), cpus=os.cpu_count())
     if not get_level(args.neuron).spiking and any(not get_firing(f).poisson for f in args.firing):
         raise ValueError(f"--firing: how the escape level's cells fire; --neuron is {args.neuron!r}")

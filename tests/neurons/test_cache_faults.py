@@ -17,7 +17,7 @@ from ctmhsa.neurons.backend import SHIPPED_CALIBRATIONS, cache_dir, cached_json,
 
 pytestmark = pytest.mark.codegen_independent
 
-KEY = "0bbf1e95b9a11f83"          # the default lif soma at dt = 0.5 ms (shipped)
+KEY = "4f72bfcfe70dfaed"          # the default lif soma at dt = 0.5 ms (shipped)
 
 
 @pytest.fixture

@@ -171,8 +171,8 @@ def test_the_quadratic_law_is_fitted_and_inverted_exactly():
 @pytest.mark.codegen_independent
 def test_the_default_somas_calibration_key_is_unchanged_by_soma_types():
     """Adding soma types or changing the coupling must not re-measure the default soma: its key
-    holds what its measurement uses (version 0.12's, without the coupling tau_c, which the
-    constant-drive measurement does not see; the L2/3 type's procedure and law enter only the
+    holds what its measurement uses (version 0.15's spline law, without the coupling tau_c, which
+    the constant-drive measurement does not see; the L2/3 type's procedure enters only the
     other types' keys)."""
     import ctmhsa.neurons.conductance as C
 
@@ -190,7 +190,7 @@ def test_the_default_somas_calibration_key_is_unchanged_by_soma_types():
         C.calibration_of("l23", 5e-4)
     finally:
         C.cached_json = orig
-    assert keys[:2] == ["0bbf1e95b9a11f83", "59019dcedf452158"] and keys[2] not in keys[:2]
+    assert keys[:2] == ["4f72bfcfe70dfaed", "fddd36b9abd25dc2"] and keys[2] not in keys[:2]
     keys.clear()
     C.cached_json = capture
     try:   # the coupling does not enter the key
