@@ -299,6 +299,7 @@ def test_a_network_per_structure_when_the_apical_stage_changes(small, monkeypatc
 
 
 @pytest.mark.brian2
+@pytest.mark.filterwarnings("ignore::ctmhsa.mapping.operating.OperatingRangeWarning")   # 0.1 s: the same spikes, not accuracy
 def test_a_kept_escape_network_spikes_as_a_fresh_one(small, monkeypatch):
     """Escape level, 2 steps: the kept network, restored and reseeded, draws the same spikes as a
     network built for the run (the same losses and gradients, bit for bit)."""
