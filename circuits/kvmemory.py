@@ -90,6 +90,18 @@ def _rate_kv_memory():
     )
 
 
+def _gate_inputs(eqs: str, gates, decay: str = "") -> str:
+    """``eqs`` with each gate projection's current decaying over ``tau_gate`` (times ``decay``)
+    and read as ``I_g`` = its spikes of the last step (weight dt: 1 per step of the window)."""
+    for p in gates:
+        for old, new in ((f"din_{p}/dt = -in_{p}/tau_syn : 1", f"din_{p}/dt = -{decay}in_{p}/tau_gate : 1"),
+                         (f"I_g = in_{p} : 1", f"I_g = in_{p}/(k_syn*tau_gate) : 1")):
+            if old not in eqs:
+                raise ValueError(f"gate: the integrator's equations lack {old!r}")
+            eqs = eqs.replace(old, new)
+    return eqs
+
+
 @dataclass(frozen=True)
 class _GatedModel(CellModel):
     """The escape level's integrator: its gate input counts the gate relay's spikes of the last
@@ -99,10 +111,8 @@ class _GatedModel(CellModel):
     write cells' spikes through exponential synaptic currents, like every escape cell's."""
 
     def render(self, phi, projections_by_compartment, law="product"):
-        eqs = CellModel.render(self, phi, projections_by_compartment, law)
-        for p in projections_by_compartment.get("gate", []):
-            eqs = eqs.replace(f"din_{p}/dt = -in_{p}/tau_syn : 1", f"din_{p}/dt = -in_{p}/tau_gate : 1")
-            eqs = eqs.replace(f"I_g = in_{p} : 1", f"I_g = in_{p}/(k_syn*tau_gate) : 1")
+        eqs = _gate_inputs(CellModel.render(self, phi, projections_by_compartment, law),
+                           projections_by_compartment.get("gate", []))
         # The cell is integrated by forward Euler (its leak per step exactly 1 - leak dt), which
         # decays its synaptic currents by 1 - dt/tau_syn per step, not exp(-dt/tau_syn) as the
         # spike increment k_syn assumes: the step-sampled mean current is then w r tau_syn k_syn,
@@ -130,8 +140,9 @@ class _LifGatedModel(CellModel):
     coefficient (0/0 for a leak gated shut) and integrates the synaptic currents exactly (so
     the write needs no Euler correction, unlike :class:`_GatedModel`). So ``U`` only integrates
     its write while the gate is open, ``U <- U + dt I_g (I_s + b_w) / tau_w``, and each spike of
-    the gate relay applies the leak, ``U <- (1 - leak dt) U`` (:attr:`CellModel.on_spike`: the
-    gating input shunts the persistent activity): the escape level's steps, in another order
+    the gate relay applies the leak, ``U <- (1 - leak dt)^(w / tau_gate) U`` (:attr:`CellModel.on_spike`:
+    the gating input shunts the persistent activity; the exponent is a synapse's share of the
+    gate, 1 for one gate cell, 1/P for each of P copies, whose weights are dt/P): the escape level's steps, in another order
     with the same constants (:func:`ctmhsa.mapping.kvmemory.integrator_constants`: a leak in
     the step before each write). ``b_w`` cancels the write cells' baseline where the ON/OFF
     pairs do not (the normaliser's ``z``; :mod:`ctmhsa.mapping.baseline`). The gate current decays :data:`GATE_CLOSE` times faster
@@ -139,11 +150,8 @@ class _LifGatedModel(CellModel):
     and shut otherwise, as at the escape level."""
 
     def render(self, phi, projections_by_compartment, law="product"):
-        eqs = CellModel.render(self, phi, projections_by_compartment, law)
-        for p in projections_by_compartment.get("gate", []):
-            eqs = eqs.replace(f"din_{p}/dt = -in_{p}/tau_syn : 1", f"din_{p}/dt = -{GATE_CLOSE!r}*in_{p}/tau_gate : 1")
-            eqs = eqs.replace(f"I_g = in_{p} : 1", f"I_g = in_{p}/(k_syn*tau_gate) : 1")
-        return eqs
+        return _gate_inputs(CellModel.render(self, phi, projections_by_compartment, law),
+                            projections_by_compartment.get("gate", []), f"{GATE_CLOSE!r}*")
 
 
 def _lif_kv_memory() -> CellModel:
@@ -152,7 +160,7 @@ def _lif_kv_memory() -> CellModel:
     assert euler in model.equations
     eqs = model.equations.replace(euler, "dU/dt = I_g*(I_s + b_w)/tau_w : volt\nb_w : volt")
     return _LifGatedModel(**{**vars(model), "equations": eqs, "parameters": model.parameters + ("b_w",),
-                             "on_spike": {"gate": "U_post = (1 - leak_post*dt)*U_post"}})
+                             "on_spike": {"gate": "U_post = U_post*(1 - leak_post*dt)**(w/tau_gate_post)"}})
 
 
 MODELS[("lif", "kv_memory")] = _lif_kv_memory()

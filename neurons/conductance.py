@@ -208,7 +208,8 @@ def soma_calibration(soma: SomaParams = DEFAULT_SOMA, dt: float = 1e-4, r_base: 
             f = np.nan_to_num(curve["fano"], nan=1.0)
             se = np.sqrt(np.maximum(f, 0.02) * np.maximum(curve["rate"], 0.5) / duration)
             fit = _spline_fit(np.concatenate([I, Id]), np.concatenate([curve["rate"], rd]),
-                              np.concatenate([se, np.maximum(sd, 0.005)]), r_base, top, knots)
+                              np.concatenate([se, np.maximum(sd, 0.005)]), r_base, top, knots,
+                              dense=np.arange(I.size + Id.size) >= I.size)
             extra = dict(I_cub=fit["I_cub"], knots=fit["knots"], I_knot=fit["I_knot"], dense_current=Id.tolist(),
                          dense_rate=rd.tolist(), dense_se=sd.tolist(), dense_rms_residual=fit["dense_rms_residual"])
         elif law == "quadratic":
@@ -244,12 +245,13 @@ def _quadratic_fit(I, r, lo: float, hi: float, x0: float = 2.0) -> dict:
                 relative=float(np.abs(res).max() / np.ptp(r[sel])))
 
 
-def _spline_fit(I, r, se, lo: float, hi: float, knots) -> dict:
+def _spline_fit(I, r, se, lo: float, hi: float, knots, dense=None) -> dict:
     """The cubic spline drive ``I(x) = I_rh + I_gain x + I_quad x² + I_cub x³ + Σ I_knot[n]
     (x - knots[n])₊³``, ``x = r - lo``, least squares over the points with ``lo - 0.6 <= r <= hi``
     (Hz), each current's residual weighted by ``1 / se`` (its rate's standard error, Hz).
-    Residuals in Hz (the measured rate against the law's), over ``[lo, hi]``; those of the points
-    with ``se`` below 0.05 Hz (the dense curve) apart."""
+    Residuals in Hz (the measured rate against the law's), over ``[lo, hi]``; those of the dense
+    curve's points (``dense``, a mask; by default the points with ``se`` below 0.05 Hz, which
+    picked the L2/3 type's dense curve and none of the default soma's, 0.07-0.13 Hz) apart."""
     I, r, se = (np.asarray(a, float) for a in (I, r, se))
     sel = (r >= lo - 0.6) & (r <= hi)
     if sel.sum() < 5 + len(knots):
@@ -264,7 +266,7 @@ def _spline_fit(I, r, se, lo: float, hi: float, knots) -> dict:
         raise RuntimeError("soma_calibration: the fitted spline drive is not increasing over the range")
     on = sel & (r >= lo)
     res = r[on] - law_rate(cal, I[on])
-    dense = se[on] < 0.05
+    dense = (se < 0.05 if dense is None else np.asarray(dense, bool))[on]
     return dict(cal, max_residual=float(np.abs(res).max()), rms_residual=float(np.sqrt(np.mean(res ** 2))),
                 relative=float(np.abs(res).max() / np.ptp(r[on])),
                 dense_rms_residual=float(np.sqrt(np.mean(res[dense] ** 2))) if dense.any() else float("nan"))
@@ -330,8 +332,8 @@ def affine_range(cal: dict, tol: float = 3.0) -> tuple[float, float]:
     Walks the measured f–I curve of ``cal`` (:func:`soma_calibration`) outwards from ``r_base``
     and stops at the first point off the law ``r_base + (I - I_rh) / I_gain`` by more than
     ``tol``; the bounds are interpolated between the last point on and the first point off.
-    Measured (default soma, dt = 0.1 ms, tol 3 Hz): 6.8–136 Hz on its affine law until version
-    0.14, 14–184 Hz on the spline law of 0.15 (0–187 Hz at 0.5 ms); below, the threshold bends the
+    Measured (default soma, dt = 0.1 ms, tol 3 Hz): 9.7–141 Hz on its affine law until version
+    0.14 (6.8–136 Hz as first measured), 14–184 Hz on the spline law of 0.15 (0–187 Hz at 0.5 ms); below, the threshold bends the
     curve up (rates fall to 0), above, refractoriness and adaptation bend it down."""
     I, r = np.asarray(cal["current"], float), np.asarray(cal["rate"], float)
     law = law_rate(cal, I)

@@ -788,8 +788,8 @@ MODELS[("escape", "kv_write")] = _covariance_corrected(MODELS[("escape", "kv_wri
 # (:mod:`ctmhsa.neurons.conductance`): I_drive = I_rh + I_gain*rho*P + I_quad*(rho*P)**2. The mapping
 # layer sets I_rh (the current at which the soma fires its baseline r_base), I_gain (A per Hz: the
 # inverse slope of the soma's measured f-I curve above the baseline) and I_quad (A per Hz^2: the
-# curve's convexity, 0 for the default soma's affine law), so the rate is r_base + rho*P on the
-# calibrated affine branch (see docs/lif.md and ctmhsa.mapping.baseline). Relays stay Poisson and the
+# curve's convexity; and for a spline law I_cub and knot terms), so the rate is r_base + rho*P on the
+# calibrated law (see docs/lif.md and ctmhsa.mapping.baseline). Relays stay Poisson and the
 # interneurons keep their escape-level integral feedback.
 
 SOMA_EQUATIONS = """

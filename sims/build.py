@@ -37,7 +37,8 @@ from ctmhsa.mapping.operating import apical_needed
 from . import profile
 from .cost import RUN_COST, estimate_runtime  # noqa: F401 - re-exported
 from .options import (AUTO_CYTHON_SYNAPSES, DEFAULT_DT, DEFAULT_PRESENTATION, CircuitOptions, RunOptions,
-                      check_applies, check_record_spikes, check_run, given_options, settling_constant, split_options)
+                      check_applies, check_record_spikes, check_run, given_options, level_lag, settling_constant,
+                      split_options)
 from .readout import read_out
 from .result import SimulationResult
 from .runners import Runner, runner_for
@@ -471,5 +472,7 @@ def _build(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options=None, run_opti
               else make_runner(runner_for(ro), circuit, enc, inputs, co, ro))
     if memory and co.spiking:   # read each token once the read-out has followed it
         runner.lag = kvmemory.read_lag(ro.presentation, kvmemory.read_settle(settling_constant(co)[0]))
+    elif stream and co.spiking:   # and each set, at the lif level
+        runner.lag = level_lag(co, ro.presentation)
     sizes = {k: a[k] for k in ("n", "m", "H", "dk", "dv", "de")}
     return Simulation(circuit, enc, ref, inputs, sizes, co, ro, runner, need, n_simulated, t_start, runtime)

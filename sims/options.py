@@ -45,7 +45,7 @@ __all__ = ["CircuitOptions", "RunOptions", "split_options", "seconds", "DEFAULT_
            "N_CHUNKS", "AUTO_CYTHON_SYNAPSES", "CODEGEN", "DEVICES", "SCHEDULERS", "STEPS_PER_TAU",
            "DEFAULT_MAX_RUNTIME", "SEED_LIMIT", "max_dt", "min_window", "check_run", "check_record_spikes",
            "check_scheduler", "DEFAULT_PRESENTATION", "DECODE_LAG", "decode_lag", "stream_chunks",
-           "RUN_KINDS", "APPLIES", "check_applies", "given_options", "settling_constant", "min_presentation"]
+           "RUN_KINDS", "APPLIES", "check_applies", "given_options", "settling_constant", "min_presentation", "level_lag"]
 
 DEFAULT_DT = LevelFacts("dt")
 """Default integration step per level (s), a view of :attr:`ctmhsa.neurons.levels.Level.dt`. The
@@ -79,6 +79,16 @@ def decode_lag(presentation: float) -> float:
     """Start (s, after a presentation's start) of its decoding window: :data:`DECODE_LAG`, at
     most half the presentation; the window runs to the presentation's end."""
     return min(DECODE_LAG, 0.5 * float(presentation))
+
+
+def level_lag(options, presentation: float) -> float:
+    """A pathway stream's decoding lag (s) at the level of ``options``: :func:`decode_lag`, or,
+    where the cells settle slower than :data:`DECODE_LAG` allows (the lif somata's 0.2 s
+    coupling), eight settling constants (:func:`settling_constant`), at most half the
+    presentation (:func:`decode_lag`'s 50 ms opened a lif window a quarter of one coupling after
+    the switch)."""
+    return min(max(decode_lag(presentation), 8.0 * settling_constant(options)[0] if options.level.lif else 0.0),
+               0.5 * float(presentation))
 
 
 def stream_chunks(window: float, options) -> int:

@@ -167,9 +167,10 @@ def simulate_mhsa(
 
     presentation : float or brian2 Quantity, optional
         A stream (``X`` of shape ``(T, n, de)``): seconds per token set (default 0.2 s), at least
-        :func:`ctmhsa.sims.options.min_presentation` (20 ms with the default cells, 0.12 s at
-        the lif level), the time the circuit needs to start following a new set before its
-        decoding window opens. A stream lasts ``T * presentation``: ``duration`` and
+        :func:`ctmhsa.sims.options.min_presentation` (20 ms with the default cells, 0.4 s at
+        the lif level: its somata couple over 0.2 s, and its windows open at half the
+        presentation, :func:`ctmhsa.sims.options.level_lag`), the time the circuit needs to
+        start following a new set before its decoding window opens. A stream lasts ``T * presentation``: ``duration`` and
         ``checkpoints`` do not apply (:data:`ctmhsa.sims.options.APPLIES`).
     input_range : InputRange or float, optional
         The tokens the circuit is built for (:class:`ctmhsa.maths.inputs.InputRange`; a number:

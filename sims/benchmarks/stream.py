@@ -2,8 +2,8 @@
 against its reference and its noise floor, per token.
 
 The memory circuit (``circuit="memory"``, unnormalised, no forgetting by default) is shown ``T``
-held-out random tokens (seed ``--seed``), one per presentation, at the default head size (dk = dv
-= de = 8, H = 2). For every setting of population coding (``--P``: copies of every population
+held-out random tokens (seed ``--seed``), one per presentation, in a head of ``--H`` areas and
+width ``--d`` (dk = dv = de; default 8, H = 2). For every setting of population coding (``--P``: copies of every population
 but the gate) and write-cell gain (``--rho-outer``, Hz per unit of ``φ(k) v``; the shipped gain
 is :class:`ctmhsa.maths.codes.CodeGains`'s) and firing mode (``--firing``: escape noise, or each
 value's copies in turn), with the circuit's default cells or a causal model's 5 ms ones
@@ -116,6 +116,23 @@ def row(X, W, P: int, rho_outer: float, args, firing: str = "poisson") -> dict:
                 saturated=saturated, wall_s=wall, warnings=record)
 
 
+def check_settings(args) -> None:
+    """Refuse, naming the flag, a firing mode or a presentation the level's circuit does not take
+    (:class:`ctmhsa.sims.options.CircuitOptions`, :func:`ctmhsa.sims.options.min_presentation`),
+    before any run starts."""
+    from ctmhsa.sims.options import CircuitOptions, min_presentation
+
+    for firing in dict.fromkeys(args.firing):
+        try:
+            co = CircuitOptions(neuron=args.neuron, circuit="memory", firing=firing, params=cell_params(args.cells))
+        except ValueError as exc:
+            raise ValueError(f"--firing: {exc}") from None
+        t_min, why = min_presentation(co)
+        if args.presentation < t_min * (1 - 1e-9):
+            raise ValueError(f"--presentation: {args.presentation:g} s is shorter than the {args.neuron} level's "
+                             f"shortest, {t_min:g} s ({why})")
+
+
 def _print(doc: dict) -> None:
     print(f"memory circuit, {doc['neuron']}, T = {doc['T']}, {doc['presentation']:g} s per token, "
           f"H = {doc['sizes']['H']}, dk = dv = de = {doc['sizes']['de']}{', normalised' if doc['normalize'] else ''}, "
@@ -144,6 +161,7 @@ def main(args) -> int:
                cells=args.cells, target=TARGET, codegen=args.codegen, rows=[], versions=versions(), cpus=os.cpu_count())
     if not get_level(args.neuron).spiking and any(not get_firing(f).poisson for f in args.firing):
         raise ValueError(f"--firing: how the escape level's cells fire; --neuron is {args.neuron!r}")
+    check_settings(args)
     grid = [(f, P, g) for f in dict.fromkeys(args.firing) for P in args.P for g in args.rho_outer]
     for f, P, g in progress(grid, desc="bench stream", unit="run"):
         doc["rows"].append(row(X, W, P, g, args, firing=f))

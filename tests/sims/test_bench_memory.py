@@ -158,3 +158,17 @@ def test_bench_stream_refuses_a_firing_mode_without_spikes(tmp_path, capsys):
     assert main(["bench", "stream", "--neuron", "rate", "--firing", "population", "--out", str(tmp_path / "s.json")]) != 0
     assert "--firing: how the escape level's cells fire; --neuron is 'rate'" in capsys.readouterr().err
     assert not (tmp_path / "s.json").exists()
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("flags, match", [
+    (["--neuron", "lif", "--firing", "population", "--presentation", "0.5"], "--firing: firing: 'population'"),
+    (["--neuron", "lif"], "--presentation: 0.2 s is shorter than the lif level's shortest, 0.42 s"),
+])
+def test_bench_stream_refuses_at_lif_naming_the_flag_before_a_run(flags, match, tmp_path, capsys, monkeypatch):
+    from ctmhsa.sims.benchmarks import stream
+    from ctmhsa.sims.cli import main
+
+    monkeypatch.setattr(stream, "row", lambda *a, **k: pytest.fail("a run started"))
+    assert main(["bench", "stream", *flags, "--out", str(tmp_path / "s.json")]) != 0
+    assert match in capsys.readouterr().err and not (tmp_path / "s.json").exists()

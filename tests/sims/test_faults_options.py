@@ -190,3 +190,16 @@ def test_a_role_without_its_block_records_it_in_every_block(problem, model_optio
     assert ro.record_spikes == ("b0_l23", "b1_l23", "b1_l5pt")
     co, ro = model_options(m, X, neuron="escape", record_spikes=True, duration=0.2, warmup=0.1)
     assert ro.record_spikes is True
+
+
+@pytest.mark.codegen_independent
+def test_a_lif_stream_is_read_in_the_second_half_of_each_presentation():
+    """The lif somata couple over 0.2 s: a pathway stream's window opens at half the presentation
+    (eight couplings, 1.6 s, at most), where the 50 ms of the other levels opened it a quarter of
+    one coupling after the switch; the escape level's lag is unchanged."""
+    from ctmhsa.sims.options import decode_lag, level_lag
+
+    for P in (0.2, 0.5, 1.0):
+        assert level_lag(CircuitOptions(neuron="escape"), P) == decode_lag(P) == min(0.05, P / 2)
+    assert level_lag(CircuitOptions(neuron="lif"), 0.4) == pytest.approx(0.2)
+    assert level_lag(CircuitOptions(neuron="lif"), 4.0) == pytest.approx(1.6)

@@ -413,24 +413,18 @@ def test_escape_integrator_writes_the_mean_input_exactly():
     assert float(cell.U[0]) == pytest.approx(expected, rel=5e-3)
 
 
-@pytest.mark.brian2
-def test_lif_integrator_keeps_lambda_per_write_and_holds_still_between():
-    """The lif integrators (exponential Euler, which cannot gate a leak inside the equation):
-    each spike of the gate relay applies the leak through its synapse, so a write window of
-    s/dt gate spikes keeps exactly λ of the memory, and the memory holds still to the last
-    bit outside the window (no write input here; the write's unit is the escape level's
-    constants, :func:`integrator_constants`)."""
+def _lif_integrator(dt, steps, gate_steps, copies=1, lam=1.0, write_every=None, w_write=1e-3):
+    """One lif integrator (numpy code), gated by ``copies`` gate cells firing at ``gate_steps``
+    (weights dt / copies, as the encoder gives a gate of P copies), optionally written by a
+    spike every ``write_every`` steps (weight ``w_write``, V s): its ``U`` (V) at every step."""
     import brian2 as b2
 
     import ctmhsa.circuits.kvmemory  # noqa: F401 - registers the integrator's models
-    from ctmhsa.circuits.kvmemory import WRITE_WINDOW
     from ctmhsa.neurons.conductance import lif_drive
     from ctmhsa.neurons.models import MODELS, synapse_model
     from ctmhsa.neurons.params import DEFAULT_PARAMS, with_units
 
     model, relay = MODELS[("lif", "kv_memory")], MODELS[("lif", "gate")]
-    dt, lam, start = 5e-4, 0.6, 100
-    window = int(round(WRITE_WINDOW / dt))
     b2.start_scope()
     b2.prefs.codegen.target = "numpy"   # one cell: compiling it would take 20 s (restored after the test)
     b2.defaultclock.dt = dt * b2.second
@@ -443,17 +437,51 @@ def test_lif_integrator_keeps_lambda_per_write_and_holds_still_between():
     units = {"I_rh": b2.amp, "I_gain": b2.amp / b2.Hz, "I_quad": b2.amp / b2.Hz ** 2, "r_base": b2.Hz}
     for k, v in lif_drive(dt, "kv_memory").items():      # a spline law's I_cub, I_k<n>: A/Hz³
         setattr(cell, k, v * units.get(k, b2.amp / b2.Hz ** 3))
-    cell.v, cell.U = -70.6e-3 * b2.volt, 1e-3 * b2.volt
-    gate = b2.SpikeGeneratorGroup(1, np.zeros(window, int), (start + np.arange(window)) * dt * b2.second)
+    cell.v, cell.U = -70.6e-3 * b2.volt, (0.0 if write_every else 1e-3) * b2.volt
+    gs = np.asarray(gate_steps)
+    gate = b2.SpikeGeneratorGroup(copies, np.repeat(np.arange(copies), gs.size), np.tile(gs, copies) * dt * b2.second)
     syn = b2.Synapses(gate, cell, namespace=ns, **synapse_model(relay, model, "gate", "gate"))
     syn.connect()
-    syn.w = dt * b2.second
+    syn.w = dt / copies * b2.second
+    objs = [cell, gate, syn]
+    if write_every:
+        src = b2.SpikeGeneratorGroup(1, np.zeros(steps // write_every, int),
+                                     np.arange(0, steps, write_every) * dt * b2.second)
+        wsyn = b2.Synapses(src, cell, on_pre="in_write_post += w*k_syn", model="w : volt*second", namespace=ns)
+        wsyn.connect()
+        wsyn.w = w_write * b2.volt * b2.second
+        objs += [src, wsyn]
     mon = b2.StateMonitor(cell, "U", record=0)
-    b2.run((start + window + 100) * dt * b2.second, namespace={})
-    U = np.asarray(mon.U[0])
+    b2.Network(*objs, mon).run(steps * dt * b2.second, namespace={})
+    return np.asarray(mon.U[0])
+
+
+@pytest.mark.brian2
+@pytest.mark.parametrize("copies", [1, 3])
+def test_lif_integrator_keeps_lambda_per_write_and_holds_still_between(copies):
+    """The lif integrators (exponential Euler, which cannot gate a leak inside the equation):
+    each spike of the gate relay applies its share of the leak through its synapse, so a write
+    window of s/dt gate steps keeps exactly λ of the memory, with one gate cell or a gate of P
+    copies, and the memory holds still to the last bit outside the window (no write input)."""
+    from ctmhsa.circuits.kvmemory import WRITE_WINDOW
+
+    dt, lam, start = 5e-4, 0.6, 100
+    window = int(round(WRITE_WINDOW / dt))
+    U = _lif_integrator(dt, start + window + 100, start + np.arange(window), copies=copies, lam=lam)
     assert np.all(U[:start + 1] == 1e-3)                                   # shut: not a bit changes
     assert U[start + window + 1] == pytest.approx(lam * 1e-3, rel=1e-12)   # λ kept by the window's leaks
     assert np.all(U[start + window + 1:] == U[start + window + 1])          # and held after it
+
+
+@pytest.mark.brian2
+def test_lif_integrator_writes_the_mean_input_exactly():
+    """The lif integrators' write: exponential synaptic currents integrated exactly (no Euler
+    correction, unlike the escape level's), so with the gate held open a 400 Hz spike train
+    adds ``w r T / tau_w`` (the escape level's unit) to ``U``."""
+    dt, steps, every, w = 5e-4, 4000, 5, 1e-3
+    U = _lif_integrator(dt, steps, np.arange(steps), write_every=every, w_write=w)
+    tau_w = integrator_constants(1.0, dt)["tau_w"]
+    assert U[-1] == pytest.approx(w * (1 / (every * dt)) * (steps * dt) / tau_w, rel=5e-3)
 
 
 LIF_P = dict(outer=8, memory=8, readout=8, l5pt=8, nucleus1=8, nucleus1_kv=8, nucleus2=8)
@@ -464,7 +492,7 @@ LIF_P = dict(outer=8, memory=8, readout=8, l5pt=8, nucleus1=8, nucleus1_kv=8, nu
 def test_lif_level_reads_a_stream_within_a_multiple_of_its_noise_floor():
     """The lif level on a tiny stream (T = 3, dk = dv = de = 2, 8 copies, 0.5 s per token):
     every stage per token finite, x̃ after the first token within 3x its noise floor, and no
-    cell of the read path outside its somata's affine range (docs/memory.md, "The lif level")."""
+    cell of the read path outside its somata's working range (docs/memory.md, "The lif level")."""
     r = np.random.default_rng(2)
     X = r.normal(size=(3, 2))
     W = [r.normal(size=s) for s in [(1, 2, 2), (1, 2, 2), (1, 2, 2), (1, 2, 2)]]
