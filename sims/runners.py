@@ -279,7 +279,14 @@ class StandaloneRunner(Runner):
     shift and the step its reads are sampled at (:class:`ctmhsa.devices.standalone.StreamRead`);
     its rates are run arguments. Streams of other tokens, or of another length up to the padded
     one, reuse the project.
+
+    ``rebind`` (``rebind(built, run_args)``, set by a caller that runs many tasks of one shape:
+    :func:`ctmhsa.sims.train.train_mhsa`) keeps the built network in this process after its run,
+    and a later run of the same project only writes its values as run arguments and runs the
+    binary (:func:`ctmhsa.devices.standalone.run_project`); not for a stream.
     """
+
+    rebind = None
 
     @classmethod
     def stream_refusal(cls, options, run_options):
@@ -312,7 +319,8 @@ class StandaloneRunner(Runner):
         with binary_progress(bar):
             built, sa = run_project(key, lambda: self._instantiate(ro, stream=stream, run_args={}), ro.warmup,
                                     duration, ro.threads, N_CHUNKS, ro.device,
-                                    bar if bar is not None else ro.report, stream=read)
+                                    bar if bar is not None else ro.report, stream=read,
+                                    rebind=None if read is not None else self.rebind)
         if bar is not None:
             bar.update_to(bar.total)
             bar.close()

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ctmhsa.devices.registry import get_device
+from ctmhsa.devices.standalone import release
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.circuits.parts import get_area
 from ctmhsa.mapping.decode import key_value_potentials, signed_rate
@@ -47,7 +48,7 @@ from ctmhsa.circuits.instantiate import assign
 from .build import _build, _check_runtime, _wall
 from .config import check_output_dir
 from .options import check_applies, check_record_spikes, check_scheduler, given_options, split_options
-from .runners import Runner, RuntimeRunner
+from .runners import Runner, RuntimeRunner, StandaloneRunner
 
 __all__ = ["train_mhsa", "TrainingResult", "default_lr", "WEIGHT_NAMES", "measured_stages", "teacher_student",
            "curve_summary", "exact_descent", "estimate_training_bytes"]
@@ -300,13 +301,20 @@ class _Network:
     builds its network and stores its state; every later run of that structure restores it and
     writes its own values (:class:`_KeptRunner`). Two structures alternate when the apical division
     stage, resolved per run from the weights and tokens where ``apical_inhibition`` is not given,
-    is on for some runs and off for others: each keeps its network. Other runners keep what they
-    keep themselves (a standalone device: one compiled project per structure, ``run_project``)."""
+    is on for some runs and off for others: each keeps its network. On a standalone device the
+    compiled project of each structure keeps its network in this process (``run_project``'s
+    ``rebind``): a later run writes its values, seed and first draws as run arguments and only
+    runs the binary; :meth:`close` drops them. Other runners build as they do."""
 
     def __init__(self):
         self.kept = {}
 
     def runner(self, cls, circuit, *args):
+        if cls is StandaloneRunner:
+            runner = cls(circuit, *args)
+            runner.rebind = lambda built, run_args: assign(built, runner.encoding.values, runner.run_options.seed,
+                                                           run_args)
+            return runner
         if cls is not RuntimeRunner:
             return cls(circuit, *args)
         structure = json.dumps(circuit.to_dict(), sort_keys=True, default=str)
@@ -316,6 +324,10 @@ class _Network:
         runner.built.network.store(_INITIAL)
         self.kept[structure] = runner.built
         return runner
+
+    def close(self) -> None:
+        """Drop the networks a standalone device kept for this training."""
+        release()
 
 
 def _exact_untied(X, Y, T, copies, phi, causal, normalize):
@@ -487,6 +499,7 @@ def train_mhsa(X, T, WQ, WK, WV, WO, neuron: str = "rate", steps: int = 100, lr:
         if progress is not None:
             progress(s, dict(loss=L, exact_loss=Lx, cosines=cosines[-1], step_time=times[-1],
                              build_time=build_times[-1]))
+    network.close()
     exact.append(exact_now()[0])
     config = dict(neuron=neuron, steps=int(steps), lr=lr, seed=int(seed), tied=tied, B=B,
                   **{k: a[k] for k in ("n", "m", "H", "dk", "dv", "de")}, phi=phi, causal=causal,

@@ -298,6 +298,20 @@ def test_a_network_per_structure_when_the_apical_stage_changes(small, monkeypatc
     _assert_same(kept, fresh, 1e-12)
 
 
+@pytest.mark.standalone
+@pytest.mark.long   # a C++ compile, 30-110 s on 2 cores
+@pytest.mark.filterwarnings("ignore::ctmhsa.mapping.operating.OperatingRangeWarning")   # 0.2 s: the same spikes
+def test_a_kept_standalone_network_runs_the_binary_alone_and_spikes_as_a_fresh_one(small, monkeypatch):
+    """cpp_standalone, escape level, 2 steps of 2 sequences: the project keeps its network after
+    the first run, and every later run only writes its values and seed as run arguments and runs
+    the binary (one network built against four), with the same losses and gradients bit for bit."""
+    kept, fresh, n_kept, n_fresh = _train_twice(monkeypatch, small["X"], small["T"], *small["W0"], neuron="escape",
+                                                steps=2, seed=1, device="cpp_standalone", duration=0.2,
+                                                apical_inhibition=False)
+    assert (n_kept, n_fresh) == (1, 4)
+    _assert_same(kept, fresh, 0.0)
+
+
 @pytest.mark.brian2
 @pytest.mark.filterwarnings("ignore::ctmhsa.mapping.operating.OperatingRangeWarning")   # 0.1 s: the same spikes, not accuracy
 def test_a_kept_escape_network_spikes_as_a_fresh_one(small, monkeypatch):
