@@ -41,7 +41,7 @@ def add_lif_drive(circuit, values, level: str, dt: float) -> None:
     """Write the lif somata's drive (``I_rh``, ``I_gain``, ``I_quad``, ``r_base``) into ``values.params`` and
     cancel the baselines' input to every target (in place). No-op at other levels."""
     somata = {name for name, pop in circuit.populations.items()
-              if "I_rh" in get_model(level, pop.cell_type).parameters}
+              if get_model(level, pop.cell_type).lif_soma}
     if not somata:
         return
     types = {name: circuit.population(name).cell_type for name in somata}

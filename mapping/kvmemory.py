@@ -157,7 +157,7 @@ def peak_rate(circuit, level: str, dt: float) -> float:
     from ctmhsa.neurons.models import get_model
 
     types = {circuit.population(p).cell_type for p in READ_PATH if p in circuit.populations}
-    lif = [ct for ct in sorted(types) if "I_rh" in get_model(level, ct).parameters]
+    lif = [ct for ct in sorted(types) if get_model(level, ct).lif_soma]
     if not lif:
         return MEMORY_PEAK_RATE
     from ctmhsa.neurons.conductance import rate_range_of

@@ -79,7 +79,7 @@ def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None 
         model = get_model(level, pop.cell_type, circuit.meta.firing)
         if not get_firing(model.firing).poisson:
             out[p] = model.firing
-        elif lif and "I_rh" in model.parameters and dt is not None:
+        elif lif and model.lif_soma and dt is not None:
             if pop.cell_type not in own:                                   # one per soma type
                 own[pop.cell_type] = partial(intrinsic_fano, calibration_of(pop.cell_type, dt))
             out[p] = own[pop.cell_type]

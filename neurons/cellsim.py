@@ -125,7 +125,7 @@ def simulate_cells(
     G = b2.NeuronGroup(n_cells, eqs, threshold=model.threshold or None, reset=model.reset or None,
                        refractory=model.refractory or False, method=model.method, namespace=ns, clock=clock, name="cells")
     # lif somata: driven on their calibrated affine branch unless the caller says otherwise
-    drive = lif_drive(dt, cell_type) if "I_rh" in model.parameters else {}
+    drive = lif_drive(dt, cell_type) if model.lif_soma else {}
     for k, v in {**initial_draws(model, n_cells, seed, "cells"), **drive, **(cell_params or {})}.items():
         v = np.asarray(v, float)
         setattr(G, k + "_", float(v) if v.ndim == 0 else v)

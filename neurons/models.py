@@ -174,6 +174,12 @@ class CellModel:
         return bool(self.threshold)
 
     @property
+    def lif_soma(self) -> bool:
+        """A calibrated conductance-based soma (:func:`_lif`): driven on its law, firing a
+        baseline (its drive ``I_rh``, ``I_gain``, ... set by :mod:`ctmhsa.mapping.baseline`)."""
+        return "I_rh" in self.parameters
+
+    @property
     def accumulated(self) -> tuple:
         """Observables whose window integral is accumulated by code run after every step."""
         return tuple(v for v in self.observables if v not in self.integrated)

@@ -84,11 +84,13 @@ def decode_lag(presentation: float) -> float:
 def level_lag(options, presentation: float) -> float:
     """A pathway stream's decoding lag (s) at the level of ``options``: :func:`decode_lag`, or,
     where the cells settle slower than :data:`DECODE_LAG` allows (the lif somata's 0.2 s
-    coupling), eight settling constants (:func:`settling_constant`), at most half the
-    presentation (:func:`decode_lag`'s 50 ms opened a lif window a quarter of one coupling after
+    coupling), eight settling constants (:func:`settling_constant`,
+    :func:`ctmhsa.mapping.kvmemory.read_settle`), at most half the presentation (:func:`decode_lag`'s 50 ms opened a lif window a quarter of one coupling after
     the switch)."""
-    return min(max(decode_lag(presentation), 8.0 * settling_constant(options)[0] if options.level.lif else 0.0),
-               0.5 * float(presentation))
+    from ctmhsa.mapping.kvmemory import read_settle   # the memory circuit's read-out follows the same rule
+
+    slow = read_settle(settling_constant(options)[0]) if options.level.lif else 0.0
+    return min(max(decode_lag(presentation), slow), 0.5 * float(presentation))
 
 
 def stream_chunks(window: float, options) -> int:

@@ -102,7 +102,7 @@ def _rate_limits(circuit, o, ro) -> tuple:
     rate_range = None
     if o.level.lif:
         types = {name: pop.cell_type for name, pop in circuit.populations.items()
-                 if "I_rh" in get_model(o.neuron, pop.cell_type).parameters}
+                 if get_model(o.neuron, pop.cell_type).lif_soma}
         ranges = {ct: rate_range_of(ct, ro.dt) for ct in set(types.values())}   # one per soma type
         rate_range = {name: ranges[ct] for name, ct in types.items()}
     return 1.0 / ro.dt if o.level.escape else None, rate_range

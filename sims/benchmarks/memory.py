@@ -71,7 +71,7 @@ from ctmhsa.sims.progress import progress
 from ctmhsa.neurons.firing import FIRING_MODES
 from ctmhsa.neurons.levels import get_level
 
-from .common import add_out_argument, count, finish, warnings_into
+from .common import add_out_argument, count, finish, held_out_weights, warnings_into
 from .stream import CELLS, cell_params
 from .timescale import QUICK_MARK
 
@@ -190,12 +190,6 @@ def settings(args) -> dict:
 
 def _rng(seed: int, part: str, *ids) -> np.random.Generator:
     return np.random.default_rng([seed, _PART[part], *ids])
-
-
-def held_out_weights(rng, H: int, dk: int, dv: int, de: int) -> list:
-    """``[WQ, WK, WV, WO]`` with unit-variance projections of unit-variance tokens."""
-    shapes = [(H, dk, de), (H, dk, de), (H, dv, de)]
-    return [rng.normal(size=s) / np.sqrt(de) for s in shapes] + [rng.normal(size=(H, de, dv)) / np.sqrt(dv)]
 
 
 def _simulate(X, W, neuron, presentation, codegen, **kw):

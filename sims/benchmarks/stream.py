@@ -29,7 +29,7 @@ from ctmhsa.neurons.levels import get_level
 from ctmhsa.sims.io import versions
 from ctmhsa.sims.progress import progress
 
-from .common import add_out_argument, count, finish, warnings_into
+from .common import add_out_argument, count, finish, held_out_weights, warnings_into
 
 HELP = "the memory circuit over a long stream at a spiking level: x̃ per token against its reference and floor"
 
@@ -80,10 +80,8 @@ def problem(T: int, seed: int, sizes: dict = SIZES) -> tuple:
     """``(X (T, de), [WQ, WK, WV, WO])``: held-out tokens N(0, 1) and unit-variance projections
     of ``sizes`` (``H``, ``dk``, ``dv``, ``de``)."""
     rng = np.random.default_rng([seed, 5])
-    H, dk, dv, de = (sizes[k] for k in ("H", "dk", "dv", "de"))
-    W = [rng.normal(size=s) / np.sqrt(de) for s in ((H, dk, de), (H, dk, de), (H, dv, de))]
-    W.append(rng.normal(size=(H, de, dv)) / np.sqrt(dv))
-    return rng.normal(size=(T, de)), W
+    W = held_out_weights(rng, *(sizes[k] for k in ("H", "dk", "dv", "de")))
+    return rng.normal(size=(T, sizes["de"])), W
 
 
 def row(X, W, P: int, rho_outer: float, args, firing: str = "poisson") -> dict:
