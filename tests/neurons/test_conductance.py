@@ -104,6 +104,7 @@ def test_a_per_population_rate_range_checks_each_soma_type_on_its_own_range():
 
 
 @pytest.mark.brian2
+@pytest.mark.long   # 10-11 s (fresh cells for 20 s); the shipped calibration is read in the default suite
 def test_the_l23_soma_follows_its_law_down_to_its_1_hz_baseline():
     """Strong adaptation (b tau_w = 116 pA/Hz) makes the L2/3 soma's f-I curve nearly affine from
     ~1 Hz, where the default cell's bends below 6.8 Hz; what remains (concave over 1-4 Hz, convex
