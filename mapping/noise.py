@@ -336,10 +336,10 @@ def _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weigh
 
     ``full=False``: only Z (the offset code keeps :func:`_independent_microcolumns`).
     """
-    pops, g = circuit.populations, c["gains"]
+    pops = circuit.populations
     l23, it = pops["l23"], pops["l5it"]
     WQ, WK, WV, WO = (np.asarray(x, float) for x in (weights.WQ, weights.WK, weights.WV, weights.WO))
-    rho_in = g["rho_in"]
+    rho_in = c["gains"]["rho_in"]
     s = np.nan_to_num(np.asarray(stages["s"], float))                    # (H, n, m, dk), absent cells 0
     kap = np.nan_to_num(np.asarray(stages["kappa"], float))              # (H, n, m)
     q, k = stages["q"], stages["k"]
@@ -358,82 +358,131 @@ def _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weigh
     if "nucleus1_v" in pops:   # values from their own relays (independent of the keys')
         vsrc = np.arange(m) + D.shape[0]
         D = np.concatenate([D, _rate_var(pops["nucleus1_v"], obs["nucleus1_v"], fano["nucleus1_v"], T) / rho_in ** 2])
-    ns = D.shape[0]
     R = np.asarray(c["R_set"], float)
     cnt = fano["l23"] / (copies(l23) * R * T)                             # (H, n): count variance per unit of s
     # lif: every count carries the baseline too (its share b per cell, Nb per macrocolumn), and
     # the pinned pooled count is (1 + Nb) R T: multinomial in shares (s + b) / (1 + Nb)
     present = _built(l23)                                                 # (H, n, m, dk): cells built
     b, Nb = _baseline_share(obs["l23"], R, present.sum(axis=(-2, -1)))
-    b3 = b[..., None]                                                     # (H, n, 1)
+    var_it = None
+    if full:
+        a = c["a"][:, :, None, None]
+        var_it = np.nan_to_num(_rate_var(it, obs["l5it"], fano["l5it"], T) / (c["gains"]["rho_it"] * a) ** 2)
+    heads = dict(s=s, kap=kap, lq=lq, lk=lk, WQ=WQ, WK=WK, WV=WV, WO=WO, v=np.asarray(stages["v"], float),
+                 Zst=np.asarray(stages["Z"], float), cnt=np.broadcast_to(cnt, (H, n)),
+                 b=np.broadcast_to(b, (H, n)), Nb=np.broadcast_to(Nb, (H, n)), present=present, var_it=var_it)
+    parts, cx, pinned = [], 0.0, 0.0
+    for sl in _head_chunks(H, n * D.size * max(dk, WV.shape[1])):
+        part = microcolumn_floor(D, kvsrc, vsrc, full=full, with_pt="l5pt" in pops, with_out="nucleus2" in pops,
+                                 **{key: (None if x is None else x[sl]) for key, x in heads.items()})
+        # x̃'s coefficients on the relays add over the heads before they are squared
+        cx, pinned = cx + part.pop("_cx", 0.0), pinned + part.pop("_x_pinned", 0.0)
+        parts.append(part)
+    for key in parts[0]:
+        out[key] = np.concatenate([p[key] for p in parts])
+    if "nucleus2" in pops and "v_tilde" in out:   # x̃_ie = Σ_hc WO_hec ṽ_hic: relays shared by heads, L2/3 counts by the c
+        out["_x_shared"] = np.einsum("iote,te->io", cx * cx, D) + pinned
+
+
+CHUNK_VALUES = 2 ** 22
+"""Largest per-chunk array of :func:`microcolumn_floor` (values, 32 MB): the floor of a run's
+heads is computed a few heads at a time, so the client of a 100-head cortex holds one head's
+source arrays, not every head's at once (19 GB for 100 barrel heads when done in one piece)."""
+
+
+def _head_chunks(H: int, per_head: int) -> list:
+    """Slices of the H heads with at most :data:`CHUNK_VALUES` values of ``per_head`` each."""
+    step = max(1, CHUNK_VALUES // max(1, per_head))
+    return [slice(h, min(H, h + step)) for h in range(0, H, step)]
+
+
+def microcolumn_floor(D, kvsrc, vsrc, *, s, kap, lq, lk, WQ, WK, WV, WO, v, Zst, cnt, b, Nb, present, var_it,
+                      full=True, with_pt=True, with_out=True) -> dict:
+    """The first-order floors of :func:`_normalised_microcolumns` for a chunk of heads (leading
+    axis of every array but ``D``, ``kvsrc``, ``vsrc``).
+
+    Every noise source is a relay ``(t, e)`` of variance ``D[t, e]``; query token ``i`` moves source
+    ``i``, key token ``j`` source ``kvsrc[j]`` and value token ``j`` source ``vsrc[j]``. A stage's
+    coefficient vector on the sources is a sum of a few rows (a query row, a key row, a value
+    row, and the dense ``E_i`` of the pooled division), so its D-weighted square norm is summed
+    from those rows' products: ``‖−E + a + b‖² = ‖E‖² + ‖a‖² + ‖b‖² − 2⟨E, a⟩ − 2⟨E, b⟩ + 2⟨a, b⟩``
+    with ``⟨a, b⟩ = 0`` unless ``a`` and ``b`` sit on one source. Only ṽ's vector (a sum over the
+    keys) is built densely, per chunk. Returns the chunk's ``Z`` and, with ``full``, ``s``,
+    ``kappa``, ``y`` and (``with_pt``) ``v_tilde``, ``_vt_indep`` and (``with_out``) ``_cx``,
+    ``_x_pinned``, x̃'s shared coefficients and pinned-count variance, summed over the chunk.
+    """
+    h, n, m, dk = s.shape
+    ns, ne = D.shape
+    ii = np.arange(n)
+    Dq, Dk, Dv = D[:n], D[kvsrc], D[vsrc]                                 # each token's source rows
+    same_k = (kvsrc[None, :] == ii[:, None]).astype(float)               # (n, m): key j on query i's source
+    same_vq = (vsrc[None, :] == ii[:, None]).astype(float)               # value j on query i's source
+    same_vk = (vsrc == kvsrc).astype(float)                               # (m,): value j on key j's source
     # coefficients on the relays (…, source token, e)
     qco = np.einsum("hic,hce->hice", lq, WQ)                              # λq δq_ic on token i
     kco = np.einsum("hjc,hce->hjce", lk, WK)                              # λk δk_jc on token j
-    epsq = np.einsum("hijc,hice->hije", s, qco)                           # ε'_ij, query part (token i)
-    epsk = np.einsum("hijc,hjce->hije", s, kco)                           # ε'_ij, key part (token j)
-    eps = np.zeros((H, n, m, ns, D.shape[1]))
-    for i in range(n):
-        eps[:, i, :, i] += epsq[:, i]
-    for j in range(m):
-        eps[:, :, j, kvsrc[j]] += epsk[:, :, j]
-    E = eps.sum(axis=2)                                                   # (H, n, ns, e): δZ^act_i / Z_i
-    out["Z"] = stages["Z"] ** 2 * (np.einsum("hite,te->hi", E * E, D) + cnt * (1 + Nb))
+    epsq = np.einsum("hijc,hice->hije", s, qco)                           # ε'_ij, query part (source i)
+    epsk = np.einsum("hijc,hjce->hije", s, kco)                           # ε'_ij, key part (source kvsrc j)
+    E = np.zeros((h, n, ns, ne))                                          # E_i = Σ_j ε'_ij = δZ^act_i / Z_i
+    E[:, ii, ii] += epsq.sum(axis=2)
+    E[:, :, kvsrc] += epsk
+    EE = np.einsum("hite,te->hi", E * E, D)                               # ‖E_i‖²
+    out = dict(Z=Zst ** 2 * (EE + cnt * (1 + Nb)))
     if not full:
-        return
+        return out
+    Eq, Ek = E[:, ii, ii], E[:, :, kvsrc]                                 # E_i on query i's, key j's source
     # s_ijc: s (λq δq_ic + λk δk_jc - E_i) + multinomial count
-    var_s = np.zeros((H, n, m, dk))
-    for i in range(n):
-        cs = -np.broadcast_to(E[:, i, None, None], (H, m, dk) + E.shape[2:]).copy()   # (H, m, dk, ns, e)
-        cs[:, :, :, i] += qco[:, i, None]
-        for j in range(m):
-            cs[:, j, :, kvsrc[j]] += kco[:, j]
-        var_s[:, i] = s[:, i] ** 2 * np.einsum("hjcte,te->hjc", cs * cs, D)
+    norm_s = (EE[:, :, None, None] + np.einsum("hice,ie->hic", qco ** 2, Dq)[:, :, None]
+              + np.einsum("hjce,je->hjc", kco ** 2, Dk)[:, None]
+              - 2 * np.einsum("hie,hice,ie->hic", Eq, qco, Dq)[:, :, None]
+              - 2 * np.einsum("hije,hjce,je->hijc", Ek, kco, Dk)
+              + 2 * same_k[None, :, :, None] * np.einsum("hice,hjce,ie->hijc", qco, kco, Dq))
+    var_s = s ** 2 * norm_s
     # the shares of the pinned count: a cell's s + b, a microcolumn's κ + (its cells) b, the
     # macrocolumn's Σκ + N b (1 + N b where the decoded κ sum to 1)
+    b3 = b[..., None]
     sb = s + b3[..., None] * present                                      # a cell's share, baseline included
     kb = kap + b3 * present.sum(axis=-1)                                  # a microcolumn's share
-    pool3 = kb.sum(axis=-1, keepdims=True)                                # (H, n, 1)
+    pool3 = kb.sum(axis=-1, keepdims=True)                                # (h, n, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         out["s"] = var_s + cnt[:, :, None, None] * np.nan_to_num(sb * (1 - sb / pool3[..., None]))
     # κ_ij = ε'_ij - κ_ij E_i
-    ck = eps - kap[..., None, None] * E[:, :, None]
+    eps_norm = (np.einsum("hije,ie->hij", epsq ** 2, Dq) + np.einsum("hije,je->hij", epsk ** 2, Dk)
+                + 2 * same_k * np.einsum("hije,hije,ie->hij", epsq, epsk, Dq))
+    eps_E = np.einsum("hije,hie,ie->hij", epsq, Eq, Dq) + np.einsum("hije,hije,je->hij", epsk, Ek, Dk)
+    ck_norm = eps_norm - 2 * kap * eps_E + kap ** 2 * EE[..., None]       # ‖ε'_ij − κ_ij E_i‖²
     with np.errstate(divide="ignore", invalid="ignore"):
         var_kc = cnt[..., None] * np.nan_to_num(kb * (1 - kb / pool3))    # its pinned count's variance
-    out["kappa"] = np.einsum("hijte,te->hij", ck * ck, D) + var_kc
+    out["kappa"] = ck_norm + var_kc
     # y_ijc = κ_ij v_jc: v δκ + κ δv (token j's relays) + the IT counts
-    v = np.asarray(stages["v"], float)                                    # (H, m, dv)
-    a = c["a"][:, :, None, None]
-    var_it = _rate_var(it, obs["l5it"], fano["l5it"], T) / (g["rho_it"] * a) ** 2   # (H, n, m, dv)
-    var_it = np.nan_to_num(var_it)
-    vco = WV                                                              # δv_jc = WV_c · δx_j
-    var_y = np.zeros(var_it.shape)
-    for j in range(m):
-        cy = v[:, None, j, :, None, None] * ck[:, :, j, None]             # (H, n, dv, ns, e)
-        cy[:, :, :, vsrc[j]] += kap[:, :, j, None, None] * vco[:, None]
-        var_y[:, :, j] = np.einsum("hicte,te->hic", cy * cy, D)
+    ck_v = (same_vq * epsq.transpose(3, 0, 1, 2) + same_vk * epsk.transpose(3, 0, 1, 2)).transpose(1, 2, 3, 0) \
+        - kap[..., None] * E[:, :, vsrc]                                  # κ's vector on value j's source
+    var_y = (v[:, None] ** 2 * ck_norm[..., None]
+             + 2 * v[:, None] * kap[..., None] * np.einsum("hije,hce,je->hijc", ck_v, WV, Dv)
+             + kap[..., None] ** 2 * np.einsum("hce,je->hjc", WV ** 2, Dv)[:, None])
     out["y"] = var_y + var_it + v[:, None] ** 2 * var_kc[..., None]
-    if "l5pt" not in pops:
-        return
-    # ṽ_ic = Σ_j κ_ij v_jc: Σ_j (v_jc - ṽ_ic) ε'_ij + κ_ij δv_jc
+    if not with_pt:
+        return out
+    # ṽ_ic = Σ_j κ_ij v_jc: Σ_j (v_jc - ṽ_ic) ε'_ij + κ_ij δv_jc, built densely on the sources
     vt = np.einsum("hij,hjc->hic", kap, v)
-    dv = v[:, None] - vt[:, :, None]                                      # (H, n, m, dv)
-    cv = np.einsum("hijc,hijte->hicte", dv, eps)                          # (H, n, dv, ns, e)
-    for j in range(m):
-        cv[:, :, :, vsrc[j]] += kap[:, :, j, None, None] * vco[:, None]
+    dv = v[:, None] - vt[:, :, None]                                      # (h, n, m, dv)
+    cv = np.zeros((h, n, ns, v.shape[-1], ne))                            # (h, i, source, c, e)
+    cv[:, ii, ii] += np.einsum("hijc,hije->hice", dv, epsq)
+    cv[:, :, kvsrc] += np.einsum("hijc,hije->hijce", dv, epsk)
+    cv[:, :, vsrc] += np.einsum("hij,hce->hijce", kap, WV)
     # the L2/3 counts, pinned (multinomial: Σ_j kb_j a_j² - (Σ_j kb_j a_j)² / Σ_j kb_j; at b = 0
     # the second term is ṽ² (1 - Σκ)², zero where the decoded κ sum to 1)
-    def pinned(a):                                                        # a: (H, n, m, o)
+    def pinned(a):                                                        # a: (h, n, m, o)
         with np.errstate(divide="ignore", invalid="ignore"):
             return cnt[..., None] * np.nan_to_num(np.einsum("hij,hijo->hio", kb, a ** 2)
                                                   - np.einsum("hij,hijo->hio", kb, a) ** 2 / pool3)
-    counts_vt = pinned(dv)
     indep = var_it.sum(axis=2)
-    out["v_tilde"] = np.einsum("hicte,te->hic", cv * cv, D) + counts_vt + indep
+    out["v_tilde"] = np.einsum("hitce,te->hic", cv * cv, D) + pinned(dv) + indep
     out["_vt_indep"] = indep
-    if "nucleus2" in pops:   # x̃_ie = Σ_hc WO_hec ṽ_hic: relays shared by heads, L2/3 counts by the c
-        cx = np.einsum("hoc,hicte->iote", WO, cv)                         # (n, de out, ns, e)
-        dx = np.einsum("hoc,hijc->hijo", WO, dv)                          # (H, n, m, de out)
-        out["_x_shared"] = np.einsum("iote,te->io", cx * cx, D) + pinned(dx).sum(axis=0)
+    if with_out:
+        out["_cx"] = np.einsum("hoc,hitce->iote", WO, cv, optimize=True)  # (n, de out, ns, e)
+        out["_x_pinned"] = pinned(np.einsum("hoc,hijc->hijo", WO, dv)).sum(axis=0)
+    return out
 
 
 @register_hook("linear", "noise")

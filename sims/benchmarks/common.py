@@ -16,7 +16,7 @@ import sys
 import ctmhsa
 from ctmhsa.sims.config import problem_inputs
 
-__all__ = ["square_problem", "peak_rss_mb", "fresh_process", "one_shot_main", "add_out_argument",
+__all__ = ["square_problem", "peak_rss_mb", "reset_peak_rss", "part_peak_rss_mb", "fresh_process", "one_shot_main", "add_out_argument",
            "add_size_arguments", "load_average", "machine_state", "add_machine_state", "check_json_target",
            "held_out_weights"]
 
@@ -43,6 +43,31 @@ def square_problem(n: int, d: int, H: int = 1, seed: int = 0) -> dict:
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far (``ru_maxrss``), MB."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def reset_peak_rss() -> bool:
+    """Start this process's peak resident memory anew (Linux: ``/proc/self/clear_refs``, "5"
+    resets ``VmHWM``), so that a benchmark part reports its own peak, not an earlier part's;
+    ``False`` where the system cannot (:func:`part_peak_rss_mb` then gives the lifetime peak)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def part_peak_rss_mb() -> float:
+    """Peak resident memory (MB) since :func:`reset_peak_rss` (``VmHWM``), or of the process's
+    lifetime (``ru_maxrss``) where ``/proc`` does not give it."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return peak_rss_mb()
 
 
 def fresh_process(module: str, spec: dict, env_extra: dict | None = None) -> dict:

@@ -7,7 +7,9 @@ thalamic nuclei (:mod:`ctmhsa.sims.distributed`), every head a task on ``--worke
 project per head shape, reused by every head through run arguments), for ``--duration`` s of
 biological time (default 2 s, :data:`DURATION`) after a 0.2 s warm-up. Reported: wall time, time
 per head, peak memory of the client and of every worker (the worker process and, separately, the
-largest standalone binary it started), and x̃'s error against its spike-count noise floor.
+largest standalone binary it started) during the cortex part (``peak_of_part``: where the system
+can reset a process's peak; the client's peak over all parts is ``peak_rss_mb_client_process``),
+and x̃'s error against its spike-count noise floor.
 
 Two reference points come first (``--parts``): ``single``, one barrel head as one standalone
 network (s per biological second: the binary's run time over warm-up + window, median of
@@ -34,7 +36,8 @@ from ctmhsa.devices.standalone import release
 from ctmhsa.sims.distributed import client_for
 from ctmhsa.sims.io import atomic_write_json, versions
 
-from .common import add_out_argument, add_size_arguments, count, load_average, peak_rss_mb, square_problem
+from .common import (add_out_argument, add_size_arguments, count, load_average, part_peak_rss_mb, peak_rss_mb,
+                     reset_peak_rss, square_problem)
 
 __all__ = ["HELP", "add_arguments", "main", "PARTS", "memory_mb", "WARMUP", "DURATION"]
 
@@ -88,9 +91,11 @@ def add_arguments(parser) -> None:
 
 
 def memory_mb() -> dict:
-    """Peak resident memory of this process (``self``) and of the largest child process it
-    waited for (``children``: a standalone binary, a compiler), MB (``ru_maxrss``)."""
-    return dict(self=peak_rss_mb(),
+    """Peak resident memory of this process (``self``: since :func:`reset_peak_rss`) and of the
+    largest child process it waited for (``children``: a standalone binary, a compiler, over the
+    process's life), MB. A child is forked, and a forked child's peak counts its parent's pages:
+    ``children`` is at least the process's size when it forked (an upper bound on a binary's)."""
+    return dict(self=part_peak_rss_mb(),
                 children=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
 
 
@@ -185,6 +190,8 @@ def _eight(args, x, client) -> dict:
 
 def _cortex(args, x, client) -> dict:
     client.run(release)   # fresh workers: each builds its head network in this run
+    # this part's own peaks (the 8 heads as one network, built in this process, peak far higher)
+    resettable = reset_peak_rss() and all(client.run(reset_peak_rss).values())
     t0 = time.perf_counter()
     res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape", duration=args.duration,
                         warmup=WARMUP, seed=args.seed, device=args.device, threads=args.threads, scheduler=client)
@@ -197,7 +204,8 @@ def _cortex(args, x, client) -> dict:
                 simulated_synapses=res.counts["simulated_synapses"],
                 peak_rss_mb_workers={k: v["self"] for k, v in workers.items()},
                 peak_rss_mb_binaries={k: v["children"] for k, v in workers.items()},
-                peak_rss_mb_client=peak_rss_mb(), x_tilde=res.metrics()["x_tilde"],
+                peak_rss_mb_client=part_peak_rss_mb(), peak_rss_mb_client_process=peak_rss_mb(),
+                peak_of_part=resettable, x_tilde=res.metrics()["x_tilde"],
                 fano=res.diagnostics["fano"])
 
 
@@ -220,7 +228,8 @@ def _report_cortex(c, args) -> None:
           f"{c['neurons']:,} neurons, {c['synapses']:,} synapses")
     print(f"    wall {c['wall_s']:.0f} s ({c['wall_per_head_s']:.2f} s per head); peak memory: client "
           f"{c['peak_rss_mb_client']:.0f} MB, workers {[round(v) for v in c['peak_rss_mb_workers'].values()]}"
-          f" MB, their binaries {[round(v) for v in c['peak_rss_mb_binaries'].values()]} MB")
+          f" MB, their children (forked: at least the worker's size) "
+          f"{[round(v) for v in c['peak_rss_mb_binaries'].values()]} MB")
     print(f"    x̃ NRMSE {m['nrmse']:.3f} (floor {m['noise_floor']:.3f}), r {m['r']:.4f}")
 
 

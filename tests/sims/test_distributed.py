@@ -205,3 +205,18 @@ def test_bench_cortex_rejects_bad_flags_before_running():
                        (["--duration", "0"], "duration")):
         with pytest.raises(ValueError, match=f"^{name}: "):
             cortex._check(parser.parse_args(argv))
+
+
+@pytest.mark.codegen_independent
+def test_bench_cortex_reports_the_peak_of_its_own_part():
+    """The cortex part's peak is its own: 8 heads built as one network earlier in the process
+    (19 GB) once hid the 100-head run's client memory."""
+    from ctmhsa.sims.benchmarks.common import part_peak_rss_mb, reset_peak_rss
+
+    if not reset_peak_rss():
+        pytest.skip("this system cannot reset a process's peak memory")
+    big = np.ones(2 ** 25)          # 256 MB, touched
+    high = part_peak_rss_mb()
+    del big
+    assert reset_peak_rss()
+    assert part_peak_rss_mb() < high - 200
