@@ -393,6 +393,12 @@ def _cmd_generate(args) -> int:
     circuit = args.neuron != "float"
     opts = {k: v for k, v in dict(P=args.P, presentation=args.presentation, codegen=args.codegen,
                                   firing=args.firing).items() if v is not None}
+    if args.cells is not None:
+        if not circuit:
+            raise ValueError("--cells: --neuron float runs the exact model, no circuit")
+        from .model import causal_cells
+
+        opts.update(causal_cells(args.cells, args.neuron))
     if circuit:
         opts.update(report=None if args.quiet else "progress")
         if get_level(args.neuron).spiking:   # the figure's raster of the output nucleus
@@ -828,6 +834,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--firing", choices=FIRING,
                      help="how the escape cells fire (default poisson: escape noise; population: each value's "
                           "copies in turn, docs/language.md)")
+    gen.add_argument("--cells", choices=["causal", "brief"],
+                     help="the circuit's cells (default causal: 5 ms; brief: 2.5 ms with a 0.5 ms step at the escape "
+                          "level, closer to the float model at 0.2 s per character, docs/language.md)")
     gen.add_argument("--model", default="shakespeare", help="model file or shipped name (default shakespeare)")
     gen.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target (default auto)")
     gen.add_argument("--out", default=os.path.join("results", "generate"),

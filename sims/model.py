@@ -38,7 +38,7 @@ from ctmhsa.neurons.levels import LEVELS, get_level
 from ctmhsa.neurons.params import HIGH_CONDUCTANCE, seconds
 
 from .options import (AUTO_CYTHON_SYNAPSES, CircuitOptions, RunOptions, check_applies, check_run,
-                      given_options, refuse_for_area, split_options)
+                      given_options, max_dt, refuse_for_area, split_options)
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.circuits.memory import estimate_memory
 
@@ -48,7 +48,8 @@ from .result import stage_metrics
 from .runners import RuntimeRunner, runner_for
 
 __all__ = ["simulate_model", "ModelResult", "MODEL_WARMUP_PER_BLOCK", "MODEL_COPIES", "RATE_TIME_PER_BLOCK",
-           "MODEL_LAG_FRACTION", "MODEL_DEVICES", "model_devices", "CAUSAL_PARAMS", "CAUSAL_SETTLE", "causal_lag",
+           "MODEL_LAG_FRACTION", "MODEL_DEVICES", "model_devices", "CAUSAL_PARAMS", "BRIEF_PARAMS", "CAUSAL_CELLS",
+           "causal_cells", "CAUSAL_SETTLE", "causal_lag",
            "ModelRun", "prepare_model_run", "finish_model_run"]
 
 MODEL_WARMUP_PER_BLOCK = 0.25
@@ -75,6 +76,39 @@ per 0.2 s leaves the chain of a block and the read-out (relays, memory read-out,
 order relays, read-out relays, class cells) about 0.1 s to follow each token: with the default
 40 ms relays the window read the previous token (``recall``, 8 pairs, escape, P = 16, 0.2 s:
 0 % recall, logits r = 0.22; with these cells 100 %, r = 0.97; docs/language.md)."""
+
+BRIEF_PARAMS = HIGH_CONDUCTANCE.replace(tau_m=2.5e-3, tau_d=2.5e-3, tau_relay=2.5e-3)
+"""Cells of 2.5 ms (somata, dendrites, relays) for a deep causal model at 0.2 s per token: the
+character model's second block follows each character in half the time. Escape level,
+population firing, P = 4, two held-out windows of Twelfth Night at 0.2 s per character: bits per
+character +35.7 % of the float model's with :data:`CAUSAL_PARAMS`, +14.0 % with these, +11.2 %
+with 1.25 ms cells (docs/language.md). Shorter than the 5 ms the project takes for the awake
+high-conductance state (:data:`ctmhsa.neurons.params.HIGH_CONDUCTANCE`): a computational
+setting, not a measured cell; the escape level's step is then 0.5 ms (:func:`causal_cells`)."""
+
+CAUSAL_CELLS = dict(causal=CAUSAL_PARAMS, brief=BRIEF_PARAMS)
+"""A causal model's cells by name (``--cells`` of ``ctmhsa bench language`` and ``ctmhsa generate``)."""
+
+
+def causal_cells(name: str, neuron: str) -> dict:
+    """Keywords of :func:`simulate_model` for the cells ``name`` of :data:`CAUSAL_CELLS` at level
+    ``neuron``: ``params``, and ``dt`` where the level's default step is too coarse for them
+    (:func:`ctmhsa.sims.options.max_dt`: 0.5 ms for :data:`BRIEF_PARAMS` at the escape level).
+
+    Raises
+    ------
+    ValueError
+        ``cells`` not one of :data:`CAUSAL_CELLS`.
+    """
+    if name not in CAUSAL_CELLS:
+        raise ValueError(f"cells: expected one of {sorted(CAUSAL_CELLS)}, got {name!r}")
+    params = CAUSAL_CELLS[name]
+    out = dict(params=params)
+    bound, _ = max_dt(CircuitOptions(neuron=neuron, params=params))
+    if get_level(neuron).dt > bound * (1 + 1e-9):
+        out["dt"] = bound
+    return out
+
 
 CAUSAL_SETTLE = 0.1
 """Seconds after a causal model's token reaches its relays (:data:`ctmhsa.mapping.kvmemory.WRITE_WINDOW`

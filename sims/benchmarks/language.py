@@ -22,7 +22,9 @@ A sequence the circuit refuses before building (a token outside its operating ra
 :class:`ctmhsa.mapping.operating.OperatingRangeError`) is listed under its row's ``refused`` and
 left out of that row and its float comparison; the other sequences run on.
 
-The cells are a causal model's defaults (:data:`ctmhsa.sims.model.CAUSAL_PARAMS`), the decoding
+The cells are a causal model's defaults (:data:`ctmhsa.sims.model.CAUSAL_PARAMS`; ``--cells brief``:
+:data:`ctmhsa.sims.model.BRIEF_PARAMS`, 2.5 ms, with the step :func:`ctmhsa.sims.model.causal_cells`
+gives), the decoding
 window :func:`ctmhsa.sims.model.causal_lag`'s, the copies per value ``--P`` (default
 :data:`ctmhsa.sims.model.MODEL_COPIES` at the escape level, one at the rate level). Prints a table
 and writes JSON; the command line then draws the figure from the JSON
@@ -84,6 +86,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--firing", default="poisson", choices=list(FIRING_MODES),
                         help="how the escape level's cells fire (default poisson: escape noise; population: "
                              "each value's copies in turn, docs/timescale.md)")
+    parser.add_argument("--cells", default=None, choices=["causal", "brief"],
+                        help="the circuit's cells (default causal: 5 ms, ctmhsa.sims.model.CAUSAL_PARAMS; brief: "
+                             "2.5 ms, BRIEF_PARAMS, with a 0.5 ms step at the escape level)")
     parser.add_argument("--seed", type=int, default=1,
                         help="seed of the held-out sequences and windows, and of the simulations (default 1)")
     parser.add_argument("--codegen", default="cython", choices=["auto", "numpy", "cython"],
@@ -112,7 +117,7 @@ def settings(args) -> dict:
         windows next, before any network: a ``--length`` beyond the validation play is refused there.)
     """
     from ctmhsa.maths.model import load_model
-    from ctmhsa.sims.model import CAUSAL_PARAMS
+    from ctmhsa.sims.model import CAUSAL_CELLS
     from ctmhsa.sims.options import CircuitOptions, min_presentation
     from ctmhsa.sims.recall import KEYS
 
@@ -125,9 +130,12 @@ def settings(args) -> dict:
             raise ValueError("--presentations: seconds per token at the rate and escape levels, but --levels has "
                              "neither")
         s["presentations"] = []
+    if not spiking and args.cells is not None:
+        raise ValueError("--cells: the circuit's cells, but --levels has no circuit (rate or escape)")
+    s["cells"] = args.cells or "causal"
     depth = max(load_model(m).n_blocks for m in ("recall", "shakespeare"))
     for lv in spiking:
-        low, why = min_presentation(CircuitOptions(neuron=lv, params=CAUSAL_PARAMS), blocks=depth)
+        low, why = min_presentation(CircuitOptions(neuron=lv, params=CAUSAL_CELLS[s["cells"]]), blocks=depth)
         bad = [p for p in s["presentations"] if not p >= low]
         if bad:
             raise ValueError(f"--presentations: at least {low:g} s at the {lv} level ({why}); got {bad}")
@@ -148,10 +156,11 @@ def settings(args) -> dict:
 
 def _simulate(model, U, level: str, presentation: float, calibration, args) -> tuple:
     """One sequence through the circuit: ``(ModelResult, wall s, warnings)``."""
-    from ctmhsa.sims.model import simulate_model
+    from ctmhsa.sims.model import causal_cells, simulate_model
 
     spiking = get_level(level).spiking
     opts = {} if args.P is None or not spiking else {"P": args.P}
+    opts.update(causal_cells(args.cells or "causal", level))
     if spiking and not get_firing(args.firing).poisson:
         opts["firing"] = args.firing
     record: list = []
@@ -246,7 +255,7 @@ def main(args) -> int:
     points = [(lv, p) for lv in s["levels"] for p in ([None] if lv == "float" else s["presentations"])]
     doc = dict(benchmark="language", quick=bool(args.quick), levels=s["levels"], presentations=s["presentations"],
                pairs=s["pairs"], sequences=s["sequences"], windows=s["windows"], length=s["length"], P=s["P"],
-               firing=args.firing,
+               firing=args.firing, cells=s["cells"],
                seed=args.seed, codegen=args.codegen, recall_values=int(recall.readout_W.shape[0]),
                vocabulary=len(chars.vocab),
                recall_calibration=dict(RECALL_CALIBRATION,
@@ -281,7 +290,7 @@ def _print(doc: dict) -> None:
         print(f"{_where(r)}{r['pairs']:>6}{r['accuracy']:>9.3f}{r['float_accuracy']:>7.3f}{r['nrmse']:>7.3f}"
               f"{r['neurons']:>9,}{r['wall_per_token']:>9.2f}s{r['run_per_token']:>8.2f}s")
     print(f"\ncharacters: {doc['windows']} held-out window(s) of {doc['length']} characters of the validation play "
-          f"(seed {doc['seed']})")
+          f"(seed {doc['seed']}); {doc.get('cells', 'causal')} cells")
     print(f"{'level':<7}{'s/tok':>6}{'BPC':>7}{'float':>7}{'ratio':>8}{'agree':>7}{'top-1':>7}{'NRMSE':>7}"
           f"{'neurons':>9}{'wall/tok':>10}{'run/tok':>9}")
     for r in doc["characters"]:

@@ -45,6 +45,7 @@ def test_bench_language_quick_rate_writes_table_json_and_figure(tmp_path, capsys
     (["--levels", "rate", "--P", "4"], "--P: copies per value at the escape level"),
     (["--levels", "float", "--presentations", "0.2"], "--presentations: seconds per token at the rate"),
     (["--length", "10000000"], "length: at most"),
+    (["--levels", "float", "--cells", "brief"], "--cells: the circuit's cells"),
 ])
 def test_bench_language_refuses_bad_flags_before_running(tmp_path, capsys, flags, match):
     assert main(["bench", "language", "--quick", "--out", str(tmp_path / "l.json"), *flags]) == 2

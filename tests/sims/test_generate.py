@@ -111,3 +111,31 @@ def test_an_unsettled_rate_stream_is_reported_per_presentation():
         res = simulate_model(model, U, neuron="rate", presentation=0.05, codegen="numpy")
     per = res.diagnostics["settled_per_presentation"]
     assert len(per) == 4 and max(per) == res.diagnostics["settled"] > 1e-4
+
+
+@pytest.mark.codegen_independent
+def test_causal_cells_name_their_params_and_the_step_they_need():
+    from ctmhsa.sims.model import BRIEF_PARAMS, CAUSAL_PARAMS, causal_cells
+
+    assert causal_cells("causal", "escape") == dict(params=CAUSAL_PARAMS)          # the level's 1 ms step
+    brief = causal_cells("brief", "escape")
+    assert brief["params"] is BRIEF_PARAMS and brief["dt"] == pytest.approx(BRIEF_PARAMS.tau_m / 5)
+    with pytest.raises(ValueError, match="^cells: expected one of"):
+        causal_cells("slow", "escape")
+
+
+@pytest.mark.codegen_independent
+def test_generate_refuses_cells_without_a_circuit(tmp_path, capsys):
+    from ctmhsa.sims.cli import main
+
+    assert main(["generate", "--neuron", "float", "--cells", "brief", "--chars", "2",
+                 "--out", str(tmp_path / "g")]) == 2
+    assert "--cells: --neuron float" in capsys.readouterr().err and not (tmp_path / "g").exists()
+
+
+@pytest.mark.brian2
+def test_brief_cells_run_the_escape_circuit_on_their_finer_step():
+    from ctmhsa.sims.model import causal_cells
+
+    g = generate(toy(), "ab", 2, neuron="escape", seed=1, **causal_cells("brief", "escape"))
+    assert g.result.config["dt"] == pytest.approx(5e-4) and len(g.generated) == 2
