@@ -139,3 +139,19 @@ def test_brief_cells_run_the_escape_circuit_on_their_finer_step():
 
     g = generate(toy(), "ab", 2, neuron="escape", seed=1, **causal_cells("brief", "escape"))
     assert g.result.config["dt"] == pytest.approx(5e-4) and len(g.generated) == 2
+
+
+@pytest.mark.codegen_independent
+def test_the_cells_flags_offer_every_named_cell():
+    import argparse
+
+    from ctmhsa.sims.benchmarks import language as bench
+    from ctmhsa.sims.cli import build_parser
+    from ctmhsa.sims.model import CAUSAL_CELLS
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    gen = next(a for a in sub.choices["generate"]._actions if a.dest == "cells")
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    lang = next(a for a in parser._actions if a.dest == "cells")
+    assert list(gen.choices) == list(lang.choices) == list(CAUSAL_CELLS)
