@@ -27,8 +27,8 @@ import numpy as np
 from ctmhsa.neurons.backend import building, run_network
 from ctmhsa.neurons.compilation import CompileLog, lean_cython, precompile, watch
 from ctmhsa.neurons.firing import get_firing
-from ctmhsa.neurons.models import (PHI_COVARIANCE, add_step_code, count_variance, get_model, initial_draws,
-                                    stratify_phases, synapse_model)
+from ctmhsa.neurons.models import (PHI_COVARIANCE, SOURCE_VARIANCE, add_step_code, count_variance, get_model,
+                                    initial_draws, source_variance_code, stratify_phases, synapse_model)
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, with_units
 from ctmhsa.neurons.window import COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, Probe, measure
 
@@ -406,7 +406,7 @@ def _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, r
         raise ValueError("replay_steps: a replay table is a run argument of a compiled device (run_args)")
     streams = _stream_arrays(circuit, level, stream or {})
     groups, folds, tables = _populations(circuit, level, phi, law, ns, clock, plan, replay, counting, replay_steps,
-                                         streams)
+                                         streams, params)
     synapses, pairs = _projections(circuit, level, ns, clock, groups, folds, plan, replay, params)
     cov = _covariance_synapses(circuit, level, ns, clock, groups, values)
     synapses.update({k: v[0] for k, v in cov.items()})
@@ -645,12 +645,27 @@ def _stream_arrays(circuit: Circuit, level: str, stream: dict) -> dict:
     return out
 
 
+def _variance_sources(circuit: Circuit, level: str, replay) -> set:
+    """The populations whose synapses sum their count variance into a phi-corrected compartment
+    (:func:`ctmhsa.neurons.models.synapse_model`): each holds it per cell
+    (:data:`ctmhsa.neurons.models.SOURCE_VARIANCE`); a replayed one's synapses hold it instead."""
+    pops = circuit.populations
+    return {proj.source for proj in circuit.projections.values()
+            if proj.source not in replay and proj.sign != "-"
+            and get_model(level, pops[proj.source].cell_type, circuit.meta.firing).spiking
+            and proj.compartment in getattr(get_model(level, pops[proj.target].cell_type), "corrected", ())}
+
+
 def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, replay: dict,
-                 counting: bool = False, replay_steps: int | None = None, streams: dict | None = None):
+                 counting: bool = False, replay_steps: int | None = None, streams: dict | None = None,
+                 params: CellParams = DEFAULT_PARAMS):
     """One NeuronGroup (or replaying SpikeGeneratorGroup) per population, with its folded groups;
     with ``counting``, the spiking cells count their own spikes
-    (:data:`ctmhsa.neurons.window.COUNTER_EQUATIONS`)."""
+    (:data:`ctmhsa.neurons.window.COUNTER_EQUATIONS`); a source of a phi-corrected compartment
+    holds its count variance per step (:func:`_variance_sources`)."""
     incoming = _incoming(circuit)
+    variance = _variance_sources(circuit, level, replay)
+    silenced = perturb.silenced(circuit)
     # Silence: per population, the silent intervals a cell needs at most (several Silence compose)
     gated = {name: len(v) // 2 for name, v in perturb.silence_values(circuit).items()}
     groups, folds, tables = {}, {}, {}
@@ -692,6 +707,8 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
         if counting and model.spiking:
             extra.append(COUNTER_EQUATIONS)
             reset = f"{reset}\n{COUNTER_RESET}"
+        if name in variance:
+            extra.append(f"{SOURCE_VARIANCE} : 1")
         # each cell's fold class, a 32-bit integer (Brian2 keeps an index array as 64 bits):
         # the spiking cells read it every step
         extra.extend(f"cls_{fg.fold.name} : integer (constant)" for fg in folds[name])
@@ -705,6 +722,9 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
             for v in (*fg.fold.variables, *fg.fold.cached):
                 setattr(g, v, b2.linked_var(fg.group, v, index=f"cls_{fg.fold.name}"))
         add_step_code(g, model, clock)
+        if name in variance:   # after every update of the step before, before the synapses sum it
+            g.run_regularly(source_variance_code(model, name in silenced, copies(pop), params), clock=clock,
+                            when="before_groups", order=1000, name=f"{name}_count_variance")
         if counting and model.spiking:   # the step's chunk, once per step (shared variables only)
             g.run_regularly(COUNTER_STEP, clock=clock, when="start", name=f"{name}_chunk")
         if model.spiking:

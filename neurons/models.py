@@ -42,7 +42,7 @@ from .shotnoise import regular_ratio_expression
 __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
            "add_step_code", "PHI_VARIANCE", "PHI_CORRECTED", "corrected_phi_expression", "CorrectedCellModel",
-           "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance", "FollowerModel", "FIRING", "integrator_model",
+           "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance", "SOURCE_VARIANCE", "source_variance_code", "FollowerModel", "FIRING", "integrator_model",
            "stratify_phases", "R_FS_MAX", "TAU_LOOP_LIF", "TAU_LOOP_LAG"]
 
 PHI_EXPRESSIONS = {
@@ -504,6 +504,8 @@ def synapse_model(source: CellModel, target: CellModel, compartment: str, name: 
     presynaptic cells' intensities (Campbell's theorem in discrete time, see
     :mod:`ctmhsa.mapping.dendrites`): ``Σ p (1 - p) (w k_syn)² G_shot / u²`` with ``p = r_pre dt``.
     The circuit thus corrects phi for whatever its inputs are, with nothing set from the tokens.
+    Each presynaptic cell holds its own count variance per step (:data:`SOURCE_VARIANCE`, from
+    :func:`source_variance_code`), which every synapse reads.
 
     ``gated``: the source is silenced over an interval (its subexpression ``gate``, see
     :mod:`ctmhsa.circuits.perturb`); a rate source's output is multiplied by it (a spiking one
@@ -531,9 +533,11 @@ def synapse_model(source: CellModel, target: CellModel, compartment: str, name: 
     w = f"w : {SYNAPSE_WEIGHT_UNITS[unit]} (constant)"
     lines = [w]
     if compartment in getattr(target, "corrected", ()) and sign != "-":
-        var = "pvar" if replayed else count_variance(rate, source.firing, source_copies, params)
+        # the source's count variance, computed once per cell and step (source_variance_code):
+        # a per-synapse expression cost half the digits circuit's steps (population firing)
+        var = "pvar" if replayed else f"{SOURCE_VARIANCE}_pre"
         wv = "wv" if sign == "+" else "w"
-        lines.append(f"{PHI_VARIANCE[compartment]}_post = ({wv}*k_syn/u)**2*G_shot*{var} : 1 (summed)")
+        lines.append(f"{PHI_VARIANCE[compartment]}_post = ({wv}*k_syn/u)**2*G_shot*({var}) : 1 (summed)")
         if sign == "+":
             lines.append(f"wv : {SYNAPSE_WEIGHT_UNITS[unit]} (constant)")
         if replayed:
@@ -542,6 +546,21 @@ def synapse_model(source: CellModel, target: CellModel, compartment: str, name: 
         on_pre = [f"in_{name}_post += w*k_syn", target.on_spike.get(compartment, "")]
         return dict(model="\n".join(lines), on_pre="\n".join(code for code in on_pre if code))
     return dict(model="\n".join(lines + [f"in_{name}_post = w*{rate} : {unit} (summed)"]))
+
+
+SOURCE_VARIANCE = "nvar"
+"""State variable of a cell that drives a phi-corrected compartment: its spike-count variance per
+step (:func:`count_variance` of its intensity), which every synapse onto such a compartment reads
+as ``nvar_pre`` (:func:`synapse_model`)."""
+
+
+def source_variance_code(source: CellModel, gated: bool = False, copies: int = 1, params=None) -> str:
+    """Brian2 code setting :data:`SOURCE_VARIANCE` of a ``source`` cell from its intensity (times
+    its ``gate`` where silenced): run in every step after the cell's last update and before the
+    synapses sum it (``ctmhsa.circuits.instantiate``: ``before_groups``), so that the synapses read
+    what they would compute from ``r_pre`` themselves, once per cell instead of once per synapse."""
+    rate = f"{source.output}*gate" if gated else source.output
+    return f"{SOURCE_VARIANCE} = {count_variance(rate, source.firing, copies, params)}"
 
 
 def count_variance(rate: str, firing: str = "poisson", copies: int = 1, params=None) -> str:

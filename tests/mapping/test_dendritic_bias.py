@@ -11,7 +11,7 @@ import pytest
 
 from ctmhsa.maths.model import Block
 from ctmhsa.mapping.dendrites import dendrite_variance, phi_variances, shot_noise_gain
-from ctmhsa.neurons.models import PHI_CORRECTED, PHI_VARIANCE, get_model
+from ctmhsa.neurons.models import PHI_CORRECTED, PHI_VARIANCE, SOURCE_VARIANCE, get_model, source_variance_code
 from ctmhsa.neurons.params import DEFAULT_PARAMS
 
 # numpy versions of the Brian2 functions the expressions use
@@ -100,8 +100,10 @@ def _relay_driven_dendrites(n_cells=300, n_in=8, T=6.0, seed=0):
     rates = rng.uniform(0, 120, size=(n_cells, n_in))
     W = rng.normal(size=(n_cells, n_in)) / np.sqrt(n_in)
     w = u * W / 40.0                                  # u W / rho_in, as ctmhsa.mapping.encode
-    R = b2.NeuronGroup(n_cells * n_in, relay.render("elu1", {}), threshold=relay.threshold,
+    # the relays hold their count variance per step, which the corrected cells' synapses read
+    R = b2.NeuronGroup(n_cells * n_in, relay.render("elu1", {}) + f"\n{SOURCE_VARIANCE} : 1", threshold=relay.threshold,
                        reset=relay.reset, method=relay.method, namespace=ns, clock=clock)
+    R.run_regularly(source_variance_code(relay), clock=clock, when="before_groups", order=1000)
     R.r_in_ = rates.ravel()
     for k, v in initial_draws(relay, R.N, seed, "relays").items():
         setattr(R, k + "_", v)
