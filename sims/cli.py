@@ -333,7 +333,7 @@ def _cmd_digits(args) -> int:
     presentation, through one built circuit; a results directory with the figure."""
     from ctmhsa.sims.benchmarks.digits import EXAMPLES, classification_row
     from .classify import classify
-    from .digits import calibration_set, classify_options, test_set
+    from .digits import calibration_set, classify_options, digits_device, test_set
     from .io import atomic_write_json, results_directory
 
     model = _load_model(args.model)
@@ -345,10 +345,12 @@ def _cmd_digits(args) -> int:
         raise ValueError(f"--images: expected 1..{len(labels)}, got {count}")
     out = check_output(args.out, 0, what="--out")
     args._out = out
-    opts = {k: v for k, v in dict(seed=args.seed, P=args.P, codegen=args.codegen, device=args.device,
+    device = digits_device(args.device, count, args.threads, args.neuron)
+    opts = {k: v for k, v in dict(seed=args.seed, P=args.P, codegen=args.codegen, device=device,
                                   threads=args.threads).items() if v is not None}
     if not args.quiet:
-        print(f"ctmhsa digits: {model!r}\n  {count} test images, {args.neuron} level, {args.presentation:g} s each")
+        print(f"ctmhsa digits: {model!r}\n  {count} test images, {args.neuron} level, {args.presentation:g} s each, "
+              f"on {device}")
     spiking = get_level(args.neuron).spiking
     record = ("classes",) if spiking else False
     try:
@@ -806,9 +808,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "integrator, 5 ms cells; poisson: escape noise)")
     dg.add_argument("--model", default="digits", help="model file or shipped name (default digits)")
     dg.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target (default auto)")
-    dg.add_argument("--device", choices=("runtime", "cpp_standalone"),
-                    help="Brian2 device (default runtime; cpp_standalone compiles the model's shape once, "
-                         "docs/digits.md)")
+    dg.add_argument("--device", choices=("auto", "runtime", "cpp_standalone"), default="auto",
+                    help="Brian2 device (default auto: at the escape level cpp_standalone from 256 images on or with "
+                         "--threads, where a C++ compiler is found, which compiles the model's shape once and then runs 2x faster; "
+                         "runtime otherwise; docs/digits.md)")
     dg.add_argument("--threads", type=_count(0), metavar="N", help="OpenMP threads of cpp_standalone (default 1)")
     dg.add_argument("--out", default=os.path.join("results", "digits"), help="results directory (default results/digits)")
     dg.add_argument("--no-figure", action="store_true", help="do not draw digits.png")

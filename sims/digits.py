@@ -35,7 +35,7 @@ import numpy as np
 
 __all__ = ["DIGITS_TRAIN", "DIGITS_TEST", "N_TOKENS", "PATCH_INPUTS", "TEST_FILE", "TRAIN_FILE", "patches",
            "load_images", "train_set", "test_set", "calibration_set", "TAU_RELAY", "FIRING", "cells", "SETTLE",
-           "MIN_WINDOW", "window_lag", "classify_options"]
+           "MIN_WINDOW", "window_lag", "classify_options", "AUTO_COMPILED_IMAGES", "digits_device"]
 
 TAU_RELAY = 20e-3
 """``CellParams.tau_relay`` (s) of the digits circuit with Poisson (escape-noise) cells: a stream
@@ -96,6 +96,32 @@ def cells(firing: str = FIRING) -> dict:
     if get_firing(firing).poisson:
         return dict(firing=firing, params=CellParams(tau_relay=TAU_RELAY))
     return dict(firing=firing, params=HIGH_CONDUCTANCE.replace(tau_relay=5e-3))
+
+
+AUTO_COMPILED_IMAGES = 256
+"""``ctmhsa digits --device auto`` (the default) runs ``cpp_standalone`` from this many images on.
+Measured at 0.2 s per image, escape level (docs/digits.md, version 0.15): the runtime device
+(Cython) took 0.48-0.57 s per image, the compiled project 0.265 s for all 497 (its binary
+0.201 s), after compiling once per model shape and stream length (80-150 s, against about 160 s
+for the runtime's Cython modules the first time). From 256 images on (a table of 259 rows or
+more: the project of the default 497 images) a compiled run is faster once compiled."""
+
+
+def digits_device(device: str, images: int, threads=None, neuron: str = "escape") -> str:
+    """The device ``ctmhsa digits`` runs on: ``device`` itself, or for ``"auto"``
+    ``cpp_standalone`` at the escape level (where it was measured faster) where ``threads`` are
+    asked for or ``images`` is at least :data:`AUTO_COMPILED_IMAGES` and a C++ compiler is found
+    (``$CXX``, ``g++``, ``c++`` or ``clang++`` on the path), else ``runtime``."""
+    import os
+    import shutil
+
+    from ctmhsa.neurons.levels import get_level
+
+    if device != "auto":
+        return device
+    compiler = any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c)
+    wanted = get_level(neuron).escape and (threads is not None or images >= AUTO_COMPILED_IMAGES)
+    return "cpp_standalone" if compiler and wanted else "runtime"
 
 
 def classify_options(neuron: str, presentation: float, firing: str = FIRING, model=None) -> dict:

@@ -111,3 +111,19 @@ def test_train_set_without_scikit_learn_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
     with pytest.raises(ImportError, match="pip install scikit-learn"):
         digits.train_set()
+
+
+@pytest.mark.codegen_independent
+def test_digits_device_auto_compiles_where_it_was_measured_faster(monkeypatch):
+    import shutil
+
+    from ctmhsa.sims.digits import AUTO_COMPILED_IMAGES, digits_device
+
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/" + name)      # a compiler is found
+    assert digits_device("auto", 497) == "cpp_standalone"
+    assert digits_device("auto", AUTO_COMPILED_IMAGES - 1) == "runtime"
+    assert digits_device("auto", 20, threads=2) == "cpp_standalone"
+    assert digits_device("auto", 497, neuron="rate") == "runtime"              # measured at escape only
+    assert digits_device("runtime", 497) == "runtime" and digits_device("cpp_standalone", 3) == "cpp_standalone"
+    monkeypatch.setattr(shutil, "which", lambda name: None)                    # no compiler
+    assert digits_device("auto", 497) == "runtime"
