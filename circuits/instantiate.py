@@ -652,7 +652,6 @@ def _variance_sources(circuit: Circuit, level: str, replay) -> set:
     pops = circuit.populations
     return {proj.source for proj in circuit.projections.values()
             if proj.source not in replay and proj.sign != "-"
-            and get_model(level, pops[proj.source].cell_type, circuit.meta.firing).spiking
             and proj.compartment in getattr(get_model(level, pops[proj.target].cell_type), "corrected", ())}
 
 

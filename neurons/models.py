@@ -42,8 +42,8 @@ from .shotnoise import regular_ratio_expression
 __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
            "add_step_code", "PHI_VARIANCE", "PHI_CORRECTED", "corrected_phi_expression", "CorrectedCellModel",
-           "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance", "SOURCE_VARIANCE", "source_variance_code", "FollowerModel", "FIRING", "integrator_model",
-           "stratify_phases", "R_FS_MAX", "TAU_LOOP_LIF", "TAU_LOOP_LAG"]
+           "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance", "SOURCE_VARIANCE", "source_variance_code",
+           "FollowerModel", "FIRING", "integrator_model", "stratify_phases", "R_FS_MAX", "TAU_LOOP_LIF", "TAU_LOOP_LAG"]
 
 PHI_EXPRESSIONS = {
     # elu(x) + 1 == max(x, 0) + exp(min(x, 0))
@@ -537,7 +537,7 @@ def synapse_model(source: CellModel, target: CellModel, compartment: str, name: 
         # a per-synapse expression cost half the digits circuit's steps (population firing)
         var = "pvar" if replayed else f"{SOURCE_VARIANCE}_pre"
         wv = "wv" if sign == "+" else "w"
-        lines.append(f"{PHI_VARIANCE[compartment]}_post = ({wv}*k_syn/u)**2*G_shot*({var}) : 1 (summed)")
+        lines.append(f"{PHI_VARIANCE[compartment]}_post = ({wv}*k_syn/u)**2*G_shot*{var} : 1 (summed)")
         if sign == "+":
             lines.append(f"wv : {SYNAPSE_WEIGHT_UNITS[unit]} (constant)")
         if replayed:
