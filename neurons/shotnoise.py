@@ -2,8 +2,9 @@
 
 The escape and lif cells that pass a dendrite through phi correct it for the dendrite's
 spike-noise variance (:data:`ctmhsa.neurons.models.PHI_VARIANCE`). The circuit computes that
-variance itself, every step, from the intensities of the presynaptic cells (a summed variable of
-the projection, :func:`ctmhsa.neurons.models.synapse_model`), so nothing about the tokens is set
+variance itself, every step, from the intensities of the presynaptic cells (each cell's count
+variance once, :func:`ctmhsa.neurons.models.source_variance_code`, summed by the projection,
+:func:`ctmhsa.neurons.models.synapse_model`), so nothing about the tokens is set
 before the run; these gains are its constants (in the namespace as ``G_shot`` and ``G_cross``,
 :func:`ctmhsa.neurons.params.with_units`). Derivation: :mod:`ctmhsa.mapping.dendrites`.
 """
