@@ -28,7 +28,8 @@ from ctmhsa.neurons.backend import building, run_network
 from ctmhsa.neurons.compilation import CompileLog, lean_cython, precompile, watch
 from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.models import (PHI_COVARIANCE, SOURCE_VARIANCE, add_step_code, count_variance, get_model,
-                                    initial_draws, source_variance_code, stratify_phases, synapse_model)
+                                    initial_draws, source_variance_code, stratify_phases, sums_variance,
+                                    synapse_model)
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, with_units
 from ctmhsa.neurons.window import COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, Probe, measure
 
@@ -650,9 +651,8 @@ def _variance_sources(circuit: Circuit, level: str, replay) -> set:
     (:func:`ctmhsa.neurons.models.synapse_model`): each holds it per cell
     (:data:`ctmhsa.neurons.models.SOURCE_VARIANCE`); a replayed one's synapses hold it instead."""
     pops = circuit.populations
-    return {proj.source for proj in circuit.projections.values()
-            if proj.source not in replay and proj.sign != "-"
-            and proj.compartment in getattr(get_model(level, pops[proj.target].cell_type), "corrected", ())}
+    return {proj.source for proj in circuit.projections.values() if proj.source not in replay
+            and sums_variance(get_model(level, pops[proj.target].cell_type), proj.compartment, proj.sign)}
 
 
 def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, replay: dict,
@@ -664,7 +664,6 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
     holds its count variance per step (:func:`_variance_sources`)."""
     incoming = _incoming(circuit)
     variance = _variance_sources(circuit, level, replay)
-    silenced = perturb.silenced(circuit)
     # Silence: per population, the silent intervals a cell needs at most (several Silence compose)
     gated = {name: len(v) // 2 for name, v in perturb.silence_values(circuit).items()}
     groups, folds, tables = {}, {}, {}
@@ -722,7 +721,7 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
                 setattr(g, v, b2.linked_var(fg.group, v, index=f"cls_{fg.fold.name}"))
         add_step_code(g, model, clock)
         if name in variance:   # after every update of the step before, before the synapses sum it
-            g.run_regularly(source_variance_code(model, name in silenced, copies(pop), params), clock=clock,
+            g.run_regularly(source_variance_code(model, name in gated, copies(pop), params), clock=clock,
                             when="before_groups", order=1000, name=f"{name}_count_variance")
         if counting and model.spiking:   # the step's chunk, once per step (shared variables only)
             g.run_regularly(COUNTER_STEP, clock=clock, when="start", name=f"{name}_chunk")

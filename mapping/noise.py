@@ -455,8 +455,8 @@ def microcolumn_floor(D, kvsrc, vsrc, *, s, kap, lq, lk, WQ, WK, WV, WO, v, Zst,
         var_kc = cnt[..., None] * np.nan_to_num(kb * (1 - kb / pool3))    # its pinned count's variance
     out["kappa"] = ck_norm + var_kc
     # y_ijc = κ_ij v_jc: v δκ + κ δv (token j's relays) + the IT counts
-    ck_v = (same_vq * epsq.transpose(3, 0, 1, 2) + same_vk * epsk.transpose(3, 0, 1, 2)).transpose(1, 2, 3, 0) \
-        - kap[..., None] * E[:, :, vsrc]                                  # κ's vector on value j's source
+    ck_v = (same_vq[:, :, None] * epsq + same_vk[:, None] * epsk
+            - kap[..., None] * E[:, :, vsrc])                             # κ's vector on value j's source
     var_y = (v[:, None] ** 2 * ck_norm[..., None]
              + 2 * v[:, None] * kap[..., None] * np.einsum("hije,hce,je->hijc", ck_v, WV, Dv)
              + kap[..., None] ** 2 * np.einsum("hce,je->hjc", WV ** 2, Dv)[:, None])

@@ -42,7 +42,7 @@ from .shotnoise import regular_ratio_expression
 __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
            "add_step_code", "PHI_VARIANCE", "PHI_CORRECTED", "corrected_phi_expression", "CorrectedCellModel",
-           "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance", "SOURCE_VARIANCE", "source_variance_code",
+           "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance", "SOURCE_VARIANCE", "sums_variance", "source_variance_code",
            "FollowerModel", "FIRING", "integrator_model", "stratify_phases", "R_FS_MAX", "TAU_LOOP_LIF", "TAU_LOOP_LAG"]
 
 PHI_EXPRESSIONS = {
@@ -532,7 +532,7 @@ def synapse_model(source: CellModel, target: CellModel, compartment: str, name: 
     unit = target.inputs[compartment][1]
     w = f"w : {SYNAPSE_WEIGHT_UNITS[unit]} (constant)"
     lines = [w]
-    if compartment in getattr(target, "corrected", ()) and sign != "-":
+    if sums_variance(target, compartment, sign):
         # the source's count variance, computed once per cell and step (source_variance_code):
         # a per-synapse expression cost half the digits circuit's steps (population firing)
         var = "pvar" if replayed else f"{SOURCE_VARIANCE}_pre"
@@ -552,6 +552,13 @@ SOURCE_VARIANCE = "nvar"
 """State variable of a cell that drives a phi-corrected compartment: its spike-count variance per
 step (:func:`count_variance` of its intensity), which every synapse onto such a compartment reads
 as ``nvar_pre`` (:func:`synapse_model`)."""
+
+
+def sums_variance(target: CellModel, compartment: str, sign: str = "") -> bool:
+    """Whether a projection onto ``compartment`` of ``target`` sums its sources' count variance
+    (:func:`synapse_model`): a compartment the target corrects for its spike noise, and not the
+    negative half of a Dale split (its positive half sums both)."""
+    return compartment in getattr(target, "corrected", ()) and sign != "-"
 
 
 def source_variance_code(source: CellModel, gated: bool = False, copies: int = 1, params=None) -> str:
