@@ -29,6 +29,8 @@ circuit's calibration set).
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -112,9 +114,6 @@ def digits_device(device: str, images: int, threads=None, neuron: str = "escape"
     ``cpp_standalone`` at the escape level (where it was measured faster) where ``threads`` are
     asked for or ``images`` is at least :data:`AUTO_COMPILED_IMAGES` and a C++ compiler is found
     (``$CXX``, ``g++``, ``c++`` or ``clang++`` on the path), else ``runtime``."""
-    import os
-    import shutil
-
     from ctmhsa.neurons.levels import get_level
 
     if device != "auto":

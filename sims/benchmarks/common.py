@@ -13,11 +13,13 @@ import resource
 import subprocess
 import sys
 
+import numpy as np
+
 import ctmhsa
 from ctmhsa.sims.config import problem_inputs
 
-__all__ = ["square_problem", "peak_rss_mb", "reset_peak_rss", "part_peak_rss_mb", "fresh_process", "one_shot_main", "add_out_argument",
-           "add_size_arguments", "load_average", "machine_state", "add_machine_state", "check_json_target",
+__all__ = ["square_problem", "peak_rss_mb", "reset_peak_rss", "part_peak_rss_mb", "fresh_process", "one_shot_main",
+           "add_out_argument", "add_size_arguments", "load_average", "machine_state", "add_machine_state", "check_json_target",
            "held_out_weights"]
 
 # the folder that holds the ctmhsa package (a source checkout or site-packages): a fresh process
@@ -25,14 +27,12 @@ __all__ = ["square_problem", "peak_rss_mb", "reset_peak_rss", "part_peak_rss_mb"
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(ctmhsa.__file__)))
 
 
-
 def held_out_weights(rng, H: int, dk: int, dv: int, de: int) -> list:
     """``[WQ, WK, WV, WO]`` drawn from ``rng``: unit-variance projections of unit-variance tokens
     (the memory benchmarks' held-out weights)."""
-    import numpy as np
-
     shapes = [(H, dk, de), (H, dk, de), (H, dv, de)]
     return [rng.normal(size=s) / np.sqrt(de) for s in shapes] + [rng.normal(size=(H, de, dv)) / np.sqrt(dv)]
+
 
 def square_problem(n: int, d: int, H: int = 1, seed: int = 0) -> dict:
     """Tokens and weights of an ``n``-token problem with ``dk = dv = de = d`` and ``H`` heads
