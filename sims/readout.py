@@ -166,7 +166,7 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
     max_rate, rate_range = _rate_limits(sim.circuit, o, ro)
     per, fano = [], {}
     if o.spiking:   # pooled over every window: each window's chunk spread, summed
-        fano = fano_factors(obs.chunks)
+        fano = fano_factors(obs.chunks) if obs.fano is None else dict(obs.fano)
         own_fano = spike_generation_fano(circuit, o.neuron, fano, dt=ro.dt)
     violations, moved = [], []
     for k, (T_win, snap) in enumerate(obs.snapshots):

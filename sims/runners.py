@@ -65,13 +65,14 @@ class Observations:
         Population -> ``(cell_index, time_s)`` of the recorded populations.
     fano : dict, optional
         Population -> pooled Fano factor, where the runner reduced ``chunks`` itself (split
-        runs reduce every head on its worker); ``None``: computed from ``chunks``.
+        runs reduce every head on its worker, a compiled stream every window as it reads it);
+        ``None``: computed from ``chunks``.
     early : dict or list, optional
         Rate level on the runtime device: the observables at 90 % of the run (settling check);
         of a stream, one such dict per presentation (at 90 % of it).
     stream : bool
         A stream of token sets: ``snapshots`` holds one window per presentation, in order, and
-        ``chunks`` per population ``(presentations, n_chunks, N)``.
+        ``chunks`` per population ``(presentations, n_chunks, N)`` (empty where ``fano`` is given).
     build, compile, run : float
         Wall-clock seconds creating Brian2 objects, generating/compiling code, simulating.
     compiled : int
@@ -328,8 +329,8 @@ class StandaloneRunner(Runner):
             m, end = sa["stream"], ro.warmup + ro.duration - 0.5 * ro.dt   # (not the extra step's spikes)
             spikes = {p: (i[t < end], t[t < end]) for p, (i, t) in sa["spikes"].items()}
             return Observations([(t, counts_as_rates(snap) if o.spiking else snap) for t, snap in m["snapshots"]],
-                                m["chunks"], spikes, build=built.build_time, compile=sa["compile"],
-                                run=sa["run"], stream=True, early=m["early"] or None)
+                                m["chunks"], spikes, fano=m.get("fano"), build=built.build_time,
+                                compile=sa["compile"], run=sa["run"], stream=True, early=m["early"] or None)
         return Observations([(ro.duration, counts_as_rates(sa["obs"]))], {}, sa["spikes"],
                             fano=fano_from_sums(sa["fano"]), build=built.build_time, compile=sa["compile"],
                             run=sa["run"])

@@ -107,6 +107,9 @@ def test_a_compiled_stream_reads_as_the_runtime_stream(first):
     # spike changed (compiler, machine) leaves the difference within the count noise
     sd = np.sqrt(sa.noise_variance["x_tilde"] + rt.noise_variance["x_tilde"])
     assert np.all(np.abs(sa.x_tilde - rt.x_tilde) <= 4 * sd + 1e-12)
+    if np.array_equal(sa.x_tilde, rt.x_tilde):   # the same spikes: the same chunk spread, read in blocks
+        for name, f in rt.diagnostics["fano"].items():
+            assert sa.diagnostics["fano"][name] == pytest.approx(f, rel=1e-9), name
     for m_sa, m_rt in zip(sa.presentation_metrics(), rt.presentation_metrics(), strict=True):
         assert m_sa["x_tilde"]["r"] > 0.8 and abs(m_sa["x_tilde"]["r"] - m_rt["x_tilde"]["r"]) < 0.1
 

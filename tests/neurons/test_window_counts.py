@@ -1,0 +1,67 @@
+"""A compiled stream's windows read from its spikes in blocks (window_counts) against the
+cumulative counts before every mark (counts_before) that they replace."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctmhsa.neurons.window import counts_before, fano_sums, window_counts, window_snapshots
+
+pytestmark = pytest.mark.codegen_independent
+
+
+def _stream(seed, count, chunks, N, lag, chunk, spikes):
+    """Marks of ``count`` windows (``lag`` steps after each presentation's start, ``chunks``
+    chunks of ``chunk`` steps, some empty where ``chunk`` is 0) and ``spikes`` random spikes in
+    time order, before, between and after the windows."""
+    rng = np.random.default_rng(seed)
+    period = lag + chunks * chunk + rng.integers(0, 3)
+    marks = np.array([[k * period + lag + j * chunk for j in range(chunks + 1)] for k in range(count)], np.int64)
+    steps = np.sort(rng.integers(-3, count * period + 4, spikes))
+    return rng.integers(0, N, spikes), steps, marks
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31), count=st.integers(1, 9), chunks=st.integers(1, 6), N=st.integers(1, 7),
+       lag=st.integers(0, 5), chunk=st.integers(0, 4), spikes=st.integers(0, 400), block=st.integers(1, 200))
+def test_window_counts_equal_the_cumulative_counts(seed, count, chunks, N, lag, chunk, spikes, block):
+    """Window totals and Fano sums equal counts_before's differences and fano_sums on its chunk
+    counts, for any block size (one window per block up to all), empty chunks, spikes in the lags
+    and outside the stream, and one chunk (nan variance)."""
+    cells, steps, marks = _stream(seed, count, chunks, N, lag, chunk, spikes)
+    cum = counts_before(cells, steps, N, marks)
+    totals, (var, mean) = window_counts(cells, steps, N, marks, block=block)
+    np.testing.assert_array_equal(totals, cum[:, -1] - cum[:, 0])
+    diff = np.diff(cum, axis=1)
+    ref_var, ref_mean = fano_sums({"p": diff})["p"] if chunks > 1 else (np.nan, diff.mean(axis=-2).sum())
+    assert mean == pytest.approx(ref_mean, rel=1e-12, abs=1e-12)
+    if chunks > 1:
+        assert var == pytest.approx(ref_var, rel=1e-9, abs=1e-9)
+    else:
+        assert np.isnan(var)
+
+
+def test_window_counts_sort_spikes_out_of_time_order():
+    cells, steps, marks = _stream(4, 6, 3, 5, 2, 3, 300)
+    order = np.random.default_rng(0).permutation(len(steps))
+    a = window_counts(cells, steps, 5, marks, block=15)
+    b = window_counts(cells[order], steps[order], 5, marks, block=15)
+    np.testing.assert_array_equal(a[0], b[0])
+    assert a[1] == pytest.approx(b[1], rel=1e-12)
+
+
+def test_window_counts_refuse_decreasing_marks():
+    with pytest.raises(ValueError, match="marks"):
+        window_counts([0], [1], 1, [[0, 5], [3, 8]])
+
+
+def test_window_snapshots_read_totals_and_integrals():
+    totals = {"p": np.array([[2.0, 0.0], [1.0, 3.0]])}
+    acc = {"p": {"r": np.array([[[0.0, 0.0], [1.0, 2.0]], [[1.0, 2.0], [1.5, 4.0]]])}}
+    (T0, s0), (T1, s1) = window_snapshots(totals, acc, 0.5)
+    assert T0 == T1 == 0.5
+    np.testing.assert_array_equal(s1["p"]["count"], [1.0, 3.0])
+    np.testing.assert_allclose(s1["p"]["rate"], [2.0, 6.0])
+    np.testing.assert_allclose(s0["p"]["r"], [2.0, 4.0])
+    np.testing.assert_allclose(s1["p"]["r"], [1.0, 4.0])
