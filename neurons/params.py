@@ -248,6 +248,9 @@ LIF_SOMATA = {"default": _DEFAULT_TYPE, "l23": _L23_TYPE,
                                  prefix="srd_"),
               "kv_memory": replace(_DEFAULT_TYPE, params=replace(DEFAULT_SOMA, tau_c=10e-3, tau_c_start=1.0),
                                    prefix="smem_")}
+# the transformer blocks' MLP hidden cells and read-out class cells follow each presentation (a few
+# hundred ms): the memory cells' fast coupling (docs/lif.md, "Models at the lif level")
+LIF_SOMATA["l6ct"] = LIF_SOMATA["decoder"] = LIF_SOMATA["kv_memory"]
 """The lif level's soma types by cell type (others use ``"default"``). L2/3 cells fire a 1 Hz
 baseline and a few Hz of signal per cell: their calibration measures 160 currents for 40 s
 each (0.4 Hz apart), the working range again with 16 cells per current, and fits a cubic spline

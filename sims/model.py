@@ -21,6 +21,7 @@ from ctmhsa.devices.registry import DEVICES, get_device
 from ctmhsa.circuits.transformer import model_circuit
 from ctmhsa.circuits.parts import get_area
 from ctmhsa.mapping import kvmemory
+from ctmhsa.mapping.baseline import add_lif_drive, remove_baselines
 from ctmhsa.mapping.blocks import decode_model, encode_model, model_sizes
 from ctmhsa.mapping.triad import encode_co4_model
 from ctmhsa.mapping.decode import range_report
@@ -341,10 +342,12 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
     X : array, shape (n, de) or (T, n, de)
         Tokens, or a stream of ``T`` token sets (raw inputs ``(n, p)`` where the model has an
         embedding; the embedding is applied before the input relays).
-    neuron : {"rate", "escape"}
-        Fidelity level (default: ``circuit_options.neuron``, else ``"escape"``). ``"lif"`` is
-        refused: its somata fire a baseline that the TRN pools would divide with the signal (not
-        calibrated for the normalising relays yet).
+    neuron : {"rate", "escape", "lif"}
+        Fidelity level (default: ``circuit_options.neuron``, else ``"escape"``). At ``"lif"`` the
+        cortical cells (L2/3, L5 IT and PT, the memory's cells, the MLP's hidden L6 CT cells and
+        the read-out's class cells) have conductance-based somata that fire a baseline, cancelled
+        at every target and removed before decoding; the thalamic relays, normalised or not,
+        and the interneurons are the escape level's (docs/lif.md, "Models at the lif level").
     presentation : float, optional
         Seconds per token set of a stream (default 0.2 s), at least
         :func:`ctmhsa.sims.options.min_presentation` for the model's depth (two settling time
@@ -443,9 +446,8 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
     plain = {k: v for k, v in options.items() if k not in ("circuit_options", "run_options")}
     if neuron is None:   # the level of circuit_options where given
         neuron = co_in.neuron if co_in is not None and hasattr(co_in, "neuron") else "escape"
-    if neuron not in LEVELS or get_level(neuron).lif:
-        raise ValueError(f"neuron: simulate_model runs the 'rate' and 'escape' levels, got {neuron!r} (the lif "
-                         "somata's baseline would be divided with the signal by the TRN pools)")
+    if neuron not in LEVELS:
+        raise ValueError(f"neuron: expected one of {', '.join(LEVELS)}, got {neuron!r}")
     # every option applies to a model or is refused (options.APPLIES), those inside the option objects too
     given = given_options(co_in if isinstance(co_in, CircuitOptions) else None,
                           ro_in if isinstance(ro_in, RunOptions) else None,
@@ -534,6 +536,9 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
         menc = encode_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
                             input_range=co.input_range, calibration=cal,
                             timing=dict(presentation=ro.presentation, dt=ro.dt) if model.causal else None)
+    # lif somata: driven on their calibrated branch, their baselines cancelled at every target
+    # (the TRN pools' set points raised by them), as for one layer (no-op at the other levels)
+    add_lif_drive(circuit, menc.values, co.neuron, ro.dt)
     if co.dale:   # the followers share the plain circuit's weights
         dale.add_values(built, menc.values)
     circuit = built
@@ -560,7 +565,7 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
     if one:   # back to one set: its final state, and its state at 90 % of the run
         obs = dataclasses.replace(obs, stream=False, early=obs.early[0])
     snaps = [o for _, o in obs.snapshots] if obs.stream else [obs.final]
-    decoded = [decode_model(circuit, menc, o) for o in snaps]
+    decoded = [decode_model(circuit, menc, _above_baselines(circuit, menc, o)) for o in snaps]
     dec = _stack(decoded, stream)
     if model.causal:   # the sequence's grid: one token per presentation, no token slot
         dec = _one_slot(dec)
@@ -586,7 +591,8 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
         diag["spikes_per_input"] = float(np.mean(per)) * (ro.presentation if stream else ro.duration)
     if obs.early is not None:   # the rate level: its output at 90 % of the run (of each presentation)
         late = [d["output"] for d in decoded]
-        early = [decode_model(circuit, menc, e)["output"] for e in (obs.early if stream else [obs.early])]
+        early = [decode_model(circuit, menc, _above_baselines(circuit, menc, e))["output"]
+                 for e in (obs.early if stream else [obs.early])]
         change = [float(np.max(np.abs(e - d)) / (np.max(np.abs(d)) or 1.0)) for e, d in zip(early, late)]
         diag["settled"] = max(change)
         if stream:
@@ -619,6 +625,13 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
         rates=rates, spikes=obs.spikes,
         config=config, diagnostics=diag, timings=timings)
 
+
+
+def _above_baselines(circuit, menc, obs: dict) -> dict:
+    """The observables the decoders read: at the lif level every soma's rates above its baseline
+    (:func:`ctmhsa.mapping.baseline.remove_baselines`), on copies, so that the rate table and the
+    noise floors keep every spike; the observables themselves at the other levels."""
+    return remove_baselines(circuit, menc.values, {p: dict(o) for p, o in obs.items()})
 
 
 def _check_causal_options(co) -> None:
