@@ -29,7 +29,9 @@ __all__ = ["Drive", "Interneurons", "simulate_cells", "spike_count_nrmse_floor"]
 
 @dataclass(frozen=True)
 class Drive:
-    """Independent Poisson input to one compartment of every cell.
+    """Input to one compartment of every cell: independent Poisson synapses, or (``regular``) their
+    spikes in turn, as one perfect integrator of their summed rate fires them (the relays of
+    ``firing="population"``, :mod:`ctmhsa.neurons.firing`), from a random phase per cell.
 
     Attributes
     ----------
@@ -39,11 +41,14 @@ class Drive:
         Synaptic efficacy (SI weight units: V·s for dendrites, s for shunts, 1 for pools).
     n_syn : int
         Synapses per cell on this compartment.
+    regular : bool
+        Spikes of the integrator (no count noise but its phase) instead of Poisson counts.
     """
 
     rate: object
     w: float
     n_syn: int = 100
+    regular: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,7 +126,8 @@ def simulate_cells(
     comps = {c: [name for name, _ in srcs] for c, srcs in sources.items()}
     if interneurons is not None:
         comps.setdefault("soma", []).append("shunt")
-    eqs = model.render(phi, comps, law.name) + "".join(f"\nnu_{name} : Hz" for srcs in sources.values() for name, _ in srcs)
+    eqs = model.render(phi, comps, law.name) + "".join(f"\nnu_{name} : Hz" + (f"\nph_{name} : 1" if d.regular else "")
+                                                       for srcs in sources.values() for name, d in srcs)
     G = b2.NeuronGroup(n_cells, eqs, threshold=model.threshold or None, reset=model.reset or None,
                        refractory=model.refractory or False, method=model.method, namespace=ns, clock=clock, name="cells")
     # lif somata: driven on their calibrated affine branch unless the caller says otherwise
@@ -135,7 +141,13 @@ def simulate_cells(
         unit = model.inputs[comp][1]
         nu = np.broadcast_to(np.asarray(d.rate, float), (n_cells,)).copy()
         setattr(G, f"nu_{name}_", nu)
-        if model.spiking:  # n_syn independent Poisson synapses: a Poisson count per step
+        if model.spiking and d.regular:   # one integrator of the n_syn synapses' rate: its spikes this step
+            setattr(G, f"ph_{name}_", np.random.default_rng([seed, len(objs)]).random(n_cells))
+            objs.append(G.run_regularly(
+                f"ph_{name} += {d.n_syn}*nu_{name}*dt\n"
+                f"in_{name} += {d.w!r}*{SYNAPSE_WEIGHT_UNITS[unit]}*k_syn*floor(ph_{name})\n"
+                f"ph_{name} -= floor(ph_{name})", clock=clock, when="before_groups"))
+        elif model.spiking:  # n_syn independent Poisson synapses: a Poisson count per step
             objs.append(G.run_regularly(
                 f"in_{name} += {d.w!r}*{SYNAPSE_WEIGHT_UNITS[unit]}*k_syn"
                 f"*poisson({d.n_syn}*nu_{name}*dt)", clock=clock, when="before_groups"))

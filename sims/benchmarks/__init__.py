@@ -62,7 +62,8 @@ def run_benchmark(module, args) -> int:
         value = getattr(args, name, None)
         if isinstance(value, int) and value < 1:
             raise ValueError(f"--{name}: expected an integer >= 1, got {value}")
-    out = getattr(args, "out", None)
+    # the JSON a benchmark writes: --out, or what a benchmark with an output directory names
+    out = getattr(args, "out", None) or (module.output_json(args) if hasattr(module, "output_json") else None)
     if out:
         check_json_target(out)
     before = machine_state()

@@ -26,6 +26,7 @@ import numpy as np
 from ctmhsa.circuits.builders import DEFAULT_N_INH
 from ctmhsa.maths.codes import DEFAULT_GAINS as G
 from ctmhsa.neurons.cellsim import Drive, Interneurons, simulate_cells, spike_count_nrmse_floor
+from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.laws import law_numpy
 from ctmhsa.neurons.params import DEFAULT_PARAMS, k_syn
 from ctmhsa.sims.io import atomic_savez, atomic_write_json, versions
@@ -50,8 +51,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--laws", nargs="+", default=[], choices=sorted(LAW_RANGES), metavar="LAW",
                         help="also measure L5 IT cells following these two-point laws on held-out cells "
                              f"({', '.join(sorted(LAW_RANGES))}; default none)")
+    parser.add_argument("--law-firing", nargs="+", default=["poisson"], choices=["poisson", "population"],
+                        help="how the law table's ON/OFF relays fire: poisson (Poisson counts, the default) and/or "
+                             "population (one integrator each, as the digits circuits' relays fire)")
     parser.add_argument("--out-dir", default="bench_results",
                         help="output directory of cells.json and fig2_<level>.npz (default bench_results)")
+
+
+def output_json(args) -> str:
+    """The JSON this benchmark writes (``cells.json`` in ``--out-dir``), for the machine's state."""
+    return os.path.join(args.out_dir, "cells.json")
 
 
 def product_table(level: str, T: float = 20.0, seed: int = 1) -> dict:
@@ -180,12 +189,13 @@ def law_grid(law: str, n: int = 8, held_out: bool = True) -> tuple[np.ndarray, n
     return R.ravel(), C.ravel()
 
 
-def signed_drive(x, rho_in: float = G.rho_in) -> tuple:
+def signed_drive(x, rho_in: float = G.rho_in, regular: bool = False) -> tuple:
     """A signed potential ``u x`` on a compartment, as the circuit's ON/OFF relays make it: the ON
     relay fires ``rho_in [x]_+`` through ``+u/rho_in``, the OFF relay ``rho_in [-x]_+`` through
-    ``-u/rho_in`` (Hz, V·s)."""
+    ``-u/rho_in`` (Hz, V·s); Poisson relays, or (``regular``) integrators (:class:`Drive`)."""
     x = np.asarray(x, float)
-    return (Drive(rho_in * np.maximum(x, 0.0), U / rho_in, 1), Drive(rho_in * np.maximum(-x, 0.0), -U / rho_in, 1))
+    return (Drive(rho_in * np.maximum(x, 0.0), U / rho_in, 1, regular),
+            Drive(rho_in * np.maximum(-x, 0.0), -U / rho_in, 1, regular))
 
 
 def _impulse_gains(params, dt: float) -> tuple[float, float]:
@@ -220,7 +230,8 @@ def gaussian_mean(f, R, C, var_R, var_C, order: int = 32) -> np.ndarray:
 
 
 def law_table(level: str, law: str = "co4", T: float = 20.0, seed: int = 2, held_out: bool = True,
-              n: int = 8, reps: int = 2, rho_in: float = G.rho_in, params=DEFAULT_PARAMS) -> dict:
+              n: int = 8, reps: int = 2, rho_in: float = G.rho_in, params=DEFAULT_PARAMS,
+              firing: str = "poisson") -> dict:
     """L5 IT cells following ``law`` (:mod:`ctmhsa.neurons.laws`) under signed drives, measured.
 
     ``reps`` cells at each point of :func:`law_grid` (``held_out``: the midpoints, spike seed
@@ -229,6 +240,10 @@ def law_table(level: str, law: str = "co4", T: float = 20.0, seed: int = 2, held
     0.3 s warm-up. The prediction is ``rho law(R, C)`` above the soma's baseline (lif: ``r_base``),
     ``rho`` putting the law's largest value over the range at :data:`LAW_PEAK`. ``params``: the
     cells' constants (slower dendrites and soma, ``tau_d``, ``tau_m``, average the shot noise more).
+    ``firing``: how the relays fire (:data:`ctmhsa.neurons.firing.FIRING_MODES`): Poisson counts
+    (``"poisson"``), or, as the circuits of ``firing="population"`` make them (the digits
+    circuits), one integrator each (``"regular"``, ``"population"``); the cells' own spikes are
+    the level's either way.
 
     Returns
     -------
@@ -250,18 +265,23 @@ def law_table(level: str, law: str = "co4", T: float = 20.0, seed: int = 2, held
     rho = LAW_PEAK / float(dense.max())
     scale = rho * float(dense.max() - dense.min())
     dt = DT[level]
-    out = simulate_cells(level, "l5it", R.size, {"basal": signed_drive(R, rho_in), "apical": signed_drive(C, rho_in)},
+    regular = not get_firing(firing).poisson
+    out = simulate_cells(level, "l5it", R.size, {"basal": signed_drive(R, rho_in, regular),
+                                                 "apical": signed_drive(C, rho_in, regular)},
                          duration=T, warmup=0.3, dt=dt, seed=seed, cell_params=dict(b_b=0.0, rho=rho), law=law,
                          params=params)
     pred = rho * f(R, C)
     r, intensity = out["rate"] - out["r_base"], out["expected"] - out["r_base"]
     err, sys_err = r - pred, intensity - pred
-    expected_law = rho * gaussian_mean(f, R, C, *drive_variances(R, C, rho_in, dt, params))
+    # the shot-noise prediction is that of Poisson relays; an integrator's spikes have no count noise to average
+    expected_law = (rho * gaussian_mean(f, R, C, *drive_variances(R, C, rho_in, dt, params)) if not regular
+                    else np.full_like(pred, np.nan))
 
     def rms(x):
         return float(np.sqrt(np.mean(x ** 2)))
 
-    return dict(level=level, law=law, T=T, seed=seed, held_out=held_out, n=int(R.size), rho=rho, rho_in=rho_in,
+    return dict(level=level, law=law, firing=firing, T=T, seed=seed, held_out=held_out, n=int(R.size), rho=rho,
+                rho_in=rho_in,
                 R_range=[rlo, rhi], C_range=[clo, chi],
                 nrmse=rms(err) / float(np.std(pred)),
                 noise_floor=spike_count_nrmse_floor(pred + out["r_base"], T, out["fano"]),
@@ -290,12 +310,12 @@ def main(args) -> int:
             summary["fig2"][level] = dict(a_gain=d["a_gain"].tolist(), b_gain=d["b_gain"].tolist(),
                                           file=os.path.join(outdir, f"fig2_{level}.npz"))
     if args.laws:   # the "laws" entry only when asked: the default output is unchanged
-        # per law and level: the tuning grid (seed 1), then the held-out cells (other grid, seed 2)
-        summary["laws"] = {law: {level: {grid: {k: v for k, v in law_table(level, law, T=LAW_T[level], seed=seed,
-                                                                             held_out=grid == "held_out").items()
-                                                if not isinstance(v, np.ndarray)}
-                                         for grid, seed in (("tuning", 1), ("held_out", 2))}
-                                 for level in levels} for law in args.laws}
+        # per law, level and relays' firing: the tuning grid (seed 1), then the held-out cells (other
+        # grid, seed 2)
+        summary["laws"] = {law: {level: {firing: {grid: {k: v for k, v in law_table(
+            level, law, T=LAW_T[level], seed=seed, held_out=grid == "held_out", firing=firing).items()
+            if not isinstance(v, np.ndarray)} for grid, seed in (("tuning", 1), ("held_out", 2))}
+            for firing in args.law_firing} for level in levels} for law in args.laws}
     summary["wall_s"] = time.perf_counter() - t0
     print("\nProduct: L5 IT rate vs basal x apical (8 x 8 grid, 8-fold range per factor)")
     print(f"  {'level':<7} {'NRMSE':>8} {'floor':>8} {'ratio':>6}  notes")
@@ -317,12 +337,12 @@ def main(args) -> int:
                   f"(b) L2/3 100%/30%: {np.round(f['b_gain'], 2).tolist()}")
     if "laws" in summary:
         print("\nLaws: L5 IT rate vs rho law(R, C), signed ON/OFF drives; errors / rho (max - min) of the law")
-        print(f"  {'law':<5} {'level':<7} {'grid':<9} {'NRMSE':>7} {'floor':>7} {'RMS/rng':>8} {'floor':>7} "
-              f"{'bias':>7} {'sys RMS':>8} {'pred bias':>9} {'vs E[law]':>9}")
+        print(f"  {'law':<5} {'level':<7} {'relays':<10} {'grid':<9} {'NRMSE':>7} {'floor':>7} {'RMS/rng':>8} "
+              f"{'floor':>7} {'bias':>7} {'sys RMS':>8} {'pred bias':>9} {'vs E[law]':>9}")
         for law, by_level in summary["laws"].items():
-            for level, grids in by_level.items():
-                for grid, t in grids.items():
-                    print(f"  {law:<5} {level:<7} {grid:<9} {t['nrmse']:>7.3f} {t['noise_floor']:>7.3f} "
+            for level, by_firing in by_level.items():
+                for firing, grid, t in ((f, g, t) for f, grids in by_firing.items() for g, t in grids.items()):
+                    print(f"  {law:<5} {level:<7} {firing:<10} {grid:<9} {t['nrmse']:>7.3f} {t['noise_floor']:>7.3f} "
                           f"{t['rms_range']:>8.2%} {t['floor_range']:>7.2%} {t['bias']:>+7.2%} "
                           f"{t['intensity_rms']:>8.2%} {t['predicted_bias']:>+9.2%} {t['explained_rms']:>9.2%}")
     path = os.path.join(outdir, "cells.json")
