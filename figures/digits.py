@@ -27,7 +27,7 @@ EXAMPLE_PRESENTATION = 0.2
 """Presentation time (s) of the escape row whose examples and confusion matrix are drawn (the
 closest one the JSON has)."""
 
-LEVEL_COLOURS = {"escape": "#d95f02", "rate": "#1f78b4", "float": "0.35"}
+LEVEL_COLOURS = {"escape": "#d95f02", "lif": "#33a02c", "rate": "#1f78b4", "float": "0.35"}
 """Colour of each level (and of the float model)."""
 
 ACC_MS, AGREE_MS = 4.5, 9.0
@@ -74,7 +74,8 @@ def _accuracy_panel(ax, doc) -> None:
     escape = sorted((r for r in rows if get_level(r["neuron"]).spiking), key=lambda r: _num(r["presentation"]))
     rate = [r for r in rows if not get_level(r["neuron"]).spiking]
     fa = _num(doc.get("float_accuracy"))
-    c = LEVEL_COLOURS["escape"]
+    spiking = "/".join(sorted({r["neuron"] for r in escape})) or "escape"   # the spiking level(s) drawn
+    c = LEVEL_COLOURS.get(spiking, LEVEL_COLOURS["escape"])
     handles = []
     if escape:
         x = [1e3 * _num(r["presentation"]) for r in escape]
@@ -84,7 +85,7 @@ def _accuracy_panel(ax, doc) -> None:
                 mew=0.8, zorder=3)
         ax.plot(x, [100 * _num(r["agreement"]) for r in escape], "--o", color=c, ms=AGREE_MS, lw=1.1, mfc="none",
                 mew=1.2, zorder=4)
-        handles.append(Line2D([], [], color=c, lw=1.4, marker="o", ms=ACC_MS, label="escape level"))
+        handles.append(Line2D([], [], color=c, lw=1.4, marker="o", ms=ACC_MS, label=f"{spiking} level"))
     at = {1e3 * _num(r["presentation"]) for r in escape}
     for r in rate:
         cr = LEVEL_COLOURS["rate"]
@@ -123,8 +124,8 @@ def _accuracy_panel(ax, doc) -> None:
                     xycoords=("data", "axes fraction"),
                     ha="center", va="bottom", fontsize=7, color=c)
     if escape:
-        ax.text(0.02, 0.115, "escape wall time / image (compiling apart):", transform=ax.transAxes, ha="left", va="bottom",
-                fontsize=7, color=c)
+        ax.text(0.02, 0.115, f"{spiking} wall time / image (compiling apart):", transform=ax.transAxes, ha="left",
+                va="bottom", fontsize=7, color=c)
     ax.legend(handles=handles, loc="upper left", ncol=2, fontsize=7, frameon=False, handlelength=2.0,
               columnspacing=0.8, borderaxespad=0.3)
     neurons = sorted({int(_num(r["neurons"])) for r in rows if np.isfinite(_num(r["neurons"]))})
@@ -252,9 +253,9 @@ def _caption(doc) -> str:
             "image's class is the largest class score decoded from the read-out's class cells in its window "
             f"(float model: {100 * fa:.1f} % correct). (a) Accuracy (solid, filled dots) and agreement with "
             "the float model's predictions (dashed, open rings drawn over the dots) vs presentation time at "
-            "the escape level, the rate level as squares (just right of an escape point at the same "
-            "presentation), the float model's accuracy dotted; the wall time per image (building and "
-            "compiling included) under each escape point. (b) The first "
+            "the spiking level, the rate level as squares (just right of a spiking point at the same "
+            "presentation), the float model's accuracy dotted; the wall time per image (building included, "
+            "compiling apart) under each spiking point. (b) The first "
             f"{len(row.get('examples') or [])} test images ({row['neuron']} level, "
             f"{_ms(row['presentation'])} ms), each with its spiking class scores (bars) and the float model's "
             "(dots); above, the label and the spiking and float predictions (green right, red wrong), the "

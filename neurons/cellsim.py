@@ -142,7 +142,8 @@ def simulate_cells(
         nu = np.broadcast_to(np.asarray(d.rate, float), (n_cells,)).copy()
         setattr(G, f"nu_{name}_", nu)
         if model.spiking and d.regular:   # one integrator of the n_syn synapses' rate: its spikes this step
-            setattr(G, f"ph_{name}_", np.random.default_rng([seed, len(objs)]).random(n_cells))
+            rng = np.random.default_rng(None if seed is None else [int(seed), len(objs)])   # one stream per drive
+            setattr(G, f"ph_{name}_", rng.random(n_cells))
             objs.append(G.run_regularly(
                 f"ph_{name} += {d.n_syn}*nu_{name}*dt\n"
                 f"in_{name} += {d.w!r}*{SYNAPSE_WEIGHT_UNITS[unit]}*k_syn*floor(ph_{name})\n"

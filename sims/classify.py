@@ -90,7 +90,7 @@ def classify(model, inputs, labels, neuron: str = "escape", presentation: float 
         One input per presentation (raw inputs where the model has an embedding).
     labels : array of int, shape (T,)
         Classes in ``0 ... classes - 1``.
-    neuron : {"rate", "escape"}
+    neuron : {"rate", "escape", "lif"}
     presentation : float
         Seconds per input.
     **options

@@ -798,7 +798,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "one circuit of the shipped model 'digits', read each class from the read-out's "
                                     "class cells, and write a results directory: classification.json, metrics.json, "
                                     "config.json, spikes.nwb (spiking levels), digits.png.")
-    dg.add_argument("--neuron", choices=["rate", "escape"], default="escape", help="fidelity level (default escape)")
+    dg.add_argument("--neuron", choices=["rate", "escape", "lif"], default="escape",
+                    help="fidelity level (default escape; lif needs long presentations, e.g. --presentation 1.5: "
+                         "docs/lif.md)")
     dg.add_argument("--presentation", type=_times, default=0.2, help="seconds per image (default 0.2)")
     dg.add_argument("--images", type=_count(1), help="test images (default all 497)")
     dg.add_argument("--seed", type=int, help="simulation seed (default 0)")

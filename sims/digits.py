@@ -128,7 +128,9 @@ def classify_options(neuron: str, presentation: float, firing: str = FIRING, mod
     (``ctmhsa digits`` and ``ctmhsa bench digits``): at the escape level the cells of
     ``firing`` (:func:`cells`) and the decoding lag (:func:`window_lag`; :data:`CO4_SETTLE` for a
     Co4 ``model``, whose chain is longer); at the rate level, which has no spikes, the same time
-    constants (``params``) and the models' default window."""
+    constants (``params``) and the models' default window; at the lif level the models' default
+    cells and window (its somata have their own constants; docs/lif.md, "Models at the lif
+    level": 90 % of 20 images at 1.5 s per image)."""
     from ctmhsa.maths.co4 import Co4Model
     from ctmhsa.neurons.levels import get_level
 
@@ -136,6 +138,8 @@ def classify_options(neuron: str, presentation: float, firing: str = FIRING, mod
     if get_level(neuron).escape:   # escape-noise somata: the cells of firing
         settle = CO4_SETTLE if isinstance(model, Co4Model) else SETTLE
         return dict(opts, lag=window_lag(presentation, firing, settle))
+    if get_level(neuron).lif:
+        return {}
     return dict(params=opts["params"])
 
 DIGITS_TRAIN = 1300

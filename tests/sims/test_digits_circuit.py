@@ -103,3 +103,4 @@ def test_digits_classify_options_per_level():
     assert esc == dict(cells(), lag=SETTLE) and rate == dict(params=cells()["params"])
     assert classify_options("escape", 0.1)["lag"] == window_lag(0.1) == 0.05
     assert classify_options("escape", 0.5, "poisson") == dict(cells("poisson"), lag=None)
+    assert classify_options("lif", 1.5) == {}   # the models' own cells and window at lif

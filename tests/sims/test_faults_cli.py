@@ -208,6 +208,13 @@ def test_digits_refuses_a_presentation_too_short_to_settle(files, capsys, no_bui
     _refused(capsys, "--presentation: ", "0.005", rc=rc)
 
 
+@pytest.mark.codegen_independent
+def test_digits_at_lif_refuses_the_default_presentation(files, capsys, no_build):
+    # the lif somata couple over 0.2 s: 0.2 s per image is refused before building, naming the flag
+    rc = main(["digits", "--neuron", "lif", "--images", "2", "--quiet", "--no-figure", "--out", str(files / "d")])
+    _refused(capsys, "--presentation: ", "0.2", rc=rc)
+
+
 # Ctrl+C (F05) ----------------------------------------------------------------------------------------
 
 @pytest.mark.brian2
