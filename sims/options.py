@@ -544,6 +544,9 @@ def refuse_for_area(options: CircuitOptions, area, context: str = "") -> None:
     option (the area's own refusals first: they say most); ``context`` opens the generic messages
     (a causal model's blocks say what they are)."""
     area.check_options(options)
+    if area.levels and get_level(options.neuron).name not in area.levels:
+        raise ValueError(f"neuron: {context}the {_area_name(area)} is built at the {' and '.join(area.levels)} "
+                         f"level{'s' if len(area.levels) > 1 else ''} in this release; got {options.neuron!r}")
     if options.dale and not area.dale:
         raise ValueError(f"dale: {context}Dale's law is built for circuit={_names(lambda a: a.dale)}; the "
                          f"{_area_name(area)}'s cells remove a covariance of relays that their followers "

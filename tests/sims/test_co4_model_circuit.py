@@ -42,7 +42,8 @@ def test_a_co4_model_refuses_what_its_area_does_not_build():
     m = _model()
     X = np.zeros((4, 3)) + 0.5
     for kw, match in ((dict(dale=True), "dale: a Co4 model's block is the Co4 area"),
-                      (dict(neuron="lif"), "neuron: simulate_model runs")):
+                      (dict(neuron="lif"), "neuron: a Co4 model's block is the Co4 area; the co4 circuit is built "
+                                           "at the rate and escape levels")):
         with pytest.raises(ValueError, match=match):
             ctmhsa.simulate_model(m, X, **{"neuron": "rate", **kw})
 

@@ -261,11 +261,11 @@ def test_result_saved_atomically_and_never_over_a_users_folder(escape_run, tmp_p
 # ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(neuron="lif"), "neuron"),
     (dict(causal=True), "causal"),
     (dict(circuit="linear"), "circuit"),
     (dict(device="cuda_standalone"), "device"),
     (dict(P={"l23": 2}), "P"),
+    (dict(neuron="lif2"), "neuron: expected one of"),
 ])
 def test_options_that_do_not_apply_are_refused(kw, match):
     model = Model.from_state_dict(random_arrays(1, L=1, classes=0))
