@@ -942,10 +942,10 @@ ring (interneuron Fano factor 0.03-0.12; docs/lif.md, "Physiological L2/3 rates"
 MODELS[("lif", "interneuron")] = replace(
     MODELS[("escape", "interneuron")],
     equations=MODELS[("escape", "interneuron")].equations.replace("/tau_inh", "/" + TAU_LOOP_LIF))
-# the transformer blocks' cortical cells too: the MLP's hidden units (L6 CT, their relu the law's
-# rectification: below it the soma fires its baseline) and the read-out's class cells
 for _ct in ("l5pt", "relay_out", "memory"):
     MODELS[("lif", _ct)] = _lif(MODELS[("rate", _ct)])
+# the transformer blocks' cortical cells too: the MLP's hidden units (L6 CT, their relu the law's
+# rectification: below it the soma fires its baseline) and the read-out's class cells
 for _ct in ("l6ct", "decoder"):
     MODELS[("lif", _ct)] = _lif(MODELS[("rate", _ct)], cell_type=_ct)
 # thalamic relays are escape-noise cells at the lif level, the normalised ones as the others

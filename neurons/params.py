@@ -248,9 +248,6 @@ LIF_SOMATA = {"default": _DEFAULT_TYPE, "l23": _L23_TYPE,
                                  prefix="srd_"),
               "kv_memory": replace(_DEFAULT_TYPE, params=replace(DEFAULT_SOMA, tau_c=10e-3, tau_c_start=1.0),
                                    prefix="smem_")}
-# the transformer blocks' MLP hidden cells and read-out class cells follow each presentation (a few
-# hundred ms): the memory cells' fast coupling (docs/lif.md, "Models at the lif level")
-LIF_SOMATA["l6ct"] = LIF_SOMATA["decoder"] = LIF_SOMATA["kv_memory"]
 """The lif level's soma types by cell type (others use ``"default"``). L2/3 cells fire a 1 Hz
 baseline and a few Hz of signal per cell: their calibration measures 160 currents for 40 s
 each (0.4 Hz apart), the working range again with 16 cells per current, and fits a cubic spline
@@ -271,6 +268,9 @@ the default soma's (the coupling is not part of it). The stream memory's integra
 (``kv_memory``) keep the default cell with a 10 ms coupling: their drive, the persistent state
 ``U``, holds still between writes, so there are no dendritic fluctuations to average, and a
 200 ms coupling would only delay the memory's output after each write."""
+# the transformer blocks' MLP hidden cells and read-out class cells follow each presentation (a few
+# hundred ms): the memory cells' fast coupling (docs/lif.md, "Models at the lif level")
+LIF_SOMATA["l6ct"] = LIF_SOMATA["decoder"] = LIF_SOMATA["kv_memory"]
 
 
 def lif_soma(cell_type: str) -> LifSoma:

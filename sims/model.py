@@ -536,8 +536,8 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
         menc = encode_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
                             input_range=co.input_range, calibration=cal,
                             timing=dict(presentation=ro.presentation, dt=ro.dt) if model.causal else None)
-    # lif somata: driven on their calibrated branch, their baselines cancelled at every target
-    # (the TRN pools' set points raised by them), as for one layer (no-op at the other levels)
+    # lif somata: driven on their calibrated branch, their baselines cancelled at every target (a
+    # bias, or an interneuron pool's set point raised), as for one layer (no-op at the other levels)
     add_lif_drive(circuit, menc.values, co.neuron, ro.dt)
     if co.dale:   # the followers share the plain circuit's weights
         dale.add_values(built, menc.values)
