@@ -103,9 +103,9 @@ def cells(firing: str = FIRING) -> dict:
 AUTO_COMPILED_IMAGES = 256
 """``ctmhsa digits --device auto`` (the default) runs ``cpp_standalone`` from this many images on.
 Measured at 0.2 s per image, escape level (docs/digits.md, version 0.15): the runtime device
-(Cython) took 0.48-0.57 s per image, the compiled project 0.265 s for all 497 (its binary
-0.201 s), after compiling once per model shape and stream length (80-150 s, against about 160 s
-for the runtime's Cython modules the first time). From 256 images on (a table of 259 rows or
+(Cython) took 0.48-0.57 s per image, the compiled project 0.196 s for all 497 (whole call, one
+thread, load 1.1-1.5), after compiling once per model shape and stream length (75-150 s, against
+about 160 s for the runtime's Cython modules the first time). From 256 images on (a table of 259 rows or
 more: the project of the default 497 images) a compiled run is faster once compiled."""
 
 

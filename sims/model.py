@@ -591,8 +591,7 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
         diag["spikes_per_input"] = float(np.mean(per)) * (ro.presentation if stream else ro.duration)
     if obs.early is not None:   # the rate level: its output at 90 % of the run (of each presentation)
         late = [d["output"] for d in decoded]
-        early = [decode_model(circuit, menc, _above_baselines(circuit, menc, e))["output"]
-                 for e in (obs.early if stream else [obs.early])]
+        early = [decode_model(circuit, menc, e)["output"] for e in (obs.early if stream else [obs.early])]
         change = [float(np.max(np.abs(e - d)) / (np.max(np.abs(d)) or 1.0)) for e, d in zip(early, late)]
         diag["settled"] = max(change)
         if stream:

@@ -296,9 +296,7 @@ class CircuitOptions(_Options):
             raise ValueError(f"tau_mem: the memory's time constant is the memory circuit's "
                              f"(circuit={_names(lambda a: a.stream)}); "
                              f"circuit={self.circuit!r} keeps no memory between token sets")
-        if area.levels and get_level(self.neuron).name not in area.levels:
-            raise ValueError(f"neuron: the {_area_name(area)} is built at the {' and '.join(area.levels)} "
-                             f"level{'s' if len(area.levels) > 1 else ''} in this release; got {self.neuron!r}")
+        _refuse_level(area, self.neuron)
         if self.causal and area.no_causal:
             raise ValueError(f"causal: {area.no_causal}")
         if self.apical_inhibition is not None:
@@ -544,9 +542,7 @@ def refuse_for_area(options: CircuitOptions, area, context: str = "") -> None:
     option (the area's own refusals first: they say most); ``context`` opens the generic messages
     (a causal model's blocks say what they are)."""
     area.check_options(options)
-    if area.levels and get_level(options.neuron).name not in area.levels:
-        raise ValueError(f"neuron: {context}the {_area_name(area)} is built at the {' and '.join(area.levels)} "
-                         f"level{'s' if len(area.levels) > 1 else ''} in this release; got {options.neuron!r}")
+    _refuse_level(area, options.neuron, context)
     if options.dale and not area.dale:
         raise ValueError(f"dale: {context}Dale's law is built for circuit={_names(lambda a: a.dale)}; the "
                          f"{_area_name(area)}'s cells remove a covariance of relays that their followers "
@@ -555,6 +551,13 @@ def refuse_for_area(options: CircuitOptions, area, context: str = "") -> None:
         raise ValueError(f"firing: {context}{options.firing!r} is built for circuit="
                          f"{_names(lambda a: a.integrators)} (the {_area_name(area)}'s cells correct a covariance "
                          "of Poisson relays)")
+
+
+def _refuse_level(area, neuron: str, context: str = "") -> None:
+    """A ``ValueError`` naming ``neuron`` where the attention ``area`` is not built at that level."""
+    if area.levels and get_level(neuron).name not in area.levels:
+        raise ValueError(f"neuron: {context}the {_area_name(area)} is built at the {' and '.join(area.levels)} "
+                         f"level{'s' if len(area.levels) > 1 else ''} in this release; got {neuron!r}")
 
 
 def _area_name(area) -> str:

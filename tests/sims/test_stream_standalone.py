@@ -9,7 +9,8 @@ import pytest
 
 from ctmhsa.devices.standalone import padded_stream, stream_rows
 from ctmhsa.neurons.backend import cache_dir
-from ctmhsa.neurons.window import Probe, counts_before, measure_stream, stream_steps, stream_windows
+from ctmhsa.neurons.window import (Probe, counts_before, fano_sums, measure_stream, stream_steps, stream_windows,
+                                   window_counts)
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.options import CircuitOptions, RunOptions
 from ctmhsa.sims.runners import SplitRunner
@@ -63,6 +64,10 @@ def test_windows_read_after_the_run_are_the_windows_read_during_it():
     after = stream_windows({"g": cum}, {"g": {"r": at}}, period - lag)
     assert cum[-1, -1].sum() > 10   # spikes in the windows
     np.testing.assert_array_equal(after["chunks"]["g"], during["chunks"]["g"])
+    # the compiled read (window_counts): the same windows' counts and chunk spread, without cumulating
+    totals, sums = window_counts(spikes.i[:], np.rint(spikes.t_[:] / dt).astype(int) - t0, 3, steps, block=4)
+    np.testing.assert_array_equal(totals, [s["g"]["count"] for _, s in during["snapshots"]])
+    assert sums == pytest.approx(fano_sums({"g": during["chunks"]["g"]})["g"], rel=1e-12)
     for (T1, s1), (T2, s2) in zip(after["snapshots"], during["snapshots"], strict=True):
         assert T1 == T2
         for key in ("count", "rate", "r"):
