@@ -296,17 +296,29 @@ COLLECT_BYTES = 64 * 2 ** 20
 """Networks this large (estimated, :func:`ctmhsa.circuits.memory.estimate_memory` less its
 base) are freed by a full garbage collection before the next network of this process is built."""
 
+COLLECT_OBJECTS = 5_000
+"""Brian2 objects (named ones, dead or alive) past which a full garbage collection runs before the
+next network of this process is built."""
+
 _last_size = [0]
 
 
 def _collect_dead_networks(circuit: Circuit) -> None:
-    """Free the previous network of this process, if large, before ``circuit`` is allocated.
+    """Free the previous network of this process, if large, and dead small ones, once many,
+    before ``circuit`` is allocated.
 
     Its runs skip Brian2's full collection (:func:`ctmhsa.neurons.backend.run_network`), so a
-    network that became garbage (reference cycles) waits for Python's own next full collection;
-    one that holds much memory is freed here instead, at 0.1-0.3 s, so that two large networks
-    are not held at once. Small ones cost nothing to keep a while (a test suite builds hundreds)."""
-    if _last_size[0] >= COLLECT_BYTES:
+    network that became garbage (reference cycles) waits for Python's own next full collection.
+    One that holds much memory is freed here instead, at 0.1-0.3 s, so that two large networks
+    are not held at once. Small ones cost no memory to keep a while, but Brian2 names every new
+    object against all those it tracks, dead ones included (``brian2.core.names.find_name``), so
+    building slows with every dead network kept: 60 recall questions, one network of 221 named
+    objects each, took 2.13 s per question (median) at the first ten and 3.22 s at the last ten
+    (2.16 s when collected at :data:`COLLECT_OBJECTS`). Once that many objects are tracked they
+    are collected too (about 0.2 s, every 20 such networks)."""
+    from brian2.core.names import Nameable
+
+    if _last_size[0] >= COLLECT_BYTES or len(Nameable.__instances__()) >= COLLECT_OBJECTS:
         gc.collect()
     _last_size[0] = estimate_memory(circuit) - BASE_BYTES
 

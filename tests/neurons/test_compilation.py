@@ -253,6 +253,7 @@ def test_a_large_dead_network_is_freed_before_the_next_is_built(monkeypatch):
 
     calls = []
     monkeypatch.setattr(gc, "collect", lambda *a: calls.append(a) or 0)
+    monkeypatch.setattr(inst, "COLLECT_OBJECTS", 10 ** 9)    # the object count is the next test's
     small = build(2, 1, 1, 2, H=1)
     monkeypatch.setattr(inst, "_last_size", [0])
     inst._collect_dead_networks(small)
@@ -261,3 +262,24 @@ def test_a_large_dead_network_is_freed_before_the_next_is_built(monkeypatch):
     inst._last_size[0] = inst.COLLECT_BYTES                 # the previous one was large
     inst._collect_dead_networks(small)
     assert calls == [()]
+
+
+@pytest.mark.brian2
+def test_dead_small_networks_are_collected_once_brian2_tracks_many_objects(monkeypatch):
+    """Brian2 names each new object against every object it tracks, dead ones included: small
+    dead networks are collected once their objects pass ``COLLECT_OBJECTS``, so that a loop of
+    small runs (one network per recall question) does not slow down as it goes."""
+    import numpy as np
+    from brian2.core.names import Nameable
+
+    from ctmhsa import simulate_mhsa
+    from ctmhsa.circuits import instantiate as inst
+
+    rng = np.random.default_rng(0)
+    X, W = rng.normal(size=(2, 2)), [rng.normal(size=(1, 2, 2)) for _ in range(4)]
+    monkeypatch.setattr(inst, "COLLECT_OBJECTS", len(Nameable.__instances__()) + 40)
+    counts = []
+    for _ in range(12):      # each run leaves ~10-50 dead objects: 120 or more uncollected
+        simulate_mhsa(X, *W, neuron="rate", duration=0.3)
+        counts.append(len(Nameable.__instances__()))
+    assert max(counts) < inst.COLLECT_OBJECTS + 40, counts       # collected, not growing by a network each run
