@@ -40,6 +40,9 @@ class Level:
         per cell type); False: escape-noise somata (spiking) or rates.
     description : str
         One line for listings.
+    steps_per_tau : float
+        The fewest steps per fastest cell time constant it allows (``dt`` at most that constant
+        over this; :func:`ctmhsa.sims.options.max_dt`).
     run_cost : dict
         Its cost model: wall time of one step (s) as ``(fixed, per neuron, per simulated
         synapse)`` per device kind (``"runtime"``, ``"standalone"``), read by
@@ -53,6 +56,7 @@ class Level:
     warmup: float
     lif: bool = False
     description: str = ""
+    steps_per_tau: float = 5.0
     run_cost: Mapping = field(default=None, compare=False)   # (a dict: left out of hash and equality)
 
     def __post_init__(self):
@@ -116,8 +120,12 @@ class LevelFacts(Mapping):
 LEVELS = _REGISTRY.names
 """Names of the registered levels, from exact rates to integrate-and-fire spiking cells."""
 
-# run_cost: measured on the development machine (ctmhsa.sims.cost.RUN_COST says how)
-register_level(Level("rate", spiking=False, dt=1e-3, warmup=0.0,
+# run_cost: measured on the development machine (ctmhsa.sims.cost.RUN_COST says how).
+# steps_per_tau: the rate level integrates linear compartments by exponential Euler and is read at
+# its fixed point, so 2 steps per time constant keep it exact (docs/digits.md: the digits logits
+# within 1e-5 of float at dt = tau / 2 and tau / 2.5, 2e-3 at dt = tau); a spiking level's
+# escape probability r dt and its synaptic kernels need 5.
+register_level(Level("rate", spiking=False, dt=1e-3, warmup=0.0, steps_per_tau=2.0,
                      description="continuous-rate compartments, no spikes; exact in expectation",
                      run_cost={"runtime": (6e-4, 2e-8, 3.4e-9), "standalone": (4e-6, 1e-8, 1.7e-9)}))
 register_level(Level("escape", spiking=True, dt=1e-3, warmup=0.5,

@@ -29,6 +29,7 @@ circuit's calibration set).
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from pathlib import Path
@@ -128,11 +129,14 @@ def classify_options(neuron: str, presentation: float, firing: str = FIRING, mod
     (``ctmhsa digits`` and ``ctmhsa bench digits``): at the escape level the cells of
     ``firing`` (:func:`cells`) and the decoding lag (:func:`window_lag`; :data:`CO4_SETTLE` for a
     Co4 ``model``, whose chain is longer); at the rate level, which has no spikes, the same time
-    constants (``params``) and the models' default window; at the lif level the models' default
-    cells and window (its somata have their own constants; docs/lif.md, "Models at the lif
-    level": 90 % of 20 images at 1.5 s per image)."""
+    constants (``params``), the largest step they allow that divides ``presentation`` (``dt``,
+    2.5 ms at 0.2 s: the rate level is read at its fixed point, which that step keeps;
+    docs/digits.md) and the models' default window; at
+    the lif level the models' default cells and window (its somata have their own constants;
+    docs/lif.md, "Models at the lif level": 90 % of 20 images at 1.5 s per image)."""
     from ctmhsa.maths.co4 import Co4Model
     from ctmhsa.neurons.levels import get_level
+    from ctmhsa.sims.options import CircuitOptions, max_dt
 
     opts = cells(firing)
     if get_level(neuron).escape:   # escape-noise somata: the cells of firing
@@ -140,7 +144,8 @@ def classify_options(neuron: str, presentation: float, firing: str = FIRING, mod
         return dict(opts, lag=window_lag(presentation, firing, settle))
     if get_level(neuron).lif:
         return {}
-    return dict(params=opts["params"])
+    bound = max_dt(CircuitOptions(neuron=neuron, params=opts["params"]))[0]
+    return dict(params=opts["params"], dt=presentation / math.ceil(presentation / bound - 1e-9))   # whole steps
 
 DIGITS_TRAIN = 1300
 """Training images: the first 1,300 of ``sklearn.datasets.load_digits()``."""

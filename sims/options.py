@@ -119,10 +119,12 @@ scheduler address, which has a port or a protocol (``tcp://host:8786``, ``host:8
 _ADDRESS = re.compile(r"[a-z][a-z0-9+.-]*://\S+|[^\s:/]+:\d+")
 
 STEPS_PER_TAU = 5
-"""``dt`` may be at most the fastest time constant of the level's cells divided by this
-(:func:`max_dt`). Measured on a small circuit: the rate level's interneuron loop (which moves up
-to ~10x faster than ``tau_int`` while it divides) settles at dt = 5 ms and oscillates out of
-range at 10 ms; the escape level's default 1 ms is ``tau_syn / 5``."""
+"""The spiking levels' fewest steps per fastest cell time constant: ``dt`` may be at most that
+constant divided by this (:func:`max_dt`; the escape level's default 1 ms is ``tau_syn / 5``).
+Each level carries its own (:attr:`ctmhsa.neurons.levels.Level.steps_per_tau`): the rate level
+allows 2. Measured on a small circuit: the rate level's interneuron loop (which moves up to ~10x
+faster than ``tau_int`` while it divides) settles at dt = 5 ms and oscillates out of range at
+10 ms (``tau_int`` = 10 ms)."""
 
 DEFAULT_MAX_RUNTIME = 3600.0
 """Default wall-time limit of one run (s; :attr:`RunOptions.max_runtime`)."""
@@ -389,7 +391,8 @@ class RunOptions(_Options):
         ``warmup + duration`` in all.
     dt : float, optional
         Integration step (s); ``None``: :data:`DEFAULT_DT` of the level. At most :func:`max_dt`
-        (the fastest cell time constant / :data:`STEPS_PER_TAU`).
+        (the fastest cell time constant over the level's ``steps_per_tau``: 5 at the spiking
+        levels, 2 at the rate level).
     warmup : float, optional
         Discarded time before the measurement window (s); ``None``: :data:`DEFAULT_WARMUP`.
         The rate level has no window: a positive warm-up there is refused.
@@ -585,15 +588,17 @@ def _time_constants(options: CircuitOptions) -> dict:
 def max_dt(options: CircuitOptions) -> tuple[float, str]:
     """The largest integration step (s) the cells of ``options`` allow, and why.
 
-    The fastest time constant of the level's cells over :data:`STEPS_PER_TAU` (rate: ``tau_m``,
-    ``tau_d``, ``tau_int``, 10 ms by default: 2 ms; escape: also ``tau_syn``, 5 ms: 1 ms; lif:
-    also the somata's ``tau_e`` = 2.7 ms and membrane ``C_m / g`` = 2.8 ms: 0.54 ms). At the
-    spiking levels also ``1 / r_inh_max`` (400 Hz: 2.5 ms): an escape cell (interneurons at
-    every spiking level) spikes with probability ``r dt``, at most once per step.
+    The fastest time constant of the level's cells over the level's ``steps_per_tau``
+    (:attr:`ctmhsa.neurons.levels.Level.steps_per_tau`; rate: ``tau_m``, ``tau_d``, ``tau_int``,
+    10 ms by default, over 2: 5 ms; escape: also ``tau_syn``, 5 ms, over 5: 1 ms; lif: also the
+    somata's ``tau_e`` = 2.7 ms and membrane ``C_m / g`` = 2.8 ms: 0.54 ms). At the spiking levels
+    also ``1 / r_inh_max`` (400 Hz: 2.5 ms): an escape cell (interneurons at every spiking level)
+    spikes with probability ``r dt``, at most once per step.
     """
     taus = _time_constants(options)
     name = min(taus, key=taus.get)
-    bound, why = taus[name] / STEPS_PER_TAU, f"{name} = {taus[name]:g} s / {STEPS_PER_TAU}"
+    steps = get_level(options.neuron).steps_per_tau
+    bound, why = taus[name] / steps, f"{name} = {taus[name]:g} s / {steps:g}"
     if options.spiking:
         r = options.code_gains.r_inh_max
         if 1.0 / r < bound:

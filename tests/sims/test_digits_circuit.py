@@ -96,11 +96,12 @@ def test_digits_cells():
 @pytest.mark.codegen_independent
 def test_digits_classify_options_per_level():
     """``ctmhsa digits`` and ``ctmhsa bench digits`` run one set of options: the escape level's
-    cells and window, the rate level the same time constants and no spike options."""
+    cells and window, the rate level the same time constants at their largest step (5 ms cells
+    over 2) and no spike options."""
     from ctmhsa.sims.digits import SETTLE, classify_options, window_lag
 
     esc, rate = classify_options("escape", 0.2), classify_options("rate", 0.5)
-    assert esc == dict(cells(), lag=SETTLE) and rate == dict(params=cells()["params"])
+    assert esc == dict(cells(), lag=SETTLE) and rate == dict(params=cells()["params"], dt=pytest.approx(2.5e-3))
     assert classify_options("escape", 0.1)["lag"] == window_lag(0.1) == 0.05
     assert classify_options("escape", 0.5, "poisson") == dict(cells("poisson"), lag=None)
     assert classify_options("lif", 1.5) == {}   # the models' own cells and window at lif
