@@ -146,7 +146,7 @@ class Co4Area(Part):
     and read-out fed by the triad's averages."""
 
     populations = ("nucleus1_v",) + tuple(TRIAD) + ("outer", "outer_z", "memory", "memory_z", "readout", "readout_z")
-    area = integrators = True
+    area = integrators = dale = True    # dale: its signed relay and hypothesis projections get followers
     normalize = True        # the seed normalises its attention (a softmax)
     stages = ("q", "k", "v", "q_m", "k_m", "v_m", "S", "z", "Z", "v_tilde", "x_tilde")
     levels = ("rate", "escape")

@@ -173,15 +173,16 @@ def _simulate(model, U, level: str, presentation: float, calibration, args) -> t
 
 def _run(model, inputs, level, presentation, calibration, args) -> dict:
     """Every sequence of ``inputs`` (n, T, p) at one level and presentation: the logits (n, T,
-    classes), the float logits, neurons, wall time and the warnings."""
+    classes), the float logits, every cell's spikes per token (mean over the sequences; spiking
+    levels), neurons, wall time and the warnings."""
     from ctmhsa.maths.transformer import transformer_forward
 
     if level == "float":
         t0 = time.perf_counter()
         z = np.stack([transformer_forward(U, model)["logits"] for U in inputs])
         wall = time.perf_counter() - t0
-        return dict(logits=z, reference=z, neurons=0, wall_s=wall, timings=dict(run=wall), warnings=[],
-                    kept=list(range(len(inputs))), refused=[])
+        return dict(logits=z, reference=z, spikes_per_token=None, neurons=0, synapses=0, wall_s=wall, timings=dict(run=wall),
+                    warnings=[], kept=list(range(len(inputs))), refused=[])
     from ctmhsa.mapping.operating import OperatingRangeError
 
     runs, kept, refused = [], [], []
@@ -195,9 +196,11 @@ def _run(model, inputs, level, presentation, calibration, args) -> dict:
         raise OperatingRangeError(f"every sequence refused at the {level} level: {refused[-1]['error']}")
     # compile: Brian2's code, once per new shape and timing, cached on disk for later runs
     timings = {k: sum(r.timings[k] for r, _, _ in runs) for k in ("build", "compile", "compiled", "run", "decode")}
+    spikes = [r.diagnostics.get("spikes_per_input") for r, _, _ in runs]   # per token, spiking levels
     return dict(logits=np.stack([r.logits for r, _, _ in runs]),
                 reference=np.stack([r.reference_logits for r, _, _ in runs]),
-                neurons=int(runs[0][0].config["n_neurons"]), wall_s=sum(w for _, w, _ in runs), timings=timings,
+                spikes_per_token=float(np.mean(spikes)) if None not in spikes else None,
+                neurons=int(runs[0][0].config["n_neurons"]), synapses=int(runs[0][0].config["n_synapses"]), wall_s=sum(w for _, w, _ in runs), timings=timings,
                 warnings=sorted({w for _, _, ws in runs for w in ws}), kept=kept, refused=refused)
 
 

@@ -12,6 +12,14 @@ model at the default copies ``P`` per presentation time, and Co4 at the copies w
 is nearest the transformer's (matched neurons) at the first. Per row: parameters, neurons, synapses, float and spiking
 accuracy, agreement, spikes per image and wall time per image.
 
+``--task recall``: in-context recall asked once, at the end (:mod:`ctmhsa.sims.recall` with one
+query, the form of the seed's bAbI stories): the Granier & Senn key-value memory (``recall``, a
+causal stream of the facts and the query, read at the query) and Co4 (``recall_co4``, the facts
+and the query as one token set; :mod:`ctmhsa.sims.models.train_recall_co4`), each circuit built
+for :data:`RECALL_CALIBRATION`, with the cells of its kind of circuit (the causal circuits' at
+``firing="population"``, the digits circuit's for the Co4 set), on ``--sequences`` held-out
+questions of ``--pairs`` facts drawn with ``--seed``; the same columns per question.
+
 Prints a table and writes JSON; the command line then draws the figure from the JSON
 (:func:`ctmhsa.figures.theories.draw`).
 """
@@ -30,23 +38,42 @@ from .common import add_out_argument, count, write_table_and_json
 FIGURE = "ctmhsa.figures.theories"
 """The module whose ``draw(json_path)`` the command line calls after the run."""
 
-__all__ = ["HELP", "add_arguments", "main", "FIGURE", "MODELS", "matched_copies"]
+__all__ = ["HELP", "add_arguments", "main", "FIGURE", "MODELS", "TASKS", "RECALL_CALIBRATION", "matched_copies"]
 
-HELP = "Granier & Senn vs Co4 on the same cells and digits: accuracy, neurons, spikes and time per image"
+HELP = ("Granier & Senn vs Co4 on the same cells, on digits or in-context recall: accuracy, neurons, spikes and "
+        "time per input")
 
-MODELS = (("Granier & Senn", "digits"), ("Co4", "digits_co4"))
-"""(theory, shipped model) compared."""
+TASKS = {"digits": (("Granier & Senn", "digits"), ("Co4", "digits_co4")),
+         "recall": (("Granier & Senn", "recall"), ("Co4", "recall_co4"))}
+"""Per task, (theory, shipped model) compared."""
+
+MODELS = TASKS["digits"]
+"""The digits task's (theory, shipped model) pairs."""
+
+RECALL_CALIBRATION = dict(n=64, pairs=8, seed=12345)
+"""The recall questions both circuits are built for (:func:`ctmhsa.sims.models.train_recall_co4.questions`;
+a seed no evaluated question uses: ``--seed`` 12345 is refused)."""
+
+RECALL_DEFAULTS = dict(pairs=8, sequences=40)
+"""``--task recall``'s ``--pairs`` and ``--sequences`` where not given (``--quick``: 4 sequences)."""
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--images", type=count, default=100, help="test images (default 100; 497 in all)")
+    parser.add_argument("--task", choices=sorted(TASKS), default="digits",
+                        help="digits (the held-out test images) or recall (facts, then one query; default digits)")
+    parser.add_argument("--images", type=count, default=None, help="digits: test images (default 100; 497 in all)")
+    parser.add_argument("--pairs", type=count, default=None,
+                        help=f"recall: facts per question, 1-8 (default {RECALL_DEFAULTS['pairs']})")
+    parser.add_argument("--sequences", type=count, default=None,
+                        help=f"recall: held-out questions (default {RECALL_DEFAULTS['sequences']})")
     parser.add_argument("--presentations", type=float, nargs="+", default=[0.2, 0.5],
                         help="seconds per image (default 0.2 0.5; the matched-neurons row at the first)")
     parser.add_argument("--P", type=count, default=4, help="cells per value of both models (default 4)")
     parser.add_argument("--no-matched", action="store_true",
                         help="skip the Co4 row at the transformer's neuron count")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
-    parser.add_argument("--quick", action="store_true", help="smoke test: 10 images, no matched row")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke test: 10 images (recall: 4 questions), no matched row")
     add_out_argument(parser, "bench_results/theories.json")
 
 
@@ -75,12 +102,16 @@ def matched_copies(model, neurons: int, n: int = 16, largest: int = 16) -> int:
 
 
 def main(args) -> int:
+    if args.task == "recall":
+        return _main_recall(args)
+    if args.pairs is not None or args.sequences is not None:
+        raise ValueError("--pairs, --sequences: recall questions, but --task is digits")
     from ctmhsa.sims.classify import classify
     from ctmhsa.sims.digits import calibration_set, classify_options, test_set
     from ctmhsa.sims.model import as_model
 
     images, labels = test_set()
-    n = 10 if args.quick else int(args.images)
+    n = 10 if args.quick else int(args.images or 100)
     if not 1 <= n <= len(labels):
         raise ValueError(f"--images: expected 1..{len(labels)}, got {n}")
     presentations = [0.2] if args.quick else list(args.presentations)
@@ -93,7 +124,8 @@ def main(args) -> int:
         target = _circuit_size(models["digits"], args.P, x.shape[1])[0]
         runs.insert(2, ("Co4", "digits_co4", matched_copies(models["digits_co4"], target, x.shape[1]),
                         presentations[0]))
-    doc = dict(benchmark="theories", quick=bool(args.quick), images=n, presentations=presentations, P=args.P,
+    doc = dict(benchmark="theories", task="digits", unit="image", quick=bool(args.quick), images=n,
+               presentations=presentations, P=args.P,
                seed=args.seed, rows=[], labels=y.tolist(), versions=versions(), cpus=os.cpu_count())
     t_all = time.perf_counter()
     for theory, name, P, presentation in runs:
@@ -112,10 +144,117 @@ def main(args) -> int:
 
 
 def _print_table(doc) -> None:
-    print(f"\ntheories: {doc['images']} test digits, escape")
-    print(f"{'theory':<16}{'s/image':>8}{'P':>3}{'params':>8}{'neurons':>9}{'synapses':>12}{'float':>7}{'spikes':>8}"
-          f"{'agree':>7}{'spikes/img':>12}{'wall/img':>9}")
+    unit = doc.get("unit", "image")
+    what = (f"{doc['images']} test digits" if unit == "image" else
+            f"{doc['sequences']} questions of {doc['pairs']} facts")
+    print(f"\ntheories: {what}, escape")
+    print(f"{'theory':<16}{'s/' + unit:>11}{'P':>3}{'params':>8}{'neurons':>9}{'synapses':>12}{'float':>7}{'spikes':>8}"
+          f"{'agree':>7}{'spikes/' + unit:>16}{'wall/' + unit:>14}")
     for r in doc["rows"]:
-        print(f"{r['theory']:<16}{r['presentation']:>8g}{r['P']:>3}{r['parameters']:>8,}{r['neurons']:>9,}{r['synapses']:>12,}"
-              f"{r['float_accuracy']:>7.3f}{r['accuracy']:>8.3f}{r['agreement']:>7.3f}{r['spikes_per_input']:>12,.0f}"
-              f"{r['wall_per_input']:>9.2f}")
+        syn = f"{r['synapses']:,}" if r.get("synapses") is not None else "-"
+        print(f"{r['theory']:<16}{r['presentation']:>11g}{r['P']:>3}{r['parameters']:>8,}{r['neurons']:>9,}{syn:>12}"
+              f"{r['float_accuracy']:>7.3f}{r['accuracy']:>8.3f}{r['agreement']:>7.3f}{r['spikes_per_input']:>16,.0f}"
+              f"{r['wall_per_input']:>14.2f}")
+    for r in doc["rows"]:     # a question the circuit refuses before building is listed, not scored
+        if r.get("refused"):
+            print(f"{r['theory']} P={r['P']} {r['presentation']:g} s: {len(r['refused'])} of "
+                  f"{len(r['refused']) + r['inputs']} refused before building ({r['refused'][0]['error'][:90]}...)")
+    if doc.get("majority") is not None:
+        print(f"naming the commonest value among the facts: {doc['majority']:.3f}")
+
+
+def _recall_settings(args) -> tuple[int, int, list]:
+    """``--task recall``'s questions and presentations, checked before any network is built."""
+    from ctmhsa.sims.recall import KEYS
+
+    if args.images is not None:
+        raise ValueError("--images: test digits, but --task is recall (--sequences, --pairs)")
+    pairs = RECALL_DEFAULTS["pairs"] if args.pairs is None else int(args.pairs)
+    n = (4 if args.quick else RECALL_DEFAULTS["sequences"]) if args.sequences is None else int(args.sequences)
+    if pairs > KEYS:
+        raise ValueError(f"--pairs: at most {KEYS} (the keys a question's facts use once each), got {pairs}")
+    if args.seed == RECALL_CALIBRATION["seed"]:
+        raise ValueError(f"--seed: {args.seed} draws the calibration questions; choose another")
+    if args.seed < 0:
+        raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
+    presentations = [0.2] if args.quick else list(args.presentations)
+    if not all(p > 0 for p in presentations):
+        raise ValueError(f"--presentations: expected seconds > 0, got {presentations}")
+    return pairs, n, presentations
+
+
+def _memory_row(model, U, y, presentation: float, P: int, seed: int) -> dict:
+    """The Granier & Senn memory circuit: each question a causal stream of its facts and query,
+    one circuit run each (:func:`ctmhsa.sims.benchmarks.language._run`), read at the query."""
+    from types import SimpleNamespace
+
+    from .language import _run
+
+    args = SimpleNamespace(P=P, cells="causal", firing="population", seed=seed, codegen="cython")
+    t0 = time.perf_counter()
+    cal = _questions(**RECALL_CALIBRATION)[0]
+    out = _run(model, U, "escape", presentation, cal, args)
+    wall, compile_s = time.perf_counter() - t0, float(out["timings"].get("compile", 0.0))
+    k = out["kept"]
+    pred, fpred = out["logits"][:, -1].argmax(axis=-1), out["reference"][:, -1].argmax(axis=-1)
+    return dict(accuracy=float(np.mean(pred == y[k])), float_accuracy=float(np.mean(fpred == y[k])),
+                agreement=float(np.mean(pred == fpred)), neurons=out["neurons"], synapses=out["synapses"],
+                presentation=presentation,
+                inputs=len(k), refused=out["refused"], spikes_per_input=out["spikes_per_token"] * U.shape[1],
+                wall_per_input=(wall - compile_s) / len(k), compile_s=compile_s,
+                predictions=pred.tolist(), float_predictions=fpred.tolist())
+
+
+def _questions(n: int, pairs: int, seed: int):
+    from ctmhsa.sims.models.train_recall_co4 import questions
+
+    return questions(n, pairs, seed)
+
+
+def _set_row(model, U, y, presentation: float, P: int, seed: int) -> dict:
+    """The Co4 circuit: each question one token set, presented in turn to one built circuit
+    (:func:`ctmhsa.sims.classify.classify`, the digits circuit's cells)."""
+    from ctmhsa.sims.classify import classify
+    from ctmhsa.sims.digits import classify_options
+
+    c = classify(model, U, y, neuron="escape", presentation=presentation, seed=seed,
+                 calibration=_questions(**RECALL_CALIBRATION)[0], P=P,
+                 **classify_options("escape", presentation, model=model))
+    return dict(c.summary(), inputs=len(y), refused=[], predictions=c.predictions.tolist(),
+                float_predictions=c.float_predictions.tolist())
+
+
+def _main_recall(args) -> int:
+    from ctmhsa.sims.model import as_model
+
+    pairs, n, presentations = _recall_settings(args)
+    U, y = _questions(n, pairs, args.seed)
+    models = {name: as_model(name) for _, name in TASKS["recall"]}
+    runs = [(theory, name, args.P, p) for p in presentations for theory, name in TASKS["recall"]]
+    from ctmhsa.sims.models.train_recall_co4 import majority
+
+    doc = dict(benchmark="theories", task="recall", unit="question", quick=bool(args.quick), sequences=n,
+               pairs=pairs, majority=majority(pairs, n, args.seed), presentations=presentations,
+               P=args.P, seed=args.seed,
+               calibration=dict(RECALL_CALIBRATION, what="ctmhsa.sims.recall.recall_sequences(n, pairs, queries=1, "
+                                                         "seed=seed)"),
+               rows=[], labels=y.tolist(), versions=versions(), cpus=os.cpu_count())
+    t_all = time.perf_counter()
+    i = 0
+    while i < len(runs):
+        theory, name, P, presentation = runs[i]
+        model = models[name]
+        row = (_set_row if name == "recall_co4" else _memory_row)(model, U, y, presentation, P, args.seed)
+        if name == "recall_co4":
+            row["synapses"] = _circuit_size(model, P, U.shape[1])[1]
+        row.update(theory=theory, model=name, P=P, parameters=_parameters(model))
+        doc["rows"].append(row)
+        print(f"{theory:<15} {name:<11} P={P:<2} {presentation:g} s  accuracy {row['accuracy']:.3f} (float "
+              f"{row['float_accuracy']:.3f}), {row['neurons']:,} neurons, {row['spikes_per_input']:,.0f} spikes and "
+              f"{row['wall_per_input']:.2f} s per question", flush=True)
+        if i == 0 and not (args.quick or args.no_matched):   # Co4 at the memory circuit's neuron count
+            runs.insert(2, ("Co4", "recall_co4", matched_copies(models["recall_co4"], row["neurons"], U.shape[1]),
+                            presentation))
+        i += 1
+    write_table_and_json(doc, args.out, t_all, _print_table)
+    return 0

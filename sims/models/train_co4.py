@@ -50,11 +50,14 @@ def _require():
 
 def init_params(rng: np.random.Generator, arch: dict) -> dict:
     """Initial weights: the embedding and read-out as the transformer's, the latents ``N(0, 1)``,
-    the projections ``1/sqrt(de)`` and ``WO`` ``0.5/sqrt(H d)`` (model-file keys, float64)."""
+    the projections ``1/sqrt(de)`` and ``WO`` ``0.5/sqrt(H d)`` (model-file keys, float64); no
+    ``embed.pos`` where ``arch`` has no token count ``n`` (the tokens then form a set)."""
     L, H, d, de = (arch[k] for k in ("L", "H", "d", "de"))
     g = lambda *shape, s: rng.normal(size=shape) * s     # noqa: E731
-    P = {"embed.W": g(de, arch["p"], s=1 / np.sqrt(arch["p"])), "embed.pos": g(arch["n"], de, s=0.5),
-         "co4.latents": g(L, de, s=1.0)}
+    P = {"embed.W": g(de, arch["p"], s=1 / np.sqrt(arch["p"]))}
+    if arch.get("n"):        # a positional code for a fixed token count (none: a set of any size)
+        P["embed.pos"] = g(arch["n"], de, s=0.5)
+    P["co4.latents"] = g(L, de, s=1.0)
     for k in ("WQ", "WK", "WV"):
         P[f"co4.{k}"] = g(H, d, de, s=1 / np.sqrt(de))
     P["co4.WO"] = g(H, de, d, s=0.5 / np.sqrt(H * d))
@@ -68,7 +71,7 @@ def forward(P: dict, U, np_=np):
     Parameters
     ----------
     P : dict of str -> ndarray
-        Weights, model-file keys.
+        Weights, model-file keys (``embed.pos`` optional: without it no positional code).
     U : ndarray, shape (B, n, p)
         Inputs (dimensionless).
     np_ : module
@@ -83,7 +86,7 @@ def forward(P: dict, U, np_=np):
     def coop(R, C):      # ctmhsa.cooperation, in np_
         return np_.clip(R * R + 2.0 * R + C * (1.0 + np_.abs(R)), 0.0, 6.0)
 
-    xn = N(U @ P["embed.W"].T + P["embed.pos"])                   # (B, n, de)
+    xn = N(U @ P["embed.W"].T + P.get("embed.pos", 0.0))          # (B, n, de)
     ln = N(P["co4.latents"])                                      # (L, de)
     att = 0.0
     for h in range(P["co4.WQ"].shape[0]):
@@ -110,12 +113,13 @@ def train(images, labels, arch: dict = ARCH, settings: dict = SETTINGS, log=prin
     return fit_images(init_params(rng, arch), images, labels, forward, settings, rng, log)
 
 
-def to_model(P: dict):
-    """The weights as a :class:`ctmhsa.maths.co4.Co4Model` named ``digits_co4``."""
+def to_model(P: dict, name: str = "digits_co4"):
+    """The weights as a :class:`ctmhsa.maths.co4.Co4Model` named ``name`` (no positional code
+    where ``P`` has no ``embed.pos``)."""
     from ctmhsa.maths.co4 import Co4Model
 
     return Co4Model(*(P["co4." + k] for k in ("latents", "WQ", "WK", "WV", "WO")), readout_W=P["readout.W"],
-                    readout_b=P["readout.b"], embed_W=P["embed.W"], embed_pos=P["embed.pos"], name="digits_co4")
+                    readout_b=P["readout.b"], embed_W=P["embed.W"], embed_pos=P.get("embed.pos"), name=name)
 
 
 def predict(model, U) -> np.ndarray:

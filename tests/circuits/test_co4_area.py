@@ -26,11 +26,12 @@ def _problem(L, n, H, d, de, scale, seed):
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(L=st.integers(1, 3), n=st.integers(1, 4), H=st.integers(1, 2), d=st.integers(1, 3), de=st.integers(1, 4),
        scale=st.sampled_from([0.03, 0.3, 1.0, 3.0]), normalize=st.booleans(),
-       phi=st.sampled_from(["elu1", "softplus", "exp"]), seed=st.integers(0, 2 ** 16))
-def test_rate_level_equals_the_co4_reference(L, n, H, d, de, scale, normalize, phi, seed):
+       phi=st.sampled_from(["elu1", "softplus", "exp"]), dale=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_rate_level_equals_the_co4_reference(L, n, H, d, de, scale, normalize, phi, dale, seed):
     X, Y, W = _problem(L, n, H, d, de, scale, seed)
     try:
-        res = simulate_mhsa(X, *W, Y=Y, circuit="co4", neuron="rate", duration=0.6, normalize=normalize, phi=phi)
+        res = simulate_mhsa(X, *W, Y=Y, circuit="co4", neuron="rate", duration=0.6, normalize=normalize, phi=phi,
+                            dale=dale)
     except OperatingRangeError:      # a refusal, before building, of a division out of range: never silent
         assert normalize
         return
@@ -70,7 +71,6 @@ def test_the_triad_cells_are_the_cooperation_equation():
     (dict(signed="offset"), "signed: 'offset' does not apply to circuit='co4'"),
     (dict(law="co4"), "law: the co4 circuit"),
     (dict(Y=None), "Y: the Co4 area's queries are its latents"),
-    (dict(dale=True), "dale: "),
     (dict(neuron="lif"), "neuron: the co4 circuit is built at the rate and escape levels"),
 ])
 def test_what_the_co4_area_does_not_build_is_refused(kw, match):
@@ -101,3 +101,24 @@ def test_escape_with_four_relays_per_dimension_is_at_its_floors():
     for stage in ("q_m", "k_m", "v_m", "S", "x_tilde"):
         m = res.metrics()[stage]
         assert m["nrmse"] < 1.4 * m["noise_floor"], (stage, m)
+
+
+def test_dale_gives_every_signed_projection_followers_and_keeps_the_stages():
+    """Under Dale's law the relays' signed dendritic weights and the hypothesis cells' ON/OFF
+    weights onto the outer-product cells come from excitatory cells (positive halves) and their
+    feedforward inhibitory followers (negative halves); the build checks every cell's signs, and
+    the rate level is unchanged."""
+    from ctmhsa import build_mhsa
+    from ctmhsa.circuits import dale
+
+    X, Y, W = _problem(2, 3, 1, 2, 3, 1.0, 3)
+    plain = simulate_mhsa(X, *W, Y=Y, circuit="co4", neuron="rate", duration=0.6)
+    res = simulate_mhsa(X, *W, Y=Y, circuit="co4", neuron="rate", duration=0.6, dale=True)
+    c = build_mhsa(X, *W, Y=Y, circuit="co4", neuron="rate", dale=True).circuit   # assign() checked the signs
+    assert c.meta.dale and res.counts["neurons"] == c.n_neurons() > plain.counts["neurons"]
+    for relays in ("nucleus1", "nucleus1_kv", "nucleus1_v"):
+        assert relays + dale.FFI_SUFFIX in c.populations
+    split = [p for p in c.projections.values() if p.source.endswith(dale.FFI_SUFFIX) and p.target in ("coop_q", "outer")]
+    assert split and all(p.sign == "-" for p in split)
+    for stage in ("q_m", "k_m", "v_m", "v_tilde", "x_tilde"):
+        np.testing.assert_allclose(res.stages[stage], plain.stages[stage], rtol=1e-9, atol=1e-12, err_msg=stage)

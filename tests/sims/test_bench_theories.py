@@ -40,3 +40,37 @@ def test_bench_theories_quick_writes_table_json_and_figure(tmp_path):
 def test_bench_theories_refuses_a_bad_image_count():
     with pytest.raises(SystemExit):
         main(["bench", "theories", "--images", "0"])
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("argv, message", [
+    (["--task", "recall", "--images", "5"], r"^--images: test digits, but --task is recall"),
+    (["--pairs", "4"], r"^--pairs, --sequences: recall questions, but --task is digits"),
+    (["--task", "recall", "--pairs", "9"], r"^--pairs: at most 8"),
+    (["--task", "recall", "--seed", "12345"], r"^--seed: 12345 draws the calibration questions"),
+    (["--task", "recall", "--presentations", "0"], r"^--presentations: expected seconds > 0"),
+])
+def test_bench_theories_recall_refuses_before_building(argv, message):
+    from argparse import ArgumentParser
+
+    from ctmhsa.sims.benchmarks.theories import add_arguments
+    from ctmhsa.sims.benchmarks.theories import main as bench_main
+
+    parser = ArgumentParser()
+    add_arguments(parser)
+    with pytest.raises(ValueError, match=message):
+        bench_main(parser.parse_args(argv))
+
+
+@pytest.mark.brian2
+@pytest.mark.long   # the memory circuit streams 4 questions, the Co4 circuit reads 4 sets: ~80 s on 2 cores
+def test_bench_theories_recall_quick_writes_table_json_and_figure(tmp_path):
+    out = tmp_path / "theories.json"
+    assert main(["bench", "theories", "--task", "recall", "--quick", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["task"] == "recall" and doc["sequences"] == 4 and doc["pairs"] == 8
+    assert [r["model"] for r in doc["rows"]] == ["recall", "recall_co4"]
+    for r in doc["rows"]:
+        assert r["spikes_per_input"] > 0 and r["neurons"] > 0 and r["synapses"] > 0 and len(r["predictions"]) == 4
+    assert doc["rows"][0]["float_accuracy"] == 1.0          # the memory model answers every question
+    assert (tmp_path / "theories.png").exists()
