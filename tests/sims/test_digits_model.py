@@ -123,7 +123,8 @@ def test_digits_device_auto_compiles_where_it_was_measured_faster(monkeypatch):
     assert digits_device("auto", 497) == "cpp_standalone"
     assert digits_device("auto", AUTO_COMPILED_IMAGES - 1) == "runtime"
     assert digits_device("auto", 20, threads=2) == "cpp_standalone"
-    assert digits_device("auto", 497, neuron="rate") == "runtime"              # measured at escape only
+    assert digits_device("auto", 497, neuron="rate") == "cpp_standalone"       # measured faster there too
+    assert digits_device("auto", 497, neuron="lif") == "runtime"               # measured on the runtime device only
     assert digits_device("runtime", 497) == "runtime" and digits_device("cpp_standalone", 3) == "cpp_standalone"
     monkeypatch.setattr(shutil, "which", lambda name: None)                    # no compiler
     assert digits_device("auto", 497) == "runtime"
