@@ -79,8 +79,9 @@ def _caption(doc: dict) -> str:
     if doc.get("task", "digits") == "recall":
         return (f"Two theories of cortical attention on the same cells (escape level) and the same task: in-context "
                 f"recall asked once, {doc['sequences']} held-out questions of {doc['pairs']} facts (a key and its "
-                f"value per token) and one query. Granier & Senn: the shipped key-value memory model (recall), the "
-                f"facts and the query streamed for {times} s each and read at the query; Co4: the shipped recall_co4 "
+                f"value per token) and one query. Granier & Senn: the shipped memory model (recall, keys and "
+                f"values held by its memory cells), the facts and the query streamed for {times} s each and read at "
+                f"the query; Co4: the shipped recall_co4 "
                 f"(cooperation-cell triad over four latent queries, then a memory of keys and values), the facts and "
                 f"the query presented as one token set for {times} s. (a) Accuracy in spikes (bars) and of the float "
                 f"model (dashes); agreement with the float model's answers. (b) Spikes of every cell and wall time per "

@@ -596,7 +596,7 @@ without importing matplotlib (a test keeps the two equal)."""
 FIGURES_ELSEWHERE = ("summary_default_run (summary.png) by ctmhsa run, experiment_NAME by ctmhsa experiment "
                      "NAME, training by ctmhsa train, transformer_depth and transformer_circuit by ctmhsa bench "
                      "depth, digits by ctmhsa bench digits, timescale_population by ctmhsa bench timescale, "
-                     "theories by ctmhsa bench theories")
+                     "theories by ctmhsa bench theories, theories_recall by ctmhsa bench theories --task recall")
 """Which command draws each gallery figure that ``ctmhsa figures`` does not (docs/figures.md)."""
 
 

@@ -148,7 +148,8 @@ def classify_options(neuron: str, presentation: float, firing: str = FIRING, mod
     if get_level(neuron).lif:
         return {}
     bound = max_dt(CircuitOptions(neuron=neuron, params=opts["params"]))[0]
-    return dict(params=opts["params"], dt=presentation / math.ceil(presentation / bound - 1e-9))   # whole steps
+    steps = max(math.ceil(presentation / bound - 1e-9), 4)     # whole steps, four at least (a decoding window)
+    return dict(params=opts["params"], dt=presentation / steps)
 
 DIGITS_TRAIN = 1300
 """Training images: the first 1,300 of ``sklearn.datasets.load_digits()``."""

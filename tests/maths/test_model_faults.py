@@ -81,9 +81,9 @@ def test_a_directory_named_like_a_shipped_model_does_not_hide_it(tmp_path, monke
 
 @pytest.mark.parametrize("name", ["digits_test", "digits_train"])                # C29
 def test_shipped_data_sets_are_not_models(name):
-    assert _shipped_models() == ["digits", "digits_co4", "recall", "shakespeare"]
+    assert _shipped_models() == ["digits", "digits_co4", "recall", "recall_co4", "shakespeare"]
     with pytest.raises(ValueError, match=rf"^model: '{name}' is a data set shipped beside the models, not a "
-                                         r"model; shipped models: digits, digits_co4, recall, shakespeare \("):
+                                         r"model; shipped models: digits, digits_co4, recall, recall_co4, shakespeare \("):
         load_model(name)
 
 

@@ -107,8 +107,9 @@ def test_a_refused_window_is_listed_and_the_others_run_on(monkeypatch):
         if U[0].argmax() == 5:
             raise OperatingRangeError("H (block 0, MLP relays, TRN): token (1, 0) needs a division of 1.2")
         z = np.zeros((U.shape[0], len(m.vocab)))
-        res = SimpleNamespace(logits=z, reference_logits=z + 0.1, config=dict(n_neurons=7),
-                              timings=dict(build=0.0, compile=0.0, compiled=0, run=1.0, decode=0.0))
+        res = SimpleNamespace(logits=z, reference_logits=z + 0.1, config=dict(n_neurons=7, n_synapses=9),
+                              timings=dict(build=0.0, compile=0.0, compiled=0, run=1.0, decode=0.0),
+                              diagnostics=dict(spikes_per_input=30.0))
         return res, 1.0, []
 
     monkeypatch.setattr(bench, "_simulate", fake)

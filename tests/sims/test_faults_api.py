@@ -121,7 +121,7 @@ def test_a_noise_floor_without_counts_is_unknown_not_zero():
 
 @pytest.mark.codegen_independent
 @pytest.mark.parametrize("neuron, dt, bound", [("escape", 0.1, "0.001"), ("escape", 2e-3, "0.001"),
-                                               ("rate", 5e-3, "0.002"), ("lif", 1e-3, "0.00054")])
+                                               ("rate", 6e-3, "0.005"), ("lif", 1e-3, "0.00054")])
 def test_dt_beyond_the_cells_time_constants_is_refused(tiny, no_build, neuron, dt, bound):
     with pytest.raises(ValueError, match=rf"^dt: {dt:g} s .*{bound} s"):
         simulate_mhsa(**tiny, neuron=neuron, dt=dt)
@@ -129,7 +129,9 @@ def test_dt_beyond_the_cells_time_constants_is_refused(tiny, no_build, neuron, d
 
 @pytest.mark.codegen_independent
 def test_dt_bound_follows_the_cell_parameters(tiny, no_build):
-    accepted(tiny, neuron="rate", dt=2e-3)
+    accepted(tiny, neuron="rate", dt=5e-3)                  # 10 ms cells over the rate level's 2 steps
+    with pytest.raises(ValueError, match=r"^dt: 0.003 s .*0.0025 s .*tau_m"):
+        simulate_mhsa(**tiny, neuron="rate", dt=3e-3, params=CellParams(tau_m=5e-3))
     with pytest.raises(ValueError, match=r"^dt: 0.001 s .*0.0002 s .*tau_syn"):
         simulate_mhsa(**tiny, neuron="escape", params=CellParams(tau_syn=1e-3))
 
