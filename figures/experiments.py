@@ -139,7 +139,34 @@ def _apical(fig, doc):
     axes[1].set_ylim(bottom=0)
 
 
-_PANELS = {"photoinhibition": _photoinhibition, "interneurons": _interneurons, "it_pt": _it_pt, "apical": _apical}
+_VERDICT = {True: ("agrees", "#4daf4a"), False: ("disagrees", "#e41a1c"), None: ("undecided", "0.6")}
+
+
+def _fingerprints(fig, doc):
+    """(a) every fingerprint's circuit value against its published range, one row each, coloured
+    by the verdict; the measures' text is the table of ``summary``."""
+    rows = doc["summary"]["table"]
+    ax = fig.subplots(1, 1)
+    y = np.arange(len(rows))[::-1]
+    for k, r in zip(y, rows):
+        # (the JSON's nulls are read back as NaN)
+        text, colour = _VERDICT[r["agrees"] if isinstance(r["agrees"], bool) else None]
+        value = "-" if r["circuit"] is None or not np.isfinite(r["circuit"]) else f"{r['circuit']:.3g}"
+        ax.text(0.0, k, r["measure"], va="center", fontsize=7)
+        ax.text(0.62, k, value, va="center", ha="right", fontsize=7)
+        ax.text(0.64, k, r["published"], va="center", fontsize=7)
+        ax.text(0.86, k, text, va="center", fontsize=7, color=colour, weight="bold")
+    for x, head in ((0.0, "measure"), (0.62, "circuit"), (0.64, "published"), (0.86, "verdict")):
+        ax.text(x, len(rows), head, va="center", ha="right" if x == 0.62 else "left", fontsize=7, weight="bold")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.7, len(rows) + 0.7)
+    ax.axis("off")
+
+
+_PANELS = {"photoinhibition": _photoinhibition, "interneurons": _interneurons, "it_pt": _it_pt, "apical": _apical,
+           "fingerprints": _fingerprints}
+_SIZES = {"fingerprints": (9.0, 4.6)}
+"""Figure sizes (inches) that differ from the panels' default."""
 
 
 def draw_experiment(doc):
@@ -148,7 +175,7 @@ def draw_experiment(doc):
     if name not in _PANELS:
         raise ValueError(f"doc: unknown experiment {name!r}; expected one of {sorted(_PANELS)}")
     n = 3 if name in ("interneurons",) or any("psth" in r for r in doc["rows"]) else 2
-    fig = plt.figure(figsize=(3.3 * n, 3.2), layout="constrained")
+    fig = plt.figure(figsize=_SIZES.get(name, (3.3 * n, 3.2)), layout="constrained")
     _PANELS[name](fig, doc)
     fig.suptitle(f"{doc['title']} — {doc['neuron']} level, {doc['neurons']:,} neurons, seed {doc['seed']}")
     return fig

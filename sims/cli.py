@@ -852,11 +852,12 @@ def build_parser() -> argparse.ArgumentParser:
     from .experiments import EXPERIMENTS
 
     ex = sub.add_parser("experiment", parents=[common],
-                        help="in-silico experiments of the paper's fig. 2: lesions and drive, with predictions",
+                        help="in-silico experiments of the paper's fig. 2 (lesions and drive, with predictions) and "
+                             "the circuit's fingerprints beside the recordings",
                         description="Run an in-silico experiment on the circuit (default: the two-head n = d = 8 "
                                     "pathway, escape level) and write a results directory: experiment.json (protocol, "
                                     "one row per run, summary, predictions), one NWB file per spiking run, NAME.png. "
-                                    "docs/experiments.md describes each.")
+                                    "docs/experiments.md describes each; fingerprints: docs/physiology.md.")
     ex.add_argument("name", choices=sorted(EXPERIMENTS), metavar="NAME",
                     help="one of: " + ", ".join(sorted(EXPERIMENTS)))
     ex.add_argument("--neuron", choices=["rate", "escape", "lif"], default="escape", help="fidelity level (default escape)")

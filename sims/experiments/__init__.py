@@ -18,6 +18,9 @@ directory with one NWB file per spiking run and a figure (docs/experiments.md).
                        connection is one-way): PT and read-out gain, IT and L2/3 unchanged
 ``apical``             an apical-input sweep at the L5 IT cells (Larkum et al. 2004): their
                        input-output curve's slope under apical drive
+``fingerprints``       the circuit beside the recordings: rates by cell type, spikes per cell in
+                       a 0.2 s stimulus, ISI CV, L2/3 silencing and apical gain, each with its
+                       published value, source and whether the two agree
 =====================  ==========================================================================
 """
 
@@ -33,6 +36,7 @@ EXPERIMENTS = {
     "interneurons": "ctmhsa.sims.experiments.interneurons",
     "it_pt": "ctmhsa.sims.experiments.it_pt",
     "apical": "ctmhsa.sims.experiments.apical",
+    "fingerprints": "ctmhsa.sims.experiments.fingerprints",
 }
 
 

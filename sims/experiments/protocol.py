@@ -57,6 +57,10 @@ class Run:
     psth : tuple of str
         Populations whose population rate over time (``PSTH_BIN`` bins) the row keeps (spiking
         levels only; the run is skipped at the rate level).
+    table : bool
+        The row keeps the run's rate table (:meth:`ctmhsa.sims.result.SimulationResult.rate_table`:
+        per population its rates, Fano factor and, the spikes recorded at the spiking levels, ISI
+        CV).
     """
 
     condition: str
@@ -64,6 +68,7 @@ class Run:
     amplitude: float = 1.0
     perturbations: tuple = ()
     psth: tuple = ()
+    table: bool = False
 
 
 def population_size(problem: dict, neuron: str, population: str) -> int:
@@ -138,6 +143,8 @@ def _row(r: Run, sim, res) -> dict:
     if r.psth:
         row["psth"] = {p: _psth(res, p, sim.circuit.populations[p].N) for p in r.psth}
         row["psth_bin"] = PSTH_BIN
+    if r.table:
+        row["rate_table"] = [dict(t) for t in res.rate_table()]
     return row
 
 
@@ -183,7 +190,8 @@ def run(module, out=None, *, neuron: str = "escape", seed: int = 0, duration: fl
         population mean rates, pooled L2/3 rate and its set point, decoded gain and NRMSE of ṽ
         and x̃, whether the run stayed in the working range and its number of violations (a
         perturbed run's are expected and not warned about), population time histograms where
-        asked), ``summary`` and ``predictions``, ``wall_s``.
+        asked), ``summary`` and ``predictions``, ``wall_s``, ``machine`` (load averages, cores and
+        time before and after the runs).
     """
     spiking = CircuitOptions(neuron=neuron).spiking   # the level's fact; refuses an unknown level
     if warmup is None:
@@ -197,9 +205,12 @@ def run(module, out=None, *, neuron: str = "escape", seed: int = 0, duration: fl
     input_range = InputRange.from_tokens(stimuli)     # the stimulus set: one preparation for every run
     if out is not None:
         out = check_output(out, 0, what="out")
+    from ..benchmarks.common import machine_state
+
     t0 = time.perf_counter()
     doc = dict(experiment=module.NAME, title=module.TITLE, source=module.SOURCE, protocol=module.PROTOCOL,
                sweep=dict(zip(("name", "label"), module.SWEEP)), codegen=codegen, problem=p, **opts)
+    before = machine_state()     # the load averages around the runs, as a benchmark records them
 
     def execute(tmp):
         rows = []
@@ -209,7 +220,7 @@ def run(module, out=None, *, neuron: str = "escape", seed: int = 0, duration: fl
             sim = build_mhsa(r.amplitude * x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron=neuron,
                              duration=duration, warmup=warmup, seed=int(seed), input_range=input_range,
                              perturbations=list(r.perturbations) or None, codegen=codegen,
-                             record_spikes=bool(spiking and (r.psth or (nwb and tmp))))
+                             record_spikes=bool(spiking and (r.psth or r.table or (nwb and tmp))))
             with warnings.catch_warnings():
                 if r.perturbations:   # a lesion moves the circuit out of its range by design: kept in the row
                     warnings.simplefilter("ignore", OperatingRangeWarning)
@@ -225,6 +236,7 @@ def run(module, out=None, *, neuron: str = "escape", seed: int = 0, duration: fl
         doc["rows"] = rows
         doc.update(module.summarise(rows, opts))
         doc["wall_s"] = time.perf_counter() - t0
+        doc["machine"] = dict(before=before, after=machine_state())
         if tmp is not None:
             atomic_write_json(os.path.join(tmp, "experiment.json"), doc)
             if draw is not None:

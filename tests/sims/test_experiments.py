@@ -108,3 +108,30 @@ def test_every_experiment_is_registered_with_its_protocol():
     for name in EXPERIMENTS:
         mod = experiment(name)
         assert mod.NAME == name and mod.SOURCE and mod.PROTOCOL and len(mod.SWEEP) == 2
+
+
+@pytest.mark.brian2
+def test_fingerprints_put_each_measure_beside_its_published_value():
+    """Five runs at the rate level (exact): every cell type's rate against its published range,
+    spikes per 0.2 s stimulus, the L2/3-silencing ratio and the apical gain, each verdict the one
+    its numbers give; ISI CV undecided without spikes."""
+    from ctmhsa.sims.experiments.fingerprints import RATES
+
+    doc = _rate("fingerprints")
+    rows = {r["condition"] + f" {r['value']:g}": r for r in doc["rows"]}
+    assert len(doc["rows"]) == 5 and "rate_table" in rows["control 0"]
+    table = {r["measure"]: r for r in doc["summary"]["table"]}
+    control = rows["control 0"]["rates"]
+    for cell_type, ((lo, hi), _) in RATES.items():
+        if cell_type in control:
+            r = table[f"{cell_type}: mean rate (Hz)"]
+            assert r["circuit"] == pytest.approx(control[cell_type])
+            assert r["agrees"] == (lo * (1 - 1e-9) <= r["circuit"] <= hi * (1 + 1e-9))
+    stim = table["l5pt: spikes per cell in a 0.2 s stimulus (all spikes)"]
+    assert stim["circuit"] == pytest.approx(0.2 * control["l5pt"]) and stim["agrees"] == (stim["circuit"] <= 1)
+    assert table["l23: ISI CV"]["circuit"] is None and table["l23: ISI CV"]["agrees"] is None
+    silenced = table["l5it: rate with every L2/3 cell silenced / control"]
+    assert silenced["circuit"] == 0.0 and silenced["agrees"] is False      # abolished: the model's L5 needs L2/3
+    gain = table["l5it: input-output slope with +50 Hz apical drive / without"]
+    assert gain["circuit"] > 1.1 and gain["agrees"] is True
+    assert doc["predictions"][0].startswith(f"{sum(r['agrees'] is True for r in table.values())} of {len(table)}")
