@@ -44,22 +44,58 @@ from .noise import _rate_var
 from .operating import (RECTIFIED_BY_LAW, OperatingRangeError, division_bounds, pooled_drive, sampled_drive,
                         set_points)
 
-__all__ = ["triad_features", "co4_scales", "encode_co4_model"]
+__all__ = ["triad_features", "co4_scales", "encode_co4_model", "memory_gains", "PEAK_RATE"]
 
 RECTIFIED_BY_LAW.add(CELL_TYPE)    # the Cooperation Equation's ReLU6 clips at 0 by design
 
 _MODULATED = {"q": "q_m", "k": "k_m", "v": "v_m"}
 
 
+PEAK_RATE = 500.0
+"""Hz: the most the outer-product and memory cells may fire on the token sets drawn from the
+declared range (:func:`memory_gains`); half of the escape level's ``1/dt`` at 1 ms, as the
+memory circuit's read path (:data:`ctmhsa.mapping.kvmemory.MEMORY_PEAK_RATE`)."""
+
+
+def memory_gains(circuit, weights, input_range, phi: str, gains: CodeGains, k: int = 64) -> CodeGains:
+    """``gains`` with ``rho_outer`` and ``rho_memory`` lowered where the triad's outputs would drive
+    the outer-product cells (``rho_outer φ(k_m) [±v_m]_+``) or the memory cells (``rho_memory
+    |S| / m``) past :data:`PEAK_RATE` on ``k`` token sets drawn from the declared range (seeds 0
+    for the queries, 1 for the tokens, as :func:`ctmhsa.mapping.operating.sampled_drive`): the
+    weights and the range, never the tokens shown. The triad's outputs reach 6 (its ReLU6), so
+    φ(k_m) v_m reaches 42 units with elu1, 840 Hz at the default ``rho_outer`` and 4,200 Hz at
+    ``rho_memory`` (a held-out instance's memory fired 1,734 Hz and saturated). The weights that
+    read those cells divide by the same gains, so the rate level is unchanged; the spiking levels
+    trade count noise for staying in range."""
+    from dataclasses import replace
+
+    from ctmhsa.maths.inputs import sample_tokens
+
+    m = circuit.meta
+    X = sample_tokens(input_range, m.de, (k, m.n), seed=0)
+    Y = sample_tokens(input_range, m.de, (k, m.m), seed=1)
+    f = FEATURE_MAPS[phi][0]
+    outer = memory = 0.0
+    for s in range(k):
+        st = co4_attention(X[s], weights.WQ, weights.WK, weights.WV, weights.WO, Y=Y[s], phi=phi, normalize=False)
+        prod = f(st["k_m"])[:, :, :, None] * np.abs(st["v_m"])[:, :, None, :]     # (H, n, d, d): φ(k_m) |v_m|
+        outer = max(outer, float(prod.max()))
+        memory = max(memory, float(np.abs(np.einsum("hjf,hjc->hfc", f(st["k_m"]), st["v_m"])).max()) / m.m)
+    return replace(gains, rho_outer=min(gains.rho_outer, PEAK_RATE / outer) if outer > 0 else gains.rho_outer,
+                   rho_memory=min(gains.rho_memory, PEAK_RATE / memory) if memory > 0 else gains.rho_memory)
+
+
 @register_values("co4")
 def _values(circuit, vals, gains, ctx):
-    """The triad's relay weights and gains, the linear circuit's values, and the averages that
-    feed it (module docstring). Returns the gains and ``R_set (H, L)``."""
+    """The triad's relay weights and gains, the linear circuit's values (outer-product and memory
+    gains capped by :func:`memory_gains`), and the averages that feed it (module docstring).
+    Returns the gains and ``R_set (H, L)``."""
     meta, w, u = circuit.meta, ctx["weights"], ctx["u"]
     for pname, W in triad_weights(w.WQ, w.WK, w.WV).items():
         vals.weights[pname] = u * W / gains.rho_in
     for name in TRIAD:
         vals.params[name] = {"b_b": 0.0, "rho": gains.rho_coop}
+    gains = memory_gains(circuit, w, ctx["input_range"], ctx["phi"], gains)
     gains, R_set = _key_value_memory(circuit, vals, gains, ctx)
     latents, tokens = meta.n, meta.m
     for pname, over in (("km_write", latents), ("km_write_z", latents), ("vm_write", latents),

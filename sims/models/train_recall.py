@@ -34,15 +34,13 @@ seed the generator draws in ``[2**32, 2**62)``; the held-out sequences use seeds
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 from ctmhsa.sims import recall
-from ctmhsa.sims.models.training import environment, write_record
+from ctmhsa.sims.models.training import environment, training_args, write_record
 from ctmhsa.sims.models.train_causal import check_against_reference, forward, require, sha256, to_model, train
 
 HERE = Path(__file__).resolve().parent
@@ -89,16 +87,8 @@ def main(argv=None) -> dict:
     Raises ``ImportError`` without autograd, and ``RuntimeError`` where the saved model, read back and
     run by :func:`ctmhsa.transformer_forward`, does not reproduce the trained model's predictions.
     """
-    ap = argparse.ArgumentParser(prog="python -m ctmhsa.sims.models.train_recall",
-                                 description="Train the shipped recall model (see the module docstring).")
-    ap.add_argument("--out", default=str(HERE), help="folder for recall.npz and recall.json "
-                                                     "(default: the package's sims/models)")
-    ap.add_argument("--seed", type=int, default=SETTINGS["seed"], help="seed of the weights and training sequences")
-    ap.add_argument("--steps", type=int, default=SETTINGS["steps"], help="Adam steps")
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = ap.parse_args(argv)
-    if args.steps < 1:
-        ap.error(f"--steps: expected ≥ 1, got {args.steps}")
+    args, argv = training_args("ctmhsa.sims.models.train_recall", "the shipped recall model",
+                               "recall.npz and recall.json", SETTINGS, argv)
     require()
     import autograd
 
@@ -106,7 +96,7 @@ def main(argv=None) -> dict:
     from ctmhsa.maths.transformer import transformer_forward
 
     arch, settings = dict(ARCH), dict(SETTINGS, seed=args.seed, steps=args.steps)
-    out = Path(args.out)
+    out = Path(args.out or HERE)
     out.mkdir(parents=True, exist_ok=True)
 
     t0 = time.perf_counter()

@@ -37,8 +37,6 @@ most frequent among the facts gives 31 % and 41 %; the ``recall`` model 100 % at
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -47,7 +45,7 @@ import numpy as np
 from ctmhsa.sims import recall
 
 from .train_co4 import forward, init_params, to_model
-from .training import Adam, environment, logsumexp, lr_at, require, sha256, write_npz, write_record
+from .training import Adam, environment, logsumexp, lr_at, require, sha256, training_args, write_npz, write_record
 
 HERE = Path(__file__).resolve().parent
 
@@ -153,16 +151,8 @@ def main(argv=None) -> dict:
         The saved model, read back by :func:`ctmhsa.load_model` and run by
         :func:`ctmhsa.co4_forward`, does not reproduce the trained model's predictions.
     """
-    ap = argparse.ArgumentParser(prog="python -m ctmhsa.sims.models.train_recall_co4",
-                                 description="Train the shipped Co4 recall model (see the module docstring).")
-    ap.add_argument("--out", default=str(HERE), help="folder for recall_co4.npz and recall_co4.json "
-                                                     "(default: the package's sims/models)")
-    ap.add_argument("--seed", type=int, default=SETTINGS["seed"], help="seed of the weights and training sequences")
-    ap.add_argument("--steps", type=int, default=SETTINGS["steps"], help="Adam steps")
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = ap.parse_args(argv)
-    if args.steps < 1:
-        ap.error(f"--steps: expected ≥ 1, got {args.steps}")
+    args, argv = training_args("ctmhsa.sims.models.train_recall_co4", "the shipped Co4 recall model",
+                               "recall_co4.npz and recall_co4.json", SETTINGS, argv)
     require("training the Co4 recall model needs autograd: pip install autograd (or 'ctmhsa[language]')")
     import autograd
 
@@ -170,7 +160,7 @@ def main(argv=None) -> dict:
     from ctmhsa.maths.model import load_model
 
     arch, settings = dict(ARCH), dict(SETTINGS, seed=args.seed, steps=args.steps)
-    out = Path(args.out)
+    out = Path(args.out or HERE)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     P, history = train(arch, settings)

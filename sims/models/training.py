@@ -17,8 +17,8 @@ import zipfile
 
 import numpy as np
 
-__all__ = ["require", "features", "block_params", "readout_params", "mlp", "logsumexp", "lr_at", "Adam",
-           "blocks_of", "write_npz", "sha256", "environment", "write_record"]
+__all__ = ["require", "training_args", "features", "block_params", "readout_params", "mlp", "logsumexp", "lr_at",
+           "Adam", "blocks_of", "write_npz", "sha256", "environment", "write_record"]
 
 WEIGHTS = ("W", "WQ", "WK", "WV", "WO", "W1", "W2")
 """Weight matrices (the last part of a key), decayed by Adam; biases and ``embed.pos`` are not."""
@@ -164,6 +164,35 @@ def sha256(path) -> str:
 def environment() -> dict:
     """The versions a record states (Python, numpy)."""
     return dict(python=platform.python_version(), numpy=np.__version__)
+
+
+def training_args(module: str, what: str, files: str, settings: dict, argv=None):
+    """A training script's command line (``--out``, ``--seed``, ``--steps``), parsed: ``(args,
+    argv)``, ``argv`` the list parsed (``sys.argv[1:]`` where ``None``) for the record's command.
+
+    Parameters
+    ----------
+    module : str
+        The script's module (``python -m`` name, for the usage line).
+    what : str
+        What it trains, for the description ("the shipped recall model").
+    files : str
+        The files it writes, for ``--out``'s help ("recall.npz and recall.json").
+    settings : dict
+        Its defaults (``seed``, ``steps``).
+    """
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog=f"python -m {module}", description=f"Train {what} (see the module docstring).")
+    ap.add_argument("--out", help=f"folder for {files} (default: the package's sims/models)")
+    ap.add_argument("--seed", type=int, default=settings["seed"], help="seed of the weights and training sequences")
+    ap.add_argument("--steps", type=int, default=settings["steps"], help="Adam steps")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = ap.parse_args(argv)
+    if args.steps < 1:
+        ap.error(f"--steps: expected ≥ 1, got {args.steps}")
+    return args, argv
 
 
 def write_record(path, record: dict) -> None:

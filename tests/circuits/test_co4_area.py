@@ -122,3 +122,26 @@ def test_dale_gives_every_signed_projection_followers_and_keeps_the_stages():
     assert split and all(p.sign == "-" for p in split)
     for stage in ("q_m", "k_m", "v_m", "v_tilde", "x_tilde"):
         np.testing.assert_allclose(res.stages[stage], plain.stages[stage], rtol=1e-9, atol=1e-12, err_msg=stage)
+
+
+def test_outer_product_and_memory_gains_keep_their_cells_in_range():
+    """The triad's outputs reach 6 (its ReLU6), so the outer-product and memory cells could fire
+    past an escape cell's one spike per step (a held-out instance's memory: 1,734 Hz). Their
+    gains are lowered from token sets drawn from the declared range until those fire at most
+    PEAK_RATE; the rate level stays exact, and small weights keep the default gains."""
+    from ctmhsa.maths.codes import DEFAULT_GAINS
+    from ctmhsa.mapping.triad import PEAK_RATE
+
+    X, Y, W = _problem(3, 6, 2, 4, 8, 1.0, 23)
+    res = simulate_mhsa(X, *W, Y=Y, circuit="co4", neuron="rate", duration=0.6)
+    for name in ("outer", "memory"):
+        assert np.nanmax(res.rates[name]) <= PEAK_RATE * (1 + 1e-6), name
+    ref = co4_attention(X, *W, Y=Y)
+    np.testing.assert_allclose(res.x_tilde, ref["x_tilde"], rtol=0, atol=1e-6 * np.abs(ref["x_tilde"]).max())
+    from ctmhsa import build_mhsa
+
+    gains = build_mhsa(X, *W, Y=Y, circuit="co4", neuron="rate", duration=0.6).encoding.consts["gains"]
+    assert gains["rho_outer"] < DEFAULT_GAINS.rho_outer and gains["rho_memory"] < DEFAULT_GAINS.rho_memory
+    X, Y, W = _problem(3, 6, 2, 4, 8, 0.03, 23)
+    small = build_mhsa(X, *W, Y=Y, circuit="co4", neuron="rate", duration=0.6).encoding.consts["gains"]
+    assert small["rho_outer"] == DEFAULT_GAINS.rho_outer and small["rho_memory"] == DEFAULT_GAINS.rho_memory

@@ -66,3 +66,16 @@ def test_any_number_of_tokens_is_read(co4):
     for pairs in (1, 3, 8):
         U, _ = questions(2, pairs, EVAL_SEED)
         assert co4.embed(U).shape == (2, pairs + 1, 16)
+
+
+@pytest.mark.long
+def test_train_recall_co4_runs(tmp_path):
+    pytest.importorskip("autograd")
+    from ctmhsa.sims.models import train_recall_co4
+
+    record = train_recall_co4.main(["--out", str(tmp_path), "--steps", "3", "--seed", "5"])
+    assert json.loads((tmp_path / "recall_co4.json").read_text()) == record
+    assert isinstance(load_model(tmp_path / "recall_co4.npz"), Co4Model)
+    assert set(record["accuracy_by_pairs"]) == set(map(str, range(1, 9))) and record["training"]["seed"] == 5
+    with pytest.raises(SystemExit):
+        train_recall_co4.main(["--steps", "0"])
