@@ -297,10 +297,11 @@ COLLECT_BYTES = 64 * 2 ** 20
 base) are freed by a full garbage collection before the next network of this process is built."""
 
 COLLECT_OBJECTS = 5_000
-"""Brian2 objects (named ones, dead or alive) past which a full garbage collection runs before the
-next network of this process is built."""
+"""Brian2 objects (named ones, dead or alive) tracked beyond those left by the last full
+collection, past which one runs before the next network of this process is built."""
 
 _last_size = [0]
+_objects_kept = [0]   # the named objects Brian2 still tracked after the last collection (live ones)
 
 
 def _collect_dead_networks(circuit: Circuit) -> None:
@@ -314,12 +315,14 @@ def _collect_dead_networks(circuit: Circuit) -> None:
     object against all those it tracks, dead ones included (``brian2.core.names.find_name``), so
     building slows with every dead network kept: 60 recall questions, one network of 221 named
     objects each, took 2.13 s per question (median) at the first ten and 3.22 s at the last ten
-    (2.16 s when collected at :data:`COLLECT_OBJECTS`). Once that many objects are tracked they
-    are collected too (about 0.2 s, every 20 such networks)."""
+    (2.16 s when collected at :data:`COLLECT_OBJECTS`). Once that many more objects are tracked
+    than the last collection left (live ones, which it cannot free), they are collected too
+    (about 0.2 s, every 20 such networks)."""
     from brian2.core.names import Nameable
 
-    if _last_size[0] >= COLLECT_BYTES or len(Nameable.__instances__()) >= COLLECT_OBJECTS:
+    if _last_size[0] >= COLLECT_BYTES or len(Nameable.__instances__()) - _objects_kept[0] >= COLLECT_OBJECTS:
         gc.collect()
+        _objects_kept[0] = len(Nameable.__instances__())   # live networks are not collected: count from them
     _last_size[0] = estimate_memory(circuit) - BASE_BYTES
 
 

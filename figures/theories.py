@@ -85,8 +85,9 @@ def _caption(doc: dict) -> str:
                 f"(cooperation-cell triad over four latent queries, then a memory of keys and values), the facts and "
                 f"the query presented as one token set for {times} s. (a) Accuracy in spikes (bars) and of the float "
                 f"model (dashes); agreement with the float model's answers. (b) Spikes of every cell and wall time per "
-                f"question (the memory circuit is built anew for each question). P: cells per value; the Co4 row at "
-                f"the smaller P has the neuron count nearest the memory circuit's.")
+                f"question (the memory circuit is built anew for each question). P: cells per value"
+                + ("; the Co4 row at the smaller P has the neuron count nearest the memory circuit's."
+                   if len({r["P"] for r in doc["rows"] if r["theory"] == "Co4"}) > 1 else "."))
     return (f"Two theories of cortical attention on the same cells (escape level, the digits circuit's cells) and "
             f"the same task: the shipped digits models of Granier & Senn (microcolumns, one block with an MLP) and "
             f"of Co4 (cooperation-cell triad over four latent queries, then a memory of keys and values), each circuit built "

@@ -59,8 +59,9 @@ memory circuit's read path (:data:`ctmhsa.mapping.kvmemory.MEMORY_PEAK_RATE`).""
 
 def memory_gains(circuit, weights, input_range, phi: str, gains: CodeGains, k: int = 64) -> CodeGains:
     """``gains`` with ``rho_outer`` and ``rho_memory`` lowered where the triad's outputs would drive
-    the outer-product cells (``rho_outer φ(k_m) [±v_m]_+``) or the memory cells (``rho_memory
-    |S| / m``) past :data:`PEAK_RATE` on ``k`` token sets drawn from the declared range (seeds 0
+    the outer-product cells (``rho_outer φ(k_m) [±v_m]_+``, their z twins ``rho_outer φ(k_m)``) or
+    the memory cells (``rho_memory |S| / m``, ``rho_memory z / m``) past :data:`PEAK_RATE` on
+    ``k`` token sets drawn from the declared range (seeds 0
     for the queries, 1 for the tokens, as :func:`ctmhsa.mapping.operating.sampled_drive`): the
     weights and the range, never the tokens shown. The triad's outputs reach 6 (its ReLU6), so
     φ(k_m) v_m reaches 42 units with elu1, 840 Hz at the default ``rho_outer`` and 4,200 Hz at
@@ -78,9 +79,12 @@ def memory_gains(circuit, weights, input_range, phi: str, gains: CodeGains, k: i
     outer = memory = 0.0
     for s in range(k):
         st = co4_attention(X[s], weights.WQ, weights.WK, weights.WV, weights.WO, Y=Y[s], phi=phi, normalize=False)
-        prod = f(st["k_m"])[:, :, :, None] * np.abs(st["v_m"])[:, :, None, :]     # (H, n, d, d): φ(k_m) |v_m|
-        outer = max(outer, float(prod.max()))
-        memory = max(memory, float(np.abs(np.einsum("hjf,hjc->hfc", f(st["k_m"]), st["v_m"])).max()) / m.m)
+        fk = f(st["k_m"])                                                          # (H, n, d)
+        prod = fk[:, :, :, None] * np.abs(st["v_m"])[:, :, None, :]                # (H, n, d, d): φ(k_m) |v_m|
+        # the cells and their z twins: outer φ(k_m)|v_m| and φ(k_m), memory |S|/m and z/m
+        outer = max(outer, float(prod.max()), float(fk.max()))
+        memory = max(memory, float(np.abs(np.einsum("hjf,hjc->hfc", fk, st["v_m"])).max()) / m.m,
+                     float(fk.sum(axis=1).max()) / m.m)
     return replace(gains, rho_outer=min(gains.rho_outer, PEAK_RATE / outer) if outer > 0 else gains.rho_outer,
                    rho_memory=min(gains.rho_memory, PEAK_RATE / memory) if memory > 0 else gains.rho_memory)
 

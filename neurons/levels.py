@@ -60,6 +60,9 @@ class Level:
     run_cost: Mapping = field(default=None, compare=False)   # (a dict: left out of hash and equality)
 
     def __post_init__(self):
+        if not (isinstance(self.steps_per_tau, (int, float)) and self.steps_per_tau > 0):
+            raise ValueError(f"steps_per_tau: level {self.name!r} needs a positive number of steps per time "
+                             f"constant; got {self.steps_per_tau!r}")
         kinds = ("runtime", "standalone")
         if not (isinstance(self.run_cost, Mapping) and set(self.run_cost) == set(kinds)
                 and all(len(self.run_cost[k]) == 3 for k in kinds)):
@@ -123,7 +126,7 @@ LEVELS = _REGISTRY.names
 # run_cost: measured on the development machine (ctmhsa.sims.cost.RUN_COST says how).
 # steps_per_tau: the rate level integrates linear compartments by exponential Euler and is read at
 # its fixed point, so 2 steps per time constant keep it exact (docs/digits.md: the digits logits
-# within 1e-5 of float at dt = tau / 2 and tau / 2.5, 2e-3 at dt = tau); a spiking level's
+# 4e-6 from float at dt = tau / 2 = 2.5 ms, 8e-6 at 1 ms, 2e-3 at dt = tau); a spiking level's
 # escape probability r dt and its synaptic kernels need 5.
 register_level(Level("rate", spiking=False, dt=1e-3, warmup=0.0, steps_per_tau=2.0,
                      description="continuous-rate compartments, no spikes; exact in expectation",

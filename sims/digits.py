@@ -30,6 +30,7 @@ circuit's calibration set).
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import shutil
 from pathlib import Path
@@ -141,6 +142,8 @@ def classify_options(neuron: str, presentation: float, firing: str = FIRING, mod
     from ctmhsa.neurons.levels import get_level
     from ctmhsa.sims.options import CircuitOptions, max_dt
 
+    if isinstance(presentation, bool) or not (isinstance(presentation, numbers.Real) and 0 < presentation < math.inf):
+        raise ValueError(f"presentation: expected seconds per image > 0, got {presentation!r}")
     opts = cells(firing)
     if get_level(neuron).escape:   # escape-noise somata: the cells of firing
         settle = CO4_SETTLE if isinstance(model, Co4Model) else SETTLE

@@ -118,13 +118,13 @@ scheduler address, which has a port or a protocol (``tcp://host:8786``, ``host:8
 
 _ADDRESS = re.compile(r"[a-z][a-z0-9+.-]*://\S+|[^\s:/]+:\d+")
 
-STEPS_PER_TAU = 5
-"""The spiking levels' fewest steps per fastest cell time constant: ``dt`` may be at most that
-constant divided by this (:func:`max_dt`; the escape level's default 1 ms is ``tau_syn / 5``).
-Each level carries its own (:attr:`ctmhsa.neurons.levels.Level.steps_per_tau`): the rate level
-allows 2. Measured on a small circuit: the rate level's interneuron loop (which moves up to ~10x
-faster than ``tau_int`` while it divides) settles at dt = 5 ms and oscillates out of range at
-10 ms (``tau_int`` = 10 ms)."""
+STEPS_PER_TAU = LevelFacts("steps_per_tau")
+"""The fewest steps per fastest cell time constant per level, a view of
+:attr:`ctmhsa.neurons.levels.Level.steps_per_tau`: ``dt`` may be at most that constant divided
+by it (:func:`max_dt`; the escape level's default 1 ms is ``tau_syn / 5``; the rate level allows
+2). Measured on a small circuit: the rate level's interneuron loop (which moves up to ~10x faster
+than ``tau_int`` while it divides) settles at dt = 5 ms and oscillates out of range at 10 ms
+(``tau_int`` = 10 ms)."""
 
 DEFAULT_MAX_RUNTIME = 3600.0
 """Default wall-time limit of one run (s; :attr:`RunOptions.max_runtime`)."""

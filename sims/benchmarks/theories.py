@@ -50,9 +50,10 @@ TASKS = {"digits": (("Granier & Senn", "digits"), ("Co4", "digits_co4")),
 MODELS = TASKS["digits"]
 """The digits task's (theory, shipped model) pairs."""
 
-RECALL_CALIBRATION = dict(n=64, pairs=8, seed=12345)
-"""The recall questions both circuits are built for (:func:`ctmhsa.sims.models.train_recall_co4.questions`;
-a seed no evaluated question uses: ``--seed`` 12345 is refused)."""
+RECALL_CALIBRATION = dict(n=64, seed=12345)
+"""The recall questions both circuits are built for, of ``--pairs`` facts each
+(:func:`ctmhsa.sims.models.train_recall_co4.questions`; a seed no evaluated question uses:
+``--seed`` 12345 is refused)."""
 
 RECALL_DEFAULTS = dict(pairs=8, sequences=40)
 """``--task recall``'s ``--pairs`` and ``--sequences`` where not given (``--quick``: 4 sequences)."""
@@ -71,7 +72,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--P", type=count, default=4, help="cells per value of both models (default 4)")
     parser.add_argument("--no-matched", action="store_true",
                         help="skip the Co4 row at the transformer's neuron count")
-    parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="simulation seed, and with --task recall the questions' (default 0)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: 10 images (recall: 4 questions), no matched row")
     add_out_argument(parser, "bench_results/theories.json")
@@ -178,9 +180,27 @@ def _recall_settings(args) -> tuple[int, int, list]:
     if args.seed < 0:
         raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
     presentations = [0.2] if args.quick else list(args.presentations)
-    if not all(p > 0 for p in presentations):
+    if not all(0 < p < float("inf") for p in presentations):
         raise ValueError(f"--presentations: expected seconds > 0, got {presentations}")
+    _check_presentations(presentations)
     return pairs, n, presentations
+
+
+def _check_presentations(presentations: list) -> None:
+    """Each presentation at least both circuits' minimum and a whole number of escape steps
+    (:func:`ctmhsa.sims.options.min_presentation`), before any network is built."""
+    from ctmhsa.neurons.levels import get_level
+    from ctmhsa.sims.digits import cells
+    from ctmhsa.sims.model import CAUSAL_CELLS, as_model
+    from ctmhsa.sims.options import CircuitOptions, min_presentation
+
+    dt = get_level("escape").dt
+    for params, model in ((CAUSAL_CELLS["causal"], "recall"), (cells()["params"], "recall_co4")):
+        low, why = min_presentation(CircuitOptions(neuron="escape", params=params), blocks=as_model(model).n_blocks)
+        bad = [p for p in presentations if p < low * (1 - 1e-9) or abs(p / dt - round(p / dt)) > 1e-6]
+        if bad:
+            raise ValueError(f"--presentations: whole steps of {dt:g} s and at least {low:g} s for {model}'s circuit "
+                             f"({why}); got {bad}")
 
 
 def _memory_row(model, U, y, presentation: float, P: int, seed: int) -> dict:
@@ -192,7 +212,7 @@ def _memory_row(model, U, y, presentation: float, P: int, seed: int) -> dict:
 
     args = SimpleNamespace(P=P, cells="causal", firing="population", seed=seed, codegen="cython")
     t0 = time.perf_counter()
-    cal = _questions(**RECALL_CALIBRATION)[0]
+    cal = _questions(pairs=U.shape[1] - 1, **RECALL_CALIBRATION)[0]
     out = _run(model, U, "escape", presentation, cal, args)
     wall, compile_s = time.perf_counter() - t0, float(out["timings"].get("compile", 0.0))
     k = out["kept"]
@@ -218,7 +238,7 @@ def _set_row(model, U, y, presentation: float, P: int, seed: int) -> dict:
     from ctmhsa.sims.digits import classify_options
 
     c = classify(model, U, y, neuron="escape", presentation=presentation, seed=seed,
-                 calibration=_questions(**RECALL_CALIBRATION)[0], P=P,
+                 calibration=_questions(pairs=U.shape[1] - 1, **RECALL_CALIBRATION)[0], P=P,
                  **classify_options("escape", presentation, model=model))
     return dict(c.summary(), inputs=len(y), refused=[], predictions=c.predictions.tolist(),
                 float_predictions=c.float_predictions.tolist())
@@ -236,8 +256,8 @@ def _main_recall(args) -> int:
     doc = dict(benchmark="theories", task="recall", unit="question", quick=bool(args.quick), sequences=n,
                pairs=pairs, majority=majority(pairs, n, args.seed), presentations=presentations,
                P=args.P, seed=args.seed,
-               calibration=dict(RECALL_CALIBRATION, what="ctmhsa.sims.recall.recall_sequences(n, pairs, queries=1, "
-                                                         "seed=seed)"),
+               calibration=dict(RECALL_CALIBRATION, pairs=pairs,
+                                what="ctmhsa.sims.recall.recall_sequences(n, pairs, queries=1, seed=seed)"),
                rows=[], labels=y.tolist(), versions=versions(), cpus=os.cpu_count())
     t_all = time.perf_counter()
     i = 0

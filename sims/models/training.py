@@ -192,6 +192,8 @@ def training_args(module: str, what: str, files: str, settings: dict, argv=None)
     args = ap.parse_args(argv)
     if args.steps < 1:
         ap.error(f"--steps: expected ≥ 1, got {args.steps}")
+    if args.out is not None and not args.out.strip():
+        ap.error("--out: expected a folder, got an empty name")
     return args, argv
 
 

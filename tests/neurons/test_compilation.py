@@ -277,9 +277,26 @@ def test_dead_small_networks_are_collected_once_brian2_tracks_many_objects(monke
 
     rng = np.random.default_rng(0)
     X, W = rng.normal(size=(2, 2)), [rng.normal(size=(1, 2, 2)) for _ in range(4)]
-    monkeypatch.setattr(inst, "COLLECT_OBJECTS", len(Nameable.__instances__()) + 40)
-    counts = []
+    monkeypatch.setattr(inst, "COLLECT_OBJECTS", 40)
+    monkeypatch.setattr(inst, "_objects_kept", [len(Nameable.__instances__())])
+    start, counts = len(Nameable.__instances__()), []
     for _ in range(12):      # each run leaves ~10-50 dead objects: 120 or more uncollected
         simulate_mhsa(X, *W, neuron="rate", duration=0.3)
         counts.append(len(Nameable.__instances__()))
-    assert max(counts) < inst.COLLECT_OBJECTS + 40, counts       # collected, not growing by a network each run
+    assert max(counts) < start + 2 * 40 + 60, counts      # collected, not growing by a network each run
+    # the objects a collection leaves are live (it cannot free them): they never trigger the next one
+    import gc
+
+    from ctmhsa.circuits.builders import build
+
+    calls, small = [], build(2, 1, 1, 2, H=1)
+    monkeypatch.setattr(gc, "collect", lambda *a: calls.append(a) or 0)
+    monkeypatch.setattr(inst, "_last_size", [0])
+    monkeypatch.setattr(inst, "COLLECT_OBJECTS", 10)
+    tracked = len(Nameable.__instances__())
+    monkeypatch.setattr(inst, "_objects_kept", [tracked])
+    inst._collect_dead_networks(small)
+    assert calls == []
+    monkeypatch.setattr(inst, "_objects_kept", [tracked - 10])
+    inst._collect_dead_networks(small)
+    assert calls == [()]

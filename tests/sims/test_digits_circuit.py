@@ -105,3 +105,7 @@ def test_digits_classify_options_per_level():
     assert classify_options("escape", 0.1)["lag"] == window_lag(0.1) == 0.05
     assert classify_options("escape", 0.5, "poisson") == dict(cells("poisson"), lag=None)
     assert classify_options("lif", 1.5) == {}   # the models' own cells and window at lif
+    assert classify_options("rate", 0.201)["dt"] == pytest.approx(0.201 / 81)    # whole steps, the largest allowed
+    for bad in (float("nan"), float("inf"), -0.2, 0):
+        with pytest.raises(ValueError, match=r"^presentation: expected seconds per image > 0"):
+            classify_options("rate", bad)
