@@ -20,6 +20,7 @@ for the lif level's pyramidal somata, whose 20 Hz baseline the count includes.
 from __future__ import annotations
 
 from ctmhsa.circuits.perturb import Drive, Silence
+from ctmhsa.neurons.levels import get_level
 
 from .protocol import Run
 
@@ -99,7 +100,8 @@ def summarise(rows, opts) -> dict:
     by = {(r["condition"], r["value"]): r for r in rows}
     control = by[("control", 0.0)]
     types = _by_type(control["rate_table"])
-    spiking = opts["neuron"] != "rate"
+    level = get_level(opts["neuron"])
+    spiking = level.spiking
     table = []
     window = opts["duration"] if spiking else None
     for cell_type, ((lo, hi), source) in RATES.items():
@@ -108,7 +110,7 @@ def summarise(rows, opts) -> dict:
         rate, slack = _mean(types[cell_type], "mean"), _slack(types[cell_type], window)
         table.append(_row(f"{cell_type}: mean rate (Hz)", rate, f"{lo:g}-{hi:g}", source,
                           _within(rate, lo - slack, hi + slack)))
-    baseline = opts["neuron"] == "lif"      # its pyramidal somata keep a spontaneous baseline (docs/lif.md)
+    baseline = level.lif      # its pyramidal somata keep a spontaneous baseline (docs/lif.md)
     for cell_type in PYRAMIDAL:
         if cell_type not in types:
             continue
