@@ -72,10 +72,10 @@ def classification_row(c, examples: int, images) -> dict:
 def main(args) -> int:
     from ctmhsa.sims.classify import classify
     from ctmhsa.sims.model import as_model
-    from ctmhsa.sims.digits import calibration_set, classify_options, test_set
+    from ctmhsa.sims.digits import calibration_set, cells, classify_options, test_set
 
     model = as_model(args.model)
-    params = classify_options("rate", 0.0, args.firing)["params"]
+    params = cells(args.firing)["params"]
     images, labels = test_set()
     cal = calibration_set()   # every digits circuit is built for the training images, never the test ones
     count = len(labels) if args.images is None else int(args.images)
