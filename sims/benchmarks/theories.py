@@ -71,7 +71,7 @@ def add_arguments(parser) -> None:
                         help="seconds per image (default 0.2 0.5; the matched-neurons row at the first)")
     parser.add_argument("--P", type=count, default=4, help="cells per value of both models (default 4)")
     parser.add_argument("--no-matched", action="store_true",
-                        help="skip the Co4 row at the transformer's neuron count")
+                        help="skip the Co4 row at the other circuit's neuron count")
     parser.add_argument("--seed", type=int, default=0,
                         help="simulation seed, and with --task recall the questions' (default 0)")
     parser.add_argument("--quick", action="store_true",
@@ -246,13 +246,12 @@ def _set_row(model, U, y, presentation: float, P: int, seed: int) -> dict:
 
 def _main_recall(args) -> int:
     from ctmhsa.sims.model import as_model
+    from ctmhsa.sims.models.train_recall_co4 import majority
 
     pairs, n, presentations = _recall_settings(args)
     U, y = _questions(n, pairs, args.seed)
     models = {name: as_model(name) for _, name in TASKS["recall"]}
     runs = [(theory, name, args.P, p) for p in presentations for theory, name in TASKS["recall"]]
-    from ctmhsa.sims.models.train_recall_co4 import majority
-
     doc = dict(benchmark="theories", task="recall", unit="question", quick=bool(args.quick), sequences=n,
                pairs=pairs, majority=majority(pairs, n, args.seed), presentations=presentations,
                P=args.P, seed=args.seed,

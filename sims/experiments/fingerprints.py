@@ -66,13 +66,13 @@ def _label(apical: float) -> str:
 
 
 def runs(problem, opts) -> list:
-    both = (Drive("l5it", rate=BASAL, compartment="basal"),)
-    ap = (Drive("l5it", rate=APICAL, compartment="apical"),)
+    basal = (Drive("l5it", rate=BASAL, compartment="basal"),)
+    apical = (Drive("l5it", rate=APICAL, compartment="apical"),)
     return [Run("control", 0.0, table=True),
             Run("L2/3 silenced", 0.0, perturbations=(Silence("l23"),)),
-            Run(_label(0.0), BASAL, perturbations=both),
-            Run(_label(APICAL), 0.0, perturbations=ap),
-            Run(_label(APICAL), BASAL, perturbations=both + ap)]
+            Run(_label(0.0), BASAL, perturbations=basal),
+            Run(_label(APICAL), 0.0, perturbations=apical),
+            Run(_label(APICAL), BASAL, perturbations=basal + apical)]
 
 
 def _row(measure, circuit, published, source, agrees) -> dict:
