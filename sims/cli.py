@@ -367,6 +367,7 @@ def _cmd_digits(args) -> int:
         atomic_write_json(os.path.join(tmp, "classification.json"), doc)
         atomic_write_json(os.path.join(tmp, "metrics.json"), c.result.metrics)
         atomic_write_json(os.path.join(tmp, "config.json"), c.result.config)
+        atomic_write_json(os.path.join(tmp, "rates.json"), list(c.result.rate_table()))   # beside the recordings
         if spiking:
             c.result.write_nwb(os.path.join(tmp, "spikes.nwb"))
         if not args.no_figure:
@@ -379,6 +380,10 @@ def _cmd_digits(args) -> int:
                     if c.compiled else "")
         print(f"  accuracy {c.accuracy:.4f} (float model {c.float_accuracy:.4f}), agreement {c.agreement:.4f}; "
               f"{c.neurons:,} neurons, {c.wall_per_input:.2f} s per image{compiled}")
+        above = [f"{r['population']} {r['mean']:.1f} Hz (bound {r['bound']:g})" for r in c.result.rate_table()
+                 if r["within"] is False]
+        if above:
+            print("  mean rates above their recorded range (rates.json, docs/physiology.md): " + ", ".join(above))
         print(f"results in {out}")
     return 0
 
@@ -797,7 +802,7 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Stream the held-out 8x8 digits (scikit-learn, the 497 not trained on) through "
                                     "one circuit of the shipped model 'digits', read each class from the read-out's "
                                     "class cells, and write a results directory: classification.json, metrics.json, "
-                                    "config.json, spikes.nwb (spiking levels), digits.png.")
+                                    "config.json, rates.json (the rate table), spikes.nwb (spiking levels), digits.png.")
     dg.add_argument("--neuron", choices=["rate", "escape", "lif"], default="escape",
                     help="fidelity level (default escape; lif needs long presentations, e.g. --presentation 1.5: "
                          "docs/lif.md)")

@@ -68,8 +68,13 @@ def test_cli_digits_writes_a_results_directory(tmp_path, capsys):
     assert main(["digits", "--images", "2", "--presentation", "0.1", "--codegen", "numpy", "--out", str(out)]) == 0
     doc = json.load(open(out / "classification.json"))
     assert doc["images"] == 2 and len(doc["rows"][0]["predictions"]) == 2
-    assert {"digits.png", "spikes.nwb", "metrics.json", "config.json"} <= set(os.listdir(out))
-    assert "accuracy" in capsys.readouterr().out
+    assert {"digits.png", "spikes.nwb", "metrics.json", "config.json", "rates.json"} <= set(os.listdir(out))
+    rates = json.load(open(out / "rates.json"))
+    assert {r["population"] for r in rates} >= {"b0_l23", "b0_hidden", "classes"}
+    printed = capsys.readouterr().out
+    assert "accuracy" in printed
+    above = [r["population"] for r in rates if r["within"] is False]
+    assert ("above their recorded range" in printed) == bool(above) and all(p in printed for p in above)
 
 
 @pytest.mark.long   # 60 s; the rate level's exactness on models stays in the default suite
