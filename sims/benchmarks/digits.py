@@ -84,6 +84,11 @@ def main(args) -> int:
         count, presentations, rate_p = min(count, 20), [0.2], 0.3
     if not 1 <= count <= len(labels):
         raise ValueError(f"--images: expected 1..{len(labels)}, got {count}")
+    if not 0 <= rate_p < float("inf"):      # 0 skips the rate level
+        raise ValueError(f"--rate-presentation: expected seconds >= 0 (0: no rate-level row), got {rate_p}")
+    bad = [p for p in presentations if not 0 < p < float("inf")]
+    if bad:
+        raise ValueError(f"--presentations: expected seconds > 0, got {bad}")
     x, y = images[:count], labels[:count]
     opts = {} if args.P is None else {"P": args.P}
     doc = dict(benchmark="digits", quick=bool(args.quick), model=model.name, source=model.source, images=count,

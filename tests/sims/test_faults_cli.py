@@ -209,6 +209,23 @@ def test_digits_refuses_a_presentation_too_short_to_settle(files, capsys, no_bui
 
 
 @pytest.mark.codegen_independent
+@pytest.mark.parametrize("bad", ["nan", "-1", "0"])
+def test_digits_refuses_a_presentation_that_is_not_positive(files, capsys, no_build, bad):
+    rc = main(["digits", "--presentation", bad, "--neuron", "rate", "--images", "2", "--quiet", "--no-figure",
+               "--out", str(files / "d")])
+    _refused(capsys, "--presentation: ", rc=rc)
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("flags, flag", [(["--rate-presentation", "-1"], "--rate-presentation: "),
+                                         (["--rate-presentation", "nan"], "--rate-presentation: "),
+                                         (["--presentations", "0.2", "inf"], "--presentations: ")])
+def test_bench_digits_refuses_bad_presentations_before_building(files, capsys, no_build, flags, flag):
+    rc = main(["bench", "digits", "--images", "2", *flags, "--out", str(files / "b.json")])
+    _refused(capsys, flag, rc=rc)
+
+
+@pytest.mark.codegen_independent
 def test_digits_at_lif_refuses_the_default_presentation(files, capsys, no_build):
     # the lif somata couple over 0.2 s: 0.2 s per image is refused before building, naming the flag
     rc = main(["digits", "--neuron", "lif", "--images", "2", "--quiet", "--no-figure", "--out", str(files / "d")])
