@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["REFERENCE_RATES", "RateTable", "rate_table", "isi_cv"]
+__all__ = ["REFERENCE_RATES", "RateTable", "rate_table", "isi_cv", "counting_slack"]
 
 #: cell type -> (upper bound of the population's mean rate in vivo, Hz; its basis). Model cell
 #: types with no counterpart that has been recorded in this role (read-out decoders, the linear
@@ -70,6 +70,13 @@ def isi_cv(cells, times, min_spikes: int = 3) -> tuple[float | None, int]:
     return (float(np.mean(cvs)), len(cvs)) if cvs else (None, 0)
 
 
+def counting_slack(mean: float, window: float | None, cells: int) -> float:
+    """Two standard errors of Poisson counting of a population's mean rate ``mean`` (Hz) over
+    ``cells`` cells and a ``window`` (s); 0 without a window (no spikes): how far a mean may
+    pass a recorded bound and still be read as within it."""
+    return 0.0 if not window else 2.0 * float(np.sqrt(mean / (window * cells)))
+
+
 def rate_table(rates: dict, cell_types: dict, window: float | None = None, fano: dict | None = None,
                spikes: dict | None = None, roles: dict | None = None) -> RateTable:
     """The rate table of one result.
@@ -115,7 +122,7 @@ def rate_table(rates: dict, cell_types: dict, window: float | None = None, fano:
         kind = cell_types.get(name, "?")
         bound = REFERENCE_RATES.get(kind, (None, ""))[0]
         mean = float(v.mean())
-        slack = 0.0 if not window else 2.0 * np.sqrt(mean / (window * v.size))
+        slack = counting_slack(mean, window, v.size)
         f = (fano or {}).get(name)
         cv, n_cv = isi_cv(*spikes[name]) if spikes and name in spikes else (None, 0)
         rows.append(dict(population=name, cell_type=kind, role=(roles or {}).get(name, ""), cells=int(v.size), mean=mean, median=float(np.median(v)),

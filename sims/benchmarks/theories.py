@@ -208,11 +208,13 @@ def _memory_row(model, U, y, presentation: float, P: int, seed: int) -> dict:
     one circuit run each (:func:`ctmhsa.sims.benchmarks.language._run`), read at the query."""
     from types import SimpleNamespace
 
+    from ctmhsa.sims.models.train_recall_co4 import questions
+
     from .language import _run
 
     args = SimpleNamespace(P=P, cells="causal", firing="population", seed=seed, codegen="cython")
     t0 = time.perf_counter()
-    cal = _questions(pairs=U.shape[1] - 1, **RECALL_CALIBRATION)[0]
+    cal = questions(pairs=U.shape[1] - 1, **RECALL_CALIBRATION)[0]
     out = _run(model, U, "escape", presentation, cal, args)
     wall, compile_s = time.perf_counter() - t0, float(out["timings"].get("compile", 0.0))
     k = out["kept"]
@@ -225,20 +227,15 @@ def _memory_row(model, U, y, presentation: float, P: int, seed: int) -> dict:
                 predictions=pred.tolist(), float_predictions=fpred.tolist())
 
 
-def _questions(n: int, pairs: int, seed: int):
-    from ctmhsa.sims.models.train_recall_co4 import questions
-
-    return questions(n, pairs, seed)
-
-
 def _set_row(model, U, y, presentation: float, P: int, seed: int) -> dict:
     """The Co4 circuit: each question one token set, presented in turn to one built circuit
     (:func:`ctmhsa.sims.classify.classify`, the digits circuit's cells)."""
     from ctmhsa.sims.classify import classify
     from ctmhsa.sims.digits import classify_options
+    from ctmhsa.sims.models.train_recall_co4 import questions
 
     c = classify(model, U, y, neuron="escape", presentation=presentation, seed=seed,
-                 calibration=_questions(pairs=U.shape[1] - 1, **RECALL_CALIBRATION)[0], P=P,
+                 calibration=questions(pairs=U.shape[1] - 1, **RECALL_CALIBRATION)[0], P=P,
                  **classify_options("escape", presentation, model=model))
     return dict(c.summary(), inputs=len(y), refused=[], predictions=c.predictions.tolist(),
                 float_predictions=c.float_predictions.tolist())
@@ -246,10 +243,10 @@ def _set_row(model, U, y, presentation: float, P: int, seed: int) -> dict:
 
 def _main_recall(args) -> int:
     from ctmhsa.sims.model import as_model
-    from ctmhsa.sims.models.train_recall_co4 import majority
+    from ctmhsa.sims.models.train_recall_co4 import majority, questions
 
     pairs, n, presentations = _recall_settings(args)
-    U, y = _questions(n, pairs, args.seed)
+    U, y = questions(n, pairs, args.seed)
     models = {name: as_model(name) for _, name in TASKS["recall"]}
     runs = [(theory, name, args.P, p) for p in presentations for theory, name in TASKS["recall"]]
     doc = dict(benchmark="theories", task="recall", unit="question", quick=bool(args.quick), sequences=n,

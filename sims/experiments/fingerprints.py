@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from ctmhsa.circuits.perturb import Drive, Silence
 from ctmhsa.neurons.levels import get_level
+from ctmhsa.sims.physiology import counting_slack
 
 from .protocol import Run
 
@@ -147,12 +148,9 @@ def summarise(rows, opts) -> dict:
 
 
 def _slack(rows: list, window) -> float:
-    """Two standard errors of Poisson counting of the cell type's mean rate over ``window`` (s; 0
-    without spikes): the rate table's tolerance on a bound (:func:`ctmhsa.sims.physiology.rate_table`)."""
-    if not window:
-        return 0.0
-    cells = sum(r["cells"] for r in rows)
-    return 2.0 * (_mean(rows, "mean") / (window * cells)) ** 0.5
+    """The rate table's tolerance on a bound (:func:`ctmhsa.sims.physiology.counting_slack`) for
+    the cell type's mean over all its populations' cells."""
+    return counting_slack(_mean(rows, "mean"), window, sum(r["cells"] for r in rows))
 
 
 def _within(value: float, lo: float, hi: float) -> bool:
