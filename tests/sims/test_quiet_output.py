@@ -1,6 +1,7 @@
 """No noise in the output (issue 47): no library warning a user cannot act on, and a quick
 benchmark's numbers marked as such."""
 
+import gc
 import logging
 import warnings
 
@@ -24,6 +25,9 @@ class _Brian2Log(logging.Handler):
 
 @pytest.fixture
 def brian2_log():
+    # objects other tests built and left unrun are deleted (and warned of) when Python next
+    # collects them: now, before this test records its own
+    gc.collect()
     handler, logger = _Brian2Log(), logging.getLogger("brian2")
     logger.addHandler(handler)
     try:
