@@ -229,10 +229,17 @@ def pooled_drive(circuit, X, Yk, weights, phi: str) -> np.ndarray:
 def _microcolumn_drive(circuit, fq, fk) -> np.ndarray:
     """Σ of ``fq[h,i,c] fk[h,j,c]`` over the L2/3 cells (h, i, j, c) present, copies averaged."""
     l23 = circuit.populations["l23"]
-    h, i, j, c = (l23.axis(a) for a in ("head", "i", "j", "c"))
-    total = np.zeros((circuit.meta.H, circuit.meta.n))
-    np.add.at(total, (h, i), fq[h, i, c] * fk[h, j, c])
-    return total / copies(l23)
+    axes = ("head", "i", "j", "c")
+    if l23.mask is None:   # every microcolumn present, each cell ``copies`` times
+        return np.einsum("hic,hjc->hi", fq, fk)
+    # cells present per (h, i, j, c), summed over any other axis (the copies): a dense product,
+    # not a sum over 3.6 M cells per token set (6.2 s of a 100-head cortex's checks, measured)
+    present = (l23.flat_lookup >= 0).astype(float)
+    others = tuple(k for k, a in enumerate(l23.axes) if a not in axes)
+    cells = np.moveaxis(present.sum(axis=others) if others else present,
+                        [l23.axes.index(a) - sum(o < l23.axes.index(a) for o in others) for a in axes],
+                        range(4))
+    return np.einsum("hijc,hic,hjc->hi", cells, fq, fk) / copies(l23)
 
 
 @register_hook("linear", "pooled_drive")

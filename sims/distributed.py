@@ -50,7 +50,7 @@ import numpy as np
 from ctmhsa.circuits.builders import build
 from ctmhsa.devices.registry import get_device
 from ctmhsa.circuits.graph import Circuit
-from ctmhsa.circuits.instantiate import assign, instantiate
+from ctmhsa.circuits.instantiate import assign, instantiate, replay_columns
 from ctmhsa.devices.standalone import project_key, release, run_project
 from ctmhsa.circuits.values import CircuitValues
 from ctmhsa.mapping.baseline import add_lif_drive
@@ -124,8 +124,9 @@ def run_stage(circuit: Circuit, level: str, values: CircuitValues, phi, params, 
 
 
 REPLAY_TABLE_BYTES = 256 * 2 ** 20
-"""Largest replay table (steps x replayed cells x 8 bytes) a head takes as a run argument; a
-longer run compiles the replayed spikes into its head project instead."""
+"""Largest replay table (steps x columns of 48 replayed cells x 8 bytes,
+:func:`ctmhsa.circuits.instantiate.replay_table`) a head takes as a run argument; a longer run
+compiles the replayed spikes into its head project instead."""
 
 
 def _run_standalone_stage(circuit, level, values, phi, params, dt, seed, warmup, T, n_chunks, replay,
@@ -133,12 +134,12 @@ def _run_standalone_stage(circuit, level, values, phi, params, dt, seed, warmup,
     """:func:`run_stage` on a standalone ``device``: one project per head shape and schedule,
     compiled by the first caller, run by every other process in its own copy
     (:func:`ctmhsa.devices.standalone.run_project`). The nucleus-1 spikes are a run argument (a table
-    of 0/1 per step and relay, :func:`ctmhsa.circuits.instantiate.replay_table`), so new seeds and
+    of each step's spikes, 48 relays to an entry, :func:`ctmhsa.circuits.instantiate.replay_table`), so new seeds and
     tokens compile nothing; past :data:`REPLAY_TABLE_BYTES` (or on ``cuda_standalone``) they
     are compiled in, one project per replayed spike train."""
     steps = int(round((warmup + T) / dt))
     table = get_device(device).run_args and bool(replay) and \
-        steps * sum(circuit.population(p).N for p in replay) * 8 <= REPLAY_TABLE_BYTES
+        steps * sum(replay_columns(circuit.population(p).N) for p in replay) * 8 <= REPLAY_TABLE_BYTES
     # the table's shape is compiled in: its steps, not the schedule, separate the projects
     key = project_key(circuit, level, phi, params, dt, (warmup, T, n_chunks), threads, law=law, fold=fold,
                       replay=None if table else replay, replayed={p: steps for p in replay} if table else (),

@@ -200,13 +200,22 @@ def test_degrees_from_axes_match_the_synapse_lists():
 
 
 def test_replay_table_holds_each_spike_in_its_step():
-    from ctmhsa.circuits.instantiate import replay_table
+    from ctmhsa.circuits.instantiate import REPLAY_BITS, replay_table, unpack_replay
 
     dt = 1e-3
     cells, times = np.array([0, 2, 2, 1]), np.array([0.0, 0.003, 0.0049999, 0.006])   # step times, rounded
-    table = replay_table(cells, times, N=3, steps=8, dt=dt)
+    table = unpack_replay(replay_table(cells, times, N=3, steps=8, dt=dt), 3)
     assert table.shape == (8, 3) and table.sum() == 4
     assert table[0, 0] == table[3, 2] == table[5, 2] == table[6, 1] == 1
+    # packed: REPLAY_BITS cells to a column, every bit of a full column exact in a float64
+    rng = np.random.default_rng(0)
+    N, steps = 2 * REPLAY_BITS + 5, 40
+    dense = rng.random((steps, N)) < 0.3
+    dense[7] = True                     # a step where every cell spikes
+    k, c = np.nonzero(dense)
+    packed = replay_table(c, k * dt, N=N, steps=steps, dt=dt)
+    assert packed.shape == (steps, 3)
+    np.testing.assert_array_equal(unpack_replay(packed, N), dense.astype(float))
     with pytest.raises(ValueError, match="outside the table"):
         replay_table(cells, times, N=3, steps=6, dt=dt)
     with pytest.raises(ValueError, match="twice in one step"):

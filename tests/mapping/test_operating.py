@@ -302,3 +302,23 @@ def test_escape_cells_past_the_phi_correction_are_reported_not_called_unsettled(
         warnings.simplefilter("error", OperatingRangeWarning)
         res = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="escape", duration=2.0, seed=21)
     assert "l23" not in res.diagnostics["operating"]["rectified"]
+
+
+@pytest.mark.codegen_independent
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 5), m=st.integers(1, 5), dk=st.integers(1, 3), H=st.integers(1, 3), P=st.integers(1, 3),
+       causal=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_pooled_drive_sums_the_l23_cells_present(n, m, dk, H, P, causal, seed):
+    # the dense product against the sum over every L2/3 cell, copies averaged, masks honoured
+    from ctmhsa.circuits.builders import build
+    from ctmhsa.circuits.graph import copies
+
+    assume(not (causal and m != n))
+    c = build(n, dk, 2, 3, m=m, H=H, P=P, causal=causal, cross=m != n)
+    rng = np.random.default_rng(seed)
+    fq, fk = rng.random((H, n, dk)), rng.random((H, m, dk))
+    l23 = c.populations["l23"]
+    h, i, j, k = (l23.axis(a) for a in ("head", "i", "j", "c"))
+    brute = np.zeros((H, n))
+    np.add.at(brute, (h, i), fq[h, i, k] * fk[h, j, k])
+    np.testing.assert_allclose(operating._microcolumn_drive(c, fq, fk), brute / copies(l23), rtol=1e-12, atol=0)
