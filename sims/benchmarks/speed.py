@@ -58,7 +58,7 @@ def add_arguments(parser) -> None:
                         help="Brian2 devices (default runtime cpp_standalone; cuda_standalone needs "
                              "brian2cuda and an NVIDIA GPU, see docs/gpu.md)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="OpenMP threads of the standalone device (default 1)")
+                        help="OpenMP threads of the standalone device, both networks (default: all cores)")
     parser.add_argument("--fold", nargs="+", choices=["on", "off"], default=None,
                         help="run with folded compartments (on, default), without, or both")
     add_out_argument(parser, "bench_results/speed.json")
