@@ -206,10 +206,6 @@ class BuiltCircuit:
             timer = b2.NetworkOperation(lambda: first_step or first_step.append(time.perf_counter()),
                                         clock=self.clock, when="start", order=-10 ** 6, name="preparation_timer")
             self.network.add(timer)
-        if self.held_clock is not None and self.run_args is None and duration > 0 and float(self.network.t_) == 0:
-            # Brian2's Python clocks count a run's end as step 0 of a clock whose step is over
-            # 10^4 times the run's length: the held sums' clock is sized to the run here
-            self.held_clock.dt = HELD_SUMS_PER_RUN * duration * b2.second
         try:
             run_network(self.network, duration * b2.second, report=report, namespace={})
         finally:
@@ -439,7 +435,7 @@ def _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, r
     cov = _covariance_synapses(circuit, level, ns, clock, groups, values)
     synapses.update({k: v[0] for k, v in cov.items()})
     pairs.update({k: v[1] for k, v in cov.items()})
-    held = _hold_constant_sums(circuit, level, groups, synapses, replay)
+    held = _hold_constant_sums(circuit, level, groups, synapses, replay, compiled=run_args is not None)
     recorded = record_spikes or ()
     spiking = [name for name in groups
                if name not in replay and get_model(level, circuit.population(name).cell_type).spiking]
@@ -622,10 +618,14 @@ HELD_SUMS_DT = 1e4
 """Step (s) of the clock of the sums that cannot change during a run (:func:`_hold_constant_sums`)
 on a compiled device: longer than any run, so it ticks once, at the run's first step."""
 
-HELD_SUMS_PER_RUN = 4
-"""On the runtime device the held sums' clock steps this many times the length of the network's
-first run (:meth:`BuiltCircuit.run`): Brian2's Python clocks round a run's end of under 10^-4 of
-a step to step 0, which would not tick at all."""
+HELD_SUMS_RUNTIME_DT = 1.0
+"""The same on the runtime device (s): Brian2's Python clocks round a run's end of under 10^-4 of
+a step down to step 0, so a clock of 10^4 s would not tick in a run under 1 s at all. At 1 s it
+ticks at the start of every run (from 0.1 ms on) and again every biological second, summing the
+same value (1/1000 of the per-step cost at 1 ms)."""
+
+_RANDOM = frozenset({"rand", "randn", "poisson"})
+"""Brian2's random functions: a sum that draws is never held."""
 
 
 def constant_intensity(group, model) -> bool:
@@ -640,7 +640,7 @@ def constant_intensity(group, model) -> bool:
     return all(name in model.parameters for name in ids if name in group.variables)
 
 
-def _hold_constant_sums(circuit: Circuit, level: str, groups: dict, synapses: dict, replay):
+def _hold_constant_sums(circuit: Circuit, level: str, groups: dict, synapses: dict, replay, compiled: bool = False):
     """Sum once per run, at its first step, the summed variables that every step would sum to the
     same value: those whose every term is a constant of the synapse (its weight, a replayed
     cell's count variance) or of a presynaptic cell whose intensity is fixed for the run
@@ -649,9 +649,15 @@ def _hold_constant_sums(circuit: Circuit, level: str, groups: dict, synapses: di
     72,000 synapses each were 37 % of its binary's time (measured); at the rate level they also
     write the relays' input to the L2/3 and L5 IT dendrites. A held sum is the same number summed
     in the same order, so the spikes are unchanged (tested). Brian2 schedules a summed variable
-    on its target's clock; a held one's is replaced by a clock whose step outlasts the run
-    (:data:`HELD_SUMS_DT`) and reads ``t`` and ``dt`` of its synapses' clock as before. Returns
-    that clock (``None``: nothing held)."""
+    on its target's clock; a held one's is replaced by a clock whose step outlasts the run on a
+    compiled device (:data:`HELD_SUMS_DT`), of 1 s on the runtime device
+    (:data:`HELD_SUMS_RUNTIME_DT`), and reads ``t`` and ``dt`` of its synapses' clock as before.
+    Nothing is held on brian2cuda, which compiles a network on one clock only
+    (:func:`ctmhsa.devices.cuda.clock_flags`). Returns that clock (``None``: nothing held)."""
+    from ctmhsa.devices.cuda import is_cuda
+
+    if is_cuda(b2.get_device()):
+        return None
     held = None
     gated = perturb.silenced(circuit)
     for S in synapses.values():
@@ -665,7 +671,8 @@ def _hold_constant_sums(circuit: Circuit, level: str, groups: dict, synapses: di
             if not all(_constant_term(S, name, reads) for name in updater.expression.identifiers):
                 continue
             if held is None:
-                held = b2.Clock(dt=HELD_SUMS_DT * b2.second, name=f"held_sums_{circuit.name}")
+                step = HELD_SUMS_DT if compiled else HELD_SUMS_RUNTIME_DT
+                held = b2.Clock(dt=step * b2.second, name=f"held_sums_{circuit.name}")
             updater._clock = held   # (Brian2 has no setter: a CodeRunner's clock is fixed at creation)
     return held
 
@@ -673,7 +680,9 @@ def _hold_constant_sums(circuit: Circuit, level: str, groups: dict, synapses: di
 def _constant_term(S, name: str, reads: set) -> bool:
     """Whether identifier ``name`` of a summed expression of synapses ``S`` is fixed for the run:
     a presynaptic quantity in ``reads``, ``dt``, a constant of the synapse, or a name the synapses
-    do not hold (a namespace constant or a function)."""
+    do not hold (a namespace constant or a deterministic function)."""
+    if name in _RANDOM:
+        return False
     if name in reads or name == "dt":
         return True
     var = S.variables.get(name)
