@@ -621,8 +621,9 @@ on a compiled device: longer than any run, so it ticks once, at the run's first 
 HELD_SUMS_RUNTIME_DT = 1.0
 """The same on the runtime device (s): Brian2's Python clocks round a run's end of under 10^-4 of
 a step down to step 0, so a clock of 10^4 s would not tick in a run under 1 s at all. At 1 s it
-ticks at the start of every run (from 0.1 ms on) and again every biological second, summing the
-same value (1/1000 of the per-step cost at 1 ms)."""
+ticks at the network's first step (in a first run of 0.1 ms or more, and after
+``Network.restore``) and again every biological second, summing the same value (1/1000 of the
+per-step cost at 1 ms)."""
 
 _RANDOM = frozenset({"rand", "randn", "poisson"})
 """Brian2's random functions: a sum that draws is never held."""

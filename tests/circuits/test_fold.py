@@ -111,13 +111,15 @@ def _same_spikes(a, b):
 
 
 @pytest.mark.brian2
-@pytest.mark.parametrize("neuron, circuit", [("escape", "quadratic"),
-                                             pytest.param("lif", "quadratic", marks=pytest.mark.long),  # 10 s at 0.1 ms
-                                             ("escape", "linear")])
-def test_folded_and_unfolded_runs_give_the_same_spikes(neuron, circuit):
+@pytest.mark.parametrize("neuron, circuit, extra", [("escape", "quadratic", {}),
+                                                    pytest.param("lif", "quadratic", {}, marks=pytest.mark.long),
+                                                    ("escape", "linear", {}),
+                                                    # interneurons folded with their phases spread
+                                                    ("escape", "quadratic", dict(firing="population", P=2))])
+def test_folded_and_unfolded_runs_give_the_same_spikes(neuron, circuit, extra):
     X, _, WQ, WK, WV, WO = random_problem(seed=5, n=3, H=2, dk=2, dv=3, de=3)
     kw = dict(neuron=neuron, duration=0.3, warmup=0.1, seed=2, record_spikes=True, codegen="numpy",
-              circuit=circuit)
+              circuit=circuit, **extra)
     a = simulate_mhsa(X, WQ, WK, WV, WO, fold=True, **kw)
     b = simulate_mhsa(X, WQ, WK, WV, WO, fold=False, **kw)
     assert a.config["fold"] and not b.config["fold"]
