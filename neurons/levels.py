@@ -133,7 +133,7 @@ register_level(Level("rate", spiking=False, dt=1e-3, warmup=0.0, steps_per_tau=2
                      run_cost={"runtime": (6e-4, 2e-8, 3.4e-9), "standalone": (4e-6, 1e-8, 1.7e-9)}))
 register_level(Level("escape", spiking=True, dt=1e-3, warmup=0.5,
                      description="the rate compartments; somata spike with probability r dt (escape noise)",
-                     run_cost={"runtime": (1.3e-3, 1.5e-8, 0.0), "standalone": (4e-6, 7e-9, 0.0)}))
+                     run_cost={"runtime": (1.3e-3, 1.5e-8, 0.0), "standalone": (4e-6, 3.2e-9, 0.0)}))
 register_level(Level("lif", spiking=True, dt=5e-4, warmup=0.5, lif=True,
                      description="conductance-based integrate-and-fire somata, calibrated per cell type",
-                     run_cost={"runtime": (8e-4, 1e-7, 0.0), "standalone": (4e-6, 5e-8, 0.0)}))
+                     run_cost={"runtime": (8e-4, 1e-7, 0.0), "standalone": (4e-6, 1.6e-8, 0.0)}))
