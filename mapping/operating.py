@@ -67,7 +67,7 @@ from ctmhsa.maths.reference import FEATURE_MAPS
 __all__ = ["OperatingPoint", "OperatingRangeError", "CircuitRangeError", "OperatingRangeWarning",
            "division_bounds", "division", "interneuron_rate", "apical_needed", "divided_sets", "pooled_drive", "expected_drive", "set_points", "l23_cells", "copies",
            "operating_point", "check_division", "check_operating", "enforce", "RATE_TOLERANCE", "ROOM_BELOW",
-           "SAMPLES", "sampled_drive", "recentre"]
+           "SAMPLES", "sampled_drive", "sampled_sets", "recentre"]
 
 RATE_TOLERANCE = 1e-5
 """Rate level: largest relative departure of a macrocolumn's pooled L2/3 rate from its set
@@ -234,11 +234,9 @@ def _microcolumn_drive(circuit, fq, fk) -> np.ndarray:
         return np.einsum("hic,hjc->hi", fq, fk)
     # cells present per (h, i, j, c), summed over any other axis (the copies): a dense product,
     # not a sum over 3.6 M cells per token set (6.2 s of a 100-head cortex's checks, measured)
-    present = (l23.flat_lookup >= 0).astype(float)
     others = tuple(k for k, a in enumerate(l23.axes) if a not in axes)
-    cells = np.moveaxis(present.sum(axis=others) if others else present,
-                        [l23.axes.index(a) - sum(o < l23.axes.index(a) for o in others) for a in axes],
-                        range(4))
+    kept = [a for a in l23.axes if a in axes]
+    cells = (l23.flat_lookup >= 0).sum(axis=others).transpose([kept.index(a) for a in axes])
     return np.einsum("hijc,hic,hjc->hi", cells, fq, fk) / copies(l23)
 
 
@@ -365,12 +363,20 @@ def sampled_drive(circuit, weights, input_range, phi: str, k: int = SAMPLES) -> 
     -------
     ndarray (k, H, n)
     """
+    X, Y = sampled_sets(circuit, input_range, k)
+    return np.stack([pooled_drive(circuit, X[s], Y[s], weights, phi) for s in range(k)])
+
+
+def sampled_sets(circuit, input_range, k: int = SAMPLES) -> tuple:
+    """``(X, Y)``: ``k`` query sets ``(k, n, de)`` and key sets ``(k, m, de)`` drawn from the
+    declared range's statistics (:func:`ctmhsa.maths.inputs.sample_tokens`, seeds 0 and 1; the
+    queries' own sets where the circuit is not cross-attention). Every gain fixed from the range
+    (:func:`sampled_drive`, :func:`ctmhsa.mapping.triad.memory_gains`) reads these."""
     from ctmhsa.maths.inputs import sample_tokens
 
     m = circuit.meta
     X = sample_tokens(input_range, m.de, (k, m.n), seed=0)
-    Y = sample_tokens(input_range, m.de, (k, m.m), seed=1) if m.cross else X
-    return np.stack([pooled_drive(circuit, X[s], Y[s], weights, phi) for s in range(k)])
+    return X, (sample_tokens(input_range, m.de, (k, m.m), seed=1) if m.cross else X)
 
 
 def recentre(op: OperatingPoint, samples: np.ndarray, gains) -> OperatingPoint:

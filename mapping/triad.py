@@ -41,40 +41,32 @@ from .blocks import (CALIBRATION_MARGIN, STREAM_RATE, ModelEncoding, _central_dr
 from .decode import _copies_mean, _decode_key_value_memory, per_dimension
 from .encode import _key_value_memory, check_tokens, copies, encode
 from .noise import _rate_var
-from .operating import (RECTIFIED_BY_LAW, OperatingRangeError, division_bounds, pooled_drive, sampled_drive,
-                        set_points)
+from .kvmemory import MEMORY_PEAK_RATE
+from .operating import (RECTIFIED_BY_LAW, SAMPLES, OperatingRangeError, division_bounds, pooled_drive, sampled_drive,
+                        sampled_sets, set_points)
 
-__all__ = ["triad_features", "co4_scales", "encode_co4_model", "memory_gains", "PEAK_RATE"]
+__all__ = ["triad_features", "co4_scales", "encode_co4_model", "memory_gains"]
 
 RECTIFIED_BY_LAW.add(CELL_TYPE)    # the Cooperation Equation's ReLU6 clips at 0 by design
 
 _MODULATED = {"q": "q_m", "k": "k_m", "v": "v_m"}
 
 
-PEAK_RATE = 500.0
-"""Hz: the most the outer-product and memory cells may fire on the token sets drawn from the
-declared range (:func:`memory_gains`); half of the escape level's ``1/dt`` at 1 ms, as the
-memory circuit's read path (:data:`ctmhsa.mapping.kvmemory.MEMORY_PEAK_RATE`)."""
-
-
-def memory_gains(circuit, weights, input_range, phi: str, gains: CodeGains, k: int = 64) -> CodeGains:
+def memory_gains(circuit, weights, input_range, phi: str, gains: CodeGains, k: int = SAMPLES) -> CodeGains:
     """``gains`` with ``rho_outer`` and ``rho_memory`` lowered where the triad's outputs would drive
     the outer-product cells (``rho_outer φ(k_m) [±v_m]_+``, their z twins ``rho_outer φ(k_m)``) or
-    the memory cells (``rho_memory |S| / m``, ``rho_memory z / m``) past :data:`PEAK_RATE` on
-    ``k`` token sets drawn from the declared range (seeds 0
-    for the queries, 1 for the tokens, as :func:`ctmhsa.mapping.operating.sampled_drive`): the
-    weights and the range, never the tokens shown. The triad's outputs reach 6 (its ReLU6), so
+    the memory cells (``rho_memory |S| / m``, ``rho_memory z / m``) past
+    :data:`ctmhsa.mapping.kvmemory.MEMORY_PEAK_RATE` (500 Hz, as the memory circuit's read path) on
+    the ``k`` token sets drawn from the declared range (:func:`ctmhsa.mapping.operating.sampled_sets`,
+    the operating check's): the weights and the range, never the tokens shown. The triad's outputs reach 6 (its ReLU6), so
     φ(k_m) v_m reaches 42 units with elu1, 840 Hz at the default ``rho_outer`` and 4,200 Hz at
     ``rho_memory`` (a held-out instance's memory fired 1,734 Hz and saturated). The weights that
     read those cells divide by the same gains, so the rate level is unchanged; the spiking levels
     trade count noise for staying in range."""
     from dataclasses import replace
 
-    from ctmhsa.maths.inputs import sample_tokens
-
     m = circuit.meta
-    X = sample_tokens(input_range, m.de, (k, m.n), seed=0)
-    Y = sample_tokens(input_range, m.de, (k, m.m), seed=1)
+    X, Y = sampled_sets(circuit, input_range, k)
     f = FEATURE_MAPS[phi][0]
     outer = memory = 0.0
     for s in range(k):
@@ -85,8 +77,9 @@ def memory_gains(circuit, weights, input_range, phi: str, gains: CodeGains, k: i
         outer = max(outer, float(prod.max()), float(fk.max()))
         memory = max(memory, float(np.abs(np.einsum("hjf,hjc->hfc", fk, st["v_m"])).max()) / m.m,
                      float(fk.sum(axis=1).max()) / m.m)
-    return replace(gains, rho_outer=min(gains.rho_outer, PEAK_RATE / outer) if outer > 0 else gains.rho_outer,
-                   rho_memory=min(gains.rho_memory, PEAK_RATE / memory) if memory > 0 else gains.rho_memory)
+    top = MEMORY_PEAK_RATE
+    return replace(gains, rho_outer=min(gains.rho_outer, top / outer) if outer > 0 else gains.rho_outer,
+                   rho_memory=min(gains.rho_memory, top / memory) if memory > 0 else gains.rho_memory)
 
 
 @register_values("co4")

@@ -130,7 +130,7 @@ def test_outer_product_and_memory_gains_keep_their_cells_in_range():
     gains are lowered from token sets drawn from the declared range until those fire at most
     PEAK_RATE; the rate level stays exact, and small weights keep the default gains."""
     from ctmhsa.maths.codes import DEFAULT_GAINS
-    from ctmhsa.mapping.triad import PEAK_RATE
+    from ctmhsa.mapping.kvmemory import MEMORY_PEAK_RATE as PEAK_RATE
 
     X, Y, W = _problem(3, 6, 2, 4, 8, 1.0, 23)
     res = simulate_mhsa(X, *W, Y=Y, circuit="co4", neuron="rate", duration=0.6)
