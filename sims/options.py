@@ -43,7 +43,7 @@ from ctmhsa.neurons.params import DEFAULT_PARAMS, DEFAULT_SOMA, LIF_SOMATA, Cell
 
 __all__ = ["CircuitOptions", "RunOptions", "split_options", "seconds", "DEFAULT_DT", "DEFAULT_WARMUP",
            "N_CHUNKS", "AUTO_CYTHON_SYNAPSES", "CODEGEN", "DEVICES", "SCHEDULERS", "STEPS_PER_TAU",
-           "DEFAULT_MAX_RUNTIME", "SEED_LIMIT", "max_dt", "min_window", "check_run", "check_record_spikes",
+           "DEFAULT_MAX_RUNTIME", "SEED_LIMIT", "max_dt", "min_window", "check_presentation", "check_run", "check_record_spikes",
            "check_scheduler", "DEFAULT_PRESENTATION", "DECODE_LAG", "decode_lag", "stream_chunks",
            "RUN_KINDS", "APPLIES", "check_applies", "given_options", "settling_constant", "min_presentation", "level_lag"]
 
@@ -677,6 +677,21 @@ def min_presentation(options: CircuitOptions, blocks: int | None = None) -> tupl
                              f"needs one settling time constant ({name} = {tau:g} s) to follow a new set first")
 
 
+def check_presentation(options: CircuitOptions, presentation: float, dt: float, blocks: int | None = None) -> None:
+    """``ValueError`` (naming ``presentation``) unless a stream's ``presentation`` (s) is a whole
+    number of steps ``dt`` whose decoding window holds two steps or more, and at least the
+    circuit's minimum presentation (:func:`min_presentation`; ``blocks``: a model's)."""
+    window = presentation - decode_lag(presentation)
+    if window < 2 * dt * (1 - 1e-9) or abs(presentation / dt - round(presentation / dt)) > 1e-6:
+        raise ValueError(f"presentation: {presentation:g} s must be a whole number of steps dt = {dt:g} s "
+                         f"whose decoding window (after {decode_lag(presentation):g} s) holds two steps or more")
+    t_min, why = min_presentation(options, blocks)
+    if presentation < t_min * (1 - 1e-9):
+        raise ValueError(f"presentation: {presentation:g} s is shorter than the minimum presentation of "
+                         f"{t_min:g} s at the {options.neuron} level ({why}); use presentation >= {t_min:g} "
+                         "(0.2 s or longer to decode each set well: docs/timescale.md)")
+
+
 def check_run(options: CircuitOptions, run_options: RunOptions, blocks: int | None = None) -> None:
     """Check resolved ``run_options`` against the cells of ``options``: ``dt`` at most
     :func:`max_dt`, a spiking level's window at least :func:`min_window`, a stream's
@@ -699,16 +714,8 @@ def check_run(options: CircuitOptions, run_options: RunOptions, blocks: int | No
     if ro.dt > bound * (1 + 1e-9):
         raise ValueError(f"dt: {ro.dt:g} s is too coarse for the {level} level's cells: at most {bound:g} s "
                          f"({why}); use dt <= {bound:g}")
-    if ro.presentation is not None:   # a stream: every presentation's window holds a step or more
-        window = ro.presentation - decode_lag(ro.presentation)
-        if window < 2 * ro.dt * (1 - 1e-9) or abs(ro.presentation / ro.dt - round(ro.presentation / ro.dt)) > 1e-6:
-            raise ValueError(f"presentation: {ro.presentation:g} s must be a whole number of steps dt = {ro.dt:g} s "
-                             f"whose decoding window (after {decode_lag(ro.presentation):g} s) holds two steps or more")
-        t_min, why = min_presentation(options, blocks)
-        if ro.presentation < t_min * (1 - 1e-9):
-            raise ValueError(f"presentation: {ro.presentation:g} s is shorter than the minimum presentation of "
-                             f"{t_min:g} s at the {level} level ({why}); use presentation >= {t_min:g} "
-                             "(0.2 s or longer to decode each set well: docs/timescale.md)")
+    if ro.presentation is not None:
+        check_presentation(options, ro.presentation, ro.dt, blocks)
     elif options.spiking:
         t_min, why = min_window(options, ro.dt)
         if ro.duration < t_min * (1 - 1e-9):

@@ -187,18 +187,24 @@ def _recall_settings(args) -> tuple[int, int, list]:
 
 
 def _check_presentations(presentations: list) -> None:
-    """Each presentation at least both circuits' minimum and a whole number of escape steps
-    (:func:`ctmhsa.sims.options.min_presentation`), before any network is built."""
+    """Each presentation valid for both circuits' streams (:func:`ctmhsa.sims.options.check_presentation`),
+    before any network is built (the memory circuit's row runs before Co4's could refuse)."""
     from ctmhsa.neurons.levels import get_level
     from ctmhsa.sims.digits import cells
     from ctmhsa.sims.model import CAUSAL_CELLS, as_model
-    from ctmhsa.sims.options import CircuitOptions, min_presentation
+    from ctmhsa.sims.options import CircuitOptions, check_presentation, min_presentation
 
     dt = get_level("escape").dt
     for params, model in ((CAUSAL_CELLS["causal"], "recall"), (cells()["params"], "recall_co4")):
-        low, why = min_presentation(CircuitOptions(neuron="escape", params=params), blocks=as_model(model).n_blocks)
-        bad = [p for p in presentations if p < low * (1 - 1e-9) or abs(p / dt - round(p / dt)) > 1e-6]
+        options, blocks = CircuitOptions(neuron="escape", params=params), as_model(model).n_blocks
+        bad = []
+        for p in presentations:
+            try:
+                check_presentation(options, p, dt, blocks)
+            except ValueError:
+                bad.append(p)
         if bad:
+            low, why = min_presentation(options, blocks)
             raise ValueError(f"--presentations: whole steps of {dt:g} s and at least {low:g} s for {model}'s circuit "
                              f"({why}); got {bad}")
 
