@@ -40,7 +40,10 @@ STIMULUS = 0.2
 BASAL, APICAL = 100.0, 50.0
 """Extra basal and apical drive of the apical-gain runs (Hz per L5 IT cell; as ``apical``'s)."""
 
-# cell type -> (published range of the population mean, Hz; source)
+# cell type -> (published range of the population mean, Hz; source). The rate table's bounds
+# (ctmhsa.sims.physiology.REFERENCE_RATES) are these upper ends, except the interneurons': 40 Hz
+# there is the circuit's own target, tighter than the 50 Hz published here, which this table
+# compares with
 RATES = {
     "relay": ((5.0, 100.0), "thalamic relay cells ~5-50 Hz, up to ~100 Hz while driven"),
     "l23": ((0.1, 5.0), "Barth & Poulet 2012 (Trends Neurosci 35:345): L2/3 pyramidal cells ~0.1-5 Hz"),
