@@ -45,7 +45,7 @@ import numpy as np
 
 from ctmhsa.sims import recall
 
-from .train_co4 import forward, init_params, to_model
+from .train_co4 import forward, init_params, predict, to_model
 from .training import Adam, environment, logsumexp, lr_at, require, sha256, training_args, write_npz, write_record
 
 HERE = Path(__file__).resolve().parent
@@ -66,6 +66,10 @@ SETTINGS = dict(seed=0, steps=10000, batch=64, lr=0.01, lr_final=0.0, warmup=100
                 eps=1e-8, weight_decay=0.0, clip=1.0, log_every=1000)
 
 
+def _require():
+    require("training the Co4 recall model needs autograd: pip install autograd (or 'ctmhsa[language]')")
+
+
 def questions(n: int, pairs: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``n`` sequences of ``pairs`` facts and one query (:func:`ctmhsa.sims.recall.recall_sequences`
     with ``queries=1``): the inputs (n, pairs + 1, p) and the answers (n,)."""
@@ -83,7 +87,7 @@ def train(arch: dict = ARCH, settings: dict = SETTINGS, log=print) -> tuple[dict
         Model-file keys.
     history : list of (step, loss of the step's minibatch in nats)
     """
-    require("training the Co4 recall model needs autograd: pip install autograd (or 'ctmhsa[language]')")
+    _require()
     import autograd.numpy as anp
     from autograd import value_and_grad
 
@@ -112,11 +116,8 @@ def train(arch: dict = ARCH, settings: dict = SETTINGS, log=print) -> tuple[dict
 
 def co4_accuracy(model, pairs: int, n: int = EVAL_SEQUENCES, seed: int = EVAL_SEED) -> float:
     """Float accuracy of the Co4 ``model`` by :func:`ctmhsa.co4_forward` on held-out questions."""
-    from ctmhsa.maths.co4 import co4_forward
-
     U, y = questions(n, pairs, seed)
-    pred = np.array([int(np.argmax(co4_forward(x, model)["logits"])) for x in model.embed(U)])
-    return float(np.mean(pred == y))
+    return float(np.mean(predict(model, U) == y))
 
 
 def gs_accuracy(model, pairs: int, n: int = EVAL_SEQUENCES, seed: int = EVAL_SEED) -> float:
@@ -154,7 +155,7 @@ def main(argv=None) -> dict:
     """
     args, argv = training_args("ctmhsa.sims.models.train_recall_co4", "the shipped Co4 recall model",
                                "recall_co4.npz and recall_co4.json", SETTINGS, argv)
-    require("training the Co4 recall model needs autograd: pip install autograd (or 'ctmhsa[language]')")
+    _require()
     import autograd
 
     from ctmhsa.maths.co4 import Co4Model
@@ -173,21 +174,20 @@ def main(argv=None) -> dict:
     if not isinstance(model, Co4Model):
         raise RuntimeError(f"load_model read {npz} as a {type(model).__name__}, not a Co4Model")
     U, _ = questions(200, P_TRAIN, EVAL_SEED)
-    ref = np.array([int(np.argmax(z)) for z in forward(P, U)])
-    from ctmhsa.maths.co4 import co4_forward
-    if not np.array_equal(ref, [int(np.argmax(co4_forward(x, model)["logits"])) for x in model.embed(U)]):
+    if not np.array_equal(forward(P, U).argmax(axis=1), predict(model, U)):
         raise RuntimeError("the saved model does not reproduce the trained model's predictions")
 
     gs = load_model("recall")
     loads = range(1, P_TRAIN + 1)
     state = model.state_dict()
+    by_pairs = {str(k): co4_accuracy(model, k) for k in loads}
     record = {
         "model": "recall_co4",
         "kind": "co4",
         "file": "recall_co4.npz",
         "sha256": sha256(npz),
-        "accuracy": co4_accuracy(model, P_TRAIN),
-        "accuracy_by_pairs": {str(k): co4_accuracy(model, k) for k in loads},
+        "accuracy": by_pairs[str(P_TRAIN)],
+        "accuracy_by_pairs": by_pairs,
         "recall_model_by_pairs": {str(k): gs_accuracy(gs, k) for k in loads},
         "majority_by_pairs": {str(k): majority(k) for k in loads},
         "parameters": int(sum(a.size for k, a in state.items() if k != "kind")),
