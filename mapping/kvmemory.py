@@ -149,8 +149,8 @@ READ_PATH = ("memory", "readout", "l5pt", "nucleus2")
 def peak_rate(circuit, level: str, dt: float) -> float:
     """Hz: the most a cell of the memory's read path may fire above its baseline on the streams
     its scale is calibrated on. :data:`MEMORY_PEAK_RATE` for cells without a baseline; for lif
-    somata the signal their law spans (:func:`ctmhsa.neurons.conductance.rate_range_of`: 167 Hz
-    above the 20 Hz baseline at 0.5 ms). Half of it (as the escape cells keep half of
+    somata the least signal their types' laws span (:func:`ctmhsa.neurons.conductance.rate_range_of`
+    at 0.5 ms: 164 Hz above L5 PT's 1 Hz baseline, 167 Hz above the default soma's 20 Hz). Half of it (as the escape cells keep half of
     1/dt) left the typical cell 2-5 Hz above its baseline, whose spikes then dominated the
     counting noise (T = 4, 16 copies, 1 s per token: x̃ floor 0.86 against 0.60 with all of it); a
     cell of a stream past the calibration's largest is flagged by the operating report."""

@@ -946,7 +946,8 @@ ring (interneuron Fano factor 0.03-0.12; docs/lif.md, "Physiological L2/3 rates"
 MODELS[("lif", "interneuron")] = replace(
     MODELS[("escape", "interneuron")],
     equations=MODELS[("escape", "interneuron")].equations.replace("/tau_inh", "/" + TAU_LOOP_LIF))
-for _ct in ("l5pt", "relay_out", "memory"):
+MODELS[("lif", "l5pt")] = _lif(MODELS[("rate", "l5pt")], cell_type="l5pt")
+for _ct in ("relay_out", "memory"):
     MODELS[("lif", _ct)] = _lif(MODELS[("rate", _ct)])
 # the transformer blocks' cortical cells too: the MLP's hidden units (L6 CT, their relu the law's
 # rectification: below it the soma fires its baseline) and the read-out's class cells
@@ -969,7 +970,7 @@ class _UnrectifiedApical(CellModel):
                           for line in eqs.splitlines())
 
 
-_it = _lif(MODELS[("rate", "l5it")], apical_bias=True)
+_it = _lif(MODELS[("rate", "l5it")], apical_bias=True, cell_type="l5it")
 MODELS[("lif", "l5it")] = _UnrectifiedApical(**{k: getattr(_it, k) for k in _it.__dataclass_fields__})
 # the dendrites integrate spikes as at the escape level: phi corrected for their variance alike
 MODELS[("lif", "l23")] = _lif(_corrected(MODELS[("rate", "l23")], ("basal", "apical")), cell_type="l23")

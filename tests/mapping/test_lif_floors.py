@@ -49,17 +49,18 @@ def test_the_lif_loop_integrates_over_the_coupling_and_l23_has_its_own_constants
     assert TAU_LOOP_LIF == "(tau_inh + 50*ms)"          # 60 ms (tau_inh = tau_int), whatever the somata's coupling
     # version 0.12: every soma couples over 200 ms; the default soma's coupling starts at a tenth
     # of it (the warm-up settles the chain L2/3 -> IT -> PT -> nucleus 2), L2/3's is fixed
-    from ctmhsa.neurons.params import DEFAULT_SOMA, L23_SOMA
-    assert DEFAULT_SOMA.tau_c == L23_SOMA.tau_c == 0.2
-    assert DEFAULT_SOMA.tau_c_start == 0.1 and L23_SOMA.tau_c_start == 1.0
-    assert "s_tc0" in get_model("lif", "l5pt").equations and "s23_tc0" in get_model("lif", "l23").equations
+    from ctmhsa.neurons.params import DEFAULT_SOMA, L23_SOMA, L5_SOMA
+    assert DEFAULT_SOMA.tau_c == L23_SOMA.tau_c == L5_SOMA.tau_c == 0.2
+    assert DEFAULT_SOMA.tau_c_start == L5_SOMA.tau_c_start == 0.1 and L23_SOMA.tau_c_start == 1.0
+    assert "s5_tc0" in get_model("lif", "l5pt").equations and "s23_tc0" in get_model("lif", "l23").equations
+    assert "s5_tc0" in get_model("lif", "l5it").equations and "s_tc0" in get_model("lif", "relay_out").equations
     # the linear circuit's read-out (shunted by its own interneurons) keeps a fixed 50 ms coupling
     from ctmhsa.neurons.params import lif_soma
     rd = lif_soma("kv_read").params
     assert rd.tau_c == 0.05 and rd.tau_c_start == 1.0 and "srd_tc" in get_model("lif", "kv_read").equations
     assert "/tau_inh" in get_model("escape", "interneuron").equations
-    # L2/3 has its own soma type (strongly adapting, 1 Hz baseline): its own constants
-    l23, pt = get_model("lif", "l23"), get_model("lif", "l5pt")
+    # L2/3 has its own soma type (strongly adapting, 1 Hz baseline): its own constants (and L5 its own)
+    l23, pt = get_model("lif", "l23"), get_model("lif", "relay_out")
     l23_code = "\n".join((l23.equations, l23.regular, l23.threshold, l23.reset, l23.refractory))
     pt_code = "\n".join((pt.equations, pt.regular, pt.threshold, pt.reset, pt.refractory))
     assert "s23_b" in l23.reset and "s23_tc" in l23.equations and not re.search(r"\bs_", l23_code)

@@ -116,7 +116,7 @@ def test_the_l23_soma_follows_its_law_down_to_its_1_hz_baseline():
     from ctmhsa.neurons.params import L23_SOMA, lif_soma
 
     t = lif_soma("l23")
-    assert t.params is L23_SOMA and t.r_base == 1.0 and lif_soma("l5pt").r_base == 20.0
+    assert t.params is L23_SOMA and t.r_base == 1.0 and lif_soma("relay_out").r_base == 20.0
     cal = calibration_of("l23", 5e-4)                  # shipped, or cached after the first measurement
     assert cal["knots"] == [1.0, 3.0] and cal["dense_rms_residual"] <= 0.03 and cal["max_residual"] <= 0.3
     lo, hi = rate_range_of("l23", 5e-4)
@@ -126,6 +126,27 @@ def test_the_l23_soma_follows_its_law_down_to_its_1_hz_baseline():
     got = r["rate"].reshape(x.size, 8).mean(axis=1) - cal["r_base"]
     np.testing.assert_allclose(got[:-1], x[:-1], atol=0.06)
     assert abs(got[-1] - x[-1]) <= 0.3
+
+
+@pytest.mark.brian2
+@pytest.mark.long   # ~20 s (fresh cells for 20 s); the shipped calibration is read in the default suite
+def test_the_l5_soma_follows_its_law_from_its_1_hz_baseline_to_150_hz():
+    """The L5 IT and PT soma (b tau_w = 46 pA/Hz) fires a 1 Hz baseline: fresh cells driven at
+    law_current(x) (independent seed, 20 s, 8 cells each, the lif level's step) fire 1 + x Hz
+    within 0.15 Hz up to 20 Hz and within 1 Hz (its tolerance) up to 150 Hz."""
+    from ctmhsa.neurons.conductance import calibration_of, law_current, rate_range_of
+    from ctmhsa.neurons.params import L5_SOMA, lif_soma
+
+    assert lif_soma("l5it") is lif_soma("l5pt") and lif_soma("l5it").params is L5_SOMA
+    cal = calibration_of("l5it", 5e-4)
+    assert cal["r_base"] == 1.0 and cal["max_residual"] <= 0.5
+    lo, hi = rate_range_of("l5pt", 5e-4)
+    assert lo <= 1.0 and hi >= 150.0
+    x = np.array([0.0, 1.0, 4.0, 20.0, 80.0, 149.0])
+    r = fi_curve(L5_SOMA, np.repeat(law_current(cal, x), 8), duration=20.0, warmup=2.0, dt=5e-4, seed=11)
+    got = r["rate"].reshape(x.size, 8).mean(axis=1) - cal["r_base"]
+    np.testing.assert_allclose(got[:4], x[:4], atol=0.15)
+    np.testing.assert_allclose(got[4:], x[4:], atol=1.0)
 
 
 @pytest.mark.codegen_independent
@@ -209,7 +230,7 @@ def test_a_fresh_machine_reads_the_shipped_calibrations(tmp_path, monkeypatch):
 
     monkeypatch.setenv("CTMHSA_CACHE", str(tmp_path))
     monkeypatch.setattr(C, "fi_curve", lambda *a, **k: pytest.fail("measured a shipped calibration"))
-    for cell_type in ("default", "l23"):
+    for cell_type in ("default", "l23", "l5it"):
         for dt in (5e-4, 1e-4):
             cal = C.calibration_of(cell_type, dt)
             assert cal["r_base"] == C.lif_soma(cell_type).r_base and len(cal["rate"]) >= 32

@@ -135,3 +135,31 @@ def test_fingerprints_put_each_measure_beside_its_published_value():
     gain = table["l5it: input-output slope with +50 Hz apical drive / without"]
     assert gain["circuit"] > 1.1 and gain["agrees"] is True
     assert doc["predictions"][0].startswith(f"{sum(r['agrees'] is True for r in table.values())} of {len(table)}")
+
+
+@pytest.mark.codegen_independent
+def test_fingerprints_count_the_lif_somata_evoked_spikes_above_their_baseline():
+    """At the lif level the pyramidal somata fire a spontaneous baseline (1 Hz): a stimulus's
+    evoked spikes are those above it, decided either way, as at the other levels (version 0.14
+    left them undecided under a 20 Hz baseline)."""
+    from ctmhsa.neurons.params import lif_soma
+    from ctmhsa.sims.experiments.fingerprints import summarise
+
+    def table(l5it):
+        rates = dict(l23=4.5, l5it=l5it, l5pt=6.0, interneuron=28.0)
+        return [dict(cell_type=ct, population=ct, mean=r, cells=1000, isi_cv=0.6) for ct, r in rates.items()], rates
+
+    for level, l5it, base in (("lif", 5.5, lif_soma("l5it").r_base), ("lif", 8.0, lif_soma("l5it").r_base),
+                              ("escape", 5.5, 0.0)):
+        rt, rates = table(l5it)
+        rows = [dict(condition="control", value=0.0, rate_table=rt, rates=rates),
+                dict(condition="L2/3 silenced", value=0.0, rates=dict(rates, l5it=0.5, l5pt=1.0)),
+                dict(condition="apical +0 Hz", value=100.0, rates=dict(rates, l5it=l5it + 10.0)),
+                dict(condition="apical +50 Hz", value=0.0, rates=dict(rates, l5it=l5it + 5.0)),
+                dict(condition="apical +50 Hz", value=100.0, rates=dict(rates, l5it=l5it + 30.0))]
+        got = {r["measure"]: r for r in summarise(rows, dict(neuron=level, duration=2.0))["summary"]["table"]}
+        what = f"above the {base:g} Hz baseline" if base else "all spikes"
+        row = got[f"l5it: spikes per cell in a 0.2 s stimulus ({what})"]
+        assert base == (1.0 if level == "lif" else 0.0)
+        assert row["circuit"] == pytest.approx((l5it - base) * 0.2)
+        assert row["agrees"] is ((l5it - base) * 0.2 <= 1.0)      # 0.9 agrees (lif), 1.4 and 1.1 do not
