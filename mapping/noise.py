@@ -54,7 +54,8 @@ def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None 
 
     A lif soma's own spike generation is its count noise under a constant drive: the Fano
     factor of its calibration (:func:`ctmhsa.neurons.conductance.intrinsic_fano`, 0.03-0.2 with
-    adaptation), a function of rate, resolved on each window's rates and length by
+    adaptation a few Hz above the baseline, up to 0.7 at the 1 Hz baseline of the L2/3 and L5
+    types), a function of rate, resolved on each window's rates and length by
     :func:`stage_noise_variance` (:func:`window_fano`: a near-regular train's count in a short
     window also carries the phase of its first spike); needs the step ``dt`` (s) the soma was
     calibrated at. Its measured Fano in the circuit (0.35-0.65 on the default problem) also holds

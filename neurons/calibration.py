@@ -57,8 +57,12 @@ class Protocol:
         Brian2 seed.
     rho : float
         Nominal gain (Hz per unit) written into the cell's ``rho``.
-    min_rate : float
-        Lower bound of the working range (Hz) for inversion.
+    min_rate : float, optional
+        Lower bound of the working range (Hz) for inversion. ``None``: the cell's own, at the
+        lif level the bottom of its soma type's law (its baseline ``r_base``, or where its
+        calibrated range starts if that is higher; 1 Hz for L2/3 and L5 since version 0.15), at
+        the escape level 7 Hz (the lif default soma's bend at 6.8 Hz, until version 0.14 the
+        bound of every level).
     """
 
     grid: tuple = tuple(np.round(np.geomspace(0.3, 6.0, 20), 6))
@@ -68,7 +72,7 @@ class Protocol:
     dt: float = 1e-4
     seed: int = 12345
     rho: float = 20.0
-    min_rate: float = 7.0
+    min_rate: float | None = None
     codegen: str = "numpy"
 
 
@@ -191,6 +195,18 @@ def _measure(level, cell_type, params, protocol, phi) -> np.ndarray:
     return out["rate"].reshape(grid.size, protocol.n_rep).mean(axis=1)
 
 
+def _min_rate(level, cell_type, protocol) -> float:
+    """The protocol's ``min_rate``, or the cell's own (:class:`Protocol`)."""
+    if protocol.min_rate is not None:
+        return float(protocol.min_rate)
+    if not get_level(level).lif:
+        return 7.0
+    from .conductance import rate_range_of
+    from .params import lif_soma
+
+    return max(lif_soma(cell_type).r_base, rate_range_of(cell_type, protocol.dt)[0])
+
+
 def _fit(level, cell_type, grid, raw, protocol, key) -> TransferTable:
     if get_level(level).escape:   # escape noise: proportional to the intensity
         slope = float(grid @ raw / (grid @ grid))
@@ -198,7 +214,7 @@ def _fit(level, cell_type, grid, raw, protocol, key) -> TransferTable:
     else:
         slope = float("nan")
         fitted = isotonic(raw)
-    return TransferTable(level, cell_type, grid, fitted, raw, slope, protocol.min_rate, key,
+    return TransferTable(level, cell_type, grid, fitted, raw, slope, _min_rate(level, cell_type, protocol), key,
                          meta=dict(protocol=asdict(protocol)))
 
 

@@ -253,14 +253,16 @@ baseline and a few Hz of signal per cell: their calibration measures 160 current
 each (0.4 Hz apart), the working range again with 16 cells per current, and fits a cubic spline
 law over 1-61 Hz (knots 1 and 3 Hz above the baseline: the curve is concave over 1-4 Hz, convex
 above; a quadratic missed it by -0.12 Hz at the baseline, version 0.12); their
-working range ends where the curve leaves the law by 0.5 Hz (0-67 Hz at 0.5 ms). The other
+working range ends where the curve leaves the law by 0.5 Hz (0-67 Hz at 0.5 ms). L5 IT and PT
+have their own type since version 0.15 (:data:`L5_SOMA`, below: a 1 Hz baseline). The other
 somata fire a 20 Hz baseline on a cubic spline law since version 0.15 (knots 5 and 20 Hz above
 the baseline, fitted over 20-150 Hz with the first 20 Hz measured again by 16 cells per current,
 20 s windows; within 0.22 Hz of the dense curve, 3 Hz of the whole: 0-187 Hz at 0.5 ms,
 14-184 Hz at 0.1 ms). Their affine law until 0.14 was 9 % too steep over the first 10 Hz above
 the baseline, where the memory circuit's cells carry their signal (docs/lif.md, "The default
-soma's law near its baseline"). In the circuit, with the 200 ms coupling of version 0.12, L5 PT and
-nucleus-2 cells at 120-150 Hz fire within 2.5 % of their law (8-9 % below it with 50 ms). The linear circuit's read-out cells (``kv_read``) keep the default cell with its former fixed
+soma's law near its baseline"). In the circuit, with the 200 ms coupling of version 0.12, L5 PT
+(then of this type) and nucleus-2 cells at 120-150 Hz fired within 2.5 % of their law (8-9 % below
+it with 50 ms). The linear circuit's read-out cells (``kv_read``) keep the default cell with its former fixed
 50 ms coupling: their means are 15-55 Hz and single cells reach 125 Hz, past the L2/3 type's
 range, and their interneurons' loop (60 ms) did not settle around a 200 ms coupling (Z at 2.6-3.1
 of its floor instead of 0.95-1.44, n = d = 6, H = 2, input seeds 23, 24, 5 s). The calibration is

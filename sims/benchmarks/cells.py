@@ -113,7 +113,7 @@ def normalisation_table(level: str, T: float = 10.0, n_inh: int = DEFAULT_N_INH)
 def fig2_data(level: str, T: float = 5.0) -> dict:
     """Fig. 2 protocols on the ``level`` cells (``T`` s per point): rates in Hz, drives in encoded
     units; ``a_r_base`` and ``c_r_base`` (Hz) are the somata's baselines in panels (a, b: L5 IT)
-    and (c: L2/3) (lif: 20 and 1 Hz, escape: 0), ``c_prediction`` the normalised L2/3 rate above
+    and (c: L2/3) (lif: 1 and 1 Hz since version 0.15, escape: 0), ``c_prediction`` the normalised L2/3 rate above
     its baseline, ``R_set u_own / Σu`` with ``u = phi(basal) phi(apical)``."""
     basal = np.linspace(0.0, 3.0, 13)
     data = {"basal": basal, "level": np.array(level)}

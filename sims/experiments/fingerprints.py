@@ -15,7 +15,8 @@ presentation), its mean rate times 0.2 s, where a cell without drive is silent (
 escape levels). The lif level's pyramidal somata fire a spontaneous baseline (1 Hz since version
 0.15; 20 Hz for L5 until then, when the count was left undecided): their evoked spikes are those
 above it, the mean rate minus the soma type's ``r_base`` times 0.2 s, as recordings count evoked
-spikes above the spontaneous rate. Under one spike agrees with the recordings.
+spikes above the spontaneous rate. Under one spike agrees with the recordings. The L2/3-silencing
+ratio is read above the baseline too: the rates' excess over it, silenced over control.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def summarise(rows, opts) -> dict:
         slack = _slack(types[cell_type], window) * STIMULUS
         what = f"above the {base:g} Hz baseline" if base else "all spikes"
         table.append(_row(f"{cell_type}: spikes per cell in a {STIMULUS:g} s stimulus ({what})", spikes,
-                          f"<= {EVOKED[0]:g} evoked", EVOKED[1], _within(spikes, -slack, EVOKED[0] + slack)))
+                          f"<= {EVOKED[0]:g} evoked", EVOKED[1], spikes <= (EVOKED[0] + slack) * (1 + 1e-9)))
     for cell_type in CORTICAL:
         if cell_type not in types:
             continue
@@ -135,8 +136,12 @@ def summarise(rows, opts) -> dict:
                           None if cv is None else _within(cv, lo, hi)))
     silenced = by[("L2/3 silenced", 0.0)]["rates"]
     for pop in ("l5it", "l5pt"):
-        ratio = silenced[pop] / control["rates"][pop] if control["rates"].get(pop) else None
-        table.append(_row(f"{pop}: rate with every L2/3 cell silenced / control", ratio, SILENCING[0],
+        # above the lif somata's baseline, as the evoked spikes: the baseline is not a response
+        base = lif_soma(pop).r_base if level.lif else 0.0
+        ratio = (silenced[pop] - base) / (control["rates"][pop] - base) if control["rates"].get(pop, 0.0) > base \
+            else None
+        what = " above the baseline" if base else ""
+        table.append(_row(f"{pop}: rate{what} with every L2/3 cell silenced / control", ratio, SILENCING[0],
                           SILENCING[1], None if ratio is None else 0.05 < ratio < 0.95))
     slope0 = (by[(_label(0.0), BASAL)]["rates"]["l5it"] - control["rates"]["l5it"]) / BASAL
     slope1 = (by[(_label(APICAL), BASAL)]["rates"]["l5it"] - by[(_label(APICAL), 0.0)]["rates"]["l5it"]) / BASAL

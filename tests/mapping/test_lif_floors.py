@@ -65,6 +65,10 @@ def test_the_lif_loop_integrates_over_the_coupling_and_l23_has_its_own_constants
     pt_code = "\n".join((pt.equations, pt.regular, pt.threshold, pt.reset, pt.refractory))
     assert "s23_b" in l23.reset and "s23_tc" in l23.equations and not re.search(r"\bs_", l23_code)
     assert pt.reset == "v = s_Vr; w_ad += s_b" and "s23_" not in pt_code
+    for ct in ("l5it", "l5pt"):   # L5's type since version 0.15: its own constants only
+        l5 = get_model("lif", ct)
+        l5_code = "\n".join((l5.equations, l5.regular, l5.threshold, l5.reset, l5.refractory))
+        assert l5.reset == "v = s5_Vr; w_ad += s5_b" and not re.search(r"\b(s|s23)_", l5_code)
 
 
 @pytest.mark.codegen_independent

@@ -133,7 +133,7 @@ def test_the_l23_soma_follows_its_law_down_to_its_1_hz_baseline():
 def test_the_l5_soma_follows_its_law_from_its_1_hz_baseline_to_150_hz():
     """The L5 IT and PT soma (b tau_w = 46 pA/Hz) fires a 1 Hz baseline: fresh cells driven at
     law_current(x) (independent seed, 20 s, 8 cells each, the lif level's step) fire 1 + x Hz
-    within 0.15 Hz up to 20 Hz and within 1 Hz (its tolerance) up to 150 Hz."""
+    within 0.15 Hz up to 20 Hz and 0.3 Hz up to 150 Hz (measured: at most 0.09 and 0.12 Hz)."""
     from ctmhsa.neurons.conductance import calibration_of, law_current, rate_range_of
     from ctmhsa.neurons.params import L5_SOMA, lif_soma
 
@@ -146,7 +146,7 @@ def test_the_l5_soma_follows_its_law_from_its_1_hz_baseline_to_150_hz():
     r = fi_curve(L5_SOMA, np.repeat(law_current(cal, x), 8), duration=20.0, warmup=2.0, dt=5e-4, seed=11)
     got = r["rate"].reshape(x.size, 8).mean(axis=1) - cal["r_base"]
     np.testing.assert_allclose(got[:4], x[:4], atol=0.15)
-    np.testing.assert_allclose(got[4:], x[4:], atol=1.0)
+    np.testing.assert_allclose(got[4:], x[4:], atol=0.3)
 
 
 @pytest.mark.codegen_independent

@@ -163,3 +163,12 @@ def test_fingerprints_count_the_lif_somata_evoked_spikes_above_their_baseline():
         assert base == (1.0 if level == "lif" else 0.0)
         assert row["circuit"] == pytest.approx((l5it - base) * 0.2)
         assert row["agrees"] is ((l5it - base) * 0.2 <= 1.0)      # 0.9 agrees (lif), 1.4 and 1.1 do not
+        # silencing L2/3 (L5 IT at 0.5 Hz): below the lif baseline it is abolished, not reduced
+        ratio = got[f"l5it: rate{' above the baseline' if base else ''} with every L2/3 cell silenced / control"]
+        assert ratio["circuit"] == pytest.approx((0.5 - base) / (l5it - base))
+        assert ratio["agrees"] is (level == "escape")            # 0.09 (escape) reduced, < 0 (lif) abolished
+    # a population under its baseline evokes no spike: that agrees with "at most one"
+    rt, rates = table(0.5)
+    rows[0].update(rate_table=rt, rates=rates)
+    got = {r["measure"]: r for r in summarise(rows, dict(neuron="lif", duration=2.0))["summary"]["table"]}
+    assert got["l5it: spikes per cell in a 0.2 s stimulus (above the 1 Hz baseline)"]["agrees"] is True
