@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from .cuda import cuda_prefs
 
-__all__ = ["Device", "register_device", "get_device", "check_device", "compiled_devices", "DEVICES"]
+__all__ = ["Device", "register_device", "get_device", "check_device", "compiled_devices", "compiler_found",
+           "DEVICES"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,16 @@ def get_device(name: str) -> Device:
 def check_device(name: str) -> None:
     """Raise ``ValueError`` naming ``name`` unless it is a registered device usable here."""
     get_device(name).check()
+
+
+def compiler_found() -> bool:
+    """Whether a C++ compiler is on the path (``$CXX``, ``g++``, ``c++`` or ``clang++``): what
+    ``cpp_standalone`` needs, asked by the ``"auto"`` device choices of ``ctmhsa digits`` and
+    ``ctmhsa bench language``."""
+    import os
+    import shutil
+
+    return any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c)
 
 
 def compiled_devices() -> tuple[str, ...]:

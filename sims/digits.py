@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -122,7 +120,9 @@ def digits_device(device: str, images: int, threads=None, neuron: str = "escape"
 
     if device != "auto":
         return device
-    compiler = any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c)
+    from ctmhsa.devices.registry import compiler_found
+
+    compiler = compiler_found()
     level = get_level(neuron)
     wanted = (level.escape or not level.spiking) and (threads is not None or images >= AUTO_COMPILED_IMAGES)
     return "cpp_standalone" if compiler and wanted else "runtime"

@@ -48,7 +48,8 @@ from .common import add_out_argument, count, finish, warnings_into
 FIGURE = "ctmhsa.figures.language"
 """The module whose ``draw(json_path)`` the command line calls after the run."""
 
-__all__ = ["HELP", "LEVELS", "DEFAULTS", "QUICK", "RECALL_CALIBRATION", "FIGURE", "add_arguments", "settings",
+__all__ = ["HELP", "LEVELS", "DEFAULTS", "QUICK", "RECALL_CALIBRATION", "AUTO_COMPILED_CHARACTERS", "FIGURE",
+           "add_arguments", "settings", "language_device",
            "recall_row", "character_row", "main"]
 
 HELP = ("the causal models' circuits: recall accuracy and Shakespeare bits per character vs level and "
@@ -62,6 +63,18 @@ code cached, 17 minutes compiling it first (one thread, ``OMP_NUM_THREADS=1``)."
 
 QUICK = dict(presentations=[0.2], pairs=[2], sequences=1, windows=1, length=3)
 """``--quick``'s values of the flags not given (a smoke test)."""
+
+AUTO_COMPILED_CHARACTERS = 256
+"""``--device auto`` (the default) runs the character model at the escape level on ``cpp_standalone``
+from this many characters (windows × length) on, where a C++ compiler is found; everything else
+on the runtime device. Measured (version 0.15; escape, 0.2 s per token, P = 4, seed 1, load
+0.8-1.7; the same spikes on both devices): a window of 32 characters ran 35.6 s on the runtime
+device (Cython, 9.6 s to load its modules) and 12.8 s compiled, after 146 s of compiling its
+project the first time and 19.5 s of preparing it when cached. So the compiled run pays from about
+15 characters once compiled and from about 200 counting its first compilation. A recall
+sequence of 8-16 tokens ran 1.8-2.7 s on the runtime device (7-8 s loading) and 0.4-0.6 s
+compiled (9 s preparing, 60 s compiling per stream length): no faster, so recall stays on the
+runtime device, as the rate level (not measured compiled)."""
 
 RECALL_CALIBRATION = dict(n=8, pairs=8, seed=12345)
 """The recall sequences the circuit is built for (:func:`ctmhsa.sims.recall.recall_sequences`; a
@@ -94,10 +107,25 @@ def add_arguments(parser) -> None:
     parser.add_argument("--codegen", default="cython", choices=["auto", "numpy", "cython"],
                         help="Brian2 target (default cython: the recall circuit at the escape level ran 6x faster "
                              "than with numpy, which auto picks for its size)")
+    parser.add_argument("--device", default="auto", choices=["auto", "runtime", "cpp_standalone"],
+                        help="Brian2 device of the rate and escape levels (default auto: "
+                             "ctmhsa.sims.benchmarks.language.language_device)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: " + ", ".join(f"--{k} {_flag(k, QUICK)}" for k in QUICK) + " unless given")
     parser.add_argument("--no-figure", action="store_true", help="do not draw the figure")
     add_out_argument(parser, "bench_results/language.json")
+
+
+def language_device(device: str, task: str = "recall", level: str = "escape", characters: int = 0) -> str:
+    """The device of one task's circuit runs: ``device`` itself, or for ``"auto"``
+    ``cpp_standalone`` for the character model at the escape level from
+    :data:`AUTO_COMPILED_CHARACTERS` characters on where a C++ compiler is found, else ``runtime``."""
+    from ctmhsa.devices.registry import compiler_found
+
+    if device != "auto":
+        return device
+    compiled = task == "characters" and level == "escape" and characters >= AUTO_COMPILED_CHARACTERS
+    return "cpp_standalone" if compiled and compiler_found() else "runtime"
 
 
 def _flag(name: str, values: dict = DEFAULTS) -> str:
@@ -148,6 +176,9 @@ def settings(args) -> dict:
         raise ValueError(f"--seed: {args.seed} draws the calibration sequences; choose another")
     if "escape" not in spiking and args.P is not None:
         raise ValueError("--P: copies per value at the escape level, but --levels has no escape")
+    if not spiking and args.device != "auto":
+        raise ValueError("--device: the circuit's device, but --levels has no circuit (rate or escape)")
+    s["device"] = args.device
     if "escape" not in spiking and not get_firing(args.firing).poisson:
         raise ValueError("--firing: how the escape level's cells fire, but --levels has no escape")
     s["P"] = args.P
@@ -160,6 +191,8 @@ def _simulate(model, U, level: str, presentation: float, calibration, args) -> t
 
     spiking = get_level(level).spiking
     opts = {} if args.P is None or not spiking else {"P": args.P}
+    opts["device"] = language_device(getattr(args, "device", "auto"), "characters" if model.vocab else "recall",
+                                     level, getattr(args, "characters", 0))
     opts.update(causal_cells(args.cells or "causal", level))
     if spiking and not get_firing(args.firing).poisson:
         opts["firing"] = args.firing
@@ -200,7 +233,8 @@ def _run(model, inputs, level, presentation, calibration, args) -> dict:
     return dict(logits=np.stack([r.logits for r, _, _ in runs]),
                 reference=np.stack([r.reference_logits for r, _, _ in runs]),
                 spikes_per_token=float(np.mean(spikes)) if None not in spikes else None,
-                neurons=int(runs[0][0].config["n_neurons"]), synapses=int(runs[0][0].config["n_synapses"]), wall_s=sum(w for _, w, _ in runs), timings=timings,
+                neurons=int(runs[0][0].config["n_neurons"]), synapses=int(runs[0][0].config["n_synapses"]),
+                device=runs[0][0].config.get("device"), wall_s=sum(w for _, w, _ in runs), timings=timings,
                 warnings=sorted({w for _, _, ws in runs for w in ws}), kept=kept, refused=refused)
 
 
@@ -210,6 +244,7 @@ def _common(out: dict, level: str, presentation, tokens: int) -> dict:
 
     m = stage_metrics(out["logits"], out["reference"])
     return dict(level=level, presentation=presentation, nrmse=m["nrmse"], r=m["r"], neurons=out["neurons"],
+                device=out.get("device"),
                 tokens=tokens, wall_s=out["wall_s"], wall_per_token=out["wall_s"] / tokens, timings=out["timings"],
                 run_per_token=out["timings"]["run"] / tokens, warnings=out["warnings"], refused=out["refused"])
 
@@ -250,6 +285,7 @@ def main(args) -> int:
     from ctmhsa.sims.recall import recall_sequences
 
     s = settings(args)
+    args.characters = s["windows"] * s["length"]   # what --device auto weighs (language_device)
     recall, chars = load_model("recall"), load_model("shakespeare")
     seqs = [recall_sequences(s["sequences"], pairs=k, seed=args.seed) for k in s["pairs"]]
     windows = validation_windows(s["windows"], s["length"], seed=args.seed)   # refuses a --length too long
@@ -259,7 +295,7 @@ def main(args) -> int:
     doc = dict(benchmark="language", quick=bool(args.quick), levels=s["levels"], presentations=s["presentations"],
                pairs=s["pairs"], sequences=s["sequences"], windows=s["windows"], length=s["length"], P=s["P"],
                firing=args.firing, cells=s["cells"],
-               seed=args.seed, codegen=args.codegen, recall_values=int(recall.readout_W.shape[0]),
+               seed=args.seed, codegen=args.codegen, device=s["device"], recall_values=int(recall.readout_W.shape[0]),
                vocabulary=len(chars.vocab),
                recall_calibration=dict(RECALL_CALIBRATION,
                                        what="ctmhsa.sims.recall.recall_sequences(n, pairs, seed=seed)"),
@@ -285,8 +321,9 @@ def _where(r: dict) -> str:
 
 def _print(doc: dict) -> None:
     P = "simulate_model's default" if doc["P"] is None else doc["P"]
+    devices = sorted({r["device"] for r in doc["recall"] + doc["characters"] if r.get("device")})
     print(f"recall: {doc['sequences']} held-out sequence(s) per point (seed {doc['seed']}), queries = pairs; "
-          f"escape P = {P}")
+          f"escape P = {P}; devices: {', '.join(devices) or '-'} (--device {doc['device']})")
     print(f"{'level':<7}{'s/tok':>6}{'pairs':>6}{'accuracy':>9}{'float':>7}{'NRMSE':>7}{'neurons':>9}{'wall/tok':>10}"
           f"{'run/tok':>9}")
     for r in doc["recall"]:

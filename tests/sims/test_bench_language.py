@@ -17,12 +17,14 @@ def test_bench_language_quick_rate_writes_table_json_and_figure(tmp_path, capsys
     assert doc["benchmark"] == "language" and doc["quick"] is True and "machine" in doc and "profile" in doc
     assert doc["levels"] == ["float", "rate"] and doc["presentations"] == [0.2] and doc["pairs"] == [2]
     assert doc["P"] is None and doc["recall_values"] == 8
+    assert doc["device"] == "auto"
     assert doc["vocabulary"] == 62   # newline, space, 52 letters, 8 marks
-    common = {"level", "presentation", "nrmse", "r", "neurons", "tokens", "wall_s", "wall_per_token", "timings",
-              "run_per_token", "warnings", "refused"}
+    common = {"level", "presentation", "nrmse", "r", "neurons", "device", "tokens", "wall_s", "wall_per_token",
+              "timings", "run_per_token", "warnings", "refused"}
     fl, rate = doc["recall"]
     assert set(fl) == common | {"pairs", "queries", "sequences", "accuracy", "float_accuracy"}
     assert (fl["level"], fl["presentation"], fl["neurons"], fl["nrmse"]) == ("float", None, 0, 0.0)
+    assert fl["device"] is None and rate["device"] == "runtime"
     assert (rate["level"], rate["presentation"], rate["tokens"]) == ("rate", 0.2, 4)
     # the rate level at 0.2 s per token follows the float model: every query recalled as it does
     assert rate["accuracy"] == rate["float_accuracy"] == fl["accuracy"] and rate["nrmse"] < 0.05
@@ -46,6 +48,7 @@ def test_bench_language_quick_rate_writes_table_json_and_figure(tmp_path, capsys
     (["--levels", "float", "--presentations", "0.2"], "--presentations: seconds per token at the rate"),
     (["--length", "10000000"], "length: at most"),
     (["--levels", "float", "--cells", "brief"], "--cells: the circuit's cells"),
+    (["--levels", "float", "--device", "cpp_standalone"], "--device: the circuit's device"),
 ])
 def test_bench_language_refuses_bad_flags_before_running(tmp_path, capsys, flags, match):
     assert main(["bench", "language", "--quick", "--out", str(tmp_path / "l.json"), *flags]) == 2
@@ -119,3 +122,23 @@ def test_a_refused_window_is_listed_and_the_others_run_on(monkeypatch):
     monkeypatch.setattr(bench, "_simulate", lambda *a: (_ for _ in ()).throw(OperatingRangeError("out")))
     with pytest.raises(OperatingRangeError, match="every sequence refused at the escape level: out"):
         bench.character_row(model, windows, "escape", 0.2, None, argparse.Namespace())
+
+
+@pytest.mark.codegen_independent
+def test_language_device_auto_compiles_only_long_character_runs(monkeypatch):
+    """``--device auto``: the character model at the escape level on ``cpp_standalone`` from
+    AUTO_COMPILED_CHARACTERS characters on (measured faster there, counting its first compile),
+    where a compiler is found; recall and the rate level on the runtime device."""
+    import shutil
+
+    from ctmhsa.sims.benchmarks.language import AUTO_COMPILED_CHARACTERS as N, language_device
+
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/" + name)      # a compiler is found
+    assert language_device("auto", "characters", "escape", N) == "cpp_standalone"
+    assert language_device("auto", "characters", "escape", N - 1) == "runtime"
+    assert language_device("auto", "characters", "rate", 10 * N) == "runtime"
+    assert language_device("auto", "recall", "escape", 10 * N) == "runtime"
+    assert language_device("cpp_standalone", "recall", "rate") == "cpp_standalone"
+    assert language_device("runtime", "characters", "escape", 10 * N) == "runtime"
+    monkeypatch.setattr(shutil, "which", lambda name: None)                    # no compiler
+    assert language_device("auto", "characters", "escape", 10 * N) == "runtime"
