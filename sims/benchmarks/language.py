@@ -73,7 +73,7 @@ device (Cython, 9.6 s to load its modules) and 12.8 s compiled, after 146 s of c
 project the first time and 19.5 s of preparing it when cached. So the compiled run pays from about
 15 characters once compiled and from about 200 counting its first compilation. A recall
 sequence of 8-16 tokens ran 1.8-2.7 s on the runtime device (7-8 s loading) and 0.4-0.6 s
-compiled (9 s preparing, 60 s compiling per stream length): no faster, so recall stays on the
+compiled (9 s preparing, 60 s compiling per doubling of the stream's length): no faster, so recall stays on the
 runtime device, as the rate level (not measured compiled)."""
 
 RECALL_CALIBRATION = dict(n=8, pairs=8, seed=12345)
