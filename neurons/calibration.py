@@ -59,10 +59,11 @@ class Protocol:
         Nominal gain (Hz per unit) written into the cell's ``rho``.
     min_rate : float, optional
         Lower bound of the working range (Hz) for inversion. ``None``: the cell's own, at the
-        lif level the bottom of its soma type's law (its baseline ``r_base``, or where its
-        calibrated range starts if that is higher; 1 Hz for L2/3 and L5 since version 0.15), at
-        the escape level 7 Hz (the lif default soma's bend at 6.8 Hz, until version 0.14 the
-        bound of every level).
+        lif level the bottom of its soma type's law, its baseline ``r_base`` (1 Hz for L2/3 and
+        L5 since version 0.15, 20 Hz for the default soma; every shipped calibration's working
+        range starts at or below it), at the escape level 7 Hz (the lif default soma's bend at
+        6.8 Hz, until version 0.14 the bound of every level and cell). It reads the table and does
+        not enter the calibration's key.
     """
 
     grid: tuple = tuple(np.round(np.geomspace(0.3, 6.0, 20), 6))
@@ -179,7 +180,9 @@ def calibration_key(level: str, cell_type: str, params: CellParams, protocol: Pr
                            equations=model.render(phi, comps), threshold=model.threshold,
                            reset=model.reset, refractory=model.refractory, regular=model.regular,
                            pre_threshold=model.pre_threshold,
-                           params=params.to_dict(), protocol=asdict(protocol)),
+                           params=params.to_dict(),
+                           # min_rate reads the table and never the measurement: not in the key
+                           protocol={k: v for k, v in asdict(protocol).items() if k != "min_rate"}),
                       sort_keys=True, default=float)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -201,10 +204,9 @@ def _min_rate(level, cell_type, protocol) -> float:
         return float(protocol.min_rate)
     if not get_level(level).lif:
         return 7.0
-    from .conductance import rate_range_of
     from .params import lif_soma
 
-    return max(lif_soma(cell_type).r_base, rate_range_of(cell_type, protocol.dt)[0])
+    return float(lif_soma(cell_type).r_base)
 
 
 def _fit(level, cell_type, grid, raw, protocol, key) -> TransferTable:

@@ -112,9 +112,10 @@ def simulate_mhsa(
         NVIDIA GPU through brian2cuda (a ``ValueError`` naming ``device`` where it is not
         installed; see docs/gpu.md). A stream runs on ``"runtime"`` and ``"cpp_standalone"``
         (its rate table a run argument, each presentation read after the run;
-        ``"cuda_standalone"`` refuses it). The two devices use different random
-        number generators: the same seed gives the same spikes on the same device, not across
-        devices (the rate level agrees to ~1e-12).
+        ``"cuda_standalone"`` refuses it). The same seed gives the same spikes on the same
+        device; across the runtime and C++ devices the escape level agrees spike for spike
+        without OpenMP threads, and the rate level to ~1e-12 (docs/design.md; with threads,
+        each thread draws its own numbers).
     threads : int, optional
         OpenMP threads of the standalone device (default 1, compiled without OpenMP; 0 or 1
         likewise; see :class:`ctmhsa.sims.options.RunOptions`). Part of the compiled shape.

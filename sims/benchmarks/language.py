@@ -66,15 +66,19 @@ QUICK = dict(presentations=[0.2], pairs=[2], sequences=1, windows=1, length=3)
 
 AUTO_COMPILED_CHARACTERS = 256
 """``--device auto`` (the default) runs the character model at the escape level on ``cpp_standalone``
-from this many characters (windows × length) on, where a C++ compiler is found; everything else
-on the runtime device. Measured (version 0.15; escape, 0.2 s per token, P = 4, seed 1, load
-0.8-1.7; the same spikes on both devices): a window of 32 characters ran 35.6 s on the runtime
-device (Cython, 9.6 s to load its modules) and 12.8 s compiled, after 146 s of compiling its
-project the first time and 19.5 s of preparing it when cached. So the compiled run pays from about
-15 characters once compiled and from about 200 counting its first compilation. A recall
-sequence of 8-16 tokens ran 1.8-2.7 s on the runtime device (7-8 s loading) and 0.4-0.6 s
-compiled (9 s preparing, 60 s compiling per doubling of the stream's length): no faster, so recall stays on the
-runtime device, as the rate level (not measured compiled)."""
+for windows of this many characters or more (each window is one run), where a C++ compiler is
+found; everything else on the runtime device. Measured (version 0.15; escape, Poisson cells, one
+thread, 0.2 s per token, P = 4, seed 1, load 0.8-1.7; the same spikes on both devices, as
+docs/design.md states for escape cells without OpenMP; ``docs/measured/language_device_*.json``):
+a window of 32 characters ran 35.6 s on the runtime device (Cython, 9.6 s to load its modules)
+and 12.8 s compiled, after 146 s of compiling its project the first time and 19.5 s of
+preparing it when cached: 0.71 s less per character, 9.9 s more per run to prepare, 136 s more
+to compile once. A window of 256 characters saves 172 s, more than the first compilation;
+shorter windows lose on a first run and gain little on later ones. A row of two recall
+sequences (4 and 8 tokens each) ran 1.8-2.7 s on the runtime device (7-8 s loading) and
+0.4-0.6 s compiled (9 s preparing, 60 s compiling per doubling of the stream's length,
+:func:`ctmhsa.devices.standalone.stream_rows`): no faster, so recall stays on the runtime
+device, as does the rate level (not measured compiled)."""
 
 RECALL_CALIBRATION = dict(n=8, pairs=8, seed=12345)
 """The recall sequences the circuit is built for (:func:`ctmhsa.sims.recall.recall_sequences`; a
@@ -104,9 +108,9 @@ def add_arguments(parser) -> None:
                              "2.5 ms, BRIEF_PARAMS, with a 0.5 ms step at the escape level)")
     parser.add_argument("--seed", type=int, default=1,
                         help="seed of the held-out sequences and windows, and of the simulations (default 1)")
-    parser.add_argument("--codegen", default="cython", choices=["auto", "numpy", "cython"],
-                        help="Brian2 target (default cython: the recall circuit at the escape level ran 6x faster "
-                             "than with numpy, which auto picks for its size)")
+    parser.add_argument("--codegen", default=None, choices=["auto", "numpy", "cython"],
+                        help="Brian2 target of the runtime device (default cython: the recall circuit at the escape "
+                             "level ran 6x faster than with numpy, which auto picks for its size)")
     parser.add_argument("--device", default="auto", choices=["auto", "runtime", "cpp_standalone"],
                         help="Brian2 device of the rate and escape levels (default auto: "
                              "ctmhsa.sims.benchmarks.language.language_device)")
@@ -116,15 +120,16 @@ def add_arguments(parser) -> None:
     add_out_argument(parser, "bench_results/language.json")
 
 
-def language_device(device: str, task: str = "recall", level: str = "escape", characters: int = 0) -> str:
+def language_device(device: str, task: str = "recall", level: str = "escape", length: int = 0) -> str:
     """The device of one task's circuit runs: ``device`` itself, or for ``"auto"``
-    ``cpp_standalone`` for the character model at the escape level from
-    :data:`AUTO_COMPILED_CHARACTERS` characters on where a C++ compiler is found, else ``runtime``."""
+    ``cpp_standalone`` for the character model at the escape level on windows of ``length``
+    characters from :data:`AUTO_COMPILED_CHARACTERS` on, where a C++ compiler is found, else
+    ``runtime``."""
     from ctmhsa.devices.registry import compiler_found
 
     if device != "auto":
         return device
-    compiled = task == "characters" and level == "escape" and characters >= AUTO_COMPILED_CHARACTERS
+    compiled = task == "characters" and level == "escape" and length >= AUTO_COMPILED_CHARACTERS
     return "cpp_standalone" if compiled and compiler_found() else "runtime"
 
 
@@ -178,6 +183,12 @@ def settings(args) -> dict:
         raise ValueError("--P: copies per value at the escape level, but --levels has no escape")
     if not spiking and args.device != "auto":
         raise ValueError("--device: the circuit's device, but --levels has no circuit (rate or escape)")
+    if args.device == "cpp_standalone" and args.codegen is not None:
+        raise ValueError("--codegen: the runtime device's code, but --device cpp_standalone compiles every run")
+    from ctmhsa.devices.registry import compiler_found
+
+    if args.device == "cpp_standalone" and not compiler_found():
+        raise ValueError("--device: cpp_standalone needs a C++ compiler ($CXX, g++, c++ or clang++), none found")
     s["device"] = args.device
     if "escape" not in spiking and not get_firing(args.firing).poisson:
         raise ValueError("--firing: how the escape level's cells fire, but --levels has no escape")
@@ -192,7 +203,8 @@ def _simulate(model, U, level: str, presentation: float, calibration, args) -> t
     spiking = get_level(level).spiking
     opts = {} if args.P is None or not spiking else {"P": args.P}
     opts["device"] = language_device(getattr(args, "device", "auto"), "characters" if model.vocab else "recall",
-                                     level, getattr(args, "characters", 0))
+                                     level, U.shape[0])   # one window (sequence) per run
+    codegen = getattr(args, "codegen", None) or "cython"
     opts.update(causal_cells(args.cells or "causal", level))
     if spiking and not get_firing(args.firing).poisson:
         opts["firing"] = args.firing
@@ -200,7 +212,7 @@ def _simulate(model, U, level: str, presentation: float, calibration, args) -> t
     t0 = time.perf_counter()
     with warnings_into(record):
         res = simulate_model(model, U, neuron=level, presentation=presentation, calibration=calibration,
-                             seed=args.seed, codegen=args.codegen, **opts)
+                             seed=args.seed, codegen=codegen, **opts)
     return res, time.perf_counter() - t0, record
 
 
@@ -234,8 +246,16 @@ def _run(model, inputs, level, presentation, calibration, args) -> dict:
                 reference=np.stack([r.reference_logits for r, _, _ in runs]),
                 spikes_per_token=float(np.mean(spikes)) if None not in spikes else None,
                 neurons=int(runs[0][0].config["n_neurons"]), synapses=int(runs[0][0].config["n_synapses"]),
-                device=runs[0][0].config.get("device"), wall_s=sum(w for _, w, _ in runs), timings=timings,
+                device=runs[0][0].config.get("device"), codegen=_codegen(runs[0][0].config),
+                wall_s=sum(w for _, w, _ in runs), timings=timings,
                 warnings=sorted({w for _, _, ws in runs for w in ws}), kept=kept, refused=refused)
+
+
+def _codegen(config: dict):
+    """The runtime device's code target of a run (``None`` on a compiled device)."""
+    from ctmhsa.devices.registry import get_device
+
+    return None if get_device(config.get("device", "runtime")).compiles else config.get("codegen")
 
 
 def _common(out: dict, level: str, presentation, tokens: int) -> dict:
@@ -244,7 +264,7 @@ def _common(out: dict, level: str, presentation, tokens: int) -> dict:
 
     m = stage_metrics(out["logits"], out["reference"])
     return dict(level=level, presentation=presentation, nrmse=m["nrmse"], r=m["r"], neurons=out["neurons"],
-                device=out.get("device"),
+                device=out.get("device"), codegen=out.get("codegen"),
                 tokens=tokens, wall_s=out["wall_s"], wall_per_token=out["wall_s"] / tokens, timings=out["timings"],
                 run_per_token=out["timings"]["run"] / tokens, warnings=out["warnings"], refused=out["refused"])
 
@@ -285,7 +305,6 @@ def main(args) -> int:
     from ctmhsa.sims.recall import recall_sequences
 
     s = settings(args)
-    args.characters = s["windows"] * s["length"]   # what --device auto weighs (language_device)
     recall, chars = load_model("recall"), load_model("shakespeare")
     seqs = [recall_sequences(s["sequences"], pairs=k, seed=args.seed) for k in s["pairs"]]
     windows = validation_windows(s["windows"], s["length"], seed=args.seed)   # refuses a --length too long
@@ -295,7 +314,7 @@ def main(args) -> int:
     doc = dict(benchmark="language", quick=bool(args.quick), levels=s["levels"], presentations=s["presentations"],
                pairs=s["pairs"], sequences=s["sequences"], windows=s["windows"], length=s["length"], P=s["P"],
                firing=args.firing, cells=s["cells"],
-               seed=args.seed, codegen=args.codegen, device=s["device"], recall_values=int(recall.readout_W.shape[0]),
+               seed=args.seed, codegen=args.codegen or "cython", device=s["device"], recall_values=int(recall.readout_W.shape[0]),
                vocabulary=len(chars.vocab),
                recall_calibration=dict(RECALL_CALIBRATION,
                                        what="ctmhsa.sims.recall.recall_sequences(n, pairs, seed=seed)"),

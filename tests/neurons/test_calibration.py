@@ -80,6 +80,20 @@ def test_cache_hit_parameter_change_and_corrupt_file():
     np.testing.assert_array_equal(rebuilt.raw_rate, first.raw_rate)   # same seed, same spikes
 
 
+@pytest.mark.codegen_independent
+def test_min_rate_is_the_cells_own_unless_given():
+    """lif: the soma type's baseline (L5 1 Hz, the default soma 20 Hz); escape 7 Hz; an explicit
+    value passes through, and it never changes the calibration's key."""
+    from ctmhsa.neurons.calibration import _min_rate
+
+    assert _min_rate("lif", "l5it", Protocol()) == _min_rate("lif", "l23", Protocol()) == 1.0
+    assert _min_rate("lif", "relay_out", Protocol()) == 20.0
+    assert _min_rate("escape", "l5it", Protocol()) == 7.0
+    assert _min_rate("lif", "l5it", Protocol(min_rate=3.0)) == 3.0
+    assert calibration_key("lif", "l5it", DEFAULT_PARAMS, Protocol(min_rate=3.0)) == \
+        calibration_key("lif", "l5it", DEFAULT_PARAMS, Protocol())
+
+
 def test_isotonic_fit():
     y = np.array([1.0, 3.0, 2.0, 4.0, 3.5, 5.0])
     fit = isotonic(y)

@@ -19,12 +19,12 @@ def test_bench_language_quick_rate_writes_table_json_and_figure(tmp_path, capsys
     assert doc["P"] is None and doc["recall_values"] == 8
     assert doc["device"] == "auto"
     assert doc["vocabulary"] == 62   # newline, space, 52 letters, 8 marks
-    common = {"level", "presentation", "nrmse", "r", "neurons", "device", "tokens", "wall_s", "wall_per_token",
-              "timings", "run_per_token", "warnings", "refused"}
+    common = {"level", "presentation", "nrmse", "r", "neurons", "device", "codegen", "tokens", "wall_s",
+              "wall_per_token", "timings", "run_per_token", "warnings", "refused"}
     fl, rate = doc["recall"]
     assert set(fl) == common | {"pairs", "queries", "sequences", "accuracy", "float_accuracy"}
     assert (fl["level"], fl["presentation"], fl["neurons"], fl["nrmse"]) == ("float", None, 0, 0.0)
-    assert fl["device"] is None and rate["device"] == "runtime"
+    assert fl["device"] is None and (rate["device"], rate["codegen"]) == ("runtime", "numpy")
     assert (rate["level"], rate["presentation"], rate["tokens"]) == ("rate", 0.2, 4)
     # the rate level at 0.2 s per token follows the float model: every query recalled as it does
     assert rate["accuracy"] == rate["float_accuracy"] == fl["accuracy"] and rate["nrmse"] < 0.05
@@ -49,6 +49,7 @@ def test_bench_language_quick_rate_writes_table_json_and_figure(tmp_path, capsys
     (["--length", "10000000"], "length: at most"),
     (["--levels", "float", "--cells", "brief"], "--cells: the circuit's cells"),
     (["--levels", "float", "--device", "cpp_standalone"], "--device: the circuit's device"),
+    (["--device", "cpp_standalone", "--codegen", "numpy"], "--codegen: the runtime device's code"),
 ])
 def test_bench_language_refuses_bad_flags_before_running(tmp_path, capsys, flags, match):
     assert main(["bench", "language", "--quick", "--out", str(tmp_path / "l.json"), *flags]) == 2
@@ -134,7 +135,7 @@ def test_language_device_auto_compiles_only_long_character_runs(monkeypatch):
     from ctmhsa.sims.benchmarks.language import AUTO_COMPILED_CHARACTERS as N, language_device
 
     monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/" + name)      # a compiler is found
-    assert language_device("auto", "characters", "escape", N) == "cpp_standalone"
+    assert language_device("auto", "characters", "escape", N) == "cpp_standalone"        # N per window
     assert language_device("auto", "characters", "escape", N - 1) == "runtime"
     assert language_device("auto", "characters", "rate", 10 * N) == "runtime"
     assert language_device("auto", "recall", "escape", 10 * N) == "runtime"
@@ -142,3 +143,49 @@ def test_language_device_auto_compiles_only_long_character_runs(monkeypatch):
     assert language_device("runtime", "characters", "escape", 10 * N) == "runtime"
     monkeypatch.setattr(shutil, "which", lambda name: None)                    # no compiler
     assert language_device("auto", "characters", "escape", 10 * N) == "runtime"
+
+
+@pytest.mark.codegen_independent
+def test_the_bench_runs_each_window_on_its_device(monkeypatch):
+    """The wiring of ``--device auto``: each call of ``simulate_model`` gets the device its task
+    and window length call for (a window of AUTO_COMPILED_CHARACTERS characters compiled, a
+    shorter one and recall on the runtime device), its row naming no code target where it compiles; an
+    explicit ``cpp_standalone`` without a compiler is refused before running."""
+    import argparse
+    import shutil
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    import ctmhsa.sims.model as sm
+    from ctmhsa.maths.model import load_model
+    from ctmhsa.sims.benchmarks import language as bench
+
+    got = []
+
+    def fake(model, U, **kw):
+        got.append((model.vocab is not None, U.shape[0], kw.get("device"), kw.get("codegen")))
+        z = np.zeros((U.shape[0], model.readout_W.shape[0]))
+        return SimpleNamespace(logits=z, reference_logits=z, config=dict(n_neurons=7, n_synapses=9, device=kw["device"],
+                                                                          codegen=kw.get("codegen")),
+                               timings=dict(build=0.0, compile=0.0, compiled=0, run=1.0, decode=0.0),
+                               diagnostics=dict(spikes_per_input=30.0))
+
+    monkeypatch.setattr(sm, "simulate_model", fake)
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/" + name)      # a compiler is found
+    chars, recall = load_model("shakespeare"), load_model("recall")
+    args = argparse.Namespace(device="auto", P=None, cells="causal", firing="poisson", seed=1, codegen=None)
+    N = bench.AUTO_COMPILED_CHARACTERS
+    long_, short = np.zeros((1, N + 1), int), np.zeros((2, 9), int)
+    row = bench.character_row(chars, long_, "escape", 0.2, None, args)
+    assert got[-1] == (True, N, "cpp_standalone", "cython") and (row["device"], row["codegen"]) == ("cpp_standalone", None)
+    bench.character_row(chars, short, "escape", 0.2, None, args)
+    assert got[-1][1:3] == (8, "runtime")
+    U = np.zeros((1, 4, recall.embed_W.shape[1] if recall.embed_W is not None else recall.de))
+    bench._simulate(recall, U[0], "escape", 0.2, None, args)
+    assert got[-1][0] is False and got[-1][2] == "runtime"
+    monkeypatch.setattr(shutil, "which", lambda name: None)                    # no compiler
+    with pytest.raises(ValueError, match="--device: cpp_standalone needs a C\\+\\+ compiler"):
+        bench.settings(argparse.Namespace(**{**vars(args), "device": "cpp_standalone", "levels": ["escape"],
+                                             "presentations": None, "pairs": None, "sequences": None,
+                                             "windows": None, "length": None, "quick": True}))
