@@ -183,12 +183,13 @@ def settings(args) -> dict:
         raise ValueError("--P: copies per value at the escape level, but --levels has no escape")
     if not spiking and args.device != "auto":
         raise ValueError("--device: the circuit's device, but --levels has no circuit (rate or escape)")
-    if args.device == "cpp_standalone" and args.codegen is not None:
-        raise ValueError("--codegen: the runtime device's code, but --device cpp_standalone compiles every run")
-    from ctmhsa.devices.registry import compiler_found
+    from ctmhsa.devices.registry import compiler_found, get_device
 
-    if args.device == "cpp_standalone" and not compiler_found():
-        raise ValueError("--device: cpp_standalone needs a C++ compiler ($CXX, g++, c++ or clang++), none found")
+    compiled = args.device != "auto" and get_device(args.device).compiles
+    if compiled and args.codegen is not None:
+        raise ValueError(f"--codegen: the runtime device's code, but --device {args.device} compiles every run")
+    if compiled and not compiler_found():
+        raise ValueError(f"--device: {args.device} needs a C++ compiler ($CXX, g++, c++ or clang++), none found")
     s["device"] = args.device
     if "escape" not in spiking and not get_firing(args.firing).poisson:
         raise ValueError("--firing: how the escape level's cells fire, but --levels has no escape")
