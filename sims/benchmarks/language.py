@@ -129,7 +129,7 @@ def language_device(device: str, task: str = "recall", level: str = "escape", le
 
     if device != "auto":
         return device
-    compiled = task == "characters" and level == "escape" and length >= AUTO_COMPILED_CHARACTERS
+    compiled = task == "characters" and get_level(level).escape and length >= AUTO_COMPILED_CHARACTERS
     return "cpp_standalone" if compiled and compiler_found() else "runtime"
 
 
