@@ -122,14 +122,28 @@ def split_equations(equations, moved: set[str], linked: tuple[str, ...], cached:
             if q.varname in cached:
                 if q.type != "subexpression":
                     raise ValueError(f"fold: cached {q.varname} is not a subexpression")
-                updates[q.varname] = f"{q.varname} = {q.expr.code}"
+                updates[q.varname] = (f"{q.varname} = {q.expr.code}", q.identifiers & set(cached))
                 q = SingleEquation(PARAMETER, q.varname, dimensions=q.dim, var_type=q.var_type)
             folded.append(q)
         else:
             cells.append(q)
     cells += [SingleEquation(PARAMETER, v, dimensions=eqs[v].dim, var_type=eqs[v].var_type, flags=["linked"])
               for v in (*linked, *cached)]
-    return Equations(folded), Equations(cells), updates
+    return Equations(folded), Equations(cells), _in_order(updates, cached)
+
+
+def _in_order(updates: dict, cached: tuple) -> dict:
+    """``updates`` (name -> (code, the cached names it reads)) as name -> code, in the order of
+    ``cached`` with each after what it reads. Brian2 orders subexpressions topologically but
+    breaks ties by set order, which varies with Python's string hashing from process to process:
+    the generated code then changed between runs of one cached standalone project and ``make``
+    compiled it again (8-20 s a run, version 0.15)."""
+    out, left = {}, [n for n in cached if n in updates]
+    while left:
+        name = next((n for n in left if updates[n][1] - {n} <= out.keys()), left[0])
+        out[name] = updates[name][0]
+        left.remove(name)
+    return out
 
 
 def class_values(value, cls: np.ndarray, reps: np.ndarray, what: str):

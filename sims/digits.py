@@ -137,7 +137,7 @@ def classify_options(neuron: str, presentation: float, firing: str = FIRING, mod
     2.5 ms at 0.2 s: the rate level is read at its fixed point, which that step keeps;
     docs/digits.md) and the models' default window; at
     the lif level the models' default cells and window (its somata have their own constants;
-    docs/lif.md, "Models at the lif level": 90 % of 20 images at 1.5 s per image)."""
+    docs/lif.md, "Models at the lif level": 100 % of 20 images at 1.5 s per image)."""
     from ctmhsa.maths.co4 import Co4Model
     from ctmhsa.neurons.levels import get_level
     from ctmhsa.sims.options import CircuitOptions, max_dt

@@ -64,21 +64,20 @@ code cached, 17 minutes compiling it first (one thread, ``OMP_NUM_THREADS=1``)."
 QUICK = dict(presentations=[0.2], pairs=[2], sequences=1, windows=1, length=3)
 """``--quick``'s values of the flags not given (a smoke test)."""
 
-AUTO_COMPILED_CHARACTERS = 256
+AUTO_COMPILED_CHARACTERS = 400
 """``--device auto`` (the default) runs the character model at the escape level on ``cpp_standalone``
 for windows of this many characters or more (each window is one run), where a C++ compiler is
 found; everything else on the runtime device. Measured (version 0.15; escape, Poisson cells, one
 thread, 0.2 s per token, P = 4, seed 1, load 0.8-1.7; the same spikes on both devices, as
 docs/design.md states for escape cells without OpenMP; ``docs/measured/language_device_*.json``):
-a window of 32 characters ran 35.6 s on the runtime device (Cython, 9.6 s to load its modules)
-and 12.8 s compiled, after 146 s of compiling its project the first time and 19.5 s of
-preparing it when cached: 0.71 s less per character, 9.9 s more per run to prepare, 136 s more
-to compile once. A window of 256 characters saves 172 s, more than the first compilation;
-shorter windows lose on a first run and gain little on later ones. A row of two recall
-sequences (4 and 8 tokens each) ran 1.8-2.7 s on the runtime device (7-8 s loading) and
-0.4-0.6 s compiled (9 s preparing, 60 s compiling per doubling of the stream's length,
-:func:`ctmhsa.devices.standalone.stream_rows`): no faster, so recall stays on the runtime
-device, as does the rate level (not measured compiled)."""
+a window of 32 characters ran 26.5 s on the runtime device (Cython, 1.9 s to load its modules)
+and 12.7 s compiled (0.2 s to prepare the cached project), after 146 s of compiling the project
+the first time: 0.43 s less per character, so a window pays the first compilation back from
+about 340 characters on. A row of two recall sequences (4 and 8 tokens each) took 3.3-3.8 s on
+the runtime device and 0.8-0.9 s compiled, but each doubling of a stream's length compiles its
+own project (60 s, :func:`ctmhsa.devices.standalone.stream_rows`), which short recall runs do
+not pay back: recall stays on the runtime device, as does the rate level (not measured
+compiled)."""
 
 RECALL_CALIBRATION = dict(n=8, pairs=8, seed=12345)
 """The recall sequences the circuit is built for (:func:`ctmhsa.sims.recall.recall_sequences`; a

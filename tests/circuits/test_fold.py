@@ -94,6 +94,25 @@ def test_split_equations_refuses_an_inexact_fold():
 
 
 @pytest.mark.codegen_independent
+def test_cached_updates_come_in_one_order_whatever_the_string_hashing():
+    """A fold's cached subexpressions are updated in their declared order, each after those it
+    reads, the same in every process: Brian2's own order broke ties by set order, which changed
+    with PYTHONHASHSEED, and a cached standalone project then compiled again (version 0.15)."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json\nfrom ctmhsa.circuits.fold import split_equations\n"
+            "eqs = 'dV/dt = -V/tau : volt\\na = exp(V/volt) : 1\\nb = V/volt + 1 : 1\\nc = a*b : 1\\n"
+            "d = 2*V/volt : 1'\n"
+            "print(json.dumps(list(split_equations(eqs, {'V', 'a', 'b'}, ('V',), cached=('d', 'c', 'b', 'a'))[2])))")
+    orders = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**__import__("os").environ, "PYTHONHASHSEED": str(h)}).stdout
+              for h in range(6)}
+    assert len(orders) == 1 and json.loads(orders.pop()) == ["d", "b", "a", "c"]   # c after a and b
+
+
+@pytest.mark.codegen_independent
 def test_class_values_requires_equal_values_within_a_class():
     cls, reps = np.array([0, 0, 1]), np.array([0, 2])
     np.testing.assert_array_equal(class_values([1.0, 1.0, 2.0], cls, reps, "b"), [1.0, 2.0])
