@@ -38,7 +38,29 @@ from ctmhsa.neurons.levels import get_level
 from ctmhsa.neurons.conductance import calibration_of, intrinsic_fano
 from ctmhsa.neurons.models import get_model
 
-__all__ = ["stage_noise_variance", "spike_generation_fano", "quantisation_fano", "window_fano"]
+__all__ = ["stage_noise_variance", "spike_generation_fano", "quantisation_fano", "window_fano", "NOISE_DOMINATED",
+           "noise_dominated"]
+
+
+NOISE_DOMINATED = 1.0
+"""A spiking run warns when its output x̃'s count-noise floor, an
+NRMSE, exceeds this (:class:`ctmhsa.mapping.operating.NoiseFloorWarning`): the noise the counts alone give is larger than the output's own spread.
+Found at weight scale 0.01 (square8, lif, 2 s, seed 51): x̃ NRMSE 8.6 at a floor of 9.0, at its
+floor and so unflagged, yet noise eight times the signal (version 0.15)."""
+
+
+def noise_dominated(noise_var, reference, what: str = "x_tilde") -> float | None:
+    """The count-noise floor (NRMSE: the RMS of the expected noise over the spread of the values)
+    of stage ``what`` where it exceeds :data:`NOISE_DOMINATED`, else ``None``. ``noise_var``:
+    :func:`stage_noise_variance`'s; ``reference``: the stage's exact values, whose spread only
+    scales the floor (a diagnostic; nothing of it reaches the circuit)."""
+    v = None if noise_var is None else noise_var.get(what)
+    if v is None:
+        return None
+    ref = np.asarray(reference, float).ravel()
+    scale = float(np.std(ref)) or float(np.sqrt(np.mean(ref ** 2))) or 1.0
+    floor = float(np.sqrt(np.nanmean(np.asarray(v, float)))) / scale
+    return floor if floor > NOISE_DOMINATED else None
 
 
 def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None = None) -> dict:

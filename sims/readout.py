@@ -15,8 +15,8 @@ import numpy as np
 from ctmhsa.circuits.parts import get_area, part_job
 from ctmhsa.mapping.baseline import remove_baselines
 from ctmhsa.mapping.decode import decode, range_report
-from ctmhsa.mapping.noise import spike_generation_fano, stage_noise_variance
-from ctmhsa.mapping.operating import OperatingRangeWarning, check_operating, enforce
+from ctmhsa.mapping.noise import noise_dominated, spike_generation_fano, stage_noise_variance
+from ctmhsa.mapping.operating import NoiseFloorWarning, OperatingRangeWarning, check_operating, enforce
 from ctmhsa.maths.stages import CIRCUIT_STAGES
 from ctmhsa.neurons.conductance import rate_range_of
 from ctmhsa.neurons.models import get_model
@@ -58,6 +58,12 @@ def read_out(sim, obs, run_options) -> SimulationResult:
                 x_tilde=st["x_tilde"], reference=ref["x_tilde"], stages=st, reference_stages=ref_stages,
                 rates={}, spikes={}, level=o.neuron, config={}, noise_variance=nv).metrics()))
         noise_var = nv
+        floor = noise_dominated(noise_var, ref["x_tilde"])
+        if floor is not None:
+            warnings.warn(f"{o.neuron} run: the output x̃'s spike-count noise floor is {floor:.3g} times its spread "
+                          f"(NRMSE, {ro.duration:g} s window): the decoded output is mostly count noise; a longer "
+                          "window (the floor falls as 1/sqrt(T)), more copies (P) or larger inputs lower it; see "
+                          "res.metrics()", NoiseFloorWarning, stacklevel=3)
     max_rate, rate_range = _rate_limits(sim.circuit, o, ro)
     # did the circuit work where it claims to (per macrocolumn)? raises at the rate level,
     # warns and flags at the spiking levels

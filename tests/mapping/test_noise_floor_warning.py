@@ -1,0 +1,39 @@
+"""A spiking run whose output is mostly spike-count noise says so (NoiseFloorWarning)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from ctmhsa.mapping.noise import NOISE_DOMINATED, noise_dominated
+from ctmhsa.mapping.operating import NoiseFloorWarning
+
+
+@pytest.mark.codegen_independent
+def test_noise_dominated_compares_the_floor_with_the_outputs_spread():
+    ref = np.array([[1.0, -1.0], [2.0, 0.0]])              # spread (std) 1.118
+    small = {"x_tilde": np.full((2, 2), 0.25)}             # floor 0.5 / 1.118 = 0.45
+    big = {"x_tilde": np.full((2, 2), 4.0)}                # floor 2 / 1.118 = 1.79
+    assert noise_dominated(small, ref) is None
+    assert noise_dominated(big, ref) == pytest.approx(2.0 / np.std(ref))
+    assert noise_dominated({}, ref) is None and noise_dominated(None, ref) is None
+    assert NOISE_DOMINATED == 1.0
+
+
+@pytest.mark.brian2
+def test_a_noise_dominated_spiking_run_warns_and_a_clean_one_does_not():
+    """Weights at scale 0.01 leave x̃ far below its count noise: a warning names the floor; the
+    same problem at scale 1 and a 2 s window does not warn."""
+    from ctmhsa.sims import simulate_mhsa
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(3, 3))
+    W = [rng.normal(size=(1, 3, 3)) / np.sqrt(3) for _ in range(3)]
+    WO = rng.normal(size=(1, 3, 3)) / np.sqrt(3)
+    with pytest.warns(NoiseFloorWarning, match="noise floor is .* times its spread"):
+        res = simulate_mhsa(X, *(0.01 * w for w in W), WO, neuron="escape", duration=0.5, seed=1)
+    assert res.metrics()["x_tilde"]["noise_floor"] > NOISE_DOMINATED
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoiseFloorWarning)
+        res = simulate_mhsa(X, *W, WO, neuron="escape", duration=2.0, seed=1)
+    assert res.metrics()["x_tilde"]["noise_floor"] < NOISE_DOMINATED
