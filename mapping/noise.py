@@ -43,10 +43,10 @@ __all__ = ["stage_noise_variance", "spike_generation_fano", "quantisation_fano",
 
 
 NOISE_DOMINATED = 1.0
-"""A spiking run warns when its output x̃'s count-noise floor, an
-NRMSE, exceeds this (:class:`ctmhsa.mapping.operating.NoiseFloorWarning`): the noise the counts alone give is larger than the output's own spread.
-Found at weight scale 0.01 (square8, lif, 2 s, seed 51): x̃ NRMSE 8.6 at a floor of 9.0, at its
-floor and so unflagged, yet noise eight times the signal (version 0.15)."""
+"""A spiking run warns (:class:`ctmhsa.mapping.operating.NoiseFloorWarning`) when its output x̃'s
+count-noise floor, an NRMSE, exceeds this: the noise the counts alone give is larger than the
+output's own spread. Found at weight scale 0.01 (square8, lif, 2 s, seed 51): x̃ NRMSE 8.6 at a
+floor of 9.0, at its floor and so unflagged, yet noise eight times the signal (version 0.15)."""
 
 
 def noise_dominated(noise_var, reference, what: str = "x_tilde") -> float | None:
