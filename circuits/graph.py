@@ -112,6 +112,16 @@ class Population:
         lut[tuple(self.index.T)] = np.arange(self.N)
         return lut
 
+    def cells_over(self, axes: tuple) -> np.ndarray:
+        """Cells present per entry of ``axes`` (in that order), counted over every other axis
+        (copies, for example); computed once per population and ``axes``."""
+        cache = self.__dict__.setdefault("_cells_over", {})
+        if axes not in cache:
+            others = tuple(k for k, a in enumerate(self.axes) if a not in axes)
+            kept = [a for a in self.axes if a in axes]
+            cache[axes] = (self.flat_lookup >= 0).sum(axis=others).transpose([kept.index(a) for a in axes])
+        return cache[axes]
+
     def to_dense(self, values: np.ndarray, fill=0.0) -> np.ndarray:
         """Scatter per-cell ``values`` (N, ...) onto the full grid ``sizes`` (absent cells: ``fill``)."""
         values = np.asarray(values)

@@ -34,6 +34,7 @@ from ctmhsa.neurons.models import (PHI_COVARIANCE, SOURCE_VARIANCE, add_step_cod
                                     initial_draws, source_variance_code, stratify_phases, sums_variance,
                                     synapse_model)
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, with_units
+from ctmhsa.neurons.threshold import RANDOM
 from ctmhsa.neurons.window import COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, Probe, measure
 
 from . import perturb
@@ -625,9 +626,6 @@ ticks at the network's first step (in a first run of 0.1 ms or more, and after
 ``Network.restore``) and again every biological second, summing the same value (1/1000 of the
 per-step cost at 1 ms)."""
 
-_RANDOM = frozenset({"rand", "randn", "poisson"})
-"""Brian2's random functions: a sum that draws is never held."""
-
 
 def constant_intensity(group, model) -> bool:
     """Whether the intensity (``model.output``) of ``group``'s cells is fixed for a run: a
@@ -682,7 +680,7 @@ def _constant_term(S, name: str, reads: set) -> bool:
     """Whether identifier ``name`` of a summed expression of synapses ``S`` is fixed for the run:
     a presynaptic quantity in ``reads``, ``dt``, a constant of the synapse, or a name the synapses
     do not hold (a namespace constant or a deterministic function)."""
-    if name in _RANDOM:
+    if name in RANDOM:   # a sum that draws is never held
         return False
     if name in reads or name == "dt":
         return True

@@ -77,9 +77,8 @@ def memory_gains(circuit, weights, input_range, phi: str, gains: CodeGains, k: i
         outer = max(outer, float(prod.max()), float(fk.max()))
         memory = max(memory, float(np.abs(np.einsum("hjf,hjc->hfc", fk, st["v_m"])).max()) / m.m,
                      float(fk.sum(axis=1).max()) / m.m)
-    top = MEMORY_PEAK_RATE
-    return replace(gains, rho_outer=min(gains.rho_outer, top / outer) if outer > 0 else gains.rho_outer,
-                   rho_memory=min(gains.rho_memory, top / memory) if memory > 0 else gains.rho_memory)
+    return replace(gains, rho_outer=min(gains.rho_outer, MEMORY_PEAK_RATE / outer) if outer > 0 else gains.rho_outer,
+                   rho_memory=min(gains.rho_memory, MEMORY_PEAK_RATE / memory) if memory > 0 else gains.rho_memory)
 
 
 @register_values("co4")
