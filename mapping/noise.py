@@ -33,33 +33,35 @@ from ctmhsa.circuits.parts import area_hook, register_hook
 from ctmhsa.mapping.decode import per_dimension
 from ctmhsa.mapping.encode import copies
 from ctmhsa.maths.reference import FEATURE_MAPS
+from ctmhsa.maths.stages import count_noise_floor
 from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.levels import get_level
 from ctmhsa.neurons.conductance import calibration_of, intrinsic_fano
 from ctmhsa.neurons.models import get_model
 
 __all__ = ["stage_noise_variance", "spike_generation_fano", "quantisation_fano", "window_fano", "NOISE_DOMINATED",
-           "noise_dominated"]
+           "noise_dominated", "NoiseFloorWarning"]
+
+
+class NoiseFloorWarning(UserWarning):
+    """A spiking run's output is mostly spike-count noise (:func:`noise_dominated`)."""
 
 
 NOISE_DOMINATED = 1.0
-"""A spiking run warns (:class:`ctmhsa.mapping.operating.NoiseFloorWarning`) when its output x̃'s
+"""A spiking run warns (:class:`NoiseFloorWarning`) when its output x̃'s
 count-noise floor, an NRMSE, exceeds this: the noise the counts alone give is larger than the
 output's own spread. Found at weight scale 0.01 (square8, lif, 2 s, seed 51): x̃ NRMSE 8.6 at a
 floor of 9.0, at its floor and so unflagged, yet noise eight times the signal (version 0.15)."""
 
 
-def noise_dominated(noise_var, reference, what: str = "x_tilde") -> float | None:
-    """The count-noise floor (NRMSE: the RMS of the expected noise over the spread of the values)
-    of stage ``what`` where it exceeds :data:`NOISE_DOMINATED`, else ``None``. ``noise_var``:
-    :func:`stage_noise_variance`'s; ``reference``: the stage's exact values, whose spread only
-    scales the floor (a diagnostic; nothing of it reaches the circuit)."""
+def noise_dominated(noise_var, reference, what: str = "x_tilde", decoded=None) -> float | None:
+    """The count-noise floor of stage ``what`` (:func:`ctmhsa.maths.stages.count_noise_floor`, the
+    ``noise_floor`` of ``SimulationResult.metrics``) where it exceeds :data:`NOISE_DOMINATED`, else
+    ``None``. ``noise_var``: :func:`stage_noise_variance`'s; ``reference``: the stage's exact
+    values, whose spread only scales the floor (a diagnostic; nothing of it reaches the circuit);
+    ``decoded``: the decoded values (their non-finite entries left out, as the metrics do)."""
     v = None if noise_var is None else noise_var.get(what)
-    if v is None:
-        return None
-    ref = np.asarray(reference, float).ravel()
-    scale = float(np.std(ref)) or float(np.sqrt(np.mean(ref ** 2))) or 1.0
-    floor = float(np.sqrt(np.nanmean(np.asarray(v, float)))) / scale
+    floor = count_noise_floor(v, decoded, reference)
     return floor if floor > NOISE_DOMINATED else None
 
 

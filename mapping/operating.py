@@ -64,7 +64,7 @@ from ctmhsa.neurons.levels import get_level
 from .decode import per_dimension
 from ctmhsa.maths.reference import FEATURE_MAPS
 
-__all__ = ["OperatingPoint", "OperatingRangeError", "CircuitRangeError", "OperatingRangeWarning", "NoiseFloorWarning",
+__all__ = ["OperatingPoint", "OperatingRangeError", "CircuitRangeError", "OperatingRangeWarning",
            "division_bounds", "division", "interneuron_rate", "apical_needed", "divided_sets", "pooled_drive", "expected_drive", "set_points", "l23_cells", "copies",
            "operating_point", "check_division", "check_operating", "enforce", "RATE_TOLERANCE", "ROOM_BELOW",
            "SAMPLES", "sampled_drive", "sampled_sets", "recentre"]
@@ -97,13 +97,6 @@ class CircuitRangeError(RuntimeError):
 
 class OperatingRangeWarning(UserWarning):
     """A finished spiking run left its working range somewhere (see ``diagnostics['operating']``)."""
-
-
-class NoiseFloorWarning(UserWarning):
-    """A spiking run's output is mostly spike-count noise (:func:`ctmhsa.mapping.noise.noise_dominated`).
-    Defined here, in a module that does not import Brian2: pytest-xdist imports a warning's
-    module in a thread to report it, and Brian2's import sets a signal handler, which only the
-    main thread may."""
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import numpy as np
 from ctmhsa.circuits.parts import get_area, part_job
 from ctmhsa.mapping.baseline import remove_baselines
 from ctmhsa.mapping.decode import decode, range_report
-from ctmhsa.mapping.noise import noise_dominated, spike_generation_fano, stage_noise_variance
-from ctmhsa.mapping.operating import NoiseFloorWarning, OperatingRangeWarning, check_operating, enforce
+from ctmhsa.mapping.noise import NoiseFloorWarning, noise_dominated, spike_generation_fano, stage_noise_variance
+from ctmhsa.mapping.operating import OperatingRangeWarning, check_operating, enforce
 from ctmhsa.maths.stages import CIRCUIT_STAGES
 from ctmhsa.neurons.conductance import rate_range_of
 from ctmhsa.neurons.models import get_model
@@ -58,7 +58,7 @@ def read_out(sim, obs, run_options) -> SimulationResult:
                 x_tilde=st["x_tilde"], reference=ref["x_tilde"], stages=st, reference_stages=ref_stages,
                 rates={}, spikes={}, level=o.neuron, config={}, noise_variance=nv).metrics()))
         noise_var = nv
-        floor = noise_dominated(noise_var, ref["x_tilde"])
+        floor = noise_dominated(noise_var, ref["x_tilde"], decoded=stages["x_tilde"])
         if floor is not None:
             warnings.warn(f"{o.neuron} run: the output x̃'s spike-count noise floor is {floor:.3g} times its spread "
                           f"(NRMSE, {ro.duration:g} s window): the decoded output is mostly count noise; a longer "

@@ -8,7 +8,7 @@ import numpy as np
 
 # the stages' order, symbols and names: one table, re-exported here
 from ctmhsa.circuits.parts import PARTS
-from ctmhsa.maths.stages import STAGE_LABELS, STAGE_ORDER
+from ctmhsa.maths.stages import STAGE_LABELS, STAGE_ORDER, count_noise_floor
 from ctmhsa.neurons.levels import get_level
 
 __all__ = ["SimulationResult", "stage_metrics", "STAGE_ORDER", "STAGE_LABELS"]
@@ -115,16 +115,10 @@ class SimulationResult:
             if name in self.stages and name in self.reference_stages:
                 m = stage_metrics(self.stages[name], self.reference_stages[name])
                 var = self.noise_variance.get(name)
-                ok = np.isfinite(np.asarray(self.stages[name], float).ravel())
-                v = None if var is None else np.asarray(var, float).ravel()[ok]
                 if not get_level(self.level).spiking and var is None:
                     m["noise_floor"] = 0.0
-                elif v is None or not np.any(v > 0):
-                    m["noise_floor"] = float("nan")
                 else:
-                    ref = np.asarray(self.reference_stages[name], float).ravel()
-                    scale = float(np.std(ref[ok])) or float(np.sqrt(np.mean(ref[ok] ** 2))) or 1.0
-                    m["noise_floor"] = float(np.sqrt(np.nanmean(v)) / scale)
+                    m["noise_floor"] = count_noise_floor(var, self.stages[name], self.reference_stages[name])
                 out[name] = m
         return out
 

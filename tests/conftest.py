@@ -25,6 +25,14 @@ def _no_category(nodeids):
             f"(pyproject.toml): " + ", ".join(nodeids))
 
 
+def pytest_configure(config):
+    """Import Brian2 on the main thread: pytest-xdist's controller imports the module of a
+    warning a worker reports (NoiseFloorWarning, StandaloneCacheWarning: modules that import
+    Brian2) in a thread, and Brian2's first import sets a signal handler, which only the main
+    thread may (an INTERNALERROR, found in version 0.15)."""
+    import brian2  # noqa: F401
+
+
 def pytest_collection_modifyitems(config, items):
     """Refuse the collection if a test has no category: ``-m`` selects by category, so an unmarked
     test would silently drop out of every selection (runs before ``-m`` deselects). A pytest-xdist

@@ -21,6 +21,8 @@ ratio is read above the baseline too: the rates' excess over it, silenced over c
 
 from __future__ import annotations
 
+import math
+
 from ctmhsa.circuits.perturb import Drive, Silence
 from ctmhsa.neurons.levels import get_level
 from ctmhsa.neurons.params import lif_soma
@@ -120,13 +122,12 @@ def summarise(rows, opts) -> dict:
     for cell_type in PYRAMIDAL:
         if cell_type not in types:
             continue
-        # the lif somata's spontaneous baseline is not evoked (docs/lif.md); the other levels have none
-        base = lif_soma(cell_type).r_base if level.lif else 0.0
+        base = _baseline(level, cell_type)
         spikes = (_mean(types[cell_type], "mean") - base) * STIMULUS
         slack = _slack(types[cell_type], window) * STIMULUS
         what = f"above the {base:g} Hz baseline" if base else "all spikes"
         table.append(_row(f"{cell_type}: spikes per cell in a {STIMULUS:g} s stimulus ({what})", spikes,
-                          f"<= {EVOKED[0]:g} evoked", EVOKED[1], spikes <= (EVOKED[0] + slack) * (1 + 1e-9)))
+                          f"<= {EVOKED[0]:g} evoked", EVOKED[1], _within(spikes, -math.inf, EVOKED[0] + slack)))
     for cell_type in CORTICAL:
         if cell_type not in types:
             continue
@@ -136,8 +137,7 @@ def summarise(rows, opts) -> dict:
                           None if cv is None else _within(cv, lo, hi)))
     silenced = by[("L2/3 silenced", 0.0)]["rates"]
     for pop in ("l5it", "l5pt"):
-        # above the lif somata's baseline, as the evoked spikes: the baseline is not a response
-        base = lif_soma(pop).r_base if level.lif else 0.0
+        base = _baseline(level, pop)   # read above it, as the evoked spikes
         ratio = (silenced[pop] - base) / (control["rates"][pop] - base) if control["rates"].get(pop, 0.0) > base \
             else None
         what = " above the baseline" if base else ""
@@ -156,6 +156,12 @@ def summarise(rows, opts) -> dict:
     return dict(summary=dict(table=table, stimulus=STIMULUS, basal=BASAL, apical=APICAL,
                              slope=[slope0, slope1], gain=gain),
                 predictions=pred)
+
+
+def _baseline(level, cell_type: str) -> float:
+    """The spontaneous rate (Hz) of ``cell_type``'s cells without drive: the lif soma type's
+    baseline (docs/lif.md), none at the other levels. It is no response to a stimulus."""
+    return lif_soma(cell_type).r_base if level.lif else 0.0
 
 
 def _slack(rows: list, window) -> float:

@@ -5,8 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.noise import NOISE_DOMINATED, noise_dominated
-from ctmhsa.mapping.operating import NoiseFloorWarning
+from ctmhsa.mapping.noise import NOISE_DOMINATED, NoiseFloorWarning, noise_dominated
 
 
 @pytest.mark.codegen_independent
