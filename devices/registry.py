@@ -59,13 +59,18 @@ class Device:
     threads: bool = False
     run_args: bool = False
     package: str | None = None
+    needs_compiler: bool = False
     needs: str = ""
     description: str = ""
     prefs: Callable[[], dict] | None = None
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the device if it cannot be used here (before any build):
-        its package must import (which registers the device with Brian2)."""
+        a device that compiles C++ needs a compiler (:func:`compiler_found`), and its package must
+        import (which registers the device with Brian2)."""
+        if self.needs_compiler and not compiler_found():
+            raise ValueError(f"device: {self.name} needs a C++ compiler ($CXX, g++, c++ or clang++ on the PATH), "
+                             "none found")
         if self.package is None:
             return
         try:
@@ -124,7 +129,7 @@ def compiled_devices() -> tuple[str, ...]:
 
 register_device(Device("runtime", description="Brian2's runtime device, in this process (numpy or Cython code: "
                                               "codegen)"))
-register_device(Device("cpp_standalone", compiles=True, threads=True, run_args=True,
+register_device(Device("cpp_standalone", compiles=True, threads=True, run_args=True, needs_compiler=True,
                        description="a C++ project compiled once per network shape and cached"))
 register_device(Device("cuda_standalone", compiles=True, package="brian2cuda",
                        needs="the brian2cuda package and a CUDA GPU",

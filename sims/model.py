@@ -606,7 +606,8 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
                   causal=model.causal, forget=model.forget, normalize=model.memory_normalised,
                   blocks=_sizes(model), classes=0 if model.readout_W is None else int(model.readout_W.shape[0]),
                   n_inh=co.n_inh, P=int(co.P), dt=ro.dt, warmup=ro.warmup, duration=ro.duration,
-                  presentation=ro.presentation, seed=ro.seed, codegen=ro.codegen, device=ro.device,
+                  presentation=ro.presentation, seed=ro.seed, device=ro.device,
+                  codegen=None if get_device(ro.device).compiles else ro.codegen,   # the runtime's only
                   threads=runner.config()["threads"], rho=menc.rho,
                   divisions={k: list(v) for k, v in menc.divisions.items()},
                   calibration=menc.consts["calibration"], input_range=menc.consts["input_range"].to_dict(),

@@ -186,13 +186,16 @@ def settings(args) -> dict:
         raise ValueError("--P: copies per value at the escape level, but --levels has no escape")
     if not spiking and args.device != "auto":
         raise ValueError("--device: the circuit's device, but --levels has no circuit (rate or escape)")
-    from ctmhsa.devices.registry import compiler_found, get_device
+    from ctmhsa.devices.registry import check_device, get_device
 
     compiled = args.device != "auto" and get_device(args.device).compiles
     if compiled and args.codegen is not None:
         raise ValueError(f"--codegen: the runtime device's code, but --device {args.device} compiles every run")
-    if compiled and not compiler_found():
-        raise ValueError(f"--device: {args.device} needs a C++ compiler ($CXX, g++, c++ or clang++), none found")
+    if args.device != "auto":
+        try:
+            check_device(args.device)   # a compiler, the device's package
+        except ValueError as exc:
+            raise ValueError(f"--{exc}") from None
     s["device"] = args.device
     if "escape" not in spiking and not get_firing(args.firing).poisson:
         raise ValueError("--firing: how the escape level's cells fire, but --levels has no escape")
@@ -249,16 +252,9 @@ def _run(model, inputs, level, presentation, calibration, args) -> dict:
                 reference=np.stack([r.reference_logits for r, _, _ in runs]),
                 spikes_per_token=float(np.mean(spikes)) if None not in spikes else None,
                 neurons=int(runs[0][0].config["n_neurons"]), synapses=int(runs[0][0].config["n_synapses"]),
-                device=runs[0][0].config.get("device"), codegen=_codegen(runs[0][0].config),
+                device=runs[0][0].config.get("device"), codegen=runs[0][0].config.get("codegen"),
                 wall_s=sum(w for _, w, _ in runs), timings=timings,
                 warnings=sorted({w for _, _, ws in runs for w in ws}), kept=kept, refused=refused)
-
-
-def _codegen(config: dict):
-    """The runtime device's code target of a run (``None`` on a compiled device)."""
-    from ctmhsa.devices.registry import get_device
-
-    return None if get_device(config.get("device", "runtime")).compiles else config.get("codegen")
 
 
 def _common(out: dict, level: str, presentation, tokens: int) -> dict:

@@ -128,3 +128,15 @@ def test_code_asks_a_device_for_its_facts_not_its_name():
             if n:
                 found[rel] = n
     assert found == allowed
+
+
+@pytest.mark.codegen_independent
+def test_a_compiled_device_without_a_compiler_is_refused_before_anything_is_built(monkeypatch):
+    import shutil
+
+    from ctmhsa.devices.registry import check_device
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(ValueError, match="device: cpp_standalone needs a C\\+\\+ compiler"):
+        check_device("cpp_standalone")
+    check_device("runtime")                                    # the runtime device needs none

@@ -166,8 +166,9 @@ def test_the_bench_runs_each_window_on_its_device(monkeypatch):
     def fake(model, U, **kw):
         got.append((model.vocab is not None, U.shape[0], kw.get("device"), kw.get("codegen")))
         z = np.zeros((U.shape[0], model.readout_W.shape[0]))
+        compiled = kw["device"] == "cpp_standalone"   # simulate_model records no code target there
         return SimpleNamespace(logits=z, reference_logits=z, config=dict(n_neurons=7, n_synapses=9, device=kw["device"],
-                                                                          codegen=kw.get("codegen")),
+                                                                          codegen=None if compiled else kw.get("codegen")),
                                timings=dict(build=0.0, compile=0.0, compiled=0, run=1.0, decode=0.0),
                                diagnostics=dict(spikes_per_input=30.0))
 
