@@ -16,7 +16,7 @@ from ctmhsa.circuits.parts import area_hook, register_hook
 
 from ctmhsa.maths.reference import FEATURE_MAPS
 
-__all__ = ["decode", "range_report", "per_dimension"]
+__all__ = ["decode", "range_report", "per_dimension", "count_noise_floor"]
 
 
 def per_dimension(pop, values, fill=np.nan) -> np.ndarray:
@@ -200,3 +200,18 @@ def range_report(circuit: Circuit, obs: dict, max_rate: float | None = None) -> 
                 rep["saturated"] = int(np.count_nonzero(inten > max_rate))
         out[name] = rep
     return out
+
+
+def count_noise_floor(variance, decoded, reference) -> float:
+    """The NRMSE that spike-count noise alone would give a decoded stage: the RMS of its expected
+    noise (``variance`` per entry) over the spread of its exact values (``reference``; its RMS
+    where it does not vary), over the entries decoded finite (``decoded``; every entry when
+    ``None``). NaN where no variance informs it (none given, or 0 everywhere). What
+    ``SimulationResult.metrics`` reports as ``noise_floor`` and the noise-floor warning reads."""
+    ref = np.asarray(reference, float).ravel()
+    ok = np.ones(ref.size, bool) if decoded is None else np.isfinite(np.asarray(decoded, float).ravel())
+    v = None if variance is None else np.asarray(variance, float).ravel()[ok]
+    if v is None or not np.any(v > 0):
+        return float("nan")
+    scale = float(np.std(ref[ok])) or float(np.sqrt(np.mean(ref[ok] ** 2))) or 1.0
+    return float(np.sqrt(np.nanmean(v)) / scale)

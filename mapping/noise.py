@@ -30,10 +30,9 @@ from functools import partial
 import numpy as np
 
 from ctmhsa.circuits.parts import area_hook, register_hook
-from ctmhsa.mapping.decode import per_dimension
+from ctmhsa.mapping.decode import count_noise_floor, per_dimension
 from ctmhsa.mapping.encode import copies
 from ctmhsa.maths.reference import FEATURE_MAPS
-from ctmhsa.maths.stages import count_noise_floor
 from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.levels import get_level
 from ctmhsa.neurons.conductance import calibration_of, intrinsic_fano
@@ -55,7 +54,7 @@ floor of 9.0, at its floor and so unflagged, yet noise eight times the signal (v
 
 
 def noise_dominated(noise_var, reference, what: str = "x_tilde", decoded=None) -> float | None:
-    """The count-noise floor of stage ``what`` (:func:`ctmhsa.maths.stages.count_noise_floor`, the
+    """The count-noise floor of stage ``what`` (:func:`ctmhsa.mapping.decode.count_noise_floor`, the
     ``noise_floor`` of ``SimulationResult.metrics``) where it exceeds :data:`NOISE_DOMINATED`, else
     ``None``. ``noise_var``: :func:`stage_noise_variance`'s; ``reference``: the stage's exact
     values, whose spread only scales the floor (a diagnostic; nothing of it reaches the circuit);

@@ -34,10 +34,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
-
 __all__ = ["Stage", "STAGE_TABLE", "STAGE_ORDER", "CIRCUIT_STAGES", "STAGE_LABELS", "stage", "symbol", "title",
-           "BLOCK_TABLE", "BLOCK_STAGES", "CO4_BLOCK_STAGES", "count_noise_floor"]
+           "BLOCK_TABLE", "BLOCK_STAGES", "CO4_BLOCK_STAGES"]
 
 
 class Stage(NamedTuple):
@@ -122,17 +120,3 @@ def title(key: str, long: bool = False) -> str:
     s = stage(key)
     return f"{s.symbol}: {s.long if long else s.name} ({s.cells})"
 
-
-def count_noise_floor(variance, decoded, reference) -> float:
-    """The NRMSE that spike-count noise alone would give a decoded stage: the RMS of its expected
-    noise (``variance`` per entry) over the spread of its exact values (``reference``; its RMS
-    where it does not vary), over the entries decoded finite (``decoded``; every entry when
-    ``None``). NaN where no variance informs it (none given, or 0 everywhere). What
-    ``SimulationResult.metrics`` reports as ``noise_floor`` and the noise-floor warning reads."""
-    ref = np.asarray(reference, float).ravel()
-    ok = np.ones(ref.size, bool) if decoded is None else np.isfinite(np.asarray(decoded, float).ravel())
-    v = None if variance is None else np.asarray(variance, float).ravel()[ok]
-    if v is None or not np.any(v > 0):
-        return float("nan")
-    scale = float(np.std(ref[ok])) or float(np.sqrt(np.mean(ref[ok] ** 2))) or 1.0
-    return float(np.sqrt(np.nanmean(v)) / scale)

@@ -8,7 +8,8 @@ import numpy as np
 
 # the stages' order, symbols and names: one table, re-exported here
 from ctmhsa.circuits.parts import PARTS
-from ctmhsa.maths.stages import STAGE_LABELS, STAGE_ORDER, count_noise_floor
+from ctmhsa.mapping.decode import count_noise_floor
+from ctmhsa.maths.stages import STAGE_LABELS, STAGE_ORDER
 from ctmhsa.neurons.levels import get_level
 
 __all__ = ["SimulationResult", "stage_metrics", "STAGE_ORDER", "STAGE_LABELS"]
