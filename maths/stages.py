@@ -119,4 +119,3 @@ def title(key: str, long: bool = False) -> str:
     ``"ṽ: context-aware value (L5 PT)"``)."""
     s = stage(key)
     return f"{s.symbol}: {s.long if long else s.name} ({s.cells})"
-
