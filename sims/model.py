@@ -37,6 +37,7 @@ from .jsonfile import to_json
 from .physiology import RateTable, rate_table
 from ctmhsa.neurons.levels import LEVELS, get_level
 from ctmhsa.neurons.params import HIGH_CONDUCTANCE, seconds
+from ctmhsa.neurons.window import fano_factors
 
 from .options import (AUTO_CYTHON_SYNAPSES, CircuitOptions, RunOptions, check_applies, check_run,
                       given_options, max_dt, refuse_for_area, split_options)
@@ -162,7 +163,8 @@ class ModelResult:
         Population -> neurons; ``parts`` groups them (input, per block: relays, TRN, attention,
         residual, MLP; read-out).
     rates : dict
-        Population -> per-cell rate (Hz) of the (last) window.
+        Population -> per-cell rate (Hz) of the (last) window. The rate table
+        (:meth:`rate_table`) of a stream pools every presentation's window.
     spikes : dict
         Population -> ``(cell_index, time_s)`` of the recorded populations.
     config : dict
@@ -171,7 +173,10 @@ class ModelResult:
         ``build``, ``compile``, ``run``, ``decode`` (reading the stages and floors), ``total`` (s).
     diagnostics : dict
         ``range``: per population the cells outside their working range
-        (:func:`ctmhsa.mapping.decode.range_report`); ``settled`` (rate level): the largest change
+        (:func:`ctmhsa.mapping.decode.range_report`; of a stream, its worst presentation's);
+        ``rates``: the rate table's rows (of a stream, every presentation's window; at the spiking
+        levels the pooled Fano factors, and the ISI CV of the populations whose spikes were recorded,
+        over the run after its warm-up); ``settled`` (rate level): the largest change
         of the output over the last 10 % of the run (of any presentation of a stream), relative
         to its largest entry; a stream's ``settled_per_presentation`` (a warning above
         :data:`SETTLED`); ``spikes_per_input`` (spiking levels): an estimate of every cell's spikes
@@ -585,7 +590,9 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
         for k in ("output", "logits"):
             if k in metrics and k in floors:
                 metrics[k]["floor"] = floors[k]
-    diag = dict(range=range_report(circuit, obs.final, max_rate=1.0 / ro.dt if co.spiking else None))
+    # a stream's range and rate table cover every presentation's window, not the last one alone
+    max_rate = 1.0 / ro.dt if co.spiking else None
+    diag = dict(range=_worst_range([range_report(circuit, o, max_rate=max_rate) for o in snaps]))
     if co.spiking:   # every cell's spikes per input (its window's rate over a presentation, or the window)
         per = [sum(float(np.sum(o[p]["rate"])) for p in o if "rate" in o[p]) for o in snaps]
         diag["spikes_per_input"] = float(np.mean(per)) * (ro.presentation if stream else ro.duration)
@@ -613,9 +620,15 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
                   calibration=menc.consts["calibration"], input_range=menc.consts["input_range"].to_dict(),
                   n_neurons=circuit.n_neurons(), n_synapses=circuit.n_synapses(), circuit=circuit.to_dict())
     rates = {p: np.asarray(o["r"], float) for p, o in obs.final.items() if "r" in o}
-    diag["rates"] = rate_table(rates, {k: p.cell_type for k, p in circuit.populations.items()},
+    pooled = {p: np.stack([np.asarray(o[p]["r"], float) for o in snaps]) for p in rates}
+    fano = spikes = None
+    if co.spiking:   # the single cells' irregularity: the windows' chunk spread, the run's recorded spikes
+        fano = fano_factors(obs.chunks) if obs.fano is None else dict(obs.fano)
+        spikes = {k: _after(i, t, ro.warmup - 0.5 * ro.dt) for k, (i, t) in (obs.spikes or {}).items()}
+    diag["rates"] = rate_table(pooled, {k: p.cell_type for k, p in circuit.populations.items()},
                                roles={k: p.role for k, p in circuit.populations.items()},
-                               window=ro.duration if co.spiking else None)
+                               window=_windows_length(snaps, ro.duration) if co.spiking else None,
+                               fano=fano, spikes=spikes)
     timings = dict(build=obs.build, compile=obs.compile, compiled=obs.compiled, run=obs.run,
                    decode=time.perf_counter() - t_decode, total=time.perf_counter() - t0)
     profile.record(timings)
@@ -625,6 +638,27 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
         rates=rates, spikes=obs.spikes,
         config=config, diagnostics=diag, timings=timings)
 
+
+
+def _worst_range(reports: list) -> dict:
+    """One :func:`ctmhsa.mapping.decode.range_report` of a stream's presentations: per population
+    and entry the worst presentation's (the largest count of cells out of range, the largest
+    rate); one presentation's report as it is."""
+    return {name: {k: max(r[name][k] for r in reports) for k in rep} for name, rep in reports[0].items()}
+
+
+def _after(cells, times, t0: float) -> tuple:
+    """The spikes ``(cells, times)`` at or after ``t0`` (s): those of the run after its warm-up."""
+    cells, times = np.asarray(cells), np.asarray(times, float)
+    keep = times >= t0
+    return cells[keep], times[keep]
+
+
+def _windows_length(snaps: list, duration: float) -> float:
+    """Seconds the rates of ``snaps`` were counted over: their windows' lengths summed (``T`` of
+    the spiking observables), ``duration`` where they carry none."""
+    lengths = [next((float(o[p]["T"]) for p in o if "T" in o[p]), None) for o in snaps]
+    return float(sum(lengths)) if all(t is not None for t in lengths) else duration
 
 
 def _above_baselines(circuit, menc, obs: dict) -> dict:

@@ -84,3 +84,39 @@ def test_the_rate_table_states_single_cell_irregularity():
     assert t["total"] >= t["run"] + t["decode"] and t["decode"] > 0 and t["estimated_run"] > 0
     rate = simulate_mhsa(x["X"], x["WQ"], x["WK"], x["WV"], x["WO"], neuron="rate", codegen="numpy")
     assert all(r["fano"] is None and r["isi_cv"] is None for r in rate.rate_table())
+
+
+@pytest.mark.brian2
+def test_a_model_streams_rate_table_pools_every_presentation():
+    """A stream's rate table (and range report) covers every presentation's window, not the last
+    one alone: at the rate level the input relays' mean over a stream of two token sets is the
+    mean of the two sets' own (the relays fire their set's rates exactly)."""
+    from test_model_standalone import _model, _tokens
+
+    model = _model()
+    X = np.stack([_tokens(4), 3 * _tokens(5)])                     # the second set's relays fire more
+    kw = dict(neuron="rate", codegen="numpy", calibration=np.concatenate([X, -X]))
+
+    def input_mean(res):
+        return {r["population"]: r["mean"] for r in res.rate_table()}["input"]
+
+    each = [input_mean(ctmhsa.simulate_model(model, x, **kw)) for x in X]
+    stream = ctmhsa.simulate_model(model, X, presentation=0.5, **kw)
+    assert each[1] > 2 * each[0]
+    assert input_mean(stream) == pytest.approx(np.mean(each), rel=1e-6)
+    assert set(stream.diagnostics["range"]) == set(stream.rates)
+
+
+@pytest.mark.brian2
+def test_a_model_streams_rate_table_reports_irregularity():
+    """A model's rate table at a spiking level carries each population's pooled Fano factor and,
+    for the populations whose spikes were recorded, the single cells' ISI CV."""
+    from test_model_standalone import _model, _tokens
+
+    X = np.stack([_tokens(4), _tokens(5)])
+    res = ctmhsa.simulate_model(_model(), X, neuron="escape", presentation=0.3, P=2, seed=2, codegen="numpy",
+                                calibration=np.concatenate([X, -X]), record_spikes=("b0_l5pt",))
+    by = {r["population"]: r for r in res.rate_table()}
+    assert by["b0_l5pt"]["isi_cv"] is not None and by["b0_l5pt"]["cv_cells"] > 0
+    assert by["b0_l23"]["isi_cv"] is None                                   # not recorded
+    assert all(r["fano"] is not None for r in by.values() if r["mean"] > 0)
