@@ -51,12 +51,16 @@ from .operating import OperatingRangeError, copies, division_bounds, pooled_driv
 from ctmhsa.maths.transformer import plain_model, transformer_forward
 
 __all__ = ["ModelEncoding", "calibrate", "encode_model", "decode_model", "encode_readout", "normalising_relays", "add_block_values", "drawn_tokens", "model_sizes", "STREAM_RATE",
-           "HIDDEN_RATE", "CALIBRATION_SAMPLES", "CALIBRATION_MARGIN"]
+           "HIDDEN_MEAN_RATE", "CALIBRATION_SAMPLES", "CALIBRATION_MARGIN"]
 
 STREAM_RATE = 60.0
 """Rate (Hz) of a stream's cells per RMS unit of the stream (as ``rho_in`` per unit token)."""
-HIDDEN_RATE = 60.0
-"""Rate (Hz) of the MLP's hidden cells per RMS unit of their activity."""
+HIDDEN_MEAN_RATE = 8.0
+"""Mean rate (Hz, above any baseline) of the MLP's hidden cells (L6 CT) over the calibration set:
+their gain is this over the mean of their relu activity there. Sparse, as L6 CT cells fire in vivo
+(bound 10 Hz, docs/physiology.md). Until version 0.15 the gain put their RMS at 60 Hz, which made
+the digits model's hidden cells fire 27 Hz and the character model's 21 and 30 Hz (blocks 0 and
+1, over a stream): a mean fixes the rate itself, the same in every block."""
 CALIBRATION_SAMPLES = 64
 """Token sets drawn from the declared range to fix the gains (:func:`calibrate`)."""
 CALIBRATION_MARGIN = 1.5
@@ -78,6 +82,11 @@ def _rms(a) -> float:
     return v if v > 0 else 1.0
 
 
+def _mean(a) -> float:
+    v = float(np.mean(a))
+    return v if v > 0 else 1.0
+
+
 def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples: int = CALIBRATION_SAMPLES,
               seed: int = CALIBRATION_SEED, tokens=None, length: int | None = None) -> dict:
     """Typical scales of every stage of ``model`` for tokens of the declared range.
@@ -93,9 +102,9 @@ def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples:
     -------
     dict
         ``blocks``: per block ``x_rms``, ``x_mean_abs`` (median over tokens of ``mean |x|``),
-        ``h_rms``, ``h_mean_abs``, ``hidden_rms``, ``xn`` (the normalised calibration tokens,
-        ``(samples * n, de)``); ``out_rms`` of the last stream; ``pooled_rms``,
-        ``pooled_mean_abs`` and ``logits_rms`` where the model has a read-out.
+        ``h_rms``, ``h_mean_abs``, ``hidden_mean`` (the mean of the MLP's relu activity), ``xn``
+        (the normalised calibration tokens, ``(samples * n, de)``); ``out_rms`` of the last stream;
+        ``pooled_rms``, ``pooled_mean_abs`` and ``logits_rms`` where the model has a read-out.
     """
     de = model.de
     if model.causal and tokens is None and not (isinstance(length, int) and length >= 1):
@@ -109,7 +118,7 @@ def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples:
                  h_rms=_rms(st["h"]), h_mean_abs=float(np.median(np.abs(st["h"]).mean(axis=-1))),
                  xn=st["x_norm"].reshape(-1, de))
         if "hidden" in st:
-            b["hidden_rms"] = _rms(st["hidden"])
+            b["hidden_mean"] = _mean(st["hidden"])
         blocks.append(b)
     out = dict(blocks=blocks, out_rms=_rms(ref["output"]))
     if ref["logits"] is not None:
@@ -360,7 +369,7 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
             normalising_relays(vals, circuit, p + "mlp_relay", p + "trn_mlp", p + "drive_mlp", rho_h, cb["h_mean_abs"],
                                np.abs(st["h"]).mean(axis=-1), f"H (block {l}, MLP relays, TRN)", gains, params, rho,
                                divisions)
-            rho_a = HIDDEN_RATE / cb["hidden_rms"]
+            rho_a = HIDDEN_MEAN_RATE / cb["hidden_mean"]
             hid = circuit.population(p + "hidden")
             _weights(vals, circuit, p + "w1", u * b.mlp.W1 / gains.rho_in)
             vals.params[p + "hidden"] = {"b": u * b.mlp.b1[hid.axis("d")], "rho": rho_a}

@@ -270,9 +270,9 @@ the default soma's (the coupling is not part of it). The stream memory's integra
 (``kv_memory``) keep the default cell with a 10 ms coupling: their drive, the persistent state
 ``U``, holds still between writes, so there are no dendritic fluctuations to average, and a
 200 ms coupling would only delay the memory's output after each write."""
-# the transformer blocks' MLP hidden cells and read-out class cells follow each presentation (a few
-# hundred ms): the memory cells' fast coupling (docs/lif.md, "Models at the lif level")
-LIF_SOMATA["l6ct"] = LIF_SOMATA["decoder"] = LIF_SOMATA["kv_memory"]
+# the read-out's class cells follow each presentation (a few hundred ms): the memory cells' fast
+# coupling (docs/lif.md, "Models at the lif level")
+LIF_SOMATA["decoder"] = LIF_SOMATA["kv_memory"]
 
 L5_SOMA = replace(DEFAULT_SOMA, b=322e-12)
 """The lif level's L5 IT and PT soma: the default cell with four times its spike-triggered
@@ -293,6 +293,10 @@ dendro-somatic coupling (with the fast start of a chain: IT drives PT).
 LIF_SOMATA["l5it"] = LIF_SOMATA["l5pt"] = LifSoma(L5_SOMA, r_base=1.0, span=149.0, tol=1.0, prefix="s5_",
                                                   n_currents=128, window=40.0, law="spline",
                                                   knots=(1.0, 3.0, 20.0))
+# the MLP's hidden cells (L6 CT): the L5 cell and its calibration (the coupling is not part of
+# it) on its 1 Hz baseline, with a coupling fast enough to follow each presentation
+LIF_SOMATA["l6ct"] = replace(LIF_SOMATA["l5it"], params=replace(L5_SOMA, tau_c=50e-3, tau_c_start=1.0),
+                             prefix="s6_")
 
 
 def lif_soma(cell_type: str) -> LifSoma:

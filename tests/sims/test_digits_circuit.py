@@ -52,6 +52,28 @@ def test_the_circuit_depends_on_the_training_images_not_the_test_images(digits):
                 assert np.array_equal(np.asarray(val), np.asarray(b.values.params[pop][var])), (pop, var)
 
 
+def test_hidden_cells_fire_their_mean_rate_on_the_calibration_set(digits):
+    """The MLP's hidden cells (L6 CT) are sparse: their gain puts their mean rate over the
+    calibration set at HIDDEN_MEAN_RATE (within the 10 Hz bound of docs/physiology.md), from the
+    calibration alone; the test images' mean stays near it."""
+    from ctmhsa.circuits.transformer import model_circuit
+    from ctmhsa.mapping.blocks import HIDDEN_MEAN_RATE, encode_model, model_sizes
+    from ctmhsa.maths.transformer import tokens_of
+    from ctmhsa.sims.physiology import REFERENCE_RATES
+
+    model, images, _, cal = digits
+    assert HIDDEN_MEAN_RATE < REFERENCE_RATES["l6ct"][0]
+    circuit = model_circuit(16, model.de, model_sizes(model), classes=10, P=4)
+    enc = encode_model(circuit, model, tokens_of(model, images[:3]), calibration=tokens_of(model, cal))
+    rho = enc.values.params["b0_hidden"]["rho"]
+
+    def mean_rate(X):
+        return rho * ctmhsa.transformer_forward(X, model, stages=True)["blocks"][0]["hidden"].mean()
+
+    assert mean_rate(cal) == pytest.approx(HIDDEN_MEAN_RATE, rel=1e-9)
+    assert mean_rate(images) == pytest.approx(HIDDEN_MEAN_RATE, rel=0.15)
+
+
 def test_classify_refuses_bad_labels(digits):
     model, images, labels, _ = digits
     with pytest.raises(ValueError, match="labels"):

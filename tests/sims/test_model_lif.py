@@ -1,6 +1,8 @@
 """Models at the lif level: conductance-based cortical somata in a model's circuit, their
 baselines cancelled at every target and removed before decoding, the rate table keeping them."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -21,9 +23,14 @@ def test_every_model_cell_type_has_a_lif_model():
     for ct in ("l6ct", "decoder", "l5pt", "l23", "l5it", "memory"):
         assert get_model("lif", ct).lif_soma, ct
     assert get_model("lif", "relay_norm") is get_model("escape", "relay_norm")
-    # the MLP's hidden cells and the class cells follow a presentation: the memory cells' fast coupling
-    assert lif_soma("l6ct") is lif_soma("decoder") is lif_soma("kv_memory")
-    assert lif_soma("l6ct").params.tau_c < lif_soma("default").params.tau_c
+    # the class cells follow a presentation: the memory cells' fast coupling
+    assert lif_soma("decoder") is lif_soma("kv_memory")
+    assert lif_soma("decoder").params.tau_c < lif_soma("default").params.tau_c
+    # the MLP's hidden cells (L6 CT) fire sparsely: L5's cell, its calibration and its 1 Hz baseline,
+    # with a coupling fast enough to follow a presentation
+    l6, l5 = lif_soma("l6ct"), lif_soma("l5it")
+    assert l6.r_base == l5.r_base == 1.0 and l6.params.tau_c < l5.params.tau_c and l6.prefix != l5.prefix
+    assert replace(l6.params, tau_c=l5.params.tau_c, tau_c_start=l5.params.tau_c_start) == l5.params
 
 
 @pytest.mark.brian2
