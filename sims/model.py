@@ -25,6 +25,7 @@ from ctmhsa.mapping.baseline import add_lif_drive, remove_baselines
 from ctmhsa.mapping.blocks import decode_model, encode_model, model_sizes
 from ctmhsa.mapping.triad import encode_co4_model
 from ctmhsa.mapping.decode import range_report
+from ctmhsa.mapping.noise import NOISE_DOMINATED, NoiseFloorWarning
 from ctmhsa.maths.co4 import Co4Model, co4_forward
 from ctmhsa.maths.model import Model, load_model
 from ctmhsa.mapping.model_noise import model_floors
@@ -590,6 +591,11 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
         for k in ("output", "logits"):
             if k in metrics and k in floors:
                 metrics[k]["floor"] = floors[k]
+        if floors.get("output", 0.0) > NOISE_DOMINATED:   # as one layer's x̃ (sims.readout)
+            warnings.warn(f"{co.neuron} run: the model's output's spike-count noise floor is {floors['output']:.3g} "
+                          f"times its spread (NRMSE, {ro.duration:g} s window): the decoded output is mostly count "
+                          "noise; a longer window (the floor falls as 1/sqrt(T)) or more copies (P) lower it; see "
+                          "res.metrics", NoiseFloorWarning, stacklevel=3)
     # a stream's range and rate table cover every presentation's window, not the last one alone
     max_rate = 1.0 / ro.dt if co.spiking else None
     diag = dict(range=_worst_range([range_report(circuit, o, max_rate=max_rate) for o in snaps]))

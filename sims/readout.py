@@ -58,12 +58,7 @@ def read_out(sim, obs, run_options) -> SimulationResult:
                 x_tilde=st["x_tilde"], reference=ref["x_tilde"], stages=st, reference_stages=ref_stages,
                 rates={}, spikes={}, level=o.neuron, config={}, noise_variance=nv).metrics()))
         noise_var = nv
-        floor = noise_dominated(noise_var, ref["x_tilde"], decoded=stages["x_tilde"])
-        if floor is not None:
-            warnings.warn(f"{o.neuron} run: the output x̃'s spike-count noise floor is {floor:.3g} times its spread "
-                          f"(NRMSE, {ro.duration:g} s window): the decoded output is mostly count noise; a longer "
-                          "window (the floor falls as 1/sqrt(T)), more copies (P) or larger inputs lower it; see "
-                          "res.metrics()", NoiseFloorWarning, stacklevel=3)
+        _warn_noise(noise_var, ref["x_tilde"], stages["x_tilde"], o.neuron, f"{ro.duration:g} s window")
     max_rate, rate_range = _rate_limits(sim.circuit, o, ro)
     # did the circuit work where it claims to (per macrocolumn)? raises at the rate level,
     # warns and flags at the spiking levels
@@ -73,6 +68,17 @@ def read_out(sim, obs, run_options) -> SimulationResult:
                        checkpoints=checkpoints)
     return _result(sim, obs, ro, stages, ref["x_tilde"], ref_stages, _rates(circuit, final), noise_var,
                    operating, diagnostics)
+
+
+def _warn_noise(noise_var: dict, reference, decoded, neuron: str, window: str, stacklevel: int = 4) -> None:
+    """A :class:`NoiseFloorWarning` where the output x̃'s count-noise floor exceeds its spread
+    (:func:`ctmhsa.mapping.noise.noise_dominated`): the decoded output is mostly count noise."""
+    floor = noise_dominated(noise_var, reference, decoded=decoded)
+    if floor is not None:
+        warnings.warn(f"{neuron} run: the output x̃'s spike-count noise floor is {floor:.3g} times its spread "
+                      f"(NRMSE, {window}): the decoded output is mostly count noise; a longer window (the floor "
+                      "falls as 1/sqrt(T)), more copies (P) or larger inputs lower it; see res.metrics()",
+                      NoiseFloorWarning, stacklevel=stacklevel)
 
 
 def _compared(ref: dict, o) -> dict:
@@ -199,6 +205,9 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
 
     stages, noise_var, rates = stack("stages"), stack("noise"), stack("rates")
     ref = sim.reference
+    if o.spiking:   # pooled over the presentations: each one's noise against the stream's spread
+        _warn_noise(noise_var, ref["x_tilde"], stages["x_tilde"], o.neuron,
+                    f"windows of {obs.snapshots[0][0]:g} s per presentation", stacklevel=5)
     operating = dict(violations=violations, presentations=[p["operating"] for p in per])
     P = ro.presentation
     # relative to the presentation's own x̃, but never below a thousandth of the stream's largest:

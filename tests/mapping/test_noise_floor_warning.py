@@ -36,3 +36,18 @@ def test_a_noise_dominated_spiking_run_warns_and_a_clean_one_does_not():
         warnings.simplefilter("error", NoiseFloorWarning)
         res = simulate_mhsa(X, *W, WO, neuron="escape", duration=2.0, seed=1)
     assert res.metrics()["x_tilde"]["noise_floor"] < NOISE_DOMINATED
+
+
+@pytest.mark.brian2
+def test_a_noise_dominated_stream_warns():
+    """A stream's presentations pooled: at weight scale 0.01 its x̃ is mostly count noise, and the
+    warning names the windows per presentation."""
+    from ctmhsa.sims import simulate_mhsa
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(2, 3, 3))
+    W = [0.01 * rng.normal(size=(1, 3, 3)) / np.sqrt(3) for _ in range(3)]
+    WO = rng.normal(size=(1, 3, 3)) / np.sqrt(3)
+    with pytest.warns(NoiseFloorWarning, match="per presentation"):
+        simulate_mhsa(X, *W, WO, neuron="escape", presentation=0.3, seed=1)
+
