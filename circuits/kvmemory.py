@@ -58,8 +58,8 @@ __all__ = ["WRITE_WINDOW", "CELL", "GATE_CLOSE", "add_gate_and_bypass"]
 WRITE_WINDOW = 0.02
 """Length (s) of the write gate after each token is read: a declared timing signal (a burst of
 the gating input, e.g. cholinergic or matrix-thalamic, locked to the presentation), never
-computed from the data. A whole number of steps at every level's default step (1 ms rate and
-escape, 0.5 ms lif)."""
+computed from the data. A whole number of steps at every level's default step (1 ms) and at
+0.5 ms."""
 
 
 CELL = ("kv_memory", ("soma", "gate"))

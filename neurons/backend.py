@@ -97,7 +97,7 @@ def run_network(network, duration, **kwargs) -> None:
 
 SHIPPED_CALIBRATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibrations")
 """Calibrations measured at release and shipped with the package (the lif somata's f–I curves at
-the level's steps, 0.5 and 0.1 ms): a fresh machine reads them instead of spending 10-150 s on
+the level's steps, 1, 0.5 and 0.1 ms): a fresh machine reads them instead of spending 10-150 s on
 each measurement. They are keyed like the cache, so a changed parameter, step or procedure
 measures anew, and carry a checksum of their values like every cache file."""
 

@@ -43,6 +43,11 @@ class Level:
     steps_per_tau : float
         The fewest steps per fastest cell time constant it allows (``dt`` at most that constant
         over this; :func:`ctmhsa.sims.options.max_dt`).
+    soma_steps_per_tau : float
+        The same for the lif somata's own dynamics (membrane ``C_m / g``, background ``tau_e``,
+        ``tau_i``), which are integrated exactly over a step (exponential Euler, the exact
+        Ornstein-Uhlenbeck update): a step there costs the spike time's resolution, which the
+        calibration at that step absorbs. None: ``steps_per_tau``.
     run_cost : dict
         Its cost model: wall time of one step (s) as ``(fixed, per neuron, per simulated
         synapse)`` per device kind (``"runtime"``, ``"standalone"``), read by
@@ -57,6 +62,7 @@ class Level:
     lif: bool = False
     description: str = ""
     steps_per_tau: float = 5.0
+    soma_steps_per_tau: float | None = None
     run_cost: Mapping = field(default=None, compare=False)   # (a dict: left out of hash and equality)
 
     def __post_init__(self):
@@ -134,6 +140,9 @@ register_level(Level("rate", spiking=False, dt=1e-3, warmup=0.0, steps_per_tau=2
 register_level(Level("escape", spiking=True, dt=1e-3, warmup=0.5,
                      description="the rate compartments; somata spike with probability r dt (escape noise)",
                      run_cost={"runtime": (1.3e-3, 1.5e-8, 0.0), "standalone": (4e-6, 3.2e-9, 0.0)}))
-register_level(Level("lif", spiking=True, dt=5e-4, warmup=0.5, lif=True,
+# lif: 1 ms since version 0.15 (0.5 ms before): the somata's membrane and background, integrated
+# exactly over a step, allow 2.5 steps per time constant (1.08 ms); the synaptic kernels keep 5
+# (tau_syn: 1 ms, as at the escape level; docs/lif.md, "A 1 ms step")
+register_level(Level("lif", spiking=True, dt=1e-3, warmup=0.5, lif=True, soma_steps_per_tau=2.5,
                      description="conductance-based integrate-and-fire somata, calibrated per cell type",
                      run_cost={"runtime": (8e-4, 1e-7, 0.0), "standalone": (4e-6, 1.6e-8, 0.0)}))

@@ -53,10 +53,10 @@ rate level's steady state does not depend on dt (exponential Euler is exact for 
 compartments); escape cells spike with probability r dt, exact in expectation while r dt < 1 (1 ms: rates up to a few hundred Hz);
 LIF somata integrate their membrane exactly for the step's conductances (exponential Euler), update
 their Ornstein-Uhlenbeck conductance background exactly, and are
-calibrated at the step they run with, so 0.5 ms (under :func:`max_dt`, 0.54 ms) gives the
-accuracy of 0.1 ms at a fifth of the steps: a barrel head on the standalone device at 10.5x the
-escape level's time instead of 46x, 6.4x with the background's uniform increments
-(``ctmhsa bench levels``; docs/lif.md)."""
+calibrated at the step they run with: 0.5 ms gave the accuracy of 0.1 ms at a fifth of the steps
+(a barrel head on the standalone device at 10.5x the escape level's time instead of 46x), and
+1 ms (version 0.15, :func:`max_dt`) that of 0.5 ms at half the steps: 6.4x against 12.3x in one
+run (``ctmhsa bench levels``; docs/lif.md, "A 1 ms step")."""
 
 DEFAULT_WARMUP = LevelFacts("warmup")
 """Discarded warm-up before the measurement window (s), a view of
@@ -573,6 +573,10 @@ def _names(fact) -> str:
     return " or ".join(repr(name) for name in areas() if fact(get_area(name))) or "none"
 
 
+_SOMA_TAUS = ("tau_e", "tau_i", "tau_soma")
+"""The lif somata's own time constants in :func:`_time_constants` (``Level.soma_steps_per_tau``)."""
+
+
 def _time_constants(options: CircuitOptions) -> dict:
     """Name -> time constant (s) of every dynamics the level of ``options`` integrates."""
     p = options.params
@@ -591,14 +595,17 @@ def max_dt(options: CircuitOptions) -> tuple[float, str]:
     The fastest time constant of the level's cells over the level's ``steps_per_tau``
     (:attr:`ctmhsa.neurons.levels.Level.steps_per_tau`; rate: ``tau_m``, ``tau_d``, ``tau_int``,
     10 ms by default, over 2: 5 ms; escape: also ``tau_syn``, 5 ms, over 5: 1 ms; lif: also the
-    somata's ``tau_e`` = 2.7 ms and membrane ``C_m / g`` = 2.8 ms: 0.54 ms). At the spiking levels
-    also ``1 / r_inh_max`` (400 Hz: 2.5 ms): an escape cell (interneurons at every spiking level)
+    somata's ``tau_e`` = 2.7 ms and membrane ``C_m / g`` = 2.8 ms, integrated exactly over a step,
+    over its ``soma_steps_per_tau``, 2.5: 1.08 ms, so ``tau_syn``'s 1 ms again). At the spiking levels
+    also ``1 / r_inh_max`` (135 Hz: 7.4 ms): an escape cell (interneurons at every spiking level)
     spikes with probability ``r dt``, at most once per step.
     """
+    level = get_level(options.neuron)
+    steps = {name: (level.soma_steps_per_tau if name in _SOMA_TAUS and level.soma_steps_per_tau else
+                    level.steps_per_tau) for name in _time_constants(options)}
     taus = _time_constants(options)
-    name = min(taus, key=taus.get)
-    steps = get_level(options.neuron).steps_per_tau
-    bound, why = taus[name] / steps, f"{name} = {taus[name]:g} s / {steps:g}"
+    name = min(taus, key=lambda k: taus[k] / steps[k])
+    bound, why = taus[name] / steps[name], f"{name} = {taus[name]:g} s / {steps[name]:g}"
     if options.spiking:
         r = options.code_gains.r_inh_max
         if 1.0 / r < bound:

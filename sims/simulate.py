@@ -68,8 +68,8 @@ def simulate_mhsa(
         Causal masking: microcolumns j > i are absent.
     dt : float or brian2 Quantity, optional
         Integration step (s); default :data:`ctmhsa.sims.options.DEFAULT_DT` of the level; at
-        most :func:`ctmhsa.sims.options.max_dt` (the fastest cell time constant / 5: 2 ms rate,
-        1 ms escape, 0.54 ms lif with the default cells).
+        most :func:`ctmhsa.sims.options.max_dt` (the fastest cell time constant over its steps:
+        5 ms rate, 1 ms escape and lif with the default cells).
     codegen : {"auto", "numpy", "cython"}
         Brian2 code-generation target (runtime device).
     params : CellParams, optional

@@ -224,13 +224,13 @@ def test_the_default_somas_calibration_key_is_unchanged_by_soma_types():
 
 @pytest.mark.codegen_independent
 def test_a_fresh_machine_reads_the_shipped_calibrations(tmp_path, monkeypatch):
-    """The lif somata's calibrations at 0.5 and 0.1 ms ship with the package: with an empty
+    """The lif somata's calibrations at 1, 0.5 and 0.1 ms ship with the package: with an empty
     cache nothing is measured (10-150 s each otherwise), and each stores its own key."""
     import ctmhsa.neurons.conductance as C
 
     monkeypatch.setenv("CTMHSA_CACHE", str(tmp_path))
     monkeypatch.setattr(C, "fi_curve", lambda *a, **k: pytest.fail("measured a shipped calibration"))
     for cell_type in ("default", "l23", "l5it"):
-        for dt in (5e-4, 1e-4):
+        for dt in (1e-3, 5e-4, 1e-4):
             cal = C.calibration_of(cell_type, dt)
             assert cal["r_base"] == C.lif_soma(cell_type).r_base and len(cal["rate"]) >= 32

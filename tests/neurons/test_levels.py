@@ -44,7 +44,7 @@ def test_registry_holds_the_former_tables():
     from ctmhsa.sims.options import DEFAULT_DT, DEFAULT_WARMUP
 
     assert LEVELS == NAMES and tuple(models.FIDELITY_LEVELS) == NAMES
-    assert dict(DEFAULT_DT) == {"rate": 1e-3, "escape": 1e-3, "lif": 5e-4}
+    assert dict(DEFAULT_DT) == {"rate": 1e-3, "escape": 1e-3, "lif": 1e-3}
     assert dict(DEFAULT_WARMUP) == {"rate": 0.0, "escape": 0.5, "lif": 0.5}
     assert [get_level(n).spiking for n in NAMES] == [False, True, True]
     assert [get_level(n).lif for n in NAMES] == [False, False, True]

@@ -90,7 +90,7 @@ def test_lif_circuit_runs_and_follows_the_reference():
     also carries the assertions of the former test_lif_circuit_runs)."""
     X, _, WQ, WK, WV, WO = random_problem(seed=2, n=3, H=1, dk=3, dv=3, de=3)
     res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="lif", duration=1.0, warmup=0.3, seed=1)
-    assert res.level == "lif" and res.config["dt"] == DEFAULT_DT["lif"] == 5e-4
+    assert res.level == "lif" and res.config["dt"] == DEFAULT_DT["lif"] == 1e-3
     for st, m in res.metrics().items():
         assert m["nrmse"] <= 1.5 * m["noise_floor"] + 0.05, (st, m)
     assert np.all(np.isfinite(res.stages["x_tilde"]))
