@@ -25,6 +25,7 @@ bias (nonlinear distortion, saturation) that more simulated time will not remove
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 
 import numpy as np
@@ -39,7 +40,7 @@ from ctmhsa.neurons.conductance import calibration_of, intrinsic_fano
 from ctmhsa.neurons.models import get_model
 
 __all__ = ["stage_noise_variance", "spike_generation_fano", "quantisation_fano", "window_fano", "NOISE_DOMINATED",
-           "noise_dominated", "NoiseFloorWarning"]
+           "noise_dominated", "warn_noise_dominated", "NoiseFloorWarning"]
 
 
 class NoiseFloorWarning(UserWarning):
@@ -62,6 +63,17 @@ def noise_dominated(noise_var, reference, what: str = "x_tilde", decoded=None) -
     v = None if noise_var is None else noise_var.get(what)
     floor = count_noise_floor(v, decoded, reference)
     return floor if floor > NOISE_DOMINATED else None
+
+
+def warn_noise_dominated(floor, neuron: str, output: str, window: str, stacklevel: int = 2) -> None:
+    """Warn (:class:`NoiseFloorWarning`) where ``floor``, the count-noise floor of ``output`` (an
+    NRMSE; None: not computed), exceeds :data:`NOISE_DOMINATED`. ``window`` says what the counts
+    were read over; ``stacklevel`` as :func:`warnings.warn`'s, counted from the caller."""
+    if floor is not None and floor > NOISE_DOMINATED:
+        warnings.warn(f"{neuron} run: {output}'s spike-count noise floor is {floor:.3g} times its spread (NRMSE, "
+                      f"{window}): the decoded output is mostly count noise; a longer window (the floor falls as "
+                      "1/sqrt(T)), more copies (P) or larger inputs lower it; see the result's metrics",
+                      NoiseFloorWarning, stacklevel=stacklevel + 1)
 
 
 def spike_generation_fano(circuit, level: str, measured: dict, dt: float | None = None) -> dict:

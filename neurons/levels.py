@@ -66,9 +66,12 @@ class Level:
     run_cost: Mapping = field(default=None, compare=False)   # (a dict: left out of hash and equality)
 
     def __post_init__(self):
-        if not (isinstance(self.steps_per_tau, (int, float)) and self.steps_per_tau > 0):
-            raise ValueError(f"steps_per_tau: level {self.name!r} needs a positive number of steps per time "
-                             f"constant; got {self.steps_per_tau!r}")
+        for name in ("steps_per_tau", "soma_steps_per_tau"):
+            v = getattr(self, name)
+            if not (v is None and name == "soma_steps_per_tau") and not (
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0):
+                raise ValueError(f"{name}: level {self.name!r} needs a positive number of steps per time "
+                                 f"constant; got {v!r}")
         kinds = ("runtime", "standalone")
         if not (isinstance(self.run_cost, Mapping) and set(self.run_cost) == set(kinds)
                 and all(len(self.run_cost[k]) == 3 for k in kinds)):

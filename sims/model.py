@@ -25,7 +25,7 @@ from ctmhsa.mapping.baseline import add_lif_drive, remove_baselines
 from ctmhsa.mapping.blocks import decode_model, encode_model, model_sizes
 from ctmhsa.mapping.triad import encode_co4_model
 from ctmhsa.mapping.decode import range_report
-from ctmhsa.mapping.noise import NOISE_DOMINATED, NoiseFloorWarning
+from ctmhsa.mapping.noise import warn_noise_dominated
 from ctmhsa.maths.co4 import Co4Model, co4_forward
 from ctmhsa.maths.model import Model, load_model
 from ctmhsa.mapping.model_noise import model_floors
@@ -35,7 +35,7 @@ from ctmhsa.maths.transformer import plain_model, tokens_of, transformer_forward
 from . import profile
 from .io import atomic_savez, atomic_write_json, results_directory
 from .jsonfile import to_json
-from .physiology import RateTable, rate_table
+from .physiology import RateTable, rate_table, spikes_between
 from ctmhsa.neurons.levels import LEVELS, get_level
 from ctmhsa.neurons.params import HIGH_CONDUCTANCE, seconds
 from ctmhsa.neurons.window import fano_factors
@@ -61,8 +61,9 @@ MODEL_WARMUP_PER_BLOCK = 0.25
 
 MODEL_COPIES = 4
 """Cells per represented value (``P``) of a model's spiking populations by default: with 60 Hz
-per RMS unit a random two-block model's output reached r = 0.95-0.99 in a 2 s window (three
-seeds; one cell per value: 0.78-0.92; docs/transformer.md). The rate level uses one."""
+per RMS unit (the hidden cells' too, before their sparse gain of version 0.15) a random two-block
+model's output reached r = 0.95-0.99 in a 2 s window (three seeds; one cell per value: 0.78-0.92;
+docs/transformer.md). The rate level uses one."""
 
 RATE_TIME_PER_BLOCK = 1.0
 """Simulated time per block (s) at the rate level (docs/transformer.md, "Settling");
@@ -591,11 +592,8 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
         for k in ("output", "logits"):
             if k in metrics and k in floors:
                 metrics[k]["floor"] = floors[k]
-        if floors.get("output", 0.0) > NOISE_DOMINATED:   # as one layer's x̃ (sims.readout)
-            warnings.warn(f"{co.neuron} run: the model's output's spike-count noise floor is {floors['output']:.3g} "
-                          f"times its spread (NRMSE, {ro.duration:g} s window): the decoded output is mostly count "
-                          "noise; a longer window (the floor falls as 1/sqrt(T)) or more copies (P) lower it; see "
-                          "res.metrics", NoiseFloorWarning, stacklevel=3)
+        warn_noise_dominated(floors.get("output"), co.neuron, "the model's output", f"{ro.duration:g} s window",
+                             stacklevel=3)   # as one layer's x̃ (sims.readout)
     # a stream's range and rate table cover every presentation's window, not the last one alone
     max_rate = 1.0 / ro.dt if co.spiking else None
     diag = dict(range=_worst_range([range_report(circuit, o, max_rate=max_rate) for o in snaps]))
@@ -630,11 +628,12 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
     fano = spikes = None
     if co.spiking:   # the single cells' irregularity: the windows' chunk spread, the run's recorded spikes
         fano = fano_factors(obs.chunks) if obs.fano is None else dict(obs.fano)
-        spikes = {k: _after(i, t, ro.warmup - 0.5 * ro.dt) for k, (i, t) in (obs.spikes or {}).items()}
+        spikes = spikes_between(obs.spikes or {}, ro.warmup - 0.5 * ro.dt)
+    # each rate's counting time: the window of its presentation (one set: the run's window)
+    window = float(np.mean([t for t, _ in obs.snapshots])) if stream else ro.duration
     diag["rates"] = rate_table(pooled, {k: p.cell_type for k, p in circuit.populations.items()},
                                roles={k: p.role for k, p in circuit.populations.items()},
-                               window=_windows_length(snaps, ro.duration) if co.spiking else None,
-                               fano=fano, spikes=spikes)
+                               window=window if co.spiking else None, fano=fano, spikes=spikes)
     timings = dict(build=obs.build, compile=obs.compile, compiled=obs.compiled, run=obs.run,
                    decode=time.perf_counter() - t_decode, total=time.perf_counter() - t0)
     profile.record(timings)
@@ -651,20 +650,6 @@ def _worst_range(reports: list) -> dict:
     and entry the worst presentation's (the largest count of cells out of range, the largest
     rate); one presentation's report as it is."""
     return {name: {k: max(r[name][k] for r in reports) for k in rep} for name, rep in reports[0].items()}
-
-
-def _after(cells, times, t0: float) -> tuple:
-    """The spikes ``(cells, times)`` at or after ``t0`` (s): those of the run after its warm-up."""
-    cells, times = np.asarray(cells), np.asarray(times, float)
-    keep = times >= t0
-    return cells[keep], times[keep]
-
-
-def _windows_length(snaps: list, duration: float) -> float:
-    """Seconds the rates of ``snaps`` were counted over: their windows' lengths summed (``T`` of
-    the spiking observables), ``duration`` where they carry none."""
-    lengths = [next((float(o[p]["T"]) for p in o if "T" in o[p]), None) for o in snaps]
-    return float(sum(lengths)) if all(t is not None for t in lengths) else duration
 
 
 def _above_baselines(circuit, menc, obs: dict) -> dict:

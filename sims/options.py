@@ -55,7 +55,7 @@ LIF somata integrate their membrane exactly for the step's conductances (exponen
 their Ornstein-Uhlenbeck conductance background exactly, and are
 calibrated at the step they run with: 0.5 ms gave the accuracy of 0.1 ms at a fifth of the steps
 (a barrel head on the standalone device at 10.5x the escape level's time instead of 46x), and
-1 ms (version 0.15, :func:`max_dt`) that of 0.5 ms at half the steps: 6.4x against 12.3x in one
+1 ms (version 0.15, :func:`max_dt`) that of 0.5 ms at half the steps: 5.1x against 9.7x in one
 run (``ctmhsa bench levels``; docs/lif.md, "A 1 ms step")."""
 
 DEFAULT_WARMUP = LevelFacts("warmup")
@@ -600,10 +600,9 @@ def max_dt(options: CircuitOptions) -> tuple[float, str]:
     also ``1 / r_inh_max`` (135 Hz: 7.4 ms): an escape cell (interneurons at every spiking level)
     spikes with probability ``r dt``, at most once per step.
     """
-    level = get_level(options.neuron)
-    steps = {name: (level.soma_steps_per_tau if name in _SOMA_TAUS and level.soma_steps_per_tau else
-                    level.steps_per_tau) for name in _time_constants(options)}
-    taus = _time_constants(options)
+    level, taus = get_level(options.neuron), _time_constants(options)
+    steps = {name: (level.soma_steps_per_tau if name in _SOMA_TAUS and level.soma_steps_per_tau is not None
+                    else level.steps_per_tau) for name in taus}
     name = min(taus, key=lambda k: taus[k] / steps[k])
     bound, why = taus[name] / steps[name], f"{name} = {taus[name]:g} s / {steps[name]:g}"
     if options.spiking:

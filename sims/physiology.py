@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["REFERENCE_RATES", "RateTable", "rate_table", "isi_cv", "counting_slack"]
+__all__ = ["REFERENCE_RATES", "RateTable", "rate_table", "isi_cv", "counting_slack", "spikes_between"]
 
 #: cell type -> (upper bound of the population's mean rate in vivo, Hz; its basis). Model cell
 #: types with no counterpart that has been recorded in this role (read-out decoders, the linear
@@ -70,6 +70,16 @@ def isi_cv(cells, times, min_spikes: int = 3) -> tuple[float | None, int]:
     return (float(np.mean(cvs)), len(cvs)) if cvs else (None, 0)
 
 
+def spikes_between(spikes: dict, lo: float, hi: float = np.inf) -> dict:
+    """Population -> ``(cells, times)`` of the recorded ``spikes`` with ``lo <= t < hi`` (s)."""
+    out = {}
+    for name, (cells, times) in spikes.items():
+        cells, times = np.asarray(cells), np.asarray(times, float)
+        keep = (times >= lo) & (times < hi)
+        out[name] = (cells[keep], times[keep])
+    return out
+
+
 def counting_slack(mean: float, window: float | None, cells: int) -> float:
     """Two standard errors of Poisson counting of a population's mean rate ``mean`` (Hz) over
     ``cells`` cells and a ``window`` (s); 0 without a window (no spikes): how far a mean may
@@ -89,7 +99,7 @@ def rate_table(rates: dict, cell_types: dict, window: float | None = None, fano:
     cell_types : dict
         Population -> its cell type (:attr:`ctmhsa.circuits.graph.Population.cell_type`).
     window : float, optional
-        Time the rates were counted over (s; a stream's presentations in all). A mean is then
+        Time each rate was counted over (s; a stream's: one presentation's window). A mean is then
         ``within`` its bound unless it exceeds it by more than two standard errors of Poisson
         counting, ``2 sqrt(mean / (window cells))`` (a population held at its bound, as L2/3 at
         its 5 Hz set point, is not flagged for its counting noise); without it, strictly.

@@ -15,7 +15,7 @@ import numpy as np
 from ctmhsa.circuits.parts import get_area, part_job
 from ctmhsa.mapping.baseline import remove_baselines
 from ctmhsa.mapping.decode import decode, range_report
-from ctmhsa.mapping.noise import NoiseFloorWarning, noise_dominated, spike_generation_fano, stage_noise_variance
+from ctmhsa.mapping.noise import noise_dominated, spike_generation_fano, stage_noise_variance, warn_noise_dominated
 from ctmhsa.mapping.operating import OperatingRangeWarning, check_operating, enforce
 from ctmhsa.maths.stages import CIRCUIT_STAGES
 from ctmhsa.neurons.conductance import rate_range_of
@@ -23,7 +23,7 @@ from ctmhsa.neurons.models import get_model
 from ctmhsa.neurons.window import fano_factors
 
 from .options import decode_lag, settling_constant
-from .physiology import rate_table
+from .physiology import rate_table, spikes_between
 from .result import SimulationResult
 
 __all__ = ["read_out", "QUADRATIC_STAGES", "LINEAR_STAGES"]
@@ -58,7 +58,8 @@ def read_out(sim, obs, run_options) -> SimulationResult:
                 x_tilde=st["x_tilde"], reference=ref["x_tilde"], stages=st, reference_stages=ref_stages,
                 rates={}, spikes={}, level=o.neuron, config={}, noise_variance=nv).metrics()))
         noise_var = nv
-        _warn_noise(noise_var, ref["x_tilde"], stages["x_tilde"], o.neuron, f"{ro.duration:g} s window")
+        warn_noise_dominated(noise_dominated(noise_var, ref["x_tilde"], decoded=stages["x_tilde"]), o.neuron,
+                             "the output x̃", f"{ro.duration:g} s window", stacklevel=3)
     max_rate, rate_range = _rate_limits(sim.circuit, o, ro)
     # did the circuit work where it claims to (per macrocolumn)? raises at the rate level,
     # warns and flags at the spiking levels
@@ -68,17 +69,6 @@ def read_out(sim, obs, run_options) -> SimulationResult:
                        checkpoints=checkpoints)
     return _result(sim, obs, ro, stages, ref["x_tilde"], ref_stages, _rates(circuit, final), noise_var,
                    operating, diagnostics)
-
-
-def _warn_noise(noise_var: dict, reference, decoded, neuron: str, window: str, stacklevel: int = 4) -> None:
-    """A :class:`NoiseFloorWarning` where the output x̃'s count-noise floor exceeds its spread
-    (:func:`ctmhsa.mapping.noise.noise_dominated`): the decoded output is mostly count noise."""
-    floor = noise_dominated(noise_var, reference, decoded=decoded)
-    if floor is not None:
-        warnings.warn(f"{neuron} run: the output x̃'s spike-count noise floor is {floor:.3g} times its spread "
-                      f"(NRMSE, {window}): the decoded output is mostly count noise; a longer window (the floor "
-                      "falls as 1/sqrt(T)), more copies (P) or larger inputs lower it; see res.metrics()",
-                      NoiseFloorWarning, stacklevel=stacklevel)
 
 
 def _compared(ref: dict, o) -> dict:
@@ -149,11 +139,10 @@ def _result(sim, obs, ro, stages, x_ref, ref_stages, rates, noise_var, operating
                   projections=circuit.n_synapses(by_projection=True))
     timings = dict(build=obs.build, compile=obs.compile, compiled=obs.compiled, run=obs.run)
     stream = diagnostics.get("stream")
-    window = ro.duration if stream is None else (stream["window"][1] - stream["window"][0]) * stream["count"]
+    # each rate's counting time: the window, or a stream's window per presentation
+    window = ro.duration if stream is None else stream["window"][1] - stream["window"][0]
     # the window's recorded spikes, for the single cells' irregularity (ISI CV)
-    lo, hi = ro.warmup - 0.5 * ro.dt, ro.warmup + ro.duration - 0.5 * ro.dt
-    spikes = {k: (np.asarray(i)[(np.asarray(t) >= lo) & (np.asarray(t) < hi)],
-                  np.asarray(t)[(np.asarray(t) >= lo) & (np.asarray(t) < hi)]) for k, (i, t) in (obs.spikes or {}).items()}
+    spikes = spikes_between(obs.spikes or {}, ro.warmup - 0.5 * ro.dt, ro.warmup + ro.duration - 0.5 * ro.dt)
     diagnostics["rates"] = rate_table(rates, {k: p.cell_type for k, p in circuit.populations.items()},
                                       roles={k: p.role for k, p in circuit.populations.items()},
                                       window=window if o.spiking else None, fano=diagnostics.get("fano"),
@@ -206,8 +195,8 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
     stages, noise_var, rates = stack("stages"), stack("noise"), stack("rates")
     ref = sim.reference
     if o.spiking:   # pooled over the presentations: each one's noise against the stream's spread
-        _warn_noise(noise_var, ref["x_tilde"], stages["x_tilde"], o.neuron,
-                    f"windows of {obs.snapshots[0][0]:g} s per presentation", stacklevel=5)
+        warn_noise_dominated(noise_dominated(noise_var, ref["x_tilde"], decoded=stages["x_tilde"]), o.neuron,
+                             "the output x̃", f"windows of {obs.snapshots[0][0]:g} s per presentation", stacklevel=4)
     operating = dict(violations=violations, presentations=[p["operating"] for p in per])
     P = ro.presentation
     # relative to the presentation's own x̃, but never below a thousandth of the stream's largest:

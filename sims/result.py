@@ -12,6 +12,8 @@ from ctmhsa.mapping.decode import count_noise_floor
 from ctmhsa.maths.stages import STAGE_LABELS, STAGE_ORDER
 from ctmhsa.neurons.levels import get_level
 
+from .physiology import spikes_between
+
 __all__ = ["SimulationResult", "stage_metrics", "STAGE_ORDER", "STAGE_LABELS"]
 
 
@@ -188,11 +190,10 @@ class SimulationResult:
         count / :attr:`duration` is its rate in :attr:`rates`."""
         if population not in self.spikes:
             raise KeyError(f"population: {population!r} was not recorded; recorded: {sorted(self.spikes)}")
-        i, t = (np.asarray(a) for a in self.spikes[population])
         # spikes fall on step times; half a step of tolerance against rounding (as the counters)
         half = 0.5 * float(self.config.get("dt") or 0.0)
-        keep = (t >= self.t_start - half) & (t < self.t_stop - half)
-        return i[keep], t[keep]
+        return spikes_between({population: self.spikes[population]}, self.t_start - half,
+                              self.t_stop - half)[population]
 
     def rate_table(self):
         """Firing rates per population beside the range recorded in vivo for its cell type

@@ -230,7 +230,7 @@ def test_a_fresh_machine_reads_the_shipped_calibrations(tmp_path, monkeypatch):
 
     monkeypatch.setenv("CTMHSA_CACHE", str(tmp_path))
     monkeypatch.setattr(C, "fi_curve", lambda *a, **k: pytest.fail("measured a shipped calibration"))
-    for cell_type in ("default", "l23", "l5it"):
+    for cell_type in ("default", "l23", "l5it", "l6ct", "decoder"):   # (a coupling is not calibrated)
         for dt in (1e-3, 5e-4, 1e-4):
             cal = C.calibration_of(cell_type, dt)
             assert cal["r_base"] == C.lif_soma(cell_type).r_base and len(cal["rate"]) >= 32

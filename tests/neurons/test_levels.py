@@ -60,6 +60,31 @@ def test_unknown_level_refused(bad):
         register_level("rate")
 
 
+@pytest.mark.parametrize("field", ["steps_per_tau", "soma_steps_per_tau"])
+@pytest.mark.parametrize("bad", [0, -2.5, True, "5"])
+def test_a_level_refuses_steps_that_are_not_positive_numbers(field, bad):
+    with pytest.raises(ValueError, match=rf"^{field}: level 'lif' needs a positive number"):
+        dataclasses.replace(get_level("lif"), **{field: bad})
+
+
+def test_the_lif_somata_take_their_own_steps_the_synapses_the_levels():
+    """The lif level's 1 ms: its somata's membrane and background allow 2.5 steps per time
+    constant (1.08 ms), the synaptic kernels 5 (tau_syn = 5 ms: 1 ms, as at the escape level)."""
+    from ctmhsa.sims.options import CircuitOptions, max_dt
+
+    bound, why = max_dt(CircuitOptions(neuron="lif"))
+    assert bound == pytest.approx(1e-3) and why.startswith("tau_syn")
+    assert get_level("lif").soma_steps_per_tau == 2.5 and get_level("escape").soma_steps_per_tau is None
+    saved = dict(levels._REGISTRY)
+    try:   # with the somata held to the level's 5 steps, they would bind: 2.7 ms / 5
+        register_level(dataclasses.replace(get_level("lif"), soma_steps_per_tau=None))
+        bound, why = max_dt(CircuitOptions(neuron="lif"))
+        assert bound == pytest.approx(2.7e-3 / 5) and why.startswith("tau_e")
+    finally:
+        levels._REGISTRY.clear()
+        levels._REGISTRY.update(saved)
+
+
 @pytest.fixture
 def toy_level():
     """A copy of the rate level named "toy", its cell models the rate level's; the registries
