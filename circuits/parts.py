@@ -60,6 +60,9 @@ class Part:
     """Dale's followers are built for it (``dale=True``)."""
     integrators = False
     """Its somata may be perfect integrators (``firing=`` of an integrating mode)."""
+    lif_max_dt = None
+    """The largest step (s) its lif cells allow where it is below the level's own
+    (:func:`ctmhsa.sims.options.max_dt`; the default step then takes it); None: the level's."""
 
     def reference(self, arrays: dict, phi: str, causal: bool, normalize: bool, forget: float = 1.0) -> dict:
         """The exact stages it is compared with (``arrays``: ``X, WQ, WK, WV, WO`` and ``Y``,

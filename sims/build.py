@@ -171,7 +171,7 @@ class Simulation:
         changes = {k: v for k, v in dict(duration=duration, warmup=warmup).items() if v is not None}
         ro = self.run_options
         if changes:
-            ro = ro.replace(**changes).resolved(self.options.neuron)
+            ro = ro.replace(**changes).resolved(self.options.neuron, self.options.circuit)
             check_run(self.options, ro)
             self.runtime_estimate = _check_runtime(self.circuit, self.options, ro, self.simulated_synapses,
                                                    self.sizes["H"] if ro.scheduler is not None else 1)
@@ -345,7 +345,7 @@ def check_call(X, WQ, WK, WV, WO, *, Y=None, WS=None, circuit_options: CircuitOp
     a = check_inputs(X, WQ, WK, WV, WO, Y=Y, WS=WS, causal=co.causal, normalize=co.normalize, phi=co.phi,
                      stream=stream)
     ro = _stream_timing(ro, a["X"].shape[0] if stream else None, co.neuron)
-    ro = ro.resolved(co.neuron)
+    ro = ro.resolved(co.neuron, co.circuit)
     check_run(co, ro)
     runner_for(ro).check(co, ro)
     return stream, co, ro, a

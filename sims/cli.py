@@ -486,7 +486,7 @@ def _cmd_run(args) -> int:
     check_record_spikes(ro.record_spikes, circ.populations,
                         name="--record-spikes" if args.record_spikes is not None else "run.record_spikes")
     out, setting = _out(args, cfg, cfg["_base"])
-    rr = ro.resolved(co.neuron)
+    rr = ro.resolved(co.neuron, co.circuit)
     window = len(inputs["X"]) * (ro.presentation or DEFAULT_PRESENTATION) if stream else rr.duration
     out = check_output(out, estimate_result_bytes(circ, co.neuron, window, rr.warmup, ro.record_spikes,
                                                   summary=not args.no_summary), what=setting)

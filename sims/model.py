@@ -493,7 +493,8 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
         ro = ro.replace(warmup=max(co.level.warmup, MODEL_WARMUP_PER_BLOCK * model.n_blocks))
     if not co.spiking and default("duration") and not stream:
         ro = ro.replace(duration=RATE_TIME_PER_BLOCK * model.n_blocks)
-    ro = ro.resolved(co.neuron)
+    # a causal model's blocks are memory circuits: their lif cells' step is that area's
+    ro = ro.resolved(co.neuron, "memory" if model.causal else co.circuit)
     check_run(co, ro, blocks=model.n_blocks)   # dt, the window, a presentation of the model's depth
     if ro.device not in model_devices():
         raise ValueError(f"device: a model runs on {' or '.join(map(repr, model_devices()))}, got {ro.device!r}")
@@ -514,8 +515,9 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
             raise ValueError(f"lag: a causal model's token reaches its relays {kvmemory.WRITE_WINDOW:g} s into each "
                              f"presentation (after the previous token's write); a window opening at {lag:g} s "
                              "would read the previous token")
-    if model.causal:   # its blocks are memory circuits: what they do not build is refused
+    if model.causal:   # its blocks are memory circuits: what they do not build is refused, the step too
         _check_causal_options(co)
+        check_run(co.replace(circuit="memory"), ro, blocks=model.n_blocks)
     n = tokens.shape[-2]
     if isinstance(co.P, dict):
         raise ValueError("P: a model's streams take one number of copies per value (an int), got a dict")

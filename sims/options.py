@@ -506,9 +506,11 @@ class RunOptions(_Options):
         """Whether the spike times of ``population`` are kept (``record_spikes``)."""
         return self.record_spikes is True or (bool(self.record_spikes) and population in self.record_spikes)
 
-    def resolved(self, level: str) -> "RunOptions":
-        """A copy with the level's defaults filled in: ``dt``, ``warmup`` (0 at the rate level,
-        which has no window) and ``threads`` (1 unless asked for: see ``threads``).
+    def resolved(self, level: str, circuit: str | None = None) -> "RunOptions":
+        """A copy with the level's defaults filled in: ``dt`` (the level's, or the largest that
+        ``circuit``'s cells allow at that level where it is finer: :func:`max_dt`), ``warmup`` (0
+        at the rate level, which has no window) and ``threads`` (1 unless asked for: see
+        ``threads``).
 
         Raises
         ------
@@ -529,7 +531,9 @@ class RunOptions(_Options):
         warm = 0.0 if not lv.spiking else (lv.warmup if self.warmup is None else self.warmup)
         # one thread unless asked: OpenMP threads collapse on a shared, busy machine (see threads)
         threads = 1 if self.threads is None else int(self.threads)
-        return self.replace(dt=self.dt or lv.dt, warmup=warm, threads=threads)
+        dt = self.dt or lv.dt
+        area_dt = get_area(circuit).lif_max_dt if circuit is not None and lv.lif and not self.dt else None
+        return self.replace(dt=min(dt, area_dt) if area_dt else dt, warmup=warm, threads=threads)
 
     def to_dict(self) -> dict:
         out = super().to_dict()
@@ -609,6 +613,9 @@ def max_dt(options: CircuitOptions) -> tuple[float, str]:
         r = options.code_gains.r_inh_max
         if 1.0 / r < bound:
             bound, why = 1.0 / r, f"1 / r_inh_max = 1 / {r:g} Hz: an escape cell spikes at most once per step"
+    area_dt = get_area(options.circuit).lif_max_dt if level.lif else None
+    if area_dt is not None and area_dt < bound:
+        bound, why = area_dt, f"circuit={options.circuit!r} at the lif level: its read path needs {area_dt:g} s"
     return bound, why
 
 

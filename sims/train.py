@@ -195,7 +195,7 @@ def _check_training_runtime(co, ro, a, steps: int, tied: bool, cross: bool) -> f
     :func:`ctmhsa.sims.build_mhsa` estimates one (:func:`ctmhsa.sims.estimate_runtime`, building
     excluded); a ``ValueError`` naming ``steps`` and ``max_runtime`` past the limit, before
     anything is built (each run is also held to the limit when it is built)."""
-    ro = ro.resolved(co.neuron)
+    ro = ro.resolved(co.neuron, co.circuit)
     circuit = co.as_built(co.describe(a["n"], a["dk"], a["dv"], a["de"], H=a["H"], m=a["m"], cross=cross))
     synapses = simulated_synapse_count(circuit, fold_plan(circuit, co.neuron) if co.fold and tied else {})
     per = a["H"] if ro.scheduler is not None else 1       # a split run's heads run in parallel

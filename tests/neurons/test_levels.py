@@ -85,6 +85,19 @@ def test_the_lif_somata_take_their_own_steps_the_synapses_the_levels():
         levels._REGISTRY.update(saved)
 
 
+def test_the_memory_circuit_keeps_half_a_millisecond_at_the_lif_level():
+    """Its read path gained 27 % at the lif level's 1 ms: its default step there is 0.5 ms, and a
+    coarser one is refused before anything is built; the other levels and areas keep theirs."""
+    from ctmhsa.sims.options import CircuitOptions, RunOptions, check_run
+
+    assert RunOptions().resolved("lif", "memory").dt == 5e-4
+    assert RunOptions().resolved("lif", "quadratic").dt == RunOptions().resolved("escape", "memory").dt == 1e-3
+    assert RunOptions(dt=1e-4).resolved("lif", "memory").dt == 1e-4
+    co = CircuitOptions(neuron="lif", circuit="memory")
+    with pytest.raises(ValueError, match=r"^dt: 0.001 s .*circuit='memory' at the lif level"):
+        check_run(co, RunOptions(dt=1e-3, presentation=1.0).resolved("lif", "memory"))
+
+
 @pytest.fixture
 def toy_level():
     """A copy of the rate level named "toy", its cell models the rate level's; the registries
