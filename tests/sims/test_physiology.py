@@ -101,7 +101,7 @@ def test_a_model_streams_rate_table_pools_every_presentation():
         return {r["population"]: r["mean"] for r in res.rate_table()}["input"]
 
     each = [ctmhsa.simulate_model(model, x, **kw) for x in X]
-    stream = ctmhsa.simulate_model(model, X, presentation=0.5, **kw)
+    stream = ctmhsa.simulate_model(model, X, presentation=1.0, **kw)
     assert input_mean(each[0]) > 2 * input_mean(each[1])
     assert input_mean(stream) == pytest.approx(np.mean([input_mean(r) for r in each]), rel=1e-6)
     # the range report: each population's worst presentation (here the first)
