@@ -322,9 +322,9 @@ class StreamMemory(Part):
                  "leave causal out")
     area = stream = integrators = True
     normalize = False      # the revised paper's circuit is unnormalised
-    # at the lif level's 1 ms its read path gained 27 % (x̃ regressed on the reference: slope 1.27
-    # against 1.06 at 0.5 ms; T = 8, H = 2, d = 4, 16 copies, 1 s per token): 0.5 ms there
-    # (docs/memory.md, "The lif level")
+    # at the lif level's 1 ms its read path erred more than its floors allow (x̃ NRMSE 0.563
+    # against 0.434 at 0.5 ms, ṽ 0.286 against 0.239, the floors 0.55 and 0.26 at both; T = 8,
+    # H = 2, d = 4, 16 copies, 1 s per token, spike seeds 3-6): 0.5 ms there (docs/memory.md)
     lif_max_dt = 5e-4
     stages = CIRCUIT_STAGES["linear"]
 
