@@ -86,7 +86,7 @@ def test_the_lif_somata_take_their_own_steps_the_synapses_the_levels():
 
 
 def test_the_memory_circuit_keeps_half_a_millisecond_at_the_lif_level():
-    """Its read path erred more at the lif level's 1 ms (x̃ NRMSE 0.563 against 0.434, the same
+    """Its read path erred more at the lif level's 1 ms (ṽ NRMSE 0.287 against 0.248, the same
     floors): its default step there is 0.5 ms, and a coarser one is refused before anything is
     built; the other levels and areas keep theirs."""
     from ctmhsa.sims.options import CircuitOptions, RunOptions, check_run
