@@ -108,7 +108,7 @@ def causal_cells(name: str, neuron: str) -> dict:
         raise ValueError(f"cells: expected one of {sorted(CAUSAL_CELLS)}, got {name!r}")
     params = CAUSAL_CELLS[name]
     out = dict(params=params)
-    bound, _ = max_dt(CircuitOptions(neuron=neuron, params=params))
+    bound, _ = max_dt(CircuitOptions(neuron=neuron, params=params, circuit="memory"))   # the blocks' area
     if get_level(neuron).dt > bound * (1 + 1e-9):
         out["dt"] = bound
     return out
@@ -517,7 +517,10 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
                              "would read the previous token")
     if model.causal:   # its blocks are memory circuits: what they do not build is refused, the step too
         _check_causal_options(co)
-        check_run(co.replace(circuit="memory"), ro, blocks=model.n_blocks)
+        try:
+            check_run(co.replace(circuit="memory"), ro, blocks=model.n_blocks)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (a causal model's blocks are memory circuits)") from None
     n = tokens.shape[-2]
     if isinstance(co.P, dict):
         raise ValueError("P: a model's streams take one number of copies per value (an int), got a dict")

@@ -390,9 +390,10 @@ class RunOptions(_Options):
         :func:`min_window` (0.1 s with the default cells). A spiking run simulates
         ``warmup + duration`` in all.
     dt : float, optional
-        Integration step (s); ``None``: :data:`DEFAULT_DT` of the level. At most :func:`max_dt`
-        (the fastest cell time constant over the level's ``steps_per_tau``: 5 at the spiking
-        levels, 2 at the rate level).
+        Integration step (s); ``None``: :data:`DEFAULT_DT` of the level, or the circuit's finer
+        step where it needs one (the memory circuit at the lif level: 0.5 ms). At most
+        :func:`max_dt` (the fastest cell time constant over the level's ``steps_per_tau``: 5 at
+        the spiking levels, 2 at the rate level; the lif somata's 2.5).
     warmup : float, optional
         Discarded time before the measurement window (s); ``None``: :data:`DEFAULT_WARMUP`.
         The rate level has no window: a positive warm-up there is refused.
@@ -600,7 +601,8 @@ def max_dt(options: CircuitOptions) -> tuple[float, str]:
     (:attr:`ctmhsa.neurons.levels.Level.steps_per_tau`; rate: ``tau_m``, ``tau_d``, ``tau_int``,
     10 ms by default, over 2: 5 ms; escape: also ``tau_syn``, 5 ms, over 5: 1 ms; lif: also the
     somata's ``tau_e`` = 2.7 ms and membrane ``C_m / g`` = 2.8 ms, integrated exactly over a step,
-    over its ``soma_steps_per_tau``, 2.5: 1.08 ms, so ``tau_syn``'s 1 ms again). At the spiking levels
+    over its ``soma_steps_per_tau``, 2.5: 1.08 ms, so ``tau_syn``'s 1 ms again; an area's
+    ``lif_max_dt`` where finer: the memory circuit's 0.5 ms). At the spiking levels
     also ``1 / r_inh_max`` (135 Hz: 7.4 ms): an escape cell (interneurons at every spiking level)
     spikes with probability ``r dt``, at most once per step.
     """

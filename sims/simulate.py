@@ -69,7 +69,8 @@ def simulate_mhsa(
     dt : float or brian2 Quantity, optional
         Integration step (s); default :data:`ctmhsa.sims.options.DEFAULT_DT` of the level; at
         most :func:`ctmhsa.sims.options.max_dt` (the fastest cell time constant over its steps:
-        5 ms rate, 1 ms escape and lif with the default cells).
+        5 ms rate, 1 ms escape and lif with the default cells; 0.5 ms for the memory circuit at
+        lif, its default there).
     codegen : {"auto", "numpy", "cython"}
         Brian2 code-generation target (runtime device).
     params : CellParams, optional

@@ -8,7 +8,6 @@ import pytest
 
 from ctmhsa.maths.model import load_model
 from ctmhsa.neurons.conductance import lif_drive
-from ctmhsa.neurons.levels import get_level
 from ctmhsa.neurons.models import get_model
 from ctmhsa.neurons.params import lif_soma
 from ctmhsa.sims.benchmarks.language import RECALL_CALIBRATION
@@ -46,7 +45,7 @@ def test_a_causal_model_recalls_at_the_lif_level():
     z, ref = np.asarray(res.logits), np.asarray(res.reference_logits)
     assert recall_accuracy(z[None], seqs.targets, seqs.mask) == recall_accuracy(ref[None], seqs.targets, seqs.mask) == 1.0
     assert res.metrics["logits"]["nrmse"] < 0.35
-    base = lif_drive(get_level("lif").dt, "kv_memory")["r_base"]
+    base = lif_drive(res.config["dt"], "kv_memory")["r_base"]
     memory = [p["name"] for p in res.config["circuit"]["populations"] if p["cell_type"] == "kv_memory"]
     assert memory and all(np.mean(res.rates[p]) > 0.8 * base for p in memory)   # baselines counted
 
