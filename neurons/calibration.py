@@ -32,7 +32,7 @@ from .backend import cache_dir
 from .cellsim import Drive, simulate_cells
 from .levels import LEVELS, get_level
 from .models import get_model
-from .params import DEFAULT_PARAMS, CellParams
+from .params import DEFAULT_PARAMS, CellParams, lif_soma
 
 __all__ = ["TransferTable", "Protocol", "calibrate", "isotonic", "calibration_key"]
 
@@ -204,8 +204,6 @@ def _min_rate(level, cell_type, protocol) -> float:
         return float(protocol.min_rate)
     if not get_level(level).lif:
         return 7.0
-    from .params import lif_soma
-
     return float(lif_soma(cell_type).r_base)
 
 

@@ -68,8 +68,9 @@ class Level:
     def __post_init__(self):
         for name in ("steps_per_tau", "soma_steps_per_tau"):
             v = getattr(self, name)
-            if not (v is None and name == "soma_steps_per_tau") and not (
-                    isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0):
+            if v is None and name == "soma_steps_per_tau":   # the level's steps_per_tau
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 raise ValueError(f"{name}: level {self.name!r} needs a positive number of steps per time "
                                  f"constant; got {v!r}")
         kinds = ("runtime", "standalone")

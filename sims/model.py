@@ -108,7 +108,7 @@ def causal_cells(name: str, neuron: str) -> dict:
         raise ValueError(f"cells: expected one of {sorted(CAUSAL_CELLS)}, got {name!r}")
     params = CAUSAL_CELLS[name]
     out = dict(params=params)
-    bound, _ = max_dt(CircuitOptions(neuron=neuron, params=params, circuit="memory"))   # the blocks' area
+    bound, _ = max_dt(CircuitOptions(neuron=neuron, params=params))
     if get_level(neuron).dt > bound * (1 + 1e-9):
         out["dt"] = bound
     return out
@@ -493,9 +493,18 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
         ro = ro.replace(warmup=max(co.level.warmup, MODEL_WARMUP_PER_BLOCK * model.n_blocks))
     if not co.spiking and default("duration") and not stream:
         ro = ro.replace(duration=RATE_TIME_PER_BLOCK * model.n_blocks)
-    # a causal model's blocks are memory circuits: their lif cells' step is that area's
-    ro = ro.resolved(co.neuron, "memory" if model.causal else co.circuit)
-    check_run(co, ro, blocks=model.n_blocks)   # dt, the window, a presentation of the model's depth
+    # a causal model's blocks are memory circuits: what they do not build is refused, and its
+    # step and presentation are checked as theirs
+    if model.causal:
+        _check_causal_options(co)
+    block_co = co.replace(circuit="memory") if model.causal else co
+    ro = ro.resolved(co.neuron, block_co.circuit)
+    try:   # dt, the window, a presentation of the model's depth
+        check_run(block_co, ro, blocks=model.n_blocks)
+    except ValueError as exc:
+        if not model.causal:
+            raise
+        raise ValueError(f"{exc} (a causal model's blocks are memory circuits)") from None
     if ro.device not in model_devices():
         raise ValueError(f"device: a model runs on {' or '.join(map(repr, model_devices()))}, got {ro.device!r}")
     # the rate level's settling check on a compiled device: one set as a stream of one
@@ -515,12 +524,6 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
             raise ValueError(f"lag: a causal model's token reaches its relays {kvmemory.WRITE_WINDOW:g} s into each "
                              f"presentation (after the previous token's write); a window opening at {lag:g} s "
                              "would read the previous token")
-    if model.causal:   # its blocks are memory circuits: what they do not build is refused, the step too
-        _check_causal_options(co)
-        try:
-            check_run(co.replace(circuit="memory"), ro, blocks=model.n_blocks)
-        except ValueError as exc:
-            raise ValueError(f"{exc} (a causal model's blocks are memory circuits)") from None
     n = tokens.shape[-2]
     if isinstance(co.P, dict):
         raise ValueError("P: a model's streams take one number of copies per value (an int), got a dict")

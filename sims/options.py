@@ -532,9 +532,9 @@ class RunOptions(_Options):
         warm = 0.0 if not lv.spiking else (lv.warmup if self.warmup is None else self.warmup)
         # one thread unless asked: OpenMP threads collapse on a shared, busy machine (see threads)
         threads = 1 if self.threads is None else int(self.threads)
-        dt = self.dt or lv.dt
-        area_dt = get_area(circuit).lif_max_dt if circuit is not None and lv.lif and not self.dt else None
-        return self.replace(dt=min(dt, area_dt) if area_dt else dt, warmup=warm, threads=threads)
+        area_dt = None if circuit is None or self.dt else _area_dt(circuit, lv)
+        dt = self.dt or (lv.dt if area_dt is None else min(lv.dt, area_dt))
+        return self.replace(dt=dt, warmup=warm, threads=threads)
 
     def to_dict(self) -> dict:
         out = super().to_dict()
@@ -578,6 +578,12 @@ def _names(fact) -> str:
     return " or ".join(repr(name) for name in areas() if fact(get_area(name))) or "none"
 
 
+def _area_dt(circuit: str, level) -> float | None:
+    """The largest step (s) the attention area ``circuit`` allows at ``level`` where it is its own
+    (:attr:`ctmhsa.circuits.parts.Part.lif_max_dt`, at the lif level), else None."""
+    return get_area(circuit).lif_max_dt if get_level(level).lif else None
+
+
 _SOMA_TAUS = ("tau_e", "tau_i", "tau_soma")
 """The lif somata's own time constants in :func:`_time_constants` (``Level.soma_steps_per_tau``)."""
 
@@ -607,15 +613,15 @@ def max_dt(options: CircuitOptions) -> tuple[float, str]:
     spikes with probability ``r dt``, at most once per step.
     """
     level, taus = get_level(options.neuron), _time_constants(options)
-    steps = {name: (level.soma_steps_per_tau if name in _SOMA_TAUS and level.soma_steps_per_tau is not None
-                    else level.steps_per_tau) for name in taus}
+    soma = level.soma_steps_per_tau or level.steps_per_tau
+    steps = {name: soma if name in _SOMA_TAUS else level.steps_per_tau for name in taus}
     name = min(taus, key=lambda k: taus[k] / steps[k])
     bound, why = taus[name] / steps[name], f"{name} = {taus[name]:g} s / {steps[name]:g}"
     if options.spiking:
         r = options.code_gains.r_inh_max
         if 1.0 / r < bound:
             bound, why = 1.0 / r, f"1 / r_inh_max = 1 / {r:g} Hz: an escape cell spikes at most once per step"
-    area_dt = get_area(options.circuit).lif_max_dt if level.lif else None
+    area_dt = _area_dt(options.circuit, level)
     if area_dt is not None and area_dt < bound:
         bound, why = area_dt, f"circuit={options.circuit!r} at the lif level: its read path needs {area_dt:g} s"
     return bound, why
