@@ -67,7 +67,7 @@ def noise_dominated(noise_var, reference, what: str = "x_tilde", decoded=None) -
 
 def warn_noise_dominated(floor, neuron: str, output: str, window: str, stacklevel: int = 2) -> None:
     """Warn (:class:`NoiseFloorWarning`) where ``floor``, the count-noise floor of ``output`` (an
-    NRMSE; None: not computed), exceeds :data:`NOISE_DOMINATED`. ``window`` says what the counts
+    NRMSE; None or NaN: not computed), exceeds :data:`NOISE_DOMINATED`. ``window`` says what the counts
     were read over; ``stacklevel`` as :func:`warnings.warn`'s, counted from the caller."""
     if floor is not None and floor > NOISE_DOMINATED:
         warnings.warn(f"{neuron} run: {output}'s spike-count noise floor is {floor:.3g} times its spread (NRMSE, "

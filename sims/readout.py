@@ -14,8 +14,8 @@ import numpy as np
 
 from ctmhsa.circuits.parts import get_area, part_job
 from ctmhsa.mapping.baseline import remove_baselines
-from ctmhsa.mapping.decode import decode, range_report
-from ctmhsa.mapping.noise import noise_dominated, spike_generation_fano, stage_noise_variance, warn_noise_dominated
+from ctmhsa.mapping.decode import count_noise_floor, decode, range_report
+from ctmhsa.mapping.noise import spike_generation_fano, stage_noise_variance, warn_noise_dominated
 from ctmhsa.mapping.operating import OperatingRangeWarning, check_operating, enforce
 from ctmhsa.maths.stages import CIRCUIT_STAGES
 from ctmhsa.neurons.conductance import rate_range_of
@@ -58,8 +58,8 @@ def read_out(sim, obs, run_options) -> SimulationResult:
                 x_tilde=st["x_tilde"], reference=ref["x_tilde"], stages=st, reference_stages=ref_stages,
                 rates={}, spikes={}, level=o.neuron, config={}, noise_variance=nv).metrics()))
         noise_var = nv
-        warn_noise_dominated(noise_dominated(noise_var, ref["x_tilde"], decoded=stages["x_tilde"]), o.neuron,
-                             "the output x̃", f"{ro.duration:g} s window", stacklevel=3)
+        warn_noise_dominated(count_noise_floor(noise_var.get("x_tilde"), stages["x_tilde"], ref["x_tilde"]),
+                             o.neuron, "the output x̃", f"{ro.duration:g} s window", stacklevel=3)
     max_rate, rate_range = _rate_limits(sim.circuit, o, ro)
     # did the circuit work where it claims to (per macrocolumn)? raises at the rate level,
     # warns and flags at the spiking levels
@@ -140,7 +140,7 @@ def _result(sim, obs, ro, stages, x_ref, ref_stages, rates, noise_var, operating
     timings = dict(build=obs.build, compile=obs.compile, compiled=obs.compiled, run=obs.run)
     stream = diagnostics.get("stream")
     # each rate's counting time: the window, or a stream's window per presentation
-    window = ro.duration if stream is None else stream["window"][1] - stream["window"][0]
+    window = ro.duration if stream is None else float(np.mean([t for t, _ in obs.snapshots]))
     # the window's recorded spikes, for the single cells' irregularity (ISI CV)
     spikes = spikes_between(obs.spikes or {}, ro.warmup - 0.5 * ro.dt, ro.warmup + ro.duration - 0.5 * ro.dt)
     diagnostics["rates"] = rate_table(rates, {k: p.cell_type for k, p in circuit.populations.items()},
@@ -195,8 +195,9 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
     stages, noise_var, rates = stack("stages"), stack("noise"), stack("rates")
     ref = sim.reference
     if o.spiking:   # pooled over the presentations: each one's noise against the stream's spread
-        warn_noise_dominated(noise_dominated(noise_var, ref["x_tilde"], decoded=stages["x_tilde"]), o.neuron,
-                             "the output x̃", f"windows of {obs.snapshots[0][0]:g} s per presentation", stacklevel=4)
+        warn_noise_dominated(count_noise_floor(noise_var.get("x_tilde"), stages["x_tilde"], ref["x_tilde"]),
+                             o.neuron, "the output x̃", f"windows of {obs.snapshots[0][0]:g} s per presentation",
+                             stacklevel=4)
     operating = dict(violations=violations, presentations=[p["operating"] for p in per])
     P = ro.presentation
     # relative to the presentation's own x̃, but never below a thousandth of the stream's largest:

@@ -188,10 +188,9 @@ def settings(args) -> dict:
         raise ValueError("--device: the circuit's device, but --levels has no circuit (rate or escape)")
     from ctmhsa.devices.registry import check_device, get_device
 
-    compiled = args.device != "auto" and get_device(args.device).compiles
-    if compiled and args.codegen is not None:
-        raise ValueError(f"--codegen: the runtime device's code, but --device {args.device} compiles every run")
     if args.device != "auto":
+        if get_device(args.device).compiles and args.codegen is not None:
+            raise ValueError(f"--codegen: the runtime device's code, but --device {args.device} compiles every run")
         try:
             check_device(args.device)   # a compiler, the device's package
         except ValueError as exc:
