@@ -16,7 +16,7 @@ from ctmhsa.circuits.parts import area_hook, register_hook
 
 from ctmhsa.maths.reference import FEATURE_MAPS
 
-__all__ = ["decode", "range_report", "per_dimension", "count_noise_floor"]
+__all__ = ["decode", "range_report", "per_dimension", "count_noise_floor", "nrmse_scale"]
 
 
 def per_dimension(pop, values, fill=np.nan) -> np.ndarray:
@@ -202,6 +202,13 @@ def range_report(circuit: Circuit, obs: dict, max_rate: float | None = None) -> 
     return out
 
 
+def nrmse_scale(reference) -> float:
+    """The scale an NRMSE divides by: the spread (standard deviation) of the exact values, their
+    RMS where they do not vary, 1 where they are all 0."""
+    ref = np.asarray(reference, float)
+    return float(np.std(ref)) or float(np.sqrt(np.mean(ref ** 2))) or 1.0
+
+
 def count_noise_floor(variance, decoded, reference) -> float:
     """The NRMSE that spike-count noise alone would give a decoded stage: the RMS of its expected
     noise (``variance`` per entry) over the spread of its exact values (``reference``; its RMS
@@ -213,5 +220,4 @@ def count_noise_floor(variance, decoded, reference) -> float:
     v = None if variance is None else np.asarray(variance, float).ravel()[ok]
     if v is None or not np.any(v > 0):
         return float("nan")
-    scale = float(np.std(ref[ok])) or float(np.sqrt(np.mean(ref[ok] ** 2))) or 1.0
-    return float(np.sqrt(np.nanmean(v)) / scale)
+    return float(np.sqrt(np.nanmean(v)) / nrmse_scale(ref[ok]))

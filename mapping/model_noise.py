@@ -24,7 +24,7 @@ from ctmhsa.circuits.transformer import RELAY_SETS, block_prefix, stream_source
 from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.models import get_model
 
-from .decode import per_dimension
+from .decode import nrmse_scale, per_dimension
 from .noise import quantisation_fano
 from ctmhsa.maths.reference import FEATURE_MAPS
 from ctmhsa.maths.transformer import normalise
@@ -141,9 +141,7 @@ def model_floors(circuit, menc, obs: dict, reference: dict, model, T: float, phi
             record("logits", logits, reference["logits"])
 
     def floor(key, ref):
-        ref = np.asarray(ref, float)
-        scale = float(np.std(ref)) or float(np.sqrt(np.mean(ref ** 2))) or 1.0
-        return float(np.sqrt(np.mean(err[key]))) / scale
+        return float(np.sqrt(np.mean(err[key]))) / nrmse_scale(ref)
 
     blocks = [{} for _ in model.blocks]
     for key in err:

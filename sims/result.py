@@ -8,7 +8,7 @@ import numpy as np
 
 # the stages' order, symbols and names: one table, re-exported here
 from ctmhsa.circuits.parts import PARTS
-from ctmhsa.mapping.decode import count_noise_floor
+from ctmhsa.mapping.decode import count_noise_floor, nrmse_scale
 from ctmhsa.maths.stages import STAGE_LABELS, STAGE_ORDER
 from ctmhsa.neurons.levels import get_level
 
@@ -39,7 +39,7 @@ def stage_metrics(decoded: np.ndarray, reference: np.ndarray) -> dict:
                     max_rel_error=float("nan"), n=0)
     err = d - ref
     rmse = float(np.sqrt(np.mean(err ** 2)))
-    scale = float(np.std(ref)) or float(np.sqrt(np.mean(ref ** 2))) or 1.0
+    scale = nrmse_scale(ref)
     if np.std(d) > 0 and np.std(ref) > 0:
         r = float(np.corrcoef(d, ref)[0, 1])
     else:
