@@ -47,20 +47,27 @@ from .decode import decode, per_dimension, signed_rate
 from .encode import SIGNS, Encoding, cell_weights, check_tokens, encode
 from ctmhsa.maths.inputs import InputRange, as_input_range
 from ctmhsa.maths.model import Block, Model
-from .operating import OperatingRangeError, copies, division_bounds, pooled_drive, set_points
+from .operating import OperatingRangeError, copies, division_bounds, pooled_drive, set_points, trn_division_bounds
 from ctmhsa.maths.transformer import plain_model, transformer_forward
 
 __all__ = ["ModelEncoding", "calibrate", "encode_model", "decode_model", "encode_readout", "normalising_relays", "add_block_values", "drawn_tokens", "model_sizes", "STREAM_RATE",
-           "HIDDEN_MEAN_RATE", "CALIBRATION_SAMPLES", "CALIBRATION_MARGIN"]
+           "HIDDEN_MEAN_RATE", "HIDDEN_PEAK_RATE", "CALIBRATION_SAMPLES", "CALIBRATION_MARGIN"]
 
 STREAM_RATE = 60.0
 """Rate (Hz) of a stream's cells per RMS unit of the stream (as ``rho_in`` per unit token)."""
 HIDDEN_MEAN_RATE = 8.0
 """Mean rate (Hz, above any baseline) of the MLP's hidden cells (L6 CT) over the calibration set:
-their gain is this over the mean of their relu activity there. Sparse, as L6 CT cells fire in vivo
+their gain is this over the mean of their relu activity there (at most :data:`HIDDEN_PEAK_RATE`
+over its active cells' 99th percentile). Sparse, as L6 CT cells fire in vivo
 (bound 10 Hz, docs/physiology.md). Until version 0.15 the gain put their RMS at 60 Hz, which made
 the digits model's hidden cells fire 27 Hz and the character model's 21 and 30 Hz (blocks 0 and
 1, over a stream): a mean fixes the rate itself, the same in every block."""
+HIDDEN_PEAK_RATE = 100.0
+"""Largest rate (Hz) of an active hidden cell at the 99th percentile of the calibration set: the
+hidden gain is at most this over that percentile of the positive relu activity. It bites only
+on a nearly dead MLP, whose few active units :data:`HIDDEN_MEAN_RATE` alone would drive far
+beyond the cells' working range (the lif somata follow their law up to ~140 Hz); the shipped
+models' active cells reach 86 (digits), 52 and 61 Hz (Shakespeare, blocks 0 and 1) there."""
 CALIBRATION_SAMPLES = 64
 """Token sets drawn from the declared range to fix the gains (:func:`calibrate`)."""
 CALIBRATION_MARGIN = 1.5
@@ -102,7 +109,8 @@ def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples:
     -------
     dict
         ``blocks``: per block ``x_rms``, ``x_mean_abs`` (median over tokens of ``mean |x|``),
-        ``h_rms``, ``h_mean_abs``, ``hidden_mean`` (the mean of the MLP's relu activity), ``xn``
+        ``h_rms``, ``h_mean_abs``, ``hidden_mean`` (the mean of the MLP's relu activity), ``hidden_peak``
+        (the 99th percentile of its positive values), ``xn``
         (the normalised calibration tokens, ``(samples * n, de)``); ``out_rms`` of the last stream;
         ``pooled_rms``, ``pooled_mean_abs`` and ``logits_rms`` where the model has a read-out.
     """
@@ -118,7 +126,9 @@ def calibrate(model: Model, rng: InputRange, n: int, phi: str = "elu1", samples:
                  h_rms=_rms(st["h"]), h_mean_abs=float(np.median(np.abs(st["h"]).mean(axis=-1))),
                  xn=st["x_norm"].reshape(-1, de))
         if "hidden" in st:
+            active = st["hidden"][st["hidden"] > 0]
             b["hidden_mean"] = _mean(st["hidden"])
+            b["hidden_peak"] = float(np.quantile(active, 0.99)) if active.size else 1.0
         blocks.append(b)
     out = dict(blocks=blocks, out_rms=_rms(ref["output"]))
     if ref["logits"] is not None:
@@ -157,7 +167,8 @@ class ModelEncoding:
         and the rate per unit of N(x) its TRN pool holds.
     consts : dict
         ``gains`` (a dict), ``input_range``, ``calibration`` (the scales, without the tokens),
-        ``u``, ``phi``, ``bounds`` (the divisions the interneurons can exert).
+        ``u``, ``phi``, ``bounds`` (the divisions the interneurons can exert), ``trn_bounds`` (those of
+        the TRN pools).
     input_rates : ndarray, shape (T, N)
         The input relays' rates (Hz) of every token set shown.
     stream : dict
@@ -205,9 +216,9 @@ def _divide(vals, c: Circuit, relays: str, trn: str, gains: CodeGains, tau_syn: 
     ``held [±N(x)]_+``."""
     R_set = held * c.meta.de * copies(c.population(relays))
     vals.params[relays] = {"rho": unshunted}
-    vals.weights[trn + "_pool"] = 1.0 / (gains.g_sh * R_set)
-    vals.weights[trn + "_shunt"] = gains.g_sh / n_inh
-    vals.params[trn] = {"I_set": 1.0 / gains.g_sh, "e_max": 9.0 + 5.0 / (tau_syn * R_set), "tau_inh": tau_int}
+    vals.weights[trn + "_pool"] = 1.0 / (gains.g_trn * R_set)
+    vals.weights[trn + "_shunt"] = gains.g_trn / n_inh
+    vals.params[trn] = {"I_set": 1.0 / gains.g_trn, "e_max": 9.0 + 5.0 / (tau_syn * R_set), "tau_inh": tau_int}
 
 
 def normalising_relays(vals, circuit: Circuit, relays: str, trn: str, drive: str, source_rho: float, typical: float,
@@ -216,7 +227,7 @@ def normalising_relays(vals, circuit: Circuit, relays: str, trn: str, drive: str
     unit, its unshunted gain centring the division its TRN pool exerts for a calibration token of
     ``mean |x|`` = ``typical``, the pool) after checking the shown tokens' ``mean |x|`` (``shown``)
     against that division (``where`` names them); into ``vals``, ``rho`` and ``divisions``."""
-    bounds = division_bounds(gains)
+    bounds = trn_division_bounds(gains)
     unshunted = gains.rho_in * math.sqrt(bounds[0] * bounds[1]) / typical
     _check_divisions(where, shown, unshunted, gains.rho_in, bounds)
     _weights(vals, circuit, drive, params.u / source_rho)
@@ -369,7 +380,7 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
             normalising_relays(vals, circuit, p + "mlp_relay", p + "trn_mlp", p + "drive_mlp", rho_h, cb["h_mean_abs"],
                                np.abs(st["h"]).mean(axis=-1), f"H (block {l}, MLP relays, TRN)", gains, params, rho,
                                divisions)
-            rho_a = HIDDEN_MEAN_RATE / cb["hidden_mean"]
+            rho_a = min(HIDDEN_MEAN_RATE / cb["hidden_mean"], HIDDEN_PEAK_RATE / cb["hidden_peak"])
             hid = circuit.population(p + "hidden")
             _weights(vals, circuit, p + "w1", u * b.mlp.W1 / gains.rho_in)
             vals.params[p + "hidden"] = {"b": u * b.mlp.b1[hid.axis("d")], "rho": rho_a}
@@ -388,7 +399,7 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
                        gains, params, rho, divisions)
     rates = input_rates(circuit, rho["input"], sets)
     vals.params["input"] = {"r_in": rates[0]}
-    consts = dict(gains=gains.to_dict(), input_range=rng, u=u, phi=phi, bounds=bounds,
+    consts = dict(gains=gains.to_dict(), input_range=rng, u=u, phi=phi, bounds=bounds, trn_bounds=trn_division_bounds(gains),
                   calibration={k: v for k, v in cal.items() if k != "blocks"}
                   | {"blocks": [{k: v for k, v in b.items() if k != "xn"} for b in cal["blocks"]]})
     return ModelEncoding(vals, encs, rho, divisions, consts, rates)

@@ -64,7 +64,7 @@ from ctmhsa.neurons.levels import get_level
 from .decode import per_dimension
 from ctmhsa.maths.reference import FEATURE_MAPS
 
-__all__ = ["OperatingPoint", "OperatingRangeError", "CircuitRangeError", "OperatingRangeWarning",
+__all__ = ["trn_division_bounds", "OperatingPoint", "OperatingRangeError", "CircuitRangeError", "OperatingRangeWarning",
            "division_bounds", "division", "interneuron_rate", "apical_needed", "divided_sets", "pooled_drive", "expected_drive", "set_points", "l23_cells", "copies",
            "operating_point", "check_division", "check_operating", "enforce", "RATE_TOLERANCE", "ROOM_BELOW",
            "SAMPLES", "sampled_drive", "sampled_sets", "recentre"]
@@ -170,6 +170,12 @@ def division_bounds(gains, apical: bool = False) -> tuple[float, float]:
     rate range ``[r_inh_min, r_inh_max]`` (:func:`division`): ``1 + g_sh r`` with one stage,
     ``(1 + g_sh r)(1 + g_apical r)`` with the apical stage (1.42-82 and 2.0-6,700 by default)."""
     return float(division(gains.r_inh_min, gains, apical)), float(division(gains.r_inh_max, gains, apical))
+
+
+def trn_division_bounds(gains) -> tuple[float, float]:
+    """``(D_min, D_max)``: the divisions a TRN pool can exert on its thalamic relays within the
+    interneurons' rate range, ``1 + g_trn r`` (2.4-271 by default; :mod:`ctmhsa.mapping.blocks`)."""
+    return 1.0 + gains.g_trn * gains.r_inh_min, 1.0 + gains.g_trn * gains.r_inh_max
 
 
 def set_points(circuit, gains) -> np.ndarray:

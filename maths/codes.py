@@ -107,6 +107,16 @@ class CodeGains:
         their error by more than 1/(tau_syn R_set) = 1, the loop divides in pulses and, at the
         spiking levels, drove the interneurons of 9-cell macrocolumns past 400 Hz (measured).
         Barrel size (R_set = 5445 Hz) and n = d = 8 (320 Hz) are unaffected.
+    g_trn : float
+        Shunt of a thalamic relay's soma per Hz of its TRN pool's rate (s): the normalisation of a
+        transformer block's tokens (:mod:`ctmhsa.mapping.blocks`) divides by ``1 + g_trn r`` over
+        the same rate range, 2.4-271 with 2.0 s (113x). Its own gain because a block's tokens
+        spread more than one head's macrocolumns: on Shakespeare, block 0's MLP relays need
+        divisions spanning 70x over 10,000 characters (median calibration token to the extremes:
+        9.4x below, 7.4x above), which the attention's 58x (``g_sh``) cannot cover; 0.6 s until
+        version 0.15. The TRN's loop moves ``ln(1 + g_trn r)`` at the same speed for every
+        ``g_trn`` (:mod:`ctmhsa.neurons.models`); a larger one makes each TRN spike shunt more,
+        so a division is held by fewer spikes (docs/language.md).
     r_inh_min, r_inh_max : float
         Range of the divisive interneurons' mean rate per macrocolumn (Hz): 135 Hz is well
         inside what fast-spiking interneurons sustain; the lower bound keeps every macrocolumn's
@@ -136,6 +146,7 @@ class CodeGains:
     r_l23: float = 5.0
     g_sh: float = 0.6
     g_apical: float = 0.6
+    g_trn: float = 2.0
     r_inh_min: float = 0.7
     r_pool_min: float = 200.0
     r_inh_max: float = 135.0

@@ -179,6 +179,25 @@ def test_rate_level_equals_the_maths_on_many_fresh_random_models(seed, L, H, dk,
     _random_model_equals_the_maths(seed, L, H, dk, dv, de, dh, n, scale, classes, mlp)
 
 
+def test_hidden_gain_keeps_a_nearly_dead_mlps_active_cells_in_range():
+    # one hidden unit of six active: a mean of 8 Hz over all would drive it ~6x harder; the gain
+    # is capped so that its 99th percentile on the calibration set fires HIDDEN_PEAK_RATE
+    from ctmhsa.circuits.transformer import model_circuit
+    from ctmhsa.mapping.blocks import HIDDEN_MEAN_RATE, HIDDEN_PEAK_RATE, drawn_tokens, encode_model, model_sizes
+
+    arrays = random_arrays(5, L=1, classes=0)
+    arrays["blocks.0.mlp.b1"][1:] = -50.0
+    model = Model.from_state_dict(arrays)
+    rng = InputRange(norm=5.0, std=1.0)
+    X = np.random.default_rng(0).normal(size=(3, 5))
+    enc = encode_model(model_circuit(3, 5, model_sizes(model), P=1), model, X, input_range=rng)
+    rho = enc.values.params["b0_hidden"]["rho"]
+    hidden = ctmhsa.transformer_forward(drawn_tokens(rng, 5, 3), model, stages=True)["blocks"][0]["hidden"]
+    assert np.all(hidden[..., 1:] == 0) and np.any(hidden[..., 0] > 0)
+    assert rho * np.quantile(hidden[hidden > 0], 0.99) == pytest.approx(HIDDEN_PEAK_RATE, rel=1e-9)
+    assert rho * hidden.mean() < HIDDEN_MEAN_RATE
+
+
 def test_stream_at_the_rate_level_equals_each_set():
     arrays = random_arrays(3, L=1, classes=0)
     model = Model.from_state_dict(arrays)
@@ -296,6 +315,30 @@ def test_tokens_outside_the_declared_range_are_refused():
     small[1] *= 1e-4
     with pytest.raises(OperatingRangeError, match="TRN"):
         ctmhsa.simulate_model(model, small, neuron="rate", input_range=InputRange(norm=5.0, std=1.0))
+
+
+def test_tokens_spread_beyond_the_attentions_division_range_are_normalised_by_the_trn():
+    # a token 9x below the calibration's typical mean |x| needs a division 9x below the centre of
+    # its TRN pool's range: inside 1 + g_trn r (2.4-271, 10.6x either side of the centre) but not
+    # inside the attention interneurons' 1 + g_sh r (1.42-82, 7.6x): the TRN's own shunt widens it
+    from ctmhsa.maths.codes import CodeGains
+    from ctmhsa.mapping.blocks import calibrate
+    from ctmhsa.mapping.operating import division_bounds, trn_division_bounds
+
+    g = CodeGains()
+    lo, hi = trn_division_bounds(g)
+    assert (lo, hi) == pytest.approx((1 + g.g_trn * g.r_inh_min, 1 + g.g_trn * g.r_inh_max))
+    assert hi / lo > 100 > np.divide(*division_bounds(g)[::-1])
+    arrays = random_arrays(1, L=1, classes=0)
+    model = Model.from_state_dict(arrays)
+    rng = InputRange(norm=5.0, std=1.0)
+    X = np.random.default_rng(0).normal(size=(3, 5))
+    typical = calibrate(model, rng, 3)["blocks"][0]["x_mean_abs"]
+    X[1] *= typical / 9 / np.abs(X[1]).mean()
+    res = ctmhsa.simulate_model(model, X, neuron="rate", input_range=rng, dt=RATE_DT)
+    assert_close(res.output, forward(X, arrays, 1, readout=False)[0], "output")
+    with pytest.raises(OperatingRangeError, match="TRN"):
+        ctmhsa.simulate_model(model, X, neuron="rate", input_range=rng, gains=CodeGains(g_trn=0.6))
 
 
 def test_block_with_attention_biases_is_refused():
