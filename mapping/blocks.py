@@ -167,8 +167,7 @@ class ModelEncoding:
         and the rate per unit of N(x) its TRN pool holds.
     consts : dict
         ``gains`` (a dict), ``input_range``, ``calibration`` (the scales, without the tokens),
-        ``u``, ``phi``, ``bounds`` (the divisions the interneurons can exert), ``trn_bounds`` (those of
-        the TRN pools).
+        ``u``, ``phi``, ``bounds`` (the divisions the interneurons can exert).
     input_rates : ndarray, shape (T, N)
         The input relays' rates (Hz) of every token set shown.
     stream : dict
@@ -272,7 +271,7 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
     tokens : ndarray, shape (n, de) or (T, n, de)
         The tokens shown (embedded), one set or a stream.
     gains : CodeGains
-        ``rho_in`` (relays per unit of N(x)), the interneurons' ``g_sh``, ``r_inh_min``,
+        ``rho_in`` (relays per unit of N(x)), the TRN pools' ``g_trn``, ``r_trn_min``,
         ``r_inh_max``; the attention's own gains.
     params : CellParams
         ``u`` (V per unit), ``tau_syn``.
@@ -399,7 +398,7 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
                        gains, params, rho, divisions)
     rates = input_rates(circuit, rho["input"], sets)
     vals.params["input"] = {"r_in": rates[0]}
-    consts = dict(gains=gains.to_dict(), input_range=rng, u=u, phi=phi, bounds=bounds, trn_bounds=trn_division_bounds(gains),
+    consts = dict(gains=gains.to_dict(), input_range=rng, u=u, phi=phi, bounds=bounds,
                   calibration={k: v for k, v in cal.items() if k != "blocks"}
                   | {"blocks": [{k: v for k, v in b.items() if k != "xn"} for b in cal["blocks"]]})
     return ModelEncoding(vals, encs, rho, divisions, consts, rates)

@@ -64,8 +64,8 @@ from ctmhsa.neurons.levels import get_level
 from .decode import per_dimension
 from ctmhsa.maths.reference import FEATURE_MAPS
 
-__all__ = ["trn_division_bounds", "OperatingPoint", "OperatingRangeError", "CircuitRangeError", "OperatingRangeWarning",
-           "division_bounds", "division", "interneuron_rate", "apical_needed", "divided_sets", "pooled_drive", "expected_drive", "set_points", "l23_cells", "copies",
+__all__ = ["OperatingPoint", "OperatingRangeError", "CircuitRangeError", "OperatingRangeWarning",
+           "division_bounds", "trn_division_bounds", "division", "interneuron_rate", "apical_needed", "divided_sets", "pooled_drive", "expected_drive", "set_points", "l23_cells", "copies",
            "operating_point", "check_division", "check_operating", "enforce", "RATE_TOLERANCE", "ROOM_BELOW",
            "SAMPLES", "sampled_drive", "sampled_sets", "recentre"]
 
@@ -173,9 +173,10 @@ def division_bounds(gains, apical: bool = False) -> tuple[float, float]:
 
 
 def trn_division_bounds(gains) -> tuple[float, float]:
-    """``(D_min, D_max)``: the divisions a TRN pool can exert on its thalamic relays within the
-    interneurons' rate range, ``1 + g_trn r`` (2.4-271 by default; :mod:`ctmhsa.mapping.blocks`)."""
-    return 1.0 + gains.g_trn * gains.r_inh_min, 1.0 + gains.g_trn * gains.r_inh_max
+    """``(D_min, D_max)``: the divisions a TRN pool can exert on its thalamic relays,
+    ``1 + g_trn r`` for ``r`` in ``[r_trn_min, r_inh_max]`` (2.4-271 by default, at every level;
+    :mod:`ctmhsa.mapping.blocks`)."""
+    return tuple(float(1.0 + gains.g_trn * r) for r in (gains.r_trn_min, gains.r_inh_max))
 
 
 def set_points(circuit, gains) -> np.ndarray:

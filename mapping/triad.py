@@ -43,7 +43,7 @@ from .encode import _key_value_memory, check_tokens, copies, encode
 from .noise import _rate_var
 from .kvmemory import MEMORY_PEAK_RATE
 from .operating import (RECTIFIED_BY_LAW, SAMPLES, OperatingRangeError, division_bounds, pooled_drive, sampled_drive,
-                        sampled_sets, set_points, trn_division_bounds)
+                        sampled_sets, set_points)
 
 __all__ = ["triad_features", "co4_scales", "encode_co4_model", "memory_gains"]
 
@@ -288,6 +288,6 @@ def encode_co4_model(circuit, model, tokens, gains: CodeGains = DEFAULT_GAINS, p
                        shape["L"], gains, params, rho, divisions)
     rates = input_rates(circuit, rho["input"], sets)
     vals.params["input"] = {"r_in": rates[0]}
-    consts = dict(gains=gains.to_dict(), input_range=rng, u=u, phi=phi, bounds=bounds, trn_bounds=trn_division_bounds(gains),
+    consts = dict(gains=gains.to_dict(), input_range=rng, u=u, phi=phi, bounds=bounds,
                   calibration={k: v for k, v in cal.items() if k != "xn"})
     return ModelEncoding(vals, [enc], rho, divisions, consts, rates)

@@ -109,14 +109,19 @@ class CodeGains:
         Barrel size (R_set = 5445 Hz) and n = d = 8 (320 Hz) are unaffected.
     g_trn : float
         Shunt of a thalamic relay's soma per Hz of its TRN pool's rate (s): the normalisation of a
-        transformer block's tokens (:mod:`ctmhsa.mapping.blocks`) divides by ``1 + g_trn r`` over
-        the same rate range, 2.4-271 with 2.0 s (113x). Its own gain because a block's tokens
+        transformer block's tokens (:mod:`ctmhsa.mapping.blocks`) divides by ``1 + g_trn r`` for
+        ``r`` in ``[r_trn_min, r_inh_max]``, 2.4-271 with 2.0 s (113x: 10.6x either side of the
+        centre, where the median calibration token sits). Its own gain because a block's tokens
         spread more than one head's macrocolumns: on Shakespeare, block 0's MLP relays need
-        divisions spanning 70x over 10,000 characters (median calibration token to the extremes:
-        9.4x below, 7.4x above), which the attention's 58x (``g_sh``) cannot cover; 0.6 s until
+        divisions 9.4x below the calibration's median (10 windows of 1,000 characters; 9.6x at
+        worst over 39), beyond the 7.6x of the attention's ``g_sh`` (1.42-82); 0.6 s until
         version 0.15. The TRN's loop moves ``ln(1 + g_trn r)`` at the same speed for every
         ``g_trn`` (:mod:`ctmhsa.neurons.models`); a larger one makes each TRN spike shunt more,
-        so a division is held by fewer spikes (docs/language.md).
+        so a division is held by fewer spikes (docs/transformer.md).
+    r_trn_min : float
+        Lowest mean rate of a TRN pool (Hz), the lower end of its divisions. The same 0.7 Hz as
+        ``r_inh_min`` at every level: the relays a TRN pool divides are escape cells at the lif
+        level too, where ``r_inh_min`` rises for the thresholded L2/3 cells.
     r_inh_min, r_inh_max : float
         Range of the divisive interneurons' mean rate per macrocolumn (Hz): 135 Hz is well
         inside what fast-spiking interneurons sustain; the lower bound keeps every macrocolumn's
@@ -147,6 +152,7 @@ class CodeGains:
     g_sh: float = 0.6
     g_apical: float = 0.6
     g_trn: float = 2.0
+    r_trn_min: float = 0.7
     r_inh_min: float = 0.7
     r_pool_min: float = 200.0
     r_inh_max: float = 135.0
@@ -163,8 +169,9 @@ class CodeGains:
             val = getattr(self, f.name)
             if isinstance(val, bool) or not isinstance(val, (int, float)) or not np.isfinite(val) or val <= 0:
                 raise ValueError(f"gains.{f.name}: expected a positive finite number, got {val!r}")
-        if self.r_inh_max <= self.r_inh_min:
-            raise ValueError(f"gains.r_inh_max: must exceed r_inh_min = {self.r_inh_min} Hz, got {self.r_inh_max}")
+        for low in ("r_inh_min", "r_trn_min"):
+            if self.r_inh_max <= getattr(self, low):
+                raise ValueError(f"gains.r_inh_max: must exceed {low} = {getattr(self, low)} Hz, got {self.r_inh_max}")
         if self.margin < 1:
             raise ValueError(f"gains.margin: must be >= 1 (offsets are worst-case bounds), got {self.margin}")
 
@@ -192,7 +199,7 @@ LEVEL_GAINS = {"lif": replace(DEFAULT_GAINS, rho_l23=17.5, r_l23=3.5, r_inh_min=
 - ``r_inh_min`` = 3.4 Hz (with ``g_sh`` = 0.6 s): thresholded cells need busier interneurons. A
   macrocolumn of lif cells held its pooled rate within 1 % of the set point at divisions 4-14
   but 9 % low at 2; this makes the smallest division 3 and the encoder keep a head's divisions
-  above 6 where it can.
+  above 6 where it can. The TRN pools keep ``r_trn_min`` (their relays are escape cells here too).
 - ``rho_out`` = 50 Hz: the lif somata follow their affine law only up to about 136-145 Hz
   (:func:`ctmhsa.neurons.conductance.affine_range`); with 100 Hz the nucleus-2 relays of a
   three-head pathway reached 176 Hz and x̃ was compressed (slope 0.58, 2.1x its floor; n = 7,

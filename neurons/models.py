@@ -454,7 +454,8 @@ def _rate_ffi():
 def _rate_relay_norm():
     # thalamic relay of a transformer block's stream, divisively normalised per token: the
     # dendrite integrates the stream (driver input, u x per unit), the soma follows it shunted
-    # by the token's TRN interneurons (g_sh, relative to the leak), rate rho [U/u]_+. The TRN
+    # by the token's TRN interneurons (its input g_sh, relative to the leak, is g_trn times their
+    # rate: CodeGains.g_trn), rate rho [U/u]_+. The TRN
     # pool holds the token's summed ON + OFF rate at its set point, so the rates are
     # rho_in [±N(x)]_+ for every stream scale (as the L2/3 somata divide by Z). The dendrite is
     # slow (tau_relay): the pool sums the rectified ON and OFF rates, so the dendrite's spike

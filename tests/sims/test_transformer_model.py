@@ -180,8 +180,8 @@ def test_rate_level_equals_the_maths_on_many_fresh_random_models(seed, L, H, dk,
 
 
 def test_hidden_gain_keeps_a_nearly_dead_mlps_active_cells_in_range():
-    # one hidden unit of six active: a mean of 8 Hz over all would drive it ~6x harder; the gain
-    # is capped so that its 99th percentile on the calibration set fires HIDDEN_PEAK_RATE
+    # one hidden unit of six active: a mean of 8 Hz over all would put its 99th percentile on the
+    # calibration set at about 200 Hz; the gain is capped so that it fires HIDDEN_PEAK_RATE
     from ctmhsa.circuits.transformer import model_circuit
     from ctmhsa.mapping.blocks import HIDDEN_MEAN_RATE, HIDDEN_PEAK_RATE, drawn_tokens, encode_model, model_sizes
 
@@ -321,7 +321,7 @@ def test_tokens_spread_beyond_the_attentions_division_range_are_normalised_by_th
     # a token 9x below the calibration's typical mean |x| needs a division 9x below the centre of
     # its TRN pool's range: inside 1 + g_trn r (2.4-271, 10.6x either side of the centre) but not
     # inside the attention interneurons' 1 + g_sh r (1.42-82, 7.6x): the TRN's own shunt widens it
-    from ctmhsa.maths.codes import CodeGains
+    from ctmhsa.maths.codes import CodeGains, default_gains
     from ctmhsa.mapping.blocks import calibrate
     from ctmhsa.mapping.operating import division_bounds, trn_division_bounds
 
@@ -329,6 +329,10 @@ def test_tokens_spread_beyond_the_attentions_division_range_are_normalised_by_th
     lo, hi = trn_division_bounds(g)
     assert (lo, hi) == pytest.approx((1 + g.g_trn * g.r_inh_min, 1 + g.g_trn * g.r_inh_max))
     assert hi / lo > 100 > np.divide(*division_bounds(g)[::-1])
+    # the same at the lif level, whose relays are escape cells (its r_inh_min is L2/3's)
+    assert trn_division_bounds(default_gains("lif")) == pytest.approx((lo, hi))
+    with pytest.raises(ValueError, match="r_trn_min"):
+        CodeGains(r_trn_min=200.0)
     arrays = random_arrays(1, L=1, classes=0)
     model = Model.from_state_dict(arrays)
     rng = InputRange(norm=5.0, std=1.0)
