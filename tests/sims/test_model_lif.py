@@ -56,9 +56,12 @@ def test_a_transformer_block_at_the_lif_level_reads_its_stages_above_the_baselin
     set, 4 s at lif: every stage within 2x its count-noise floor (measured 0.2-1.6x over spike
     seeds 3-5 at 0.5 and 1 ms), Z within 3x (1.2-2.7x: the interneurons' loop of 2-token
     macrocolumns held at the pooled floor, whose pulses the floor leaves out), the logits within
-    0.1. The MLP's hidden cells fire their baseline where the relu is 0: read without removing
-    it (at 20 Hz, before version 0.15's L6 CT soma), hidden was 0.435 against a floor of 0.073."""
+    2x theirs (0.036-0.215 over spike seeds 3-13, floor 0.13, with the TRN's own shunt and with
+    the attention's: a bound of 0.1 passed at seed 3 alone). The MLP's hidden cells fire their
+    baseline where the relu is 0: read without removing it (at 20 Hz, before version 0.15's L6 CT
+    soma), hidden was 0.435 against a floor of 0.073."""
     res = simulate_model(_model(), _tokens(5), neuron="lif", duration=4.0, seed=3, report=None)
     for stage, m in res.metrics["blocks"][0].items():
         assert m["nrmse"] <= (3.0 if stage == "Z" else 2.0) * m["floor"], (stage, m["nrmse"], m["floor"])
-    assert res.metrics["logits"]["nrmse"] < 0.1
+    logits = res.metrics["logits"]
+    assert logits["nrmse"] <= 2.0 * logits["floor"], logits
