@@ -327,7 +327,7 @@ def test_tokens_spread_beyond_the_attentions_division_range_are_normalised_by_th
 
     g = CodeGains()
     lo, hi = trn_division_bounds(g)
-    assert (lo, hi) == pytest.approx((1 + g.g_trn * g.r_inh_min, 1 + g.g_trn * g.r_inh_max))
+    assert (lo, hi) == pytest.approx((1 + g.g_trn * g.r_trn_min, 1 + g.g_trn * g.r_inh_max))
     assert hi / lo > 100 > np.divide(*division_bounds(g)[::-1])
     # the same at the lif level, whose relays are escape cells (its r_inh_min is L2/3's)
     assert trn_division_bounds(default_gains("lif")) == pytest.approx((lo, hi))
