@@ -290,9 +290,12 @@ def character_row(model, windows, level: str, presentation, calibration, args) -
     targets = windows[out["kept"], 1:]
     bpc, ref = bits_per_char(out["logits"], targets), bits_per_char(out["reference"], targets)
     top = out["logits"].argmax(-1)
+    # each kept window's own BPC and the float model's (a pooled ratio hides which window errs)
+    per_window = [dict(index=int(k), bpc=bits_per_char(z, t), float_bpc=bits_per_char(zr, t))
+                  for k, z, zr, t in zip(out["kept"], out["logits"], out["reference"], targets)]
     row = dict(windows=len(targets), length=int(targets.shape[1]), bpc=bpc, float_bpc=ref,
                ratio_pct=100.0 * (bpc / ref - 1.0), agreement=float(np.mean(top == out["reference"].argmax(-1))),
-               top1=float(np.mean(top == targets)))
+               top1=float(np.mean(top == targets)), per_window=per_window)
     return {**_common(out, level, presentation, targets.size), **row}
 
 

@@ -30,7 +30,9 @@ def test_bench_language_quick_rate_writes_table_json_and_figure(tmp_path, capsys
     assert rate["accuracy"] == rate["float_accuracy"] == fl["accuracy"] and rate["nrmse"] < 0.05
     assert rate["neurons"] > 0 and rate["wall_per_token"] > rate["run_per_token"] > 0
     fc, rc = doc["characters"]
-    assert set(rc) == common | {"windows", "length", "bpc", "float_bpc", "ratio_pct", "agreement", "top1"}
+    assert set(rc) == common | {"windows", "length", "bpc", "float_bpc", "ratio_pct", "agreement", "top1",
+                                "per_window"}
+    assert [w["bpc"] for w in rc["per_window"]] == pytest.approx([rc["bpc"]])   # one window
     assert fc["bpc"] == fc["float_bpc"] == rc["float_bpc"] and fc["ratio_pct"] == 0 and fc["agreement"] == 1
     assert rc["ratio_pct"] == pytest.approx(100 * (rc["bpc"] / rc["float_bpc"] - 1)) and rc["tokens"] == 3
     assert abs(rc["ratio_pct"]) < 5 and rc["agreement"] == 1
@@ -111,6 +113,7 @@ def test_a_refused_window_is_listed_and_the_others_run_on(monkeypatch):
         if U[0].argmax() == 5:
             raise OperatingRangeError("H (block 0, MLP relays, TRN): token (1, 0) needs a division of 1.2")
         z = np.zeros((U.shape[0], len(m.vocab)))
+        z[:, 0] = float(U[0].argmax())   # another BPC per window
         res = SimpleNamespace(logits=z, reference_logits=z + 0.1, config=dict(n_neurons=7, n_synapses=9),
                               timings=dict(build=0.0, compile=0.0, compiled=0, run=1.0, decode=0.0),
                               diagnostics=dict(spikes_per_input=30.0))
@@ -120,6 +123,11 @@ def test_a_refused_window_is_listed_and_the_others_run_on(monkeypatch):
     row = bench.character_row(model, windows, "escape", 0.2, None, argparse.Namespace())
     assert row["windows"] == 2 and row["tokens"] == 6
     assert [r["index"] for r in row["refused"]] == [1] and "needs a division" in row["refused"][0]["error"]
+    # each kept window's own BPC (windows of equal length: their mean is the pooled BPC)
+    assert [w["index"] for w in row["per_window"]] == [0, 2]
+    assert row["per_window"][0]["bpc"] != pytest.approx(row["per_window"][1]["bpc"])
+    assert np.mean([w["bpc"] for w in row["per_window"]]) == pytest.approx(row["bpc"])
+    assert np.mean([w["float_bpc"] for w in row["per_window"]]) == pytest.approx(row["float_bpc"])
     monkeypatch.setattr(bench, "_simulate", lambda *a: (_ for _ in ()).throw(OperatingRangeError("out")))
     with pytest.raises(OperatingRangeError, match="every sequence refused at the escape level: out"):
         bench.character_row(model, windows, "escape", 0.2, None, argparse.Namespace())
