@@ -58,8 +58,7 @@ def read_out(sim, obs, run_options) -> SimulationResult:
                 x_tilde=st["x_tilde"], reference=ref["x_tilde"], stages=st, reference_stages=ref_stages,
                 rates={}, spikes={}, level=o.neuron, config={}, noise_variance=nv).metrics()))
         noise_var = nv
-        warn_noise_dominated(count_noise_floor(noise_var.get("x_tilde"), stages["x_tilde"], ref["x_tilde"]),
-                             o.neuron, "the output x̃", f"{ro.duration:g} s window", stacklevel=3)
+        _warn_output_noise(noise_var, stages, ref, o.neuron, f"{ro.duration:g} s window", stacklevel=5)
     max_rate, rate_range = _rate_limits(sim.circuit, o, ro)
     # did the circuit work where it claims to (per macrocolumn)? raises at the rate level,
     # warns and flags at the spiking levels
@@ -95,6 +94,13 @@ def _one_token(res: SimulationResult) -> SimulationResult:
     res.noise_variance = squeeze(res.noise_variance)
     res.x_tilde, res.reference = res.stages["x_tilde"], res.reference_stages["x_tilde"]
     return res
+
+
+def _warn_output_noise(noise_var: dict, stages: dict, ref: dict, neuron: str, window: str, stacklevel: int) -> None:
+    """The noise-floor warning of one layer's output x̃ (:func:`ctmhsa.mapping.noise.warn_noise_dominated`),
+    its floor from the decoded and exact x̃ (``window``: what the counts were read over)."""
+    warn_noise_dominated(count_noise_floor(noise_var.get("x_tilde"), stages["x_tilde"], ref["x_tilde"]),
+                         neuron, "the output x̃", window, stacklevel=stacklevel)
 
 
 def _rate_limits(circuit, o, ro) -> tuple:
@@ -195,9 +201,8 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
     stages, noise_var, rates = stack("stages"), stack("noise"), stack("rates")
     ref = sim.reference
     if o.spiking:   # pooled over the presentations: each one's noise against the stream's spread
-        warn_noise_dominated(count_noise_floor(noise_var.get("x_tilde"), stages["x_tilde"], ref["x_tilde"]),
-                             o.neuron, "the output x̃", f"windows of {obs.snapshots[0][0]:g} s per presentation",
-                             stacklevel=4)
+        _warn_output_noise(noise_var, stages, ref, o.neuron, f"windows of {obs.snapshots[0][0]:g} s per presentation",
+                           stacklevel=6)
     operating = dict(violations=violations, presentations=[p["operating"] for p in per])
     P = ro.presentation
     # relative to the presentation's own x̃, but never below a thousandth of the stream's largest:

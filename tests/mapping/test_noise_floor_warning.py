@@ -29,8 +29,10 @@ def test_a_noise_dominated_spiking_run_warns_and_a_clean_one_does_not():
     X = rng.normal(size=(3, 3))
     W = [rng.normal(size=(1, 3, 3)) / np.sqrt(3) for _ in range(3)]
     WO = rng.normal(size=(1, 3, 3)) / np.sqrt(3)
-    with pytest.warns(NoiseFloorWarning, match="noise floor is .* times its spread"):
+    with pytest.warns(NoiseFloorWarning, match="noise floor is .* times its spread") as rec:
         res = simulate_mhsa(X, *(0.01 * w for w in W), WO, neuron="escape", duration=0.5, seed=1)
+    # the warning points at the caller's line, not into the package
+    assert [r.filename for r in rec if issubclass(r.category, NoiseFloorWarning)] == [__file__]
     assert res.metrics()["x_tilde"]["noise_floor"] > NOISE_DOMINATED
     with warnings.catch_warnings():
         warnings.simplefilter("error", NoiseFloorWarning)
@@ -48,6 +50,7 @@ def test_a_noise_dominated_stream_warns():
     X = rng.normal(size=(2, 3, 3))
     W = [0.01 * rng.normal(size=(1, 3, 3)) / np.sqrt(3) for _ in range(3)]
     WO = rng.normal(size=(1, 3, 3)) / np.sqrt(3)
-    with pytest.warns(NoiseFloorWarning, match="per presentation"):
+    with pytest.warns(NoiseFloorWarning, match="per presentation") as rec:
         simulate_mhsa(X, *W, WO, neuron="escape", presentation=0.3, seed=1)
+    assert [r.filename for r in rec if issubclass(r.category, NoiseFloorWarning)] == [__file__]
 

@@ -144,8 +144,10 @@ def test_a_noise_dominated_model_run_warns():
 
     model, X = _model(), 1.0 + 0.1 * _tokens(4)
     kw = dict(neuron="escape", P=1, seed=1, codegen="numpy", calibration=np.stack([X, -X]))
-    with pytest.warns(NoiseFloorWarning, match="model's output"):
+    with pytest.warns(NoiseFloorWarning, match="model's output") as rec:
         ctmhsa.simulate_model(model, X, duration=0.1, **kw)
+    # the warning points at the caller's line, not into the package
+    assert [r.filename for r in rec if issubclass(r.category, NoiseFloorWarning)] == [__file__]
     with warnings.catch_warnings():
         warnings.simplefilter("error", NoiseFloorWarning)
         ctmhsa.simulate_model(model, X, duration=2.0, **kw)
