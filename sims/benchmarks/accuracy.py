@@ -8,7 +8,10 @@ thalamus -> L5 PT, ``WS ~ N(0, 1/de)``), ``linear`` (the key-value-memory circui
 (``--levels``) and population coding P (``--P``: copies of L5 PT and nucleus 2, or with
 ``--copies all`` of every population but the interneurons), one
 run decodes every stage at the checkpoints (``--times``, s of measurement window) and reports
-NRMSE, Pearson r and the spike-count noise floor. Prints tables, writes JSON atomically. An input the
+NRMSE, Pearson r and the spike-count noise floor; each run's ``worst_stage`` and ``worst_ratio``
+(NRMSE / floor), and over the seeds of a case, level and P every stage's ratio pooled
+(``pooled``: sqrt(Σ NRMSE² / Σ floor²), the bias a level leaves, free of one run's scatter).
+Prints tables, writes JSON atomically. An input the
 encoder refuses (``OperatingRangeError``, before anything is built) is listed under ``refused`` with
 its reason, and the other runs go on.
 """
@@ -30,7 +33,7 @@ from ctmhsa.sims.io import atomic_write_json, versions
 
 from .common import add_out_argument, count
 
-__all__ = ["HELP", "CASES", "add_arguments", "copies", "run_case", "main"]
+__all__ = ["HELP", "CASES", "add_arguments", "copies", "run_case", "worst_stage", "pooled", "main"]
 
 HELP = "spiking attention vs the reference over time and read-out copies, with noise floors"
 
@@ -112,10 +115,53 @@ def run_case(case: str, level: str, P: int, times, seed: int = 0, codegen: str =
                         neuron=level, duration=times[-1], checkpoints=times[:-1], seed=seed,
                         P=Pd, codegen=codegen, phi=phi, device=device,
                         **(dict(threads=threads) if device == "cpp_standalone" else {}))
-    return dict(case=case, level=level, P=P, copies=which, seed=seed, device=device, phi=phi, weight_scale=weight_scale, neurons=res.counts["neurons"],
-                synapses=res.counts["synapses"], wall_s=time.perf_counter() - t0,
-                timings=res.timings, fano=res.diagnostics["fano"],
-                checkpoints=res.diagnostics["checkpoints"])
+    run = dict(case=case, level=level, P=P, copies=which, seed=seed, device=device, phi=phi,
+               weight_scale=weight_scale, neurons=res.counts["neurons"],
+               synapses=res.counts["synapses"], wall_s=time.perf_counter() - t0,
+               timings=res.timings, fano=res.diagnostics["fano"],
+               checkpoints=res.diagnostics["checkpoints"])
+    run["worst_stage"], run["worst_ratio"] = worst_stage(run)
+    return run
+
+
+def worst_stage(run: dict) -> tuple[str, float]:
+    """The stage of a run's full window farthest above its noise floor, and its NRMSE / floor
+    (stages with an unknown or zero floor are skipped)."""
+    m = run["checkpoints"][-1]["metrics"]
+    ratios = {s: v["nrmse"] / v["noise_floor"] for s, v in m.items()
+              if np.isfinite(v["noise_floor"]) and v["noise_floor"] > 0}
+    stage = max(ratios, key=ratios.get)
+    return stage, float(ratios[stage])
+
+
+def pooled(runs: list) -> list:
+    """Every stage's error against its floor pooled over the seeds of one case, level and P:
+    sqrt(Σ NRMSE² / Σ floor²) at the full window. A single run's ratio scatters by its count
+    noise (one of some ten stages crosses 1.3 by chance in about one run of eight); the pooled
+    ratio over seeds is the bias a level leaves."""
+    groups = {}
+    for r in runs:
+        groups.setdefault((r["case"], r["level"], r["P"], r["copies"]), []).append(r)
+    out = []
+    for (case, level, P, which), rs in groups.items():
+        ms = [r["checkpoints"][-1]["metrics"] for r in rs]
+        ratio = {}
+        for st in ms[0]:
+            num = sum(m[st]["nrmse"] ** 2 for m in ms)
+            den = sum(m[st]["noise_floor"] ** 2 for m in ms)
+            ratio[st] = float(np.sqrt(num / den)) if np.isfinite(den) and den > 0 else float("nan")
+        out.append(dict(case=case, level=level, P=P, copies=which, seeds=[r["seed"] for r in rs],
+                        T=rs[0]["checkpoints"][-1]["T"], ratio=ratio))
+    return out
+
+
+def _pooled_table(groups: list) -> str:
+    stages = list(dict.fromkeys(st for g in groups for st in g["ratio"]))
+    rows = [f"  {'case':<13} {'level':<7} {'P':>3} {'seeds':>5} " + "".join(f"{st:>9}" for st in stages)]
+    for g in groups:
+        rows.append(f"  {g['case']:<13} {g['level']:<7} {g['P']:>3} {len(g['seeds']):>5} "
+                    + "".join(f"{g['ratio'][st]:>9.2f}" if st in g["ratio"] else f"{'':>9}" for st in stages))
+    return "\n".join(rows)
 
 
 def _table(run: dict) -> str:
@@ -129,6 +175,11 @@ def _table(run: dict) -> str:
             cells.append(f" {m['nrmse']:>8.3f} {m['r']:>7.4f} {m['noise_floor']:>8.3f} ")
         rows.append(f"  {st:<8}" + "".join(f"{c:>27}" for c in cells))
     return "\n".join(rows)
+
+
+def _write(path, runs, refused):
+    atomic_write_json(path, dict(benchmark="accuracy", versions=versions(), runs=runs, refused=refused,
+                                 pooled=pooled(runs)))
 
 
 def main(args) -> int:
@@ -151,8 +202,7 @@ def main(args) -> int:
                 except OperatingRangeError as exc:   # refused before building: recorded, the rest runs
                     refused.append(dict(case=case, level=level, P=P, seed=seed, reason=str(exc)))
                     print(f"\n{case} / {level} / P = {P}, seed {seed}: refused: {exc}", flush=True)
-                    atomic_write_json(args.out, dict(benchmark="accuracy", versions=versions(), runs=runs,
-                                                     refused=refused))
+                    _write(args.out, runs, refused)
                     continue
                 runs.append(run)
                 print(f"\n{case} / {level} / {'read-out' if which == 'readout' else 'all'} copies "
@@ -161,7 +211,9 @@ def main(args) -> int:
                       f"{run['synapses']:,} synapses, {run['wall_s']:.0f} s wall "
                       f"(compile {run['timings']['compile']:.0f} s, run {run['timings']['run']:.0f} s)")
                 print(_table(run), flush=True)
-                atomic_write_json(args.out, dict(benchmark="accuracy", versions=versions(), runs=runs,
-                                                 refused=refused))
+                _write(args.out, runs, refused)
+    if runs:
+        print("\nNRMSE / floor pooled over seeds (full window): sqrt(Σ NRMSE² / Σ floor²)")
+        print(_pooled_table(pooled(runs)))
     print(f"\nwritten {os.path.abspath(args.out)}")
     return 0

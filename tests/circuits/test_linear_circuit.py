@@ -86,6 +86,9 @@ def test_escape_linear_circuit_reaches_its_noise_floor():
         # S carries the dendritic phi-bias (E phi(V_a) > phi(E V_a) under spike input; measured
         # 1.2-1.75x over 3 seeds x 1-4 s), which the normalisation removes from ṽ (0.8-1.25x)
         assert 0.5 < ratio < (2.0 if stage == "S" else 1.6), (stage, met[stage])
+    # Z read on the read-out-z rates it divides: 0.96 of its floor (spike seeds 3, 4: 0.57, 0.68);
+    # on the shunted somata it read 1.73 (1.54-2.08), their mean missing the shunt's covariance
+    assert 0.3 < met["Z"]["nrmse"] / met["Z"]["noise_floor"] < 1.3, met["Z"]
     assert met["v_tilde"]["r"] > 0.8
     assert res.spikes == {} and res.counts["neurons"] == pathway(4, 4, 4, 6, H=2, circuit="linear").n_neurons()
 
