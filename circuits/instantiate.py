@@ -34,6 +34,7 @@ from ctmhsa.neurons.models import (PHI_COVARIANCE, SOURCE_VARIANCE, add_step_cod
                                     initial_draws, source_variance_code, stratify_phases, sums_variance,
                                     synapse_model)
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, with_units
+from ctmhsa.neurons import simd  # noqa: F401  (registers the lif somata's state-update method)
 from ctmhsa.neurons.threshold import RANDOM
 from ctmhsa.neurons.window import COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, Probe, measure
 

@@ -18,6 +18,7 @@ import brian2 as b2
 import numpy as np
 
 from .backend import configure_brian2, run_network
+from . import simd  # noqa: F401  (registers the lif somata's state-update method)
 from .models import SYNAPSE_WEIGHT_UNITS, add_step_code, get_model, initial_draws, synapse_model
 from .conductance import lif_drive
 from .law_registry import get_law

@@ -829,6 +829,11 @@ MODELS[("escape", "kv_write")] = _covariance_corrected(MODELS[("escape", "kv_wri
 # calibrated law (see docs/lif.md and ctmhsa.mapping.baseline). Relays stay Poisson and the
 # interneurons keep their escape-level integral feedback.
 
+SIMD_METHOD = "exponential_euler_simd"
+"""The lif somata's state-update method: Brian2's exponential Euler, vectorisable on
+``cpp_standalone`` (:mod:`ctmhsa.neurons.simd`, which registers it: every module that builds
+groups imports it)."""
+
 SOMA_EQUATIONS = """
 dv/dt = (s_gL*(s_EL - v) + g_e*(s_Ee - v) + g_i*(s_Ei - v) + I_drive - w_ad)/s_C : volt (unless refractory)
 dw_ad/dt = (s_a*(v - s_EL) - w_ad)/s_tw : amp
@@ -896,7 +901,7 @@ def _lif(rate_model: CellModel, apical_bias: bool = False, cell_type: str = "def
         folds = tuple(replace(f, parameters=f.parameters + ("b_a",)) if "V_a" in f.variables else f for f in folds)
     regular = "\n".join(x for x in (rate_model.regular, rename(SOMA_BACKGROUND)) if x)
     return replace(rate_model, equations=eqs + f"\nP = {P} : 1" + rename(SOMA_EQUATIONS + _LIF_SOMA + drive),
-                   method="exponential_euler", regular=regular, parameters=rate_model.parameters + params,
+                   method=SIMD_METHOD, regular=regular, parameters=rate_model.parameters + params,
                    threshold=rename(SOMA_THRESHOLD), reset=rename(SOMA_RESET),
                    refractory=rename(SOMA_REFRACTORY), folds=folds,
                    init={**rate_model.init, "v": soma.params.E_L, "g_e": soma.params.g_e0,
