@@ -289,7 +289,11 @@ def add_step_code(group, model: CellModel, clock) -> None:
     spike condition: every state update of the step (the cell's own, its regular code, its
     folded compartments and their caches, see :func:`ctmhsa.circuits.instantiate.instantiate`) has run
     by then, so the condition sees the step's intensity."""
-    if model.regular:
+    if model.regular and DRAW_KEY in group.variables:   # the lif somata's background: counter-based draws
+        from .simd import CounterDraws
+
+        CounterDraws.install(group, model.regular, clock, when="groups", order=1, name=f"{group.name}_regular")
+    elif model.regular:
         group.run_regularly(model.regular, clock=clock, when="groups", order=1, name=f"{group.name}_regular")
     if model.threshold:
         from .threshold import CellThresholder   # Brian2's codegen: imported where a group is built
@@ -829,6 +833,10 @@ MODELS[("escape", "kv_write")] = _covariance_corrected(MODELS[("escape", "kv_wri
 # calibrated law (see docs/lif.md and ctmhsa.mapping.baseline). Relays stay Poisson and the
 # interneurons keep their escape-level integral feedback.
 
+DRAW_KEY = "draw_key"
+"""The lif somata's key of a step's background draws on ``cpp_standalone``
+(:class:`ctmhsa.neurons.simd.CounterDraws`; unused elsewhere)."""
+
 SIMD_METHOD = "exponential_euler_simd"
 """The lif somata's state-update method: Brian2's exponential Euler, vectorisable on
 ``cpp_standalone`` (:mod:`ctmhsa.neurons.simd`, which registers it: every module that builds
@@ -856,6 +864,7 @@ SOMA_THRESHOLD, SOMA_RESET, SOMA_REFRACTORY = "v > s_Vth", "v = s_Vr; w_ad += s_
 
 _LIF_SOMA = """
 dP_c/dt = (P - P_c)/(s_tc*clip(s_tc0 + (1 - s_tc0)*t/(250*ms), s_tc0, 1)) : 1
+draw_key : 1 (shared)
 r = r_base + rho*P : Hz
 I_rh : amp (constant)
 I_gain : amp/Hz (shared, constant)

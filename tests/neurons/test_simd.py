@@ -7,7 +7,7 @@ import brian2 as b2
 
 from ctmhsa.devices.standalone import standalone_device
 from ctmhsa.neurons.models import SIMD_METHOD, get_model
-from ctmhsa.neurons.simd import SimdStateUpdateCodeObject
+from ctmhsa.neurons.simd import CounterDraws, SimdStateUpdateCodeObject, counter_draws, urand
 
 N = 257   # cells: not a multiple of any vector width, so the loop has a remainder
 
@@ -90,3 +90,66 @@ def test_the_compiled_update_is_vectorisable_and_follows_the_exact_one(tmp_path,
     near = np.abs(x) <= 50
     np.testing.assert_allclose(y[near], np.exp(x[near]), rtol=4e-15, atol=0)
     np.testing.assert_allclose(y, np.exp(x), rtol=5e-14, atol=0)
+
+
+@pytest.mark.codegen_independent
+def test_counter_draws_replace_each_rand_by_its_own_numbered_hash_of_the_steps_key():
+    code = "g_e = a + (rand() - 0.5)\ng_i = b + (rand() - 0.5)*c"
+    assert counter_draws(code) == ("draw_key = rand()\ng_e = a + (urand(draw_key, i, 1) - 0.5)\n"
+                                   "g_i = b + (urand(draw_key, i, 2) - 0.5)*c")
+
+
+@pytest.mark.codegen_independent
+def test_urand_is_uniform_and_independent_across_cells_draws_and_keys():
+    """10,000 cells x 200 keys x 2 draws: mean, variance, the cells' lag-1 correlation along the
+    keys (steps), and the correlation of a cell's two draws and of neighbouring cells, each within
+    4 standard errors of a uniform's; 1,000 bins flat by chi-square."""
+    keys = np.random.default_rng(7).random(200)[:, None]
+    cells = np.arange(10_000)[None, :]
+    u1, u2 = urand(keys, cells, 1), urand(keys, cells, 2)
+    n = u1.size
+    assert abs(u1.mean() - 0.5) < 4 * np.sqrt(1 / 12 / n)
+    assert abs(u1.var() - 1 / 12) < 4 * np.sqrt(1 / 180 / n)
+    z = (u1 - 0.5) * np.sqrt(12)
+    se = 4 / np.sqrt(n)
+    for a, b in ((z[1:], z[:-1]), (z, (u2 - 0.5) * np.sqrt(12)), (z[:, 1:], z[:, :-1])):
+        assert abs(np.mean(a * b)) < se
+    counts = np.bincount((u1.ravel() * 1000).astype(int), minlength=1000)
+    chi2 = ((counts - n / 1000) ** 2 / (n / 1000)).sum()
+    assert chi2 < 999 + 4 * np.sqrt(2 * 999)
+
+
+@pytest.mark.standalone
+def test_the_lif_background_on_cpp_standalone_is_the_ou_process_with_counter_draws(tmp_path):
+    """On cpp_standalone a lif soma's background code draws by :func:`urand`: the compiled hash
+    equals numpy's bit for bit, and the conductances keep the Ornstein-Uhlenbeck process's mean,
+    standard deviation and one-step autocorrelation (2,000 cells x 2,000 steps, within 4
+    standard errors), with no correlation between cells."""
+    from ctmhsa.neurons.models import SOMA_BACKGROUND
+    from ctmhsa.neurons.params import DEFAULT_SOMA
+
+    ns = DEFAULT_SOMA.namespace()
+    g0, sigma, tau = (float(ns[k]) for k in ("s_ge0", "s_se", "s_te"))
+    n_cells, n_steps = 2000, 2000
+    with standalone_device(str(tmp_path), 0):
+        g = b2.NeuronGroup(n_cells, "g_e : siemens\ng_i : siemens\ndraw_key : 1 (shared)", namespace=ns,
+                           name="somata")
+        g.g_e, g.g_i = ns["s_ge0"], ns["s_gi0"]
+        runner = CounterDraws.install(g, SOMA_BACKGROUND, g.clock, when="groups", order=1, name="somata_regular")
+        keys = b2.StateMonitor(g, "draw_key", record=[0], name="keys", when="end")
+        ge = b2.StateMonitor(g, "g_e", record=True, name="ge", when="end")
+        b2.Network(g, keys, ge).run(n_steps * b2.defaultclock.dt)
+        b2.get_device().build(directory=str(tmp_path), compile=True, run=True, with_output=False)
+        assert isinstance(runner.codeobj, SimdStateUpdateCodeObject)
+        k, x = np.asarray(keys.draw_key[0]), np.asarray(ge.g_e_[:])   # x: (cells, steps), after each step
+    # the first step's conductances follow from the start value and the step's first draws
+    a = np.exp(-float(b2.defaultclock.dt) / tau)
+    b = sigma * np.sqrt(1 - a ** 2) * np.sqrt(12)
+    np.testing.assert_allclose(x[:, 0], g0 + b * (urand(k[0], np.arange(n_cells), 1) - 0.5), rtol=1e-12)
+    x = x[:, 200:]   # stationary (tau_e is a few steps)
+    n_eff = x.size * (1 - a) / (1 + a)
+    assert abs(x.mean() - g0) < 4 * sigma / np.sqrt(n_eff)
+    assert abs(x.std() / sigma - 1) < 4 / np.sqrt(2 * n_eff)
+    d = x - g0
+    assert abs(np.mean(d[:, 1:] * d[:, :-1]) / np.mean(d * d) - a) < 4 / np.sqrt(n_eff)
+    assert abs(np.mean(d[1:] * d[:-1]) / np.mean(d * d)) < 4 / np.sqrt(n_eff)   # neighbouring cells
