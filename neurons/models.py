@@ -36,7 +36,7 @@ import numpy as np
 from .firing import FIRING_MODES, get_firing
 from .laws import law_expression
 from .levels import LEVELS
-from .params import lif_soma
+from .params import DRAW_KEY, SIMD_METHOD, lif_soma
 from .shotnoise import regular_ratio_expression
 
 __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI_EXPRESSIONS", "phi_expression", "MODELS",
@@ -833,15 +833,6 @@ MODELS[("escape", "kv_write")] = _covariance_corrected(MODELS[("escape", "kv_wri
 # calibrated law (see docs/lif.md and ctmhsa.mapping.baseline). Relays stay Poisson and the
 # interneurons keep their escape-level integral feedback.
 
-DRAW_KEY = "draw_key"
-"""The lif somata's key of a step's background draws on ``cpp_standalone``
-(:class:`ctmhsa.neurons.simd.CounterDraws`; unused elsewhere)."""
-
-SIMD_METHOD = "exponential_euler_simd"
-"""The lif somata's state-update method: Brian2's exponential Euler, vectorisable on
-``cpp_standalone`` (:mod:`ctmhsa.neurons.simd`, which registers it: every module that builds
-groups imports it)."""
-
 SOMA_EQUATIONS = """
 dv/dt = (s_gL*(s_EL - v) + g_e*(s_Ee - v) + g_i*(s_Ei - v) + I_drive - w_ad)/s_C : volt (unless refractory)
 dw_ad/dt = (s_a*(v - s_EL) - w_ad)/s_tw : amp
@@ -862,9 +853,9 @@ on the standalone device (docs/lif.md, "The step"); the soma is calibrated with 
 SOMA_THRESHOLD, SOMA_RESET, SOMA_REFRACTORY = "v > s_Vth", "v = s_Vr; w_ad += s_b", "s_tref"
 
 
-_LIF_SOMA = """
+_LIF_SOMA = f"""
 dP_c/dt = (P - P_c)/(s_tc*clip(s_tc0 + (1 - s_tc0)*t/(250*ms), s_tc0, 1)) : 1
-draw_key : 1 (shared)
+{DRAW_KEY} : 1 (shared)
 r = r_base + rho*P : Hz
 I_rh : amp (constant)
 I_gain : amp/Hz (shared, constant)

@@ -239,6 +239,16 @@ class LifSoma:
     knots: tuple = ()
 
 
+SIMD_METHOD = "exponential_euler_simd"
+"""The lif somata's state-update method: Brian2's exponential Euler, vectorisable on
+``cpp_standalone`` (registered by :mod:`ctmhsa.neurons.simd`, which every module that builds
+groups imports)."""
+
+DRAW_KEY = "draw_key"
+"""The lif somata's shared key of a step's background draws on ``cpp_standalone``
+(:class:`ctmhsa.neurons.simd.CounterDraws`; unused elsewhere)."""
+
+
 _L23_TYPE = LifSoma(L23_SOMA, r_base=1.0, span=60.0, tol=0.5, prefix="s23_", n_currents=160, window=40.0,
                     law="spline", knots=(1.0, 3.0))
 _DEFAULT_TYPE = LifSoma(DEFAULT_SOMA, r_base=20.0, span=100.0, tol=3.0, prefix="s_", window=20.0, reach=150.0,

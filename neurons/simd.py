@@ -44,7 +44,7 @@ from brian2.groups.group import CodeRunner
 from brian2.stateupdaters.base import StateUpdateMethod
 from brian2.stateupdaters.exponential_euler import ExponentialEulerStateUpdater
 
-from .models import DRAW_KEY, SIMD_METHOD
+from .params import DRAW_KEY, SIMD_METHOD
 from .threshold import _templater
 
 __all__ = ["METHOD", "VEXP", "VEXP_CPP", "URAND", "URAND_CPP", "urand", "counter_draws",

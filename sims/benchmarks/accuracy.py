@@ -141,7 +141,7 @@ def pooled(runs: list) -> list:
     ratio over seeds is the bias a level leaves."""
     groups = {}
     for r in runs:
-        groups.setdefault((r["case"], r["level"], r["P"], r["copies"]), []).append(r)
+        groups.setdefault((r["case"], r["level"], r["P"], r.get("copies", "readout")), []).append(r)
     out = []
     for (case, level, P, which), rs in groups.items():
         ms = [r["checkpoints"][-1]["metrics"] for r in rs]

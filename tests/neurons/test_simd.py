@@ -6,7 +6,8 @@ import pytest
 import brian2 as b2
 
 from ctmhsa.devices.standalone import standalone_device
-from ctmhsa.neurons.models import SIMD_METHOD, get_model
+from ctmhsa.neurons.models import get_model
+from ctmhsa.neurons.params import SIMD_METHOD
 from ctmhsa.neurons.simd import CounterDraws, SimdStateUpdateCodeObject, counter_draws, urand
 
 N = 257   # cells: not a multiple of any vector width, so the loop has a remainder
