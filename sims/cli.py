@@ -816,9 +816,9 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--model", default="digits", help="model file or shipped name (default digits)")
     dg.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target (default auto)")
     dg.add_argument("--device", choices=("auto", "runtime", "cpp_standalone"), default="auto",
-                    help="Brian2 device (default auto: at the escape and rate levels cpp_standalone from 256 images on or with "
-                         "--threads, where a C++ compiler is found, which compiles the model's shape once and then runs 2x faster; "
-                         "runtime otherwise; docs/digits.md)")
+                    help="Brian2 device (default auto: cpp_standalone from 256 images on, 32 at the lif level, or with "
+                         "--threads, where a C++ compiler is found, which compiles the model's shape once and then runs 2-3x "
+                         "faster; runtime otherwise; docs/digits.md)")
     dg.add_argument("--threads", type=_count(0), metavar="N", help="OpenMP threads of cpp_standalone (default 1)")
     dg.add_argument("--out", default=os.path.join("results", "digits"), help="results directory (default results/digits)")
     dg.add_argument("--no-figure", action="store_true", help="do not draw digits.png")

@@ -117,14 +117,15 @@ def test_train_set_without_scikit_learn_says_how_to_install_it(monkeypatch):
 def test_digits_device_auto_compiles_where_it_was_measured_faster(monkeypatch):
     import shutil
 
-    from ctmhsa.sims.digits import AUTO_COMPILED_IMAGES, digits_device
+    from ctmhsa.sims.digits import AUTO_COMPILED_IMAGES, AUTO_COMPILED_IMAGES_LIF, digits_device
 
     monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/" + name)      # a compiler is found
     assert digits_device("auto", 497) == "cpp_standalone"
     assert digits_device("auto", AUTO_COMPILED_IMAGES - 1) == "runtime"
     assert digits_device("auto", 20, threads=2) == "cpp_standalone"
     assert digits_device("auto", 497, neuron="rate") == "cpp_standalone"       # measured faster there too
-    assert digits_device("auto", 497, neuron="lif") == "runtime"               # measured on the runtime device only
+    assert digits_device("auto", AUTO_COMPILED_IMAGES_LIF, neuron="lif") == "cpp_standalone"   # vectorised somata
+    assert digits_device("auto", AUTO_COMPILED_IMAGES_LIF - 1, neuron="lif") == "runtime"
     assert digits_device("runtime", 497) == "runtime" and digits_device("cpp_standalone", 3) == "cpp_standalone"
     monkeypatch.setattr(shutil, "which", lambda name: None)                    # no compiler
     assert digits_device("auto", 497) == "runtime"
