@@ -33,6 +33,7 @@ written, with ``rand()``.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import numpy as np
@@ -135,8 +136,13 @@ def counter_draws(code: str) -> str:
     """``code`` with its ``rand()`` calls drawn from one key per step: a first statement
     ``draw_key = rand()`` (scalar: one draw of the group's generator per step), then each
     ``rand()`` the ``n``-th ``urand(draw_key, i, n)``."""
-    n = iter(range(1, 1 << 30))
+    n = itertools.count(1)
     return f"{DRAW_KEY} = rand()\n" + _RAND.sub(lambda m: f"urand({DRAW_KEY}, i, {next(n)})", code)
+
+
+def _standalone() -> bool:
+    # exactly Brian2's C++ standalone device (brian2cuda subclasses it with code objects of its own)
+    return type(get_device()) is CPPStandaloneDevice
 
 
 class SimdStateUpdateCodeObject(CPPStandaloneCodeObject):
@@ -151,9 +157,8 @@ _EXP = re.compile(r"\bexp\(")
 
 
 class SimdExponentialEuler(ExponentialEulerStateUpdater):
-    """Brian2's exponential Euler; on the ``cpp_standalone`` device (exactly Brian2's: brian2cuda
-    subclasses it with its own code objects) its state update is vectorisable (module
-    docstring). Brian2 passes the state updater to a method that returns a callable, so that
+    """Brian2's exponential Euler; on the ``cpp_standalone`` device its state update is
+    vectorisable (module docstring). Brian2 passes the state updater to a method that returns a callable, so that
     the method can choose its code object."""
 
     def __call__(self, equations, variables=None, method_options=None):
@@ -172,15 +177,11 @@ class SimdExponentialEuler(ExponentialEulerStateUpdater):
 StateUpdateMethod.register(METHOD, SimdExponentialEuler())
 
 
-def _standalone() -> bool:
-    # exactly Brian2's C++ standalone device (brian2cuda subclasses it with code objects of its own)
-    return type(get_device()) is CPPStandaloneDevice
-
-
 class CounterDraws(CodeRunner):
     """A group's per-step code (as ``run_regularly``) whose ``rand()`` draws are counter-based on
     ``cpp_standalone`` (:func:`counter_draws`, in a vectorisable loop); elsewhere the code as
-    written. The group declares :data:`DRAW_KEY`. Install with :meth:`install`."""
+    written. The group declares :data:`ctmhsa.neurons.params.DRAW_KEY`. Install with
+    :meth:`install`."""
 
     def __init__(self, group, code: str, clock, when: str, order: int, name: str):
         super().__init__(group, "stateupdate", code=code, clock=clock, when=when, order=order, name=name)
