@@ -126,10 +126,12 @@ def run_case(case: str, level: str, P: int, times, seed: int = 0, codegen: str =
 
 def worst_stage(run: dict) -> tuple[str, float]:
     """The stage of a run's full window farthest above its noise floor, and its NRMSE / floor
-    (stages with an unknown or zero floor are skipped)."""
+    (stages with an unknown or zero floor are skipped; none left: ``("", nan)``)."""
     m = run["checkpoints"][-1]["metrics"]
     ratios = {s: v["nrmse"] / v["noise_floor"] for s, v in m.items()
               if np.isfinite(v["noise_floor"]) and v["noise_floor"] > 0}
+    if not ratios:
+        return "", float("nan")
     stage = max(ratios, key=ratios.get)
     return stage, float(ratios[stage])
 

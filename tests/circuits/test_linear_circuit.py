@@ -38,12 +38,13 @@ def test_rate_level_matches_linear_reference(n, H, dims):
     assert "l23" not in res.counts["populations"] and "memory" in res.counts["populations"]
 
 
-@pytest.mark.parametrize("option", ["unnormalised", "offset", "skip", "cross", "P2", "softplus"])
+@pytest.mark.parametrize("option", ["unnormalised", "offset", "skip", "cross", "P2", "softplus", "apical"])
 def test_rate_level_options_are_exact(option):
     X, Y, WQ, WK, WV, WO = random_problem(seed=7, n=4, m=3 if option == "cross" else None, H=2, dk=3, dv=3, de=4)
     kw = dict(unnormalised=dict(normalize=False), offset=dict(signed="offset"),
               skip=dict(WS=np.random.default_rng(1).normal(size=(2, 3, 4)) / 2), cross=dict(Y=Y),
-              P2=dict(P=2), softplus=dict(phi="softplus"))[option]
+              P2=dict(P=2), softplus=dict(phi="softplus"),
+              apical=dict(apical_inhibition=True))[option]   # Z: both divisions, read on the rates
     res = simulate_mhsa(X, WQ, WK, WV, WO, neuron="rate", circuit="linear", **kw)
     stages = tuple(s for s in STAGES if option != "unnormalised" or s not in ("z", "Z"))
     _check(res, stages)

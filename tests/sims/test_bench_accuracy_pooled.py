@@ -31,4 +31,7 @@ def test_pooled_ratio_is_the_rms_error_over_the_rms_floor_per_case_and_level():
 def test_worst_stage_skips_unknown_floors():
     run = _run("linear", "lif", 3, (0.1, 0.5, 0.3), (0.1, float("nan"), 0.2))
     assert worst_stage(run) == ("x_tilde", pytest.approx(1.5))
+    unknown = _run("linear", "lif", 3, (0.1, 0.5, 0.3), (float("nan"),) * 3)
+    stage, ratio = worst_stage(unknown)
+    assert stage == "" and np.isnan(ratio)
     assert np.isnan(pooled([run])[0]["ratio"]["Z"])
