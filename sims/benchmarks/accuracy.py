@@ -137,22 +137,23 @@ def worst_stage(run: dict) -> tuple[str, float]:
 
 
 def pooled(runs: list) -> list:
-    """Every stage's error against its floor pooled over the seeds of one case, level and P:
+    """Every stage's error against its floor pooled over the seeds of one case, level, P and device:
     sqrt(Σ NRMSE² / Σ floor²) at the full window. A single run's ratio scatters by its count
     noise (one of some ten stages crosses 1.3 by chance in about one run of eight); the pooled
     ratio over seeds is the bias a level leaves."""
     groups = {}
-    for r in runs:
-        groups.setdefault((r["case"], r["level"], r["P"], r.get("copies", "readout")), []).append(r)
+    for r in runs:   # (a run without them: read-out copies, the runtime device)
+        key = (r["case"], r["level"], r["P"], r.get("copies", "readout"), r.get("device", "runtime"))
+        groups.setdefault(key, []).append(r)
     out = []
-    for (case, level, P, which), rs in groups.items():
+    for (case, level, P, which, device), rs in groups.items():
         ms = [r["checkpoints"][-1]["metrics"] for r in rs]
         ratio = {}
         for st in ms[0]:
             num = sum(m[st]["nrmse"] ** 2 for m in ms)
             den = sum(m[st]["noise_floor"] ** 2 for m in ms)
             ratio[st] = float(np.sqrt(num / den)) if np.isfinite(den) and den > 0 else float("nan")
-        out.append(dict(case=case, level=level, P=P, copies=which, seeds=[r["seed"] for r in rs],
+        out.append(dict(case=case, level=level, P=P, copies=which, device=device, seeds=[r["seed"] for r in rs],
                         T=rs[0]["checkpoints"][-1]["T"], ratio=ratio))
     return out
 

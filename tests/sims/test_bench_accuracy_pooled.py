@@ -18,8 +18,10 @@ def test_pooled_ratio_is_the_rms_error_over_the_rms_floor_per_case_and_level():
             _run("cross", "lif", 2, (0.2, 0.1, 0.2), (0.1, 0.1, 0.1)),
             _run("cross", "escape", 1, (0.1, 0.1, 0.1), (0.1, 0.2, 0.1))]
     groups = pooled(runs)
-    assert [(g["case"], g["level"], g["seeds"], g["T"]) for g in groups] == [
-        ("cross", "lif", [1, 2], 5.0), ("cross", "escape", [1], 5.0)]
+    assert [(g["case"], g["level"], g["device"], g["seeds"], g["T"]) for g in groups] == [
+        ("cross", "lif", "runtime", [1, 2], 5.0), ("cross", "escape", "runtime", [1], 5.0)]
+    compiled = dict(_run("cross", "lif", 3, (0.1, 0.1, 0.1), (0.1, 0.1, 0.1)), device="cpp_standalone")
+    assert len(pooled(runs + [compiled])) == 3    # another device's draws: a group of its own
     lif = groups[0]["ratio"]
     np.testing.assert_allclose(lif["q"], np.sqrt((0.01 + 0.04) / 0.02))
     np.testing.assert_allclose(lif["Z"], np.sqrt((0.09 + 0.01) / 0.02))
