@@ -11,9 +11,10 @@ updates, one ``exp`` of the membrane's conductance per cell and step among them 
 - ``exp`` has a vector version (glibc's libmvec) only when ``__FAST_MATH__`` is defined, and
   Brian2 compiles with ``-ffast-math -fno-finite-math-only``, which leaves it undefined.
 
-So the lif somata are integrated by :data:`METHOD`, Brian2's exponential Euler with two changes
-that apply on the ``cpp_standalone`` device alone (elsewhere it is exactly
-``exponential_euler``): the state update's loop is preceded by ``#pragma GCC ivdep``
+So the lif somata are integrated by ``exponential_euler_simd``
+(:data:`ctmhsa.neurons.params.SIMD_METHOD`, registered with Brian2 on import), Brian2's
+exponential Euler with two changes that apply on the ``cpp_standalone`` device alone (elsewhere
+it is exactly ``exponential_euler``): the state update's loop is preceded by ``#pragma GCC ivdep``
 (``templates/stateupdate_simd.cpp``; each iteration reads and writes its own cell's state and
 reads folded compartments no state update of the loop writes), and every ``exp`` of the update
 is :data:`VEXP`, an exponential written in arithmetic alone. Spikes stay deterministic for a
@@ -46,13 +47,10 @@ from brian2.stateupdaters.base import StateUpdateMethod
 from brian2.stateupdaters.exponential_euler import ExponentialEulerStateUpdater
 
 from .params import DRAW_KEY, SIMD_METHOD
-from .threshold import _templater
+from .threshold import package_templater
 
-__all__ = ["METHOD", "VEXP", "VEXP_CPP", "URAND", "URAND_CPP", "urand", "counter_draws",
+__all__ = ["VEXP", "VEXP_CPP", "URAND", "URAND_CPP", "urand", "counter_draws",
            "CounterDraws", "SimdStateUpdateCodeObject", "SimdExponentialEuler"]
-
-METHOD = SIMD_METHOD
-"""Name of the state-update method (registered with Brian2 on import)."""
 
 VEXP_CPP = """
 // exp(x) in arithmetic alone, so that a loop calling it can be vectorised: x = n ln2 + r with
@@ -149,7 +147,7 @@ class SimdStateUpdateCodeObject(CPPStandaloneCodeObject):
     """``cpp_standalone`` code object that finds this package's templates before Brian2's
     (``stateupdate_simd``: Brian2's state-update loop with ``#pragma GCC ivdep``)."""
 
-    templater = _templater()
+    templater = package_templater()
     """:meta private:"""
 
 
@@ -174,7 +172,7 @@ class SimdExponentialEuler(ExponentialEulerStateUpdater):
         return apply
 
 
-StateUpdateMethod.register(METHOD, SimdExponentialEuler())
+StateUpdateMethod.register(SIMD_METHOD, SimdExponentialEuler())
 
 
 class CounterDraws(CodeRunner):

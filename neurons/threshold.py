@@ -29,7 +29,7 @@ from brian2.groups.neurongroup import Thresholder
 from brian2.utils.stringtools import get_identifiers
 from jinja2 import ChoiceLoader, FileSystemLoader
 
-__all__ = ["CellThresholder", "BlockThresholdCodeObject"]
+__all__ = ["CellThresholder", "BlockThresholdCodeObject", "package_templater"]
 
 
 RANDOM = frozenset({"rand", "randn", "poisson"})
@@ -39,7 +39,7 @@ TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates"
 """This package's Brian2 templates."""
 
 
-def _templater():
+def package_templater():
     """Brian2's ``cpp_standalone`` templater, finding :data:`TEMPLATES` first. (A directory, not
     Brian2's ``derive``: its package loader resolves ``neurons`` through the import system, where
     a test directory of the same name may stand first.)"""
@@ -52,7 +52,7 @@ def _templater():
 class BlockThresholdCodeObject(CPPStandaloneCodeObject):
     """``cpp_standalone`` code object that finds this package's templates before Brian2's."""
 
-    templater = _templater()
+    templater = package_templater()
     """Brian2's ``cpp_standalone`` templater with this package's templates first (an
     implementation detail: a Brian2 templater answers every attribute name with a template).
 
