@@ -62,12 +62,16 @@ def isi_cv(cells, times, min_spikes: int = 3) -> tuple[float | None, int]:
     c, t = cells[order], times[order]
     same = c[1:] == c[:-1]
     isi, owner = np.diff(t)[same], c[1:][same]
-    cvs = []
-    for k in np.unique(owner):
-        d = isi[owner == k]
-        if d.size >= min_spikes - 1 and d.mean() > 0:
-            cvs.append(d.std() / d.mean())
-    return (float(np.mean(cvs)), len(cvs)) if cvs else (None, 0)
+    # per cell, in one pass over the intervals (a loop over cells was quadratic: hours for every
+    # spike of a 273,000-cell stream): count, mean, then the spread about each cell's own mean
+    _, owner = np.unique(owner, return_inverse=True)
+    n = np.bincount(owner)
+    mean = np.bincount(owner, isi) / np.maximum(n, 1)
+    var = np.bincount(owner, (isi - mean[owner]) ** 2) / np.maximum(n, 1)
+    keep = (n >= min_spikes - 1) & (mean > 0)
+    if not keep.any():
+        return None, 0
+    return float(np.mean(np.sqrt(var[keep]) / mean[keep])), int(keep.sum())
 
 
 def spikes_between(spikes: dict, lo: float, hi: float = np.inf) -> dict:

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ctmhsa
 from ctmhsa.sims.io import write_result
@@ -65,6 +67,26 @@ def test_isi_cv_of_poisson_and_regular_trains():
     assert n == 5 and cv == pytest.approx(1.0, abs=0.1)
     assert isi_cv(np.zeros(10, int), np.arange(10) * 0.1) == (pytest.approx(0.0, abs=1e-9), 1)
     assert isi_cv(np.array([0, 0, 1]), np.array([0.1, 0.2, 0.3])) == (None, 0)   # too few spikes
+
+
+@pytest.mark.codegen_independent
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 30)), max_size=60), st.integers(1, 5))
+def test_isi_cv_is_each_cells_own_cv_averaged(spikes, min_spikes):
+    """The vectorised ISI CV is, cell by cell, the standard deviation over the mean of its own
+    intervals (cells with at least min_spikes spikes and a positive mean interval), averaged;
+    spike times on a 1 ms grid, ties and unsorted input included."""
+    from ctmhsa.sims.physiology import isi_cv
+    cells = np.array([c for c, _ in spikes], int)
+    times = np.array([t for _, t in spikes], float) * 1e-3
+    cvs = []
+    for k in np.unique(cells):
+        d = np.diff(np.sort(times[cells == k]))
+        if d.size >= min_spikes - 1 and d.size and d.mean() > 0:
+            cvs.append(d.std() / d.mean())
+    got = isi_cv(cells, times, min_spikes)
+    assert got[1] == len(cvs)
+    assert (got[0] is None) if not cvs else got[0] == pytest.approx(np.mean(cvs), rel=1e-9, abs=1e-12)
 
 
 @pytest.mark.brian2
