@@ -33,7 +33,7 @@ from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.models import (PHI_COVARIANCE, SOURCE_VARIANCE, add_step_code, count_variance, get_model,
                                     initial_draws, source_variance_code, stratify_phases, sums_variance,
                                     synapse_model)
-from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, with_units
+from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, check_coupling, coupling_namespace, with_units
 from ctmhsa.neurons import simd  # noqa: F401  (registers the lif somata's state-update method)
 from ctmhsa.neurons.threshold import RANDOM
 from ctmhsa.neurons.window import COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, Probe, measure
@@ -352,6 +352,7 @@ def instantiate(
     fold: bool = True,
     replay_steps: int | None = None,
     stream: dict | None = None,
+    coupling: dict | None = None,
 ) -> BuiltCircuit:
     """Create the Brian2 network of ``circuit`` at fidelity ``level``.
 
@@ -406,18 +407,22 @@ def instantiate(
         ``period`` s, to the one network). The population's static ``r_in`` values are then not
         used. With ``run_args`` the table is a run argument (:attr:`BuiltCircuit.stream_tables`):
         its shape, ``period`` and ``shift`` are compiled in, its rates are not.
+    coupling : dict, optional
+        Lif soma cell type -> its dendro-somatic coupling (s) in place of its soma type's
+        (:func:`ctmhsa.neurons.params.check_coupling`).
     """
     if run_args is None:
         _collect_dead_networks(circuit)
     with contextlib.nullcontext() if run_args is not None else building(codegen):
         return _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, run_args, replay, law, fold,
-                            replay_steps, stream)
+                            replay_steps, stream, coupling)
 
 
 def _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, run_args, replay, law, fold,
-                 replay_steps, stream) -> BuiltCircuit:
+                 replay_steps, stream, coupling=None) -> BuiltCircuit:
     t0 = time.perf_counter()
     ns = with_units(params, dt)
+    ns.update(coupling_namespace(check_coupling(coupling) if coupling else None))   # lif somata's couplings given
     clock = b2.Clock(dt=dt * b2.second, name=f"clock_{circuit.name}")
     replay_source, replay = replay, dict(replay or {})
     plan = {k: v for k, v in fold_plan(circuit, level).items() if k not in replay} if fold else {}

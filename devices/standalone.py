@@ -160,6 +160,9 @@ class StreamRead:
         The stream's tables as compiled (padded): population -> ``(rates, period, shift)``.
     spiking : bool
         A spiking level.
+    delays : dict
+        Population -> steps its windows are read after the others' (a read-out latency,
+        :func:`ctmhsa.neurons.window.measure_stream`'s ``latency``); populations not named: 0.
     spikes, samples : dict
         Set by :meth:`attach`: population -> ``SpikeMonitor``; ``(population, observable)`` ->
         ``(StateMonitor, variable, fold classes or None)`` of the variable sampled for it.
@@ -170,25 +173,31 @@ class StreamRead:
     window: float
     tables: dict
     spiking: bool = True
+    delays: dict = field(default_factory=dict)
     spikes: dict = field(default_factory=dict)
     samples: dict = field(default_factory=dict)
 
     EXTRA_STEPS = 1
 
-    def _bounds(self) -> np.ndarray:
-        """The boundaries (steps from the run's start) the sampled variables are read at."""
-        return self.t0 + self.marks[:, [0, -1]]
+    def _marks(self, name: str | None = None) -> np.ndarray:
+        """The window marks of population ``name`` (delayed by its :attr:`delays`)."""
+        return self.marks + int(self.delays.get(name, 0))
+
+    def _bounds(self, name: str | None = None) -> np.ndarray:
+        """The boundaries (steps from the run's start) the sampled variables of ``name`` are read at."""
+        return self.t0 + self._marks(name)[:, [0, -1]]
 
     @property
     def every(self) -> int:
         """Steps between samples: every boundary read falls on one."""
-        return int(np.gcd.reduce(np.concatenate([[self.t0], self._bounds().ravel()])))
+        delays = sorted(set(self.delays.values()) | {0})
+        return int(np.gcd.reduce(np.concatenate([[self.t0], *(self._bounds().ravel() + d for d in delays)])))
 
     def key(self) -> dict:
         """What is compiled in (:func:`project_key`): the tables' shapes, periods and shifts, the
         sampling step."""
         return dict(tables={p: [*np.shape(r), float(P), float(sh)] for p, (r, P, sh) in sorted(self.tables.items())},
-                    every=self.every)
+                    every=self.every, **({"delays": dict(sorted(self.delays.items()))} if self.delays else {}))
 
     def attach(self, built) -> None:
         """Add the monitors to ``built``'s network, in the active device before it runs: at the
@@ -231,7 +240,7 @@ class StreamRead:
         idx = self._bounds() // self.every
         at = {}   # population -> {observable: (presentations, 2, N)}, at the two boundaries read
         for (name, v), (mon, var, cls) in self.samples.items():
-            sampled = _recorded_rows(mon.variables[var], idx)   # (presentations, 2, cells)
+            sampled = _recorded_rows(mon.variables[var], self._bounds(name) // self.every)   # (presentations, 2, cells)
             at.setdefault(name, {})[v] = sampled if cls is None else sampled[..., cls]
         if not self.spiking:
             for name, table in self.tables.items():   # the step before the boundary
@@ -246,7 +255,7 @@ class StreamRead:
         for name, mon in self.spikes.items():
             steps = np.rint(np.asarray(mon.t_[:]) / built.dt).astype(np.int64) - self.t0
             totals[name], sums[name] = window_counts(np.asarray(mon.i[:]), steps, built.circuit.population(name).N,
-                                                     self.marks)
+                                                     self._marks(name))
         return dict(snapshots=window_snapshots(totals, at, self.window), chunks={}, fano=fano_from_sums(sums),
                     early=[])
 
@@ -286,7 +295,8 @@ def _table_rows(rates: np.ndarray, period: float, shift: float, t: np.ndarray, d
 def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
                 schedule: tuple, threads: int, law: str = "product", fold: bool = True,
                 replay: dict | None = None, device: str = "cpp_standalone",
-                seed: int | None = None, record=(), replayed=(), stream: dict | None = None) -> str:
+                seed: int | None = None, record=(), replayed=(), stream: dict | None = None,
+                coupling: dict | None = None) -> str:
     """SHA-256 key of everything compiled into a standalone project: the circuit's structure,
     the level's cell models (equations, spike condition, reset, every per-step code), phi, the
     physiological constants, dt, OpenMP threads, the package and Brian2 versions and the Python
@@ -307,7 +317,8 @@ def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
     their sizes being compiled in); ``device``: the standalone device; ``seed``: only on
     ``cuda_standalone``, which compiles the seed in (``None`` elsewhere). ``stream``: what a stream
     compiles in (:meth:`StreamRead.key`: its tables' shapes, periods and shifts, the sampling
-    step), not its rates."""
+    step), not its rates. ``coupling``: the lif somata's couplings given in place of their soma
+    types' (compiled-in constants)."""
     try:
         version = metadata.version("ctmhsa")
     except metadata.PackageNotFoundError:   # running from a source tree
@@ -322,6 +333,7 @@ def project_key(circuit, level: str, phi: str, params: CellParams, dt: float,
                            **({} if replay is None else dict(replay=replay_digest(replay))),
                            **({} if not replayed else dict(replayed=replayed)),
                            **({} if stream is None else dict(stream=stream)),
+                           **({} if not coupling else dict(coupling=dict(sorted(coupling.items())))),
                            **({} if get_device(device).run_args else dict(device=device, seed=seed,
                                                                                schedule=list(schedule))),
                            # the compiler flags name the environment's include paths: two

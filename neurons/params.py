@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
 __all__ = ["CellParams", "DEFAULT_PARAMS", "HIGH_CONDUCTANCE", "SomaParams", "DEFAULT_SOMA", "L23_SOMA", "L5_SOMA", "LifSoma",
-           "LIF_SOMATA", "lif_soma", "with_units", "k_syn", "seconds"]
+           "LIF_SOMATA", "lif_soma", "with_units", "k_syn", "seconds", "check_coupling", "coupling_namespace"]
 
 
 @dataclass(frozen=True)
@@ -312,6 +313,42 @@ LIF_SOMATA["l6ct"] = replace(LIF_SOMATA["l5it"], params=replace(L5_SOMA, tau_c=5
 def lif_soma(cell_type: str) -> LifSoma:
     """The lif soma type of ``cell_type`` (:data:`LIF_SOMATA`)."""
     return LIF_SOMATA.get(cell_type, LIF_SOMATA["default"])
+
+
+def check_coupling(coupling) -> dict:
+    """``coupling`` (lif soma cell type -> its dendro-somatic coupling ``tau_c``, s) checked:
+    a mapping of cell types of :data:`LIF_SOMATA` to seconds in ``(0, 10]``, every cell type that
+    shares a soma type (its constants' prefix, e.g. ``"l5it"`` and ``"l5pt"``) given the same
+    coupling. A ``ValueError``/``TypeError`` naming ``coupling`` otherwise. The coupling is not
+    part of a soma's calibration (:func:`ctmhsa.neurons.conductance.calibration_params`): the
+    same law holds."""
+    if not isinstance(coupling, Mapping):
+        raise TypeError(f"coupling: expected a mapping cell type -> seconds (e.g. {{'l5it': 0.05, 'l5pt': 0.05}}), "
+                        f"got {type(coupling).__name__}")
+    out = {}
+    for ct, tau in coupling.items():
+        if ct not in LIF_SOMATA or ct == "default":
+            raise ValueError(f"coupling: {ct!r} is not a lif soma cell type; expected some of "
+                             f"{sorted(k for k in LIF_SOMATA if k != 'default')}")
+        tau = seconds("coupling", tau)
+        if not 0 < tau <= 10.0:
+            raise ValueError(f"coupling: the coupling of {ct!r} must be seconds in (0, 10], got {tau!r}")
+        out[ct] = tau
+    for ct, tau in out.items():   # one soma type, one set of constants: its cell types agree
+        shared = sorted(c for c in LIF_SOMATA if c != "default" and LIF_SOMATA[c].prefix == LIF_SOMATA[ct].prefix)
+        if any(out.get(c) != tau for c in shared):
+            raise ValueError(f"coupling: cell types {shared} share one soma type (constants "
+                             f"{LIF_SOMATA[ct].prefix}...); give them one coupling, got "
+                             f"{ {c: out.get(c) for c in shared} }")
+    return out
+
+
+def coupling_namespace(coupling: dict | None) -> dict:
+    """The namespace entries (``<prefix>tc``) that a checked ``coupling`` (:func:`check_coupling`)
+    replaces in :func:`with_units`'s."""
+    import brian2
+
+    return {LIF_SOMATA[ct].prefix + "tc": tau * brian2.second for ct, tau in (coupling or {}).items()}
 
 _UNITS = {"tau_m": "second", "tau_d": "second", "tau_int": "second", "tau_syn": "second", "u": "volt",
           "tau_relay": "second"}

@@ -31,7 +31,7 @@ __all__ = ["Probe", "Window", "measure", "measure_stream", "window_observables",
            "fano_sums", "fano_from_sums", "counts_as_rates", "chunk_ends", "COUNTER_EQUATIONS",
            "COUNTER_STEP", "COUNTER_RESET", "counter_run_args", "counted_observables", "stream_steps",
            "stream_state_steps", "counts_before", "window_counts", "window_snapshots", "stream_windows",
-           "window_times", "state_times"]
+           "window_times", "state_times", "stream_delays"]
 
 
 @dataclass(frozen=True)
@@ -245,13 +245,15 @@ def measure(network, probes: dict, clock, run: Callable[[float, object], float],
 def measure_stream(network, probes: dict, clock, run: Callable[[float, object], float], warmup: float,
                    period: float, count: int, lag: float, n_chunks: int = 1, report=None,
                    read_state: Callable[[], dict] | None = None,
-                   on_read: Callable[[int, dict], None] | None = None) -> dict:
+                   on_read: Callable[[int, dict], None] | None = None, latency: dict | None = None) -> dict:
     """Run for ``warmup`` (discarded), then ``count`` presentations of ``period`` s each, with
-    one measurement window per presentation: ``[lag, period)`` after its start.
+    one measurement window per presentation: ``[lag, period)`` after its start, each
+    population's delayed by its ``latency``.
 
-    One Brian2 ``run`` of ``warmup + count * period``; a network operation at the end of every
-    step opens each window (:class:`Window`) at its start, takes its ``n_chunks`` chunk counts and
-    reads it at its end, as :func:`measure` does for one window.
+    One Brian2 ``run`` of ``warmup + count * period`` (and the largest latency after it); a
+    network operation at the end of every step opens each window (:class:`Window`) at its
+    start, takes its ``n_chunks`` chunk counts and reads it at its end, as :func:`measure` does
+    for one window.
 
     Parameters
     ----------
@@ -276,49 +278,77 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
     on_read : callable, optional
         ``on_read(k, observables)`` at the end of presentation ``k``'s window, inside the run (a
         closed loop: what it changes, e.g. the next presentation's input table, takes effect at
-        once); ``observables`` as in ``snapshots``.
+        once); ``observables`` as in ``snapshots``. Not with a ``latency``.
+    latency : dict, optional
+        Population -> delay (s, ``0 <= delay < period``) of its windows: ``[lag + delay,
+        period + delay)`` after each presentation's start, the stage's response latency (a
+        read-out reading the class cells of a chain whose somata follow an input over hundreds
+        of ms). Populations not named: 0. The run goes on for the largest delay after the last
+        presentation (its input stays on).
     """
     if not 0 <= lag < period:
         raise ValueError(f"lag: expected 0 <= lag < period = {period} s, got {lag}")
+    delays = stream_delays(latency, period, probes)
+    if on_read is not None and any(delays.values()):
+        raise ValueError("latency: a closed loop (on_read) reads each presentation at its end; a delayed window "
+                         "would end in the next one")
     dt = float(clock.dt_)
     warmup = max(float(warmup), 0.0)
     t0 = float(network.t_) + warmup      # the stream's start: the warm-up is part of the one run
     T_win = period - lag
-    # (time since the stream began, action, presentation)
+    # the probes read together: one group per delay
+    groups = {d: {p: probes[p] for p in probes if delays.get(p, 0.0) == d} for d in sorted(set(delays.values()) | {0.0})}
+    groups = {d: g for d, g in groups.items() if g or d == 0.0}
+    # (time since the stream began, action, presentation, group's delay)
     marks = []
     windows, states = window_times(period, count, lag, n_chunks), state_times(period, count)
     for k in range(count):
-        if probes:
-            marks.append((windows[k, 0], "open", k))
-            marks.extend((e, "chunk", k) for e in windows[k, 1:])
+        for d, group in groups.items():
+            if group:
+                marks.append((windows[k, 0] + d, "open", k, d))
+                marks.extend((e + d, "chunk", k, d) for e in windows[k, 1:-1])
+                marks.append((windows[k, -1] + d, "read", k, d))
         if read_state is not None and not probes:
-            marks.append((states[k, 0], "early", k))
-        marks.append((states[k, 1], "read", k))
-    # by step (equal times computed two ways differ in the last bit), then open < chunk < read
-    marks.sort(key=lambda m: (round(m[0] / dt), ("open", "chunk", "early", "read").index(m[1])))
+            marks.append((states[k, 0], "early", k, 0.0))
+        if not probes:
+            marks.append((states[k, 1], "read", k, 0.0))
+    # by step (equal times computed two ways differ in the last bit), then a window's last chunk
+    # and read before the next window's opening on the same step (a window starting at 0 lag)
+    order = ("chunk", "early", "read", "open")
+    marks.sort(key=lambda m: (round(m[0] / dt), order.index(m[1]), m[3]))
     snapshots, chunks, early = [], {p: [] for p in probes}, []
-    state = {"window": None, "counts": None}
+    state = {d: {"window": None, "counts": None} for d in groups}
+    pending = {}   # presentation -> the groups' observables read so far
 
     def take(elapsed):
         """Every mark due ``elapsed`` s after the stream's start."""
         while marks and elapsed >= marks[0][0] - 0.5 * dt:
-            _, what, _k = marks.pop(0)
+            _, what, _k, d = marks.pop(0)
+            st, group = state[d], groups[d]
             if what == "open":
-                state["window"] = Window(probes, t0 + elapsed)
-                state["counts"] = {p: [state["window"].start_counts(p)] for p in probes}
+                st["window"] = Window(group, t0 + elapsed)
+                st["counts"] = {p: [st["window"].start_counts(p)] for p in group}
             elif what == "chunk":
-                for p, probe in probes.items():
-                    state["counts"][p].append(probe.counts())
+                for p, probe in group.items():
+                    st["counts"][p].append(probe.counts())
             elif what == "early":
                 early.append(read_state())
             elif probes:
-                snapshots.append((T_win, {p: state["window"].read(p, T_win) for p in probes}))
-                for p, c in state["counts"].items():
+                for p, probe in group.items():
+                    st["counts"][p].append(probe.counts())
+                got = pending.setdefault(_k, {})
+                got.update({p: st["window"].read(p, T_win) for p in group})
+                for p, c in st["counts"].items():
                     chunks[p].append(np.diff(np.stack(c), axis=0))
+                if len(got) == len(probes):   # every group read: the presentation's snapshot
+                    snapshots.append((T_win, {p: got[p] for p in probes}))
+                    del pending[_k]
+                    if on_read is not None:
+                        on_read(_k, snapshots[-1][1])
             else:
                 snapshots.append((period, read_state()))
-            if what == "read" and on_read is not None:
-                on_read(_k, snapshots[-1][1])
+                if on_read is not None:
+                    on_read(_k, snapshots[-1][1])
 
     def at_step_end(t):
         take(float(t[:]) + dt - t0)
@@ -327,7 +357,7 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
     op = b2.NetworkOperation(at_step_end, clock=clock, when="end", order=1000, name="stream_marks")
     network.add(op)
     try:
-        t_run = run(warmup + count * period, report)
+        t_run = run(warmup + count * period + max(delays.values(), default=0.0), report)
     finally:
         network.remove(op)
     if marks:
@@ -342,6 +372,22 @@ def window_times(period: float, count: int, lag: float, n_chunks: int) -> np.nda
     ends = chunk_ends(period - lag, n_chunks)
     return np.array([[k * period + lag, *(k * period + lag + e for e in ends)] for k in range(count)],
                     float).reshape(count, n_chunks + 1)
+
+
+def stream_delays(latency: dict | None, period: float, populations) -> dict:
+    """``latency`` (population -> delay, s) checked against a stream's ``period`` and its
+    ``populations``: every delay a real number in ``[0, period)``, every name a population; a
+    ``ValueError`` naming ``latency`` otherwise. Returns population -> delay (s) of the named ones."""
+    out = {}
+    for name, d in dict(latency or {}).items():
+        if name not in populations:
+            raise ValueError(f"latency: {name!r} is not a measured population of this stream "
+                             f"({', '.join(map(str, populations))})")
+        if isinstance(d, bool) or not isinstance(d, (int, float, np.integer, np.floating)) or not 0 <= d < period:
+            raise ValueError(f"latency: the delay of {name!r} must be seconds in [0, {period:g}) (the "
+                             f"presentation), got {d!r}")
+        out[name] = float(d)
+    return out
 
 
 def state_times(period: float, count: int) -> np.ndarray:

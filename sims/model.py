@@ -12,6 +12,7 @@ import dataclasses
 import os
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,7 +39,7 @@ from .jsonfile import to_json
 from .physiology import RateTable, rate_table, spikes_between
 from ctmhsa.neurons.levels import LEVELS, get_level
 from ctmhsa.neurons.params import HIGH_CONDUCTANCE, seconds
-from ctmhsa.neurons.window import fano_factors
+from ctmhsa.neurons.window import fano_factors, stream_delays
 
 from .options import (AUTO_CYTHON_SYNAPSES, CircuitOptions, RunOptions, check_applies, check_run,
                       given_options, max_dt, refuse_for_area, split_options)
@@ -338,7 +339,7 @@ def _compare(dec: dict, ref: dict) -> dict:
 
 
 def simulate_model(model, X, neuron: str | None = None, presentation: float | None = None, calibration=None,
-                   lag: float | None = None, **options) -> ModelResult:
+                   lag: float | None = None, latency: dict | None = None, **options) -> ModelResult:
     """Simulate ``model`` on tokens ``X`` with spiking (or rate) cells.
 
     Parameters
@@ -369,6 +370,14 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         only); default :data:`MODEL_LAG_FRACTION` of the presentation (a block is a chain of about
         eight cell stages: its output follows a new set later than one pathway's, see
         docs/digits.md); a causal model's :func:`causal_lag`.
+    latency : dict, optional
+        A stream's read-out delays at the spiking levels: population (``"classes"``,
+        ``"b0_hidden"``) or block population without its block (``"l5pt"``: every block's) ->
+        seconds in ``[0, presentation)``; that population's windows are ``[lag + delay,
+        presentation + delay)`` after each set's start, the stage's response latency (the digits
+        circuit's class cells at the lif level: 0.15 s with 50 ms L5 couplings, about 0.3 s with
+        their own; docs/lif.md, "Digits at 0.5 s"). The run goes on for the largest delay after
+        the last set. Default: none.
     **options
         ``duration`` (s; the window at the spiking levels, default 1 s; the simulated time at
         the rate level, default :data:`RATE_TIME_PER_BLOCK` per block), ``warmup`` (s; default
@@ -382,6 +391,8 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         followers carry every negative weight, :mod:`ctmhsa.circuits.dale`), ``device`` (one of
         :data:`MODEL_DEVICES`; on ``cpp_standalone`` other tokens of the same shape reuse the
         compiled project), ``threads`` (the standalone device's OpenMP threads), and
+        ``coupling`` (lif soma cell type -> its dendro-somatic coupling, s:
+        :attr:`ctmhsa.sims.options.CircuitOptions.coupling`),
         ``circuit_options``/``run_options`` (:mod:`ctmhsa.sims.options`; keywords override their
         fields, fields left at their defaults take the model's defaults above).
 
@@ -395,12 +406,13 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         A bad argument (naming it), an option that does not apply to models
         (:data:`ctmhsa.sims.options.APPLIES`: ``causal``, ``circuit``, ``signed``, ``law``,
         ``normalize``, a scheduler, checkpoints; a device not in :data:`MODEL_DEVICES`; ``duration`` on a
-        stream, ``lag`` on one set), a presentation below the minimum, tokens outside the declared
+        stream, ``lag`` or ``latency`` on one set or at the rate level), a presentation below the minimum,
+        tokens outside the declared
         range, or a division of the circuit these tokens need that it cannot exert
         (:class:`ctmhsa.mapping.operating.OperatingRangeError`) — before any network is built.
     """
     t0 = time.perf_counter()
-    run = prepare_model_run(model, X, neuron, presentation, calibration, lag, options)
+    run = prepare_model_run(model, X, neuron, presentation, calibration, lag, options, latency=latency)
     return finish_model_run(run, run.runner.run(run.run_ro), t0)
 
 
@@ -445,7 +457,8 @@ def _sizes(model) -> list:
     return model.sizes if isinstance(model, Co4Model) else model_sizes(model)
 
 
-def prepare_model_run(model, X, neuron, presentation, calibration, lag, options: dict) -> "ModelRun":
+def prepare_model_run(model, X, neuron, presentation, calibration, lag, options: dict,
+                      latency: dict | None = None) -> "ModelRun":
     """Everything :func:`simulate_model` does before the network runs: the arguments checked,
     the circuit built and encoded, its runner made (arguments as :func:`simulate_model`'s)."""
     model = as_model(model)
@@ -458,7 +471,7 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
     # every option applies to a model or is refused (options.APPLIES), those inside the option objects too
     given = given_options(co_in if isinstance(co_in, CircuitOptions) else None,
                           ro_in if isinstance(ro_in, RunOptions) else None,
-                          **plain, presentation=presentation, lag=lag, calibration=calibration)
+                          **plain, presentation=presentation, lag=lag, latency=latency, calibration=calibration)
     check_applies("model", given)
     tokens = tokens_of(model, X)
     if model.causal:   # one token per presentation: the sequence as a stream of one-token sets
@@ -472,9 +485,10 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
                          f"got shape {np.shape(X)}")
     if stream:   # a stream's timing: T x presentation, no duration
         check_applies("stream", {k: v for k, v in given.items() if k.rsplit(".", 1)[-1] == "duration"})
-    elif lag is not None:
-        raise ValueError(f"lag: the decoding lag of a stream's presentations; X is one token set, shape "
-                         f"{np.shape(X)} (give a stream (T, n, de) or leave lag out)")
+    elif lag is not None or latency is not None:
+        name = "lag" if lag is not None else "latency"
+        raise ValueError(f"{name}: the decoding {'lag' if lag is not None else 'delays'} of a stream's presentations; "
+                         f"X is one token set, shape {np.shape(X)} (give a stream (T, n, de) or leave {name} out)")
     elif presentation is not None or given.get("run_options.presentation") is not None:
         raise ValueError(f"presentation: a presentation period needs a stream of token sets, X of shape "
                          f"(T, n, de); X is one token set, shape {np.shape(X)} (give duration= instead)")
@@ -520,6 +534,9 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
         if not lag < ro.presentation:
             raise ValueError(f"lag: the decoding window [lag, presentation) is empty (lag {lag:g} s, "
                              f"presentation {ro.presentation:g} s)")
+        if latency is not None and not co.spiking:
+            raise ValueError(f"latency: the rate level reads each presentation's end state, not windows of spikes; "
+                             f"read-out delays apply at the spiking levels (neuron={co.neuron!r})")
         if model.causal and lag < kvmemory.WRITE_WINDOW:
             raise ValueError(f"lag: a causal model's token reaches its relays {kvmemory.WRITE_WINDOW:g} s into each "
                              f"presentation (after the previous token's write); a window opening at {lag:g} s "
@@ -543,6 +560,7 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
     if not isinstance(ro.record_spikes, bool):
         ro = ro.replace(record_spikes=_recorded_populations(ro.record_spikes, built.populations))
     _check_size(built, co, ro)
+    delays = _read_out_delays(latency, built.populations, ro.presentation) if stream else None
     ref = _reference(model, tokens, co.phi)   # before the build: a model these tokens break is refused here
     if co4:
         menc = encode_co4_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
@@ -566,6 +584,7 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
     runner = (runner_for(run_ro) if compiled else RuntimeRunner)(circuit, menc, None, co, run_ro)
     if stream:
         runner.lag = lag
+        runner.latency = delays
     return ModelRun(model=model, tokens=tokens, stream=stream, one=one, co=co, ro=ro, run_ro=run_ro,
                     circuit=circuit, menc=menc, runner=runner, n=n, ref=ref)
 
@@ -626,6 +645,8 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
                   blocks=_sizes(model), classes=0 if model.readout_W is None else int(model.readout_W.shape[0]),
                   n_inh=co.n_inh, P=int(co.P), dt=ro.dt, warmup=ro.warmup, duration=ro.duration,
                   presentation=ro.presentation, seed=ro.seed, device=ro.device,
+                  lag=runner.lag if stream else None, latency=dict(runner.latency or {}) if stream else None,
+                  coupling=co.coupling,
                   codegen=None if get_device(ro.device).compiles else ro.codegen,   # the runtime's only
                   threads=runner.config()["threads"], rho=menc.rho,
                   divisions={k: list(v) for k, v in menc.divisions.items()},
@@ -690,6 +711,26 @@ def _recorded_populations(names, populations) -> tuple:
                          f"circuit; its populations are {list(populations)} (a block's population without its "
                          f"block, one of {roles}, selects it in every block)")
     return tuple(out)
+
+
+def _read_out_delays(latency, populations, presentation: float) -> dict | None:
+    """``latency`` of :func:`simulate_model` as population -> delay (s): a block's population
+    without its block (``"l5pt"``) names it in every block; a ``ValueError`` naming ``latency``
+    for a name that is no population, a delay outside ``[0, presentation)`` or not a mapping."""
+    if latency is None:
+        return None
+    if not isinstance(latency, Mapping):
+        raise TypeError(f"latency: expected a mapping population -> seconds, got {type(latency).__name__}")
+    out = {}
+    for name, d in latency.items():   # a block's role names its population in every block
+        found = [name] if name in populations else [p for p in populations if _role(p) == name]
+        if not found:
+            roles = sorted({_role(p) for p in populations if _role(p) != p})
+            raise ValueError(f"latency: {name!r} is not a population of this model's circuit; its populations are "
+                             f"{list(populations)} (a block's population without its block, one of {roles}, "
+                             f"names it in every block)")
+        out.update((p, d) for p in found)
+    return stream_delays(out, presentation, populations)
 
 
 def _role(population: str) -> str:

@@ -39,7 +39,7 @@ from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.law_registry import get_law
 from ctmhsa.neurons.levels import LevelFacts, get_level
 from ctmhsa.neurons.models import FIDELITY_LEVELS, FIRING, PHI_EXPRESSIONS, TAU_LOOP_LAG
-from ctmhsa.neurons.params import DEFAULT_PARAMS, DEFAULT_SOMA, LIF_SOMATA, CellParams, seconds
+from ctmhsa.neurons.params import DEFAULT_PARAMS, DEFAULT_SOMA, LIF_SOMATA, CellParams, check_coupling, seconds
 
 __all__ = ["CircuitOptions", "RunOptions", "split_options", "seconds", "DEFAULT_DT", "DEFAULT_WARMUP",
            "N_CHUNKS", "AUTO_CYTHON_SYNAPSES", "CODEGEN", "DEVICES", "SCHEDULERS", "STEPS_PER_TAU",
@@ -257,6 +257,12 @@ class CircuitOptions(_Options):
         sampled from the declared range and both stages divide more of them (from the weights
         and the range only: :func:`ctmhsa.mapping.operating.apical_needed`); the result's
         configuration records what was built. Circuits ``"quadratic"`` and ``"linear"``, normalised.
+    coupling : dict, optional
+        The lif level's dendro-somatic couplings by cell type (s; ``{"l5it": 0.05, "l5pt": 0.05}``),
+        in place of their soma types' (:data:`ctmhsa.neurons.params.LIF_SOMATA`; the calibrated law
+        is the same: the coupling is upstream of the driven soma). Cell types sharing a soma type
+        take one value (:func:`ctmhsa.neurons.params.check_coupling`). Default: each type's own
+        (200 ms for L2/3 and L5; docs/lif.md, "Digits at 0.5 s").
     """
 
     neuron: str = "escape"
@@ -276,6 +282,7 @@ class CircuitOptions(_Options):
     input_range: object = None
     tau_mem: float | None = None
     apical_inhibition: bool | None = None
+    coupling: dict | None = None
 
     def __post_init__(self):
         _choice("neuron", self.neuron, FIDELITY_LEVELS)
@@ -334,8 +341,13 @@ class CircuitOptions(_Options):
             raise TypeError(f"gains: expected ctmhsa.maths.codes.CodeGains, got {type(self.gains).__name__}")
         if self.input_range is not None:
             _set(self, "input_range", as_input_range(self.input_range))
+        if self.coupling is not None:
+            if not get_level(self.neuron).lif:
+                raise ValueError(f"coupling: the dendro-somatic coupling is the lif somata's; neuron={self.neuron!r} has "
+                                 f"none (use neuron='lif')")
+            _set(self, "coupling", check_coupling(self.coupling) or None)
 
-    def __hash__(self):   # P may be a dict
+    def __hash__(self):   # P or coupling may be a dict
         return hash(repr(self.to_dict()))
 
     def describe(self, n: int, dk: int, dv: int, de: int, H: int = 1, m: int | None = None,
@@ -725,6 +737,9 @@ def check_run(options: CircuitOptions, run_options: RunOptions, blocks: int | No
         Naming ``dt``, ``duration`` or ``presentation`` and the bound.
     """
     ro, level = run_options, options.neuron
+    if options.coupling and ro.scheduler is not None:
+        raise ValueError("scheduler: a split run builds every head on its worker with its soma types' own couplings; "
+                         "run coupling= with scheduler=None (runtime or standalone device)")
     if options.dale and ro.scheduler is not None:
         raise ValueError("scheduler: a split run rebuilds every head on its worker without Dale's law's "
                          "followers; run dale=True with scheduler=None (runtime or standalone device)")
@@ -763,6 +778,7 @@ APPLIES = {
     "circuit": (_PATHWAY, ("quadratic",), "a model's blocks are built by the model (a transformer's on the quadratic "
                                           "circuit, a causal model's on the memory, a Co4 model's on the co4 area)"),
     "tau_mem": (("stream",), (), "the memory's time constant applies to a stream of tokens (circuit='memory')"),
+    "coupling": (_ALL, (), ""),
     "apical_inhibition": (_PATHWAY, (None, False), "a transformer model's blocks divide at the soma only (their "
                                                    "interneurons and TRN pools); the apical stage is one pathway's"),
     "law": (_PATHWAY, ("product",), "a model's L5 IT somata multiply (law='product'; a Co4 model's triad follows "
@@ -799,6 +815,8 @@ APPLIES = {
     # -- a model's own (simulate_model)
     "lag": (("model",), (), "the decoding lag of simulate_model's streams (a pathway's stream decodes after "
                             "decode_lag(presentation))"),
+    "latency": (("model",), (), "the read-out delays of simulate_model's stream windows (a pathway's stream "
+                                "reads every population in one window)"),
     "calibration": (("model",), (), "calibration sets are a transformer model's (simulate_model)"),
     # -- the attention pathway's weights and inputs (ctmhsa run)
     "weights": (_PATHWAY, (), "a model file carries its own weights (--model)"),

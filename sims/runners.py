@@ -36,7 +36,8 @@ from ctmhsa.circuits.graph import Circuit
 from ctmhsa.circuits.instantiate import instantiate
 from ctmhsa.devices.standalone import StreamRead, padded_stream, project_key, run_project
 from ctmhsa.mapping.encode import Encoding
-from ctmhsa.neurons.window import counts_as_rates, fano_from_sums, measure_stream, stream_state_steps, stream_steps
+from ctmhsa.neurons.window import (counts_as_rates, fano_from_sums, measure_stream, stream_delays, stream_state_steps,
+                                   stream_steps)
 
 from .distributed import run_split
 from .options import N_CHUNKS, CircuitOptions, RunOptions, decode_lag, stream_chunks
@@ -111,6 +112,10 @@ class Runner:
     """``on_read(k, observables)`` at the end of a stream's presentation ``k``, inside the run
     (:func:`ctmhsa.neurons.window.measure_stream`; the runtime device only): a closed loop."""
 
+    latency = None
+    """Population -> delay (s) of its windows in a stream, after ``lag``
+    (:func:`ctmhsa.neurons.window.measure_stream`); ``None``: none delayed."""
+
     def __init__(self, circuit: Circuit, encoding: Encoding, inputs, options: CircuitOptions,
                  run_options: RunOptions):
         self.circuit, self.encoding, self.inputs = circuit, encoding, inputs
@@ -170,7 +175,8 @@ class Runner:
         o = self.options
         return instantiate(self.circuit, o.neuron, self.encoding.values, phi=o.phi, params=o.params,
                            dt=run_options.dt, seed=run_options.seed, record_spikes=run_options.record_spikes,
-                           law=o.law, fold=o.fold, stream=stream or self.encoding.stream or None, **kw)
+                           law=o.law, fold=o.fold, stream=stream or self.encoding.stream or None, coupling=o.coupling,
+                           **kw)
 
     def _stream_timing(self, ro: RunOptions) -> tuple:
         """``(presentations, lag, chunks per window)`` of the stream of ``ro``."""
@@ -266,7 +272,7 @@ class RuntimeRunner(Runner):
         on_read = None if self.on_read is None else (
             lambda k, o: self.on_read(k, counts_as_rates(o) if built.spiking else o))
         m = measure_stream(built.network, built.probes(), built.clock, built.run, ro.warmup, ro.presentation, count,
-                           lag, n_chunks, report, read_state, on_read)
+                           lag, n_chunks, report, read_state, on_read, latency=self.latency)
         snaps = [(t, counts_as_rates(o) if built.spiking else o) for t, o in m["snapshots"]]
         return Observations(snaps, m["chunks"], _recorded(built, ro), build=built.build_time,
                             compile=built.preparation, run=m["run"], stream=True, early=m["early"] or None)
@@ -308,12 +314,14 @@ class StandaloneRunner(Runner):
             count, lag, n_chunks = self._stream_timing(ro)
             stream = padded_stream(self.encoding.stream)
             P = ro.presentation
+            delays = stream_delays(self.latency, P, self.circuit.populations)
             read = StreamRead(int(round(ro.warmup / ro.dt)), stream_steps(P, count, lag, n_chunks, ro.dt), P - lag,
-                              stream) if o.spiking else StreamRead(0, stream_state_steps(P, count, ro.dt), P, stream,
-                                                                   spiking=False)
-            duration += read.EXTRA_STEPS * ro.dt   # a sample at the stream's end
+                              stream, delays={p: int(round(d / ro.dt)) for p, d in delays.items()}) if o.spiking \
+                else StreamRead(0, stream_state_steps(P, count, ro.dt), P, stream, spiking=False)
+            # the delayed windows' tail, and a sample at the stream's end
+            duration += (max(read.delays.values(), default=0) + read.EXTRA_STEPS) * ro.dt
         key = project_key(self.circuit, o.neuron, o.phi, o.params, ro.dt, (ro.warmup, ro.duration, N_CHUNKS),
-                          ro.threads, law=o.law, fold=o.fold, device=ro.device, seed=ro.seed,
+                          ro.threads, law=o.law, fold=o.fold, device=ro.device, seed=ro.seed, coupling=o.coupling,
                           record=ro.record_spikes or (), stream=None if read is None else read.key())
         bar = _bar(o, ro)
         # the binary prints Brian2's text report; binary_progress reads it into the bar
@@ -326,7 +334,8 @@ class StandaloneRunner(Runner):
             bar.update_to(bar.total)
             bar.close()
         if read is not None:
-            m, end = sa["stream"], ro.warmup + ro.duration - 0.5 * ro.dt   # (not the extra step's spikes)
+            # (not the extra step's spikes)
+            m, end = sa["stream"], ro.warmup + duration - (read.EXTRA_STEPS + 0.5) * ro.dt
             spikes = {p: (i[t < end], t[t < end]) for p, (i, t) in sa["spikes"].items()}
             return Observations([(t, counts_as_rates(snap) if o.spiking else snap) for t, snap in m["snapshots"]],
                                 m["chunks"], spikes, fano=m.get("fano"), build=built.build_time,
