@@ -231,7 +231,7 @@ _MODEL_FLAGS = dict(device="--device", threads="--threads", checkpoints="--check
                     layer="--layer", heads="--heads", n_heads="--n-heads", layout="--layout",
                     record_spikes="--record-spikes", presentation="--presentation", duration="--duration",
                     seed="--seed", codegen="--codegen", neuron="--neuron", dale="--dale", firing="--firing",
-                    P="--P")
+                    P="--P", latency="--latency")
 """Option name -> flag, for the messages of ``run --model`` and ``digits``."""
 
 
@@ -348,6 +348,12 @@ def _cmd_digits(args) -> int:
     device = digits_device(args.device, count, args.threads, args.neuron)
     opts = {k: v for k, v in dict(seed=args.seed, P=args.P, codegen=args.codegen, device=device,
                                   threads=args.threads).items() if v is not None}
+    read = classify_options(args.neuron, args.presentation, args.firing, model=model)
+    if args.latency is not None:   # the class cells' delay: a spiking level's read-out
+        if not get_level(args.neuron).spiking:
+            raise ValueError("--latency: the rate level reads each image's end state; a read-out latency applies "
+                             "at the spiking levels (--neuron escape or lif)")
+        read["latency"] = {"classes": args.latency} if args.latency else None
     if not args.quiet:
         print(f"ctmhsa digits: {model!r}\n  {count} test images, {args.neuron} level, {args.presentation:g} s each, "
               f"on {device}")
@@ -356,7 +362,7 @@ def _cmd_digits(args) -> int:
     try:
         c = classify(model, images[:count], labels[:count], neuron=args.neuron, presentation=args.presentation,
                      report=None if args.quiet else "progress", record_spikes=record, calibration=cal,
-                     **classify_options(args.neuron, args.presentation, args.firing, model=model), **opts)
+                     **read, **opts)
     except (ValueError, TypeError) as exc:
         raise _flagged(exc, _MODEL_FLAGS) from None
     doc = dict(benchmark="digits", quick=False, model=model.name, source=model.source, images=count,
@@ -813,6 +819,10 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--firing", choices=FIRING, default="population",
                     help="escape level: how cells fire (default population: each value's copies as one perfect "
                          "integrator, 5 ms cells; poisson: escape noise)")
+    dg.add_argument("--latency", type=_times, metavar="S",
+                    help="seconds the class cells are read after the other stages, their response latency "
+                         "(default 0.15 at the lif level below 1 s per image, whose chain follows an image later than "
+                         "its relays; 0 otherwise; docs/lif.md)")
     dg.add_argument("--model", default="digits", help="model file or shipped name (default digits)")
     dg.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target (default auto)")
     dg.add_argument("--device", choices=("auto", "runtime", "cpp_standalone"), default="auto",

@@ -125,13 +125,17 @@ def test_digits_classify_options_per_level():
     """``ctmhsa digits`` and ``ctmhsa bench digits`` run one set of options: the escape level's
     cells and window, the rate level the same time constants at their largest step (5 ms cells
     over 2) and no spike options."""
-    from ctmhsa.sims.digits import SETTLE, classify_options, window_lag
+    from ctmhsa.sims.digits import LIF_CLASS_LATENCY, LIF_FAST_BELOW, LIF_L5_COUPLING, SETTLE, classify_options, window_lag
 
     esc, rate = classify_options("escape", 0.2), classify_options("rate", 0.5)
     assert esc == dict(cells(), lag=SETTLE) and rate == dict(params=cells()["params"], dt=pytest.approx(2.5e-3))
     assert classify_options("escape", 0.1)["lag"] == window_lag(0.1) == 0.05
     assert classify_options("escape", 0.5, "poisson") == dict(cells("poisson"), lag=None)
-    assert classify_options("lif", 1.5) == {}   # the models' own cells and window at lif
+    # the models' own cells and window at lif, the class cells read with their latency
+    fast = {"l5it": LIF_L5_COUPLING, "l5pt": LIF_L5_COUPLING}
+    assert classify_options("lif", 0.5) == dict(coupling=fast, latency={"classes": LIF_CLASS_LATENCY})
+    assert classify_options("lif", 0.2)["latency"] == {"classes": 0.1}   # at most half the presentation
+    assert classify_options("lif", LIF_FAST_BELOW) == classify_options("lif", 1.5) == {}   # the somata's own
     assert classify_options("rate", 0.201)["dt"] == pytest.approx(0.201 / 81)    # whole steps, the largest allowed
     for bad in (float("nan"), float("inf"), -0.2, 0):
         with pytest.raises(ValueError, match=r"^presentation: expected seconds per image > 0"):

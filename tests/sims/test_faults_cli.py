@@ -232,6 +232,16 @@ def test_digits_at_lif_refuses_the_default_presentation(files, capsys, no_build)
     _refused(capsys, "--presentation: ", "0.2", rc=rc)
 
 
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("flags", [["--neuron", "lif", "--latency", "-0.1"], ["--neuron", "lif", "--latency", "0.5"],
+                                   ["--neuron", "lif", "--latency", "nan"], ["--neuron", "rate", "--latency", "0.1"]])
+def test_digits_refuses_a_latency_it_cannot_read(files, capsys, no_build, flags):
+    # the class cells' delay: seconds in [0, presentation) at a spiking level, refused before building
+    rc = main(["digits", "--presentation", "0.5", *flags, "--images", "2", "--quiet", "--no-figure",
+               "--out", str(files / "d")])
+    _refused(capsys, "--latency: ", rc=rc)
+
+
 # Ctrl+C (F05) ----------------------------------------------------------------------------------------
 
 @pytest.mark.brian2
