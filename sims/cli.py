@@ -348,18 +348,18 @@ def _cmd_digits(args) -> int:
     device = digits_device(args.device, count, args.threads, args.neuron)
     opts = {k: v for k, v in dict(seed=args.seed, P=args.P, codegen=args.codegen, device=device,
                                   threads=args.threads).items() if v is not None}
-    read = classify_options(args.neuron, args.presentation, args.firing, model=model)
-    if args.latency is not None:   # the class cells' delay: a spiking level's read-out
-        if not get_level(args.neuron).spiking:
-            raise ValueError("--latency: the rate level reads each image's end state; a read-out latency applies "
-                             "at the spiking levels (--neuron escape or lif)")
-        read["latency"] = {"classes": args.latency} if args.latency else None
     if not args.quiet:
         print(f"ctmhsa digits: {model!r}\n  {count} test images, {args.neuron} level, {args.presentation:g} s each, "
               f"on {device}")
     spiking = get_level(args.neuron).spiking
     record = ("classes",) if spiking else False
     try:
+        read = classify_options(args.neuron, args.presentation, args.firing, model=model)
+        if args.latency is not None:   # the class cells' delay: a spiking level's read-out
+            if not get_level(args.neuron).spiking:
+                raise ValueError("latency: the rate level reads each image's end state; a read-out latency applies "
+                                 "at the spiking levels (--neuron escape or lif)")
+            read["latency"] = {"classes": args.latency} if args.latency else None
         c = classify(model, images[:count], labels[:count], neuron=args.neuron, presentation=args.presentation,
                      report=None if args.quiet else "progress", record_spikes=record, calibration=cal,
                      **read, **opts)
