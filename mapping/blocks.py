@@ -257,6 +257,12 @@ def _check_divisions(where: str, mean_abs: np.ndarray, unshunted: float, held: f
             "of these inputs (input_range=InputRange.from_tokens(data))")
 
 
+MODEL_REMEDY = ("a model's circuit is built for its calibration set: calibrate it on inputs that include tokens "
+                "like these (calibration=), or leave them out")
+"""What a model's refusal of tokens its interneurons cannot divide proposes (its weights and
+division stages are the model's; the declared range is its calibration set's)."""
+
+
 def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFAULT_GAINS,
                  params: CellParams = DEFAULT_PARAMS, phi: str = "elu1", input_range=None,
                  calibration=None, timing: dict | None = None) -> ModelEncoding:
@@ -345,21 +351,23 @@ def encode_model(circuit: Circuit, model: Model, tokens, gains: CodeGains = DEFA
         # the operating point centred on the calibration tokens' own drives (every set, every query)
         R_set = set_points(sub, gains)
         xc = cb["xn"].reshape(-1, n, de)
+        t = 0   # the token set a refusal names (the first is encoded before the others are checked)
         try:
             if causal:   # the memory's operating point from the range, both ends of the stream (normalised)
                 drive = (kvmemory.stream_drive(sub, blk, rng_l, phi, gains, model.forget, T)
                          if model.memory_normalised else None)
                 # the memory's scale and its integrators' peak from the calibration's own sequences
                 enc = encode(sub, xn[0], blk, gains=gains, params=params, phi=phi, input_range=rng_l, drive=drive,
-                             timing=dict(mem, calibration=cb["xn"]))
+                             timing=dict(mem, calibration=cb["xn"]), remedy=MODEL_REMEDY)
                 kvmemory.check_stream(sub, enc.consts, xn, None, blk, phi, model.forget)
             else:
                 drive = _central_drive(np.concatenate([pooled_drive(sub, x, x, blk, phi) / R_set for x in xc],
                                                       axis=1), gains)
-                enc = encode(sub, xn[0], blk, gains=gains, params=params, phi=phi, input_range=rng_l, drive=drive)
+                enc = encode(sub, xn[0], blk, gains=gains, params=params, phi=phi, input_range=rng_l, drive=drive,
+                             remedy=MODEL_REMEDY)
             c = enc.consts
             for t in range(1, 1 if causal else T):
-                check_tokens(sub, c["input_range"], c["operating"], c["R_set"], xn[t], None, blk, phi)
+                check_tokens(sub, c["input_range"], c["operating"], c["R_set"], xn[t], None, blk, phi, MODEL_REMEDY)
         except OperatingRangeError as exc:
             raise OperatingRangeError(f"block {l} attention (N(X) of {'these tokens' if T == 1 else f'token set {t}'}): "
                                       f"{exc}") from None

@@ -122,17 +122,17 @@ def relay_rates(circuit: Circuit, tokens: AffineCode, X, Y=None, onoff: bool = T
     return out
 
 
-def check_tokens(circuit: Circuit, rng, op, R_set, X, Y, weights, phi: str) -> None:
+def check_tokens(circuit: Circuit, rng, op, R_set, X, Y, weights, phi: str, remedy: str | None = None) -> None:
     """Refuse tokens the circuit built for ``rng`` does not take: outside the declared range
     (``ValueError``), or needing a division its interneurons cannot exert at the fixed gain
-    (:class:`ctmhsa.mapping.operating.OperatingRangeError`; ``op`` None: no interneurons). A check,
-    never a setting."""
+    (:class:`ctmhsa.mapping.operating.OperatingRangeError`; ``op`` None: no interneurons; ``remedy``
+    as :func:`ctmhsa.mapping.operating.check_division`'s). A check, never a setting."""
     rng.check(X, "X")
     if Y is not None:
         rng.check(Y, "Y")
     if op is not None:
         Yk = X if Y is None else Y
-        check_division(op, pooled_drive(circuit, X, Yk, weights, phi) / R_set, "X, WQ, WK")
+        check_division(op, pooled_drive(circuit, X, Yk, weights, phi) / R_set, "X, WQ, WK", remedy)
 
 
 def encode(
@@ -146,6 +146,7 @@ def encode(
     input_range=None,
     drive=None,
     timing: dict | None = None,
+    remedy: str | None = None,
 ) -> Encoding:
     """Compute input rates, synaptic weights and biases for ``circuit``.
 
@@ -178,6 +179,9 @@ def encode(
     timing : dict, optional
         A stream circuit's timing (``presentation``, ``dt``, ``forget``, ``tokens``: declared, never the
         tokens'), handed to its part's values (:mod:`ctmhsa.mapping.kvmemory`).
+    remedy : str, optional
+        What a refusal of these tokens proposes (:func:`ctmhsa.mapping.operating.check_division`;
+        a model's: its calibration set).
 
     Raises
     ------
@@ -241,7 +245,7 @@ def encode(
         # where the range's token sets lie far from its mean drive (heavy tails), a gain that
         # divides more of them (sets drawn from the range's statistics, never these tokens)
         op = recentre(op, sampled_drive(circuit, weights, rng, phi) / R_set, gains)
-    check_tokens(circuit, rng, op, R_set, X, Y, weights, phi)
+    check_tokens(circuit, rng, op, R_set, X, Y, weights, phi, remedy)
     rho_h = np.full(H, gains.rho_l23) if op is None else op.rho
     ctx = dict(u=u, xb=xb, v0=v0, onoff=onoff, weights=weights, rho_l23=rho_h, tau_syn=params.tau_syn,
                tau_int=params.tau_int,

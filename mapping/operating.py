@@ -274,12 +274,13 @@ def expected_drive(circuit, weights, input_range, phi: str) -> np.ndarray:
                                               np.repeat(fk[:, None], m.m, axis=1))
 
 
-def check_division(op: OperatingPoint, drive: np.ndarray, where: str = "X") -> None:
+def check_division(op: OperatingPoint, drive: np.ndarray, where: str = "X", remedy: str | None = None) -> None:
     """Refuse tokens whose pooled drive the built circuit cannot divide.
 
     The gain ``rho_h`` was fixed from the weights and the declared input range; macrocolumn i of
     these tokens divides exactly where ``D_min <= rho_h a_i <= D_max``. A check, never a setting:
-    nothing of ``drive`` enters the circuit.
+    nothing of ``drive`` enters the circuit. ``remedy``: what the message proposes (default: one
+    pathway's, declaring the tokens' range, smaller weights, the apical stage).
 
     Raises
     ------
@@ -297,10 +298,11 @@ def check_division(op: OperatingPoint, drive: np.ndarray, where: str = "X") -> N
             f"{'below' if low else 'above'} what its interneurons can exert ({d_min:.4g}-{d_max:.4g}) at the "
             f"gain fixed from the weights and the declared input range (rho = {op.rho[h]:.4g} Hz); "
             f"{int(bad.sum())} of {bad.size} macrocolumns are outside. The circuit is exact for tokens whose "
-            f"pooled drive Z_i/R_set,i lies in [{d_min / op.rho[h]:.4g}, {d_max / op.rho[h]:.4g}]: declare the "
-            f"statistics of these tokens (input_range=InputRange.from_tokens(data)), or scale down WQ and WK"
-            + ("" if op.apical else "; or let the interneurons shunt the apical dendrites too "
-               "(apical_inhibition=True: a second division stage)"))
+            f"pooled drive Z_i/R_set,i lies in [{d_min / op.rho[h]:.4g}, {d_max / op.rho[h]:.4g}]: "
+            + (remedy if remedy is not None else
+               "declare the statistics of these tokens (input_range=InputRange.from_tokens(data)), or scale down "
+               "WQ and WK" + ("" if op.apical else "; or let the interneurons shunt the apical dendrites too "
+                                                   "(apical_inhibition=True: a second division stage)")))
 
 
 def operating_point(drive: np.ndarray, gains, apical: bool = False) -> OperatingPoint:

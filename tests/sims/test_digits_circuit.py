@@ -140,3 +140,19 @@ def test_digits_classify_options_per_level():
     for bad in (float("nan"), float("inf"), -0.2, 0):
         with pytest.raises(ValueError, match=r"^presentation: expected seconds per image > 0"):
             classify_options("rate", bad)
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("order, named", [((55, 56), "token set 1"), ((56, 55), "token set 0")])
+def test_a_model_refuses_tokens_it_cannot_divide_with_its_own_remedy(order, named, no_build):
+    """Test image 56 needs a division below the lif interneurons' range: refused before any
+    network is built, naming the token set (the first one too) and the model's remedy (its
+    calibration set), not one pathway's (apical_inhibition, which a model refuses)."""
+    from ctmhsa.mapping.blocks import MODEL_REMEDY
+    from ctmhsa.mapping.operating import OperatingRangeError
+
+    images, _ = test_set()
+    with pytest.raises(OperatingRangeError, match=rf"^block 0 attention \(N\(X\) of {named}\): ") as info:
+        ctmhsa.simulate_model("digits", images[list(order)], neuron="lif", presentation=0.5,
+                              calibration=calibration_set(), seed=1)
+    assert str(info.value).endswith(MODEL_REMEDY) and "apical_inhibition" not in str(info.value)
