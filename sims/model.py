@@ -560,7 +560,7 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
     if not isinstance(ro.record_spikes, bool):
         ro = ro.replace(record_spikes=_recorded_populations(ro.record_spikes, built.populations))
     _check_size(built, co, ro)
-    delays = _read_out_delays(latency, built.populations, ro.presentation) if stream else None
+    delays = _read_out_delays(latency, built.populations, ro.presentation, ro.dt) if stream else None
     ref = _reference(model, tokens, co.phi)   # before the build: a model these tokens break is refused here
     if co4:
         menc = encode_co4_model(circuit, model, tokens, gains=co.code_gains, params=co.params, phi=co.phi,
@@ -713,10 +713,12 @@ def _recorded_populations(names, populations) -> tuple:
     return tuple(out)
 
 
-def _read_out_delays(latency, populations, presentation: float) -> dict | None:
+def _read_out_delays(latency, populations, presentation: float, dt: float) -> dict | None:
     """``latency`` of :func:`simulate_model` as population -> delay (s): a block's population
     without its block (``"l5pt"``) names it in every block; a ``ValueError`` naming ``latency``
-    for a name that is no population, a delay outside ``[0, presentation)`` or not a mapping."""
+    for a name that is no population, a delay outside ``[0, presentation)`` or not a whole
+    number of steps ``dt`` (both devices read windows at step boundaries), a ``TypeError`` for
+    a latency that is not a mapping."""
     if latency is None:
         return None
     if not isinstance(latency, Mapping):
@@ -730,7 +732,11 @@ def _read_out_delays(latency, populations, presentation: float) -> dict | None:
                              f"{list(populations)} (a block's population without its block, one of {roles}, "
                              f"names it in every block)")
         out.update((p, d) for p in found)
-    return stream_delays(out, presentation, populations)
+    out = stream_delays(out, presentation, populations)
+    for name, d in out.items():
+        if abs(d / dt - round(d / dt)) > 1e-6:
+            raise ValueError(f"latency: the delay of {name!r} must be a whole number of steps (dt = {dt:g} s), got {d:g} s")
+    return out
 
 
 def _role(population: str) -> str:

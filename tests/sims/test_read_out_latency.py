@@ -109,6 +109,8 @@ def test_a_closed_loop_refuses_a_latency():
     (dict(latency={"classes": 0.2}, presentation=0.2), r"^latency: the delay of 'classes' must be seconds in "
                                                        r"\[0, 0.2\)"),
     (dict(latency=0.05, presentation=0.2), r"^latency: expected a mapping"),
+    (dict(latency={"classes": 0.0505}, presentation=0.2), r"^latency: the delay of 'classes' must be a whole number "
+                                                          r"of steps \(dt = 0.001 s\)"),
 ])
 def test_simulate_model_refuses_a_bad_latency_before_building(kw, match):
     X = _tokens(2, (3, 2, 3)) if "presentation" in kw else _tokens(2)
