@@ -362,11 +362,12 @@ def _cmd_digits(args) -> int:
             read["latency"] = {"classes": args.latency} if args.latency else None
         c = classify(model, images[:count], labels[:count], neuron=args.neuron, presentation=args.presentation,
                      report=None if args.quiet else "progress", record_spikes=record, calibration=cal,
-                     **read, **opts)
+                     **{**read, **opts})   # (a --P given overrides the read-out's own copies)
     except (ValueError, TypeError) as exc:
         raise _flagged(exc, _MODEL_FLAGS) from None
     doc = dict(benchmark="digits", quick=False, model=model.name, source=model.source, images=count,
-               presentations=[args.presentation], seed=args.seed, P=args.P, rows=[classification_row(c, EXAMPLES, images)],
+               presentations=[args.presentation], seed=args.seed, P=int(c.result.config["P"]),
+               rows=[classification_row(c, EXAMPLES, images)],
                float_accuracy=c.float_accuracy, labels=c.labels.tolist(),
                float_predictions=c.float_predictions.tolist())
     with results_directory(out, "--out", kind="digits") as tmp:
@@ -815,7 +816,8 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--presentation", type=_times, default=0.2, help="seconds per image (default 0.2)")
     dg.add_argument("--images", type=_count(1), help="test images (default all 497)")
     dg.add_argument("--seed", type=int, help="simulation seed (default 0)")
-    dg.add_argument("--P", type=_count(1), help="cells per value (default 4 at the spiking levels)")
+    dg.add_argument("--P", type=_count(1), help="cells per value (default 4 at the spiking levels; 16 at the lif level "
+                                                "below 1 s per image)")
     dg.add_argument("--firing", choices=FIRING, default="population",
                     help="escape level: how cells fire (default population: each value's copies as one perfect "
                          "integrator, 5 ms cells; poisson: escape noise)")

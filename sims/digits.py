@@ -38,7 +38,7 @@ import numpy as np
 __all__ = ["DIGITS_TRAIN", "DIGITS_TEST", "N_TOKENS", "PATCH_INPUTS", "TEST_FILE", "TRAIN_FILE", "patches",
            "load_images", "train_set", "test_set", "calibration_set", "TAU_RELAY", "FIRING", "cells", "SETTLE",
            "MIN_WINDOW", "window_lag", "classify_options", "AUTO_COMPILED_IMAGES", "digits_device",
-           "LIF_CLASS_LATENCY", "LIF_L5_COUPLING", "LIF_FAST_BELOW"]
+           "LIF_CLASS_LATENCY", "LIF_L5_COUPLING", "LIF_FAST_BELOW", "LIF_FAST_COPIES"]
 
 TAU_RELAY = 20e-3
 """``CellParams.tau_relay`` (s) of the digits circuit with Poisson (escape-noise) cells: a stream
@@ -128,6 +128,12 @@ the soma types' own couplings in one window. Measured on training images 300-319
 14.1 Hz), the fast ones on 95 % (0.308, 0.310, L5 PT 20.9 Hz); at 0.5 s the fast ones on 93 %
 and the own ones on 47 % (docs/lif.md, "Digits at 0.5 s")."""
 
+LIF_FAST_COPIES = 16
+"""Cells per value (``P``) of the digits circuit at the lif level below :data:`LIF_FAST_BELOW`
+per image, unless given: with 4, L5 PT's drive is noisy enough for its adapting soma to rectify
+it into rate above its 20 Hz bound (21.0 Hz at 0.5 s, 50 test images; 16.0 Hz with 16) and 88 %
+of the images agreed with float (98 % with 16; docs/lif.md, "Digits at 0.5 s")."""
+
 LIF_L5_COUPLING = 0.05
 """Dendro-somatic coupling (s) of the digits circuit's L5 IT and PT somata at the lif level for
 presentations shorter than :data:`LIF_FAST_BELOW` (``coupling`` of
@@ -175,7 +181,8 @@ def classify_options(neuron: str, presentation: float, firing: str = FIRING, mod
     the lif level the models' default cells and window (its somata have their own constants;
     docs/lif.md, "Models at the lif level"), below :data:`LIF_FAST_BELOW` per image with L5 somata
     of a :data:`LIF_L5_COUPLING` coupling (``coupling``) and the class cells read
-    :data:`LIF_CLASS_LATENCY` later (``latency``)."""
+    :data:`LIF_CLASS_LATENCY` later (``latency``), :data:`LIF_FAST_COPIES` cells per value (``P``;
+    a caller's own ``P`` replaces it)."""
     from ctmhsa.maths.co4 import Co4Model
     from ctmhsa.neurons.levels import get_level
     from ctmhsa.sims.options import CircuitOptions, max_dt
@@ -189,7 +196,7 @@ def classify_options(neuron: str, presentation: float, firing: str = FIRING, mod
     if get_level(neuron).lif:
         if presentation >= LIF_FAST_BELOW:
             return {}
-        return dict(coupling={"l5it": LIF_L5_COUPLING, "l5pt": LIF_L5_COUPLING},
+        return dict(P=LIF_FAST_COPIES, coupling={"l5it": LIF_L5_COUPLING, "l5pt": LIF_L5_COUPLING},
                     latency={"classes": min(LIF_CLASS_LATENCY, 0.5 * presentation)})
     bound = max_dt(CircuitOptions(neuron=neuron, params=opts["params"]))[0]
     steps = max(math.ceil(presentation / bound - 1e-9), 4)     # whole steps, four at least (a decoding window)
