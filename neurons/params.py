@@ -335,7 +335,10 @@ def check_coupling(coupling) -> dict:
             raise ValueError(f"coupling: the coupling of {ct!r} must be seconds in (0, 10], got {tau!r}")
         out[ct] = tau
     for ct, tau in out.items():   # one soma type, one set of constants: its cell types agree
-        shared = sorted(c for c in LIF_SOMATA if c != "default" and LIF_SOMATA[c].prefix == LIF_SOMATA[ct].prefix)
+        shared = sorted(c for c in LIF_SOMATA if LIF_SOMATA[c].prefix == LIF_SOMATA[ct].prefix)
+        if "default" in shared:   # its constants are every cell type's without a soma type of its own
+            raise ValueError(f"coupling: {ct!r} has the default soma type, which every lif cell type without one of "
+                             f"its own shares; its coupling is not set by cell type")
         if any(out.get(c) != tau for c in shared):
             raise ValueError(f"coupling: cell types {shared} share one soma type (constants "
                              f"{LIF_SOMATA[ct].prefix}...); give them one coupling, got "

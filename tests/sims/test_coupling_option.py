@@ -75,3 +75,11 @@ def test_a_models_l5_cells_take_the_coupling_given():
     res = ctmhsa.simulate_model(_model(), _tokens(2), neuron="lif", seed=3, P=2, codegen="numpy", coupling=FAST_L5,
                                 duration=0.3)
     assert res.config["coupling"] == FAST_L5 and np.all(np.isfinite(res.output))
+
+
+@pytest.mark.codegen_independent
+def test_a_cell_type_on_the_default_soma_type_is_refused(monkeypatch):
+    """Its constants are every cell type's without a soma type of its own: not set by one name."""
+    monkeypatch.setitem(LIF_SOMATA, "borrowed", LIF_SOMATA["default"])
+    with pytest.raises(ValueError, match=r"^coupling: 'borrowed' has the default soma type"):
+        check_coupling({"borrowed": 0.05})
