@@ -262,7 +262,10 @@ class CircuitOptions(_Options):
         in place of their soma types' (:data:`ctmhsa.neurons.params.LIF_SOMATA`; the calibrated law
         is the same: the coupling is upstream of the driven soma). Cell types sharing a soma type
         take one value (:func:`ctmhsa.neurons.params.check_coupling`). Default: each type's own
-        (200 ms for L2/3 and L5; docs/lif.md, "Digits at 0.5 s").
+        (200 ms for L2/3 and L5; docs/lif.md, "Digits at 0.5 s"). A faster coupling follows a
+        stream sooner but passes more of the drive's fluctuations, which an adapting soma
+        rectifies into rate: one layer (n = 3, dk = dv = 2, 3 s, P = 1, seed 2) read ṽ at 0.815
+        with L5 at 50 ms against 0.309 with its own 200 ms.
     """
 
     neuron: str = "escape"
