@@ -276,6 +276,8 @@ def _cmd_run_model(args) -> int:
         opts["dale"] = True
     if args.firing is not None:
         opts["firing"] = args.firing
+    if args.latency:
+        opts["latency"] = dict(args.latency)
     if args.record_spikes is not None and not args.no_record_spikes:
         opts["record_spikes"] = args.record_spikes or True    # no names: every population
     neuron = args.neuron or "escape"
@@ -477,6 +479,9 @@ def _cmd_experiment(args) -> int:
 def _cmd_run(args) -> int:
     if getattr(args, "model", None):
         return _cmd_run_model(args)
+    if getattr(args, "latency", None):
+        raise ValueError("--latency: the read-out delays of a model's stream (--model); one pathway's stream reads "
+                         "every population in one window")
     quiet = args.quiet
     cfg = _run_config(args)
     co, ro = config_options(cfg)    # validated before anything is built
@@ -718,6 +723,17 @@ def _times(text: str) -> float:
     return v
 
 
+def _delay(text: str) -> tuple:
+    """An argparse type: ``POPULATION=SECONDS`` (a read-out delay, ``simulate_model``'s ``latency``)."""
+    name, sep, value = text.partition("=")
+    try:
+        if not (sep and name):
+            raise ValueError
+        return name, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected POPULATION=SECONDS (e.g. classes=0.15), got {text!r}") from None
+
+
 def _count(least: int):
     """An argparse type: an integer >= ``least``."""
     def parse(text: str) -> int:
@@ -802,6 +818,9 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("--presentation", type=_times, metavar="S",
                     help="seconds per token set when --tokens holds a stream X (T, n, de), with or without --model "
                          "(default 0.2)")
+    mg.add_argument("--latency", type=_delay, nargs="+", metavar="POP=S",
+                    help="a model stream's read-out delays: each population (or a block's population without its "
+                         "block, e.g. l5pt) read that many seconds later, its response latency (docs/lif.md)")
     run.set_defaults(func=_cmd_run)
 
     dg = sub.add_parser("digits", parents=[common], help="the shipped vision transformer reads handwritten digits "

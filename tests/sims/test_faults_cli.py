@@ -3,6 +3,7 @@
 token files, a model that cannot read the digits and a presentation too short to settle are one
 line each, before anything is built; Ctrl+C ends a run with one line and exit status 130."""
 
+import json
 import os
 import signal
 
@@ -240,6 +241,34 @@ def test_digits_refuses_a_latency_it_cannot_read(files, capsys, no_build, flags)
     rc = main(["digits", "--presentation", "0.5", *flags, "--images", "2", "--quiet", "--no-figure",
                "--out", str(files / "d")])
     _refused(capsys, "--latency: ", rc=rc)
+
+
+@pytest.mark.codegen_independent
+def test_run_model_refuses_a_latency_on_one_token_set(files, capsys, no_build):
+    _refused(capsys, "--latency: the decoding delays of a stream's presentations; X is one token set",
+             rc=_run_model(files, "--latency", "l5pt=0.05"))
+
+
+@pytest.mark.brian2
+def test_run_model_reads_a_stream_with_a_latency(files, capsys):
+    """A block's population named without its block is delayed in every block; the results
+    directory records the delays."""
+    out = files / "lat"
+    rc = main(["run", "--model", str(files / "good.npz"), "--tokens", str(files / "toks.npz"), "--neuron", "escape",
+               "--presentation", "0.2", "--latency", "l5pt=0.05", "--quiet", "--codegen", "numpy", "--seed", "1",
+               "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["latency"] == {"b0_l5pt": 0.05} and cfg["lag"] == pytest.approx(0.1)
+
+
+@pytest.mark.codegen_independent
+def test_run_refuses_a_latency_without_a_model_and_a_malformed_one(files, capsys, no_build):
+    _refused(capsys, "--latency: the read-out delays of a model's stream (--model)",
+             rc=main(["run", "--latency", "l5pt=0.05", "--quiet", "--out", str(files / "o")]))
+    with pytest.raises(SystemExit):
+        main(["run", "--model", str(files / "good.npz"), "--latency", "classes", "--quiet"])
+    assert "expected POPULATION=SECONDS" in capsys.readouterr().err
 
 
 # Ctrl+C (F05) ----------------------------------------------------------------------------------------
