@@ -694,23 +694,26 @@ def _check_causal_options(co) -> None:
     refuse_for_area(co, get_area("memory"), "a causal model's blocks are memory circuits; ")
 
 
-def _recorded_populations(names, populations) -> tuple:
-    """``record_spikes`` of a model as population names: a name of ``populations`` as it is, a
-    block's role without its block (``"l23"``) as that population of every block (``"b0_l23"``,
-    ``"b1_l23"``, ...); a ``ValueError`` naming ``record_spikes`` for a name that is neither."""
-    out, unknown = [], []
-    for name in names:
-        found = [name] if name in populations else [p for p in populations if _role(p) == name]
-        out.extend(p for p in found if p not in out)
-        if not found:
-            unknown.append(name)
+def _named_populations(names, populations, option: str) -> dict:
+    """Each of ``names`` -> the populations it names: a population of ``populations`` itself, a
+    block's role without its block (``"l23"``) that population of every block (``"b0_l23"``,
+    ``"b1_l23"``, ...); a ``ValueError`` naming ``option`` for a name that is neither."""
+    found = {name: [name] if name in populations else [p for p in populations if _role(p) == name]
+             for name in names}
+    unknown = [name for name, ps in found.items() if not ps]
     if unknown:
         roles = sorted({_role(p) for p in populations if _role(p) != p})
-        raise ValueError(f"record_spikes: {', '.join(map(repr, unknown))} "
+        raise ValueError(f"{option}: {', '.join(map(repr, unknown))} "
                          f"{'is not a population' if len(unknown) == 1 else 'are not populations'} of this model's "
                          f"circuit; its populations are {list(populations)} (a block's population without its "
                          f"block, one of {roles}, selects it in every block)")
-    return tuple(out)
+    return found
+
+
+def _recorded_populations(names, populations) -> tuple:
+    """``record_spikes`` of a model as population names (:func:`_named_populations`)."""
+    return tuple(dict.fromkeys(p for ps in _named_populations(names, populations, "record_spikes").values()
+                               for p in ps))
 
 
 def _read_out_delays(latency, populations, presentation: float, dt: float) -> dict | None:
@@ -723,16 +726,8 @@ def _read_out_delays(latency, populations, presentation: float, dt: float) -> di
         return None
     if not isinstance(latency, Mapping):
         raise TypeError(f"latency: expected a mapping population -> seconds, got {type(latency).__name__}")
-    out = {}
-    for name, d in latency.items():   # a block's role names its population in every block
-        found = [name] if name in populations else [p for p in populations if _role(p) == name]
-        if not found:
-            roles = sorted({_role(p) for p in populations if _role(p) != p})
-            raise ValueError(f"latency: {name!r} is not a population of this model's circuit; its populations are "
-                             f"{list(populations)} (a block's population without its block, one of {roles}, "
-                             f"names it in every block)")
-        out.update((p, d) for p in found)
-    out = stream_delays(out, presentation, populations)
+    found = _named_populations(list(latency), populations, "latency")
+    out = stream_delays({p: d for name, d in latency.items() for p in found[name]}, presentation, populations)
     for name, d in out.items():
         if abs(d / dt - round(d / dt)) > 1e-6:
             raise ValueError(f"latency: the delay of {name!r} must be a whole number of steps (dt = {dt:g} s), got {d:g} s")
