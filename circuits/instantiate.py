@@ -33,7 +33,7 @@ from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.models import (PHI_COVARIANCE, SOURCE_VARIANCE, add_step_code, count_variance, get_model,
                                     initial_draws, source_variance_code, stratify_phases, sums_variance,
                                     synapse_model)
-from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, check_coupling, coupling_namespace, with_units
+from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, coupling_namespace, with_units
 from ctmhsa.neurons import simd  # noqa: F401  (registers the lif somata's state-update method)
 from ctmhsa.neurons.threshold import RANDOM
 from ctmhsa.neurons.window import COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, Probe, measure
@@ -422,7 +422,7 @@ def _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, r
                  replay_steps, stream, coupling=None) -> BuiltCircuit:
     t0 = time.perf_counter()
     ns = with_units(params, dt)
-    ns.update(coupling_namespace(check_coupling(coupling) if coupling else None))   # lif somata's couplings given
+    ns.update(coupling_namespace(coupling))   # the lif somata's couplings given in place of their types
     clock = b2.Clock(dt=dt * b2.second, name=f"clock_{circuit.name}")
     replay_source, replay = replay, dict(replay or {})
     plan = {k: v for k, v in fold_plan(circuit, level).items() if k not in replay} if fold else {}

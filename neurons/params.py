@@ -347,11 +347,11 @@ def check_coupling(coupling) -> dict:
 
 
 def coupling_namespace(coupling: dict | None) -> dict:
-    """The namespace entries (``<prefix>tc``) that a checked ``coupling`` (:func:`check_coupling`)
-    replaces in :func:`with_units`'s."""
+    """The namespace entries (``<prefix>tc``) that ``coupling`` (checked: :func:`check_coupling`)
+    replaces in :func:`with_units`'s; none for ``None``."""
     import brian2
 
-    return {LIF_SOMATA[ct].prefix + "tc": tau * brian2.second for ct, tau in (coupling or {}).items()}
+    return {LIF_SOMATA[ct].prefix + "tc": tau * brian2.second for ct, tau in check_coupling(coupling or {}).items()}
 
 _UNITS = {"tau_m": "second", "tau_d": "second", "tau_int": "second", "tau_syn": "second", "u": "volt",
           "tau_relay": "second"}
