@@ -296,18 +296,17 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
     warmup = max(float(warmup), 0.0)
     t0 = float(network.t_) + warmup      # the stream's start: the warm-up is part of the one run
     T_win = period - lag
-    # the probes read together: one group per delay
-    groups = {d: {p: probes[p] for p in probes if delays.get(p, 0.0) == d} for d in sorted(set(delays.values()) | {0.0})}
-    groups = {d: g for d, g in groups.items() if g or d == 0.0}
+    groups = {}   # the probes read together: one group per delay
+    for p, probe in probes.items():
+        groups.setdefault(delays.get(p, 0.0), {})[p] = probe
     # (time since the stream began, action, presentation, group's delay)
     marks = []
     windows, states = window_times(period, count, lag, n_chunks), state_times(period, count)
     for k in range(count):
-        for d, group in groups.items():
-            if group:
-                marks.append((windows[k, 0] + d, "open", k, d))
-                marks.extend((e + d, "chunk", k, d) for e in windows[k, 1:-1])
-                marks.append((windows[k, -1] + d, "read", k, d))
+        for d in groups:
+            marks.append((windows[k, 0] + d, "open", k, d))
+            marks.extend((e + d, "chunk", k, d) for e in windows[k, 1:-1])
+            marks.append((windows[k, -1] + d, "read", k, d))
         if read_state is not None and not probes:
             marks.append((states[k, 0], "early", k, 0.0))
         if not probes:
@@ -324,7 +323,7 @@ def measure_stream(network, probes: dict, clock, run: Callable[[float, object], 
         """Every mark due ``elapsed`` s after the stream's start."""
         while marks and elapsed >= marks[0][0] - 0.5 * dt:
             _, what, _k, d = marks.pop(0)
-            st, group = state[d], groups[d]
+            st, group = state.get(d), groups.get(d)
             if what == "open":
                 st["window"] = Window(group, t0 + elapsed)
                 st["counts"] = {p: [st["window"].start_counts(p)] for p in group}

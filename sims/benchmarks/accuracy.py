@@ -139,8 +139,10 @@ def worst_stage(run: dict) -> tuple[str, float]:
 def pooled(runs: list) -> list:
     """Every stage's error against its floor pooled over the seeds of one case, level, P and device:
     sqrt(Σ NRMSE² / Σ floor²) at the full window. A single run's ratio scatters by its count
-    noise (one of some ten stages crosses 1.3 by chance in about one run of eight); the pooled
-    ratio over seeds is the bias a level leaves."""
+    noise, whose few degrees of freedom put some stage above 1.3 in about one held-out run of
+    eight at the escape level, and would in about 45 of 120 lif runs exactly at their floors
+    (docs/lif.md); the
+    pooled ratio over seeds is the bias a level leaves."""
     groups = {}
     for r in runs:   # (a run without them: read-out copies, the runtime device)
         key = (r["case"], r["level"], r["P"], r.get("copies", "readout"), r.get("device", "runtime"))
