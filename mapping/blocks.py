@@ -47,7 +47,8 @@ from .decode import decode, per_dimension, signed_rate
 from .encode import SIGNS, Encoding, cell_weights, check_tokens, encode
 from ctmhsa.maths.inputs import InputRange, as_input_range
 from ctmhsa.maths.model import Block, Model
-from .operating import OperatingRangeError, copies, division_bounds, pooled_drive, set_points, trn_division_bounds
+from .operating import (OperatingRangeError, copies, division_bounds, operating_point, pooled_drive, set_points,
+                        trn_division_bounds)
 from ctmhsa.maths.transformer import plain_model, transformer_forward
 
 __all__ = ["ModelEncoding", "calibrate", "encode_model", "decode_model", "encode_readout", "normalising_relays", "add_block_values", "drawn_tokens", "model_sizes", "STREAM_RATE",
@@ -194,17 +195,27 @@ def input_rates(circuit: Circuit, rho: float, tokens, population: str = "input")
 
 DRIVE_QUANTILES = (0.01, 0.99)
 """Quantiles of the calibration tokens' pooled drives (per head) that the attention's operating
-point must divide: the tails beyond are left to the check of the tokens shown."""
+point is centred on: the tails beyond are left to the check of the tokens shown, unless the
+centre would leave some of the calibration's own drives undivided (:func:`_central_drive`)."""
 
 
 def _central_drive(drive: np.ndarray, gains: CodeGains) -> np.ndarray:
-    """The drives ``(H, k)`` an attention area's operating point is centred on: each head's
-    :data:`DRIVE_QUANTILES` of its calibration drives, or, where they span more than the
-    interneurons can divide, its median (the shown tokens' divisions are checked either way)."""
+    """The drives ``(H, 2)`` an attention area's operating point is centred on, per head: its
+    :data:`DRIVE_QUANTILES` of the calibration drives ``(H, k)``; where they span more than the
+    interneurons can divide, their median. Where the quantiles' centre leaves a calibration drive
+    outside the divisions but the full range fits them, the full range (smallest and largest):
+    the circuit divides every token set it is built for whenever some gain does, at the gain with
+    the most room either side (the digits calibration at the lif level, whose narrower range left
+    4 of the 1,300 training images undivided). The shown tokens' divisions are checked either way."""
     q = np.quantile(drive, DRIVE_QUANTILES, axis=1).T              # (H, 2)
     lo, hi = division_bounds(gains)
     wide = q[:, 1] / q[:, 0] > hi / lo
     q[wide] = np.median(drive[wide], axis=1)[:, None]
+    need = operating_point(q, gains).rho[:, None] * drive
+    left_out = ((need < lo * (1 - 1e-9)) | (need > hi * (1 + 1e-9))).any(axis=1)
+    full = np.stack([drive.min(axis=1), drive.max(axis=1)], axis=1)
+    fits = (full[:, 0] > 0) & (full[:, 1] <= full[:, 0] * hi / lo)
+    q[left_out & fits] = full[left_out & fits]
     return q
 
 

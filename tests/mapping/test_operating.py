@@ -322,3 +322,33 @@ def test_pooled_drive_sums_the_l23_cells_present(n, m, dk, H, P, causal, seed):
     brute = np.zeros((H, n))
     np.add.at(brute, (h, i), fq[h, i, k] * fk[h, j, k])
     np.testing.assert_allclose(operating._microcolumn_drive(c, fq, fk), brute / copies(l23), rtol=1e-12, atol=0)
+
+
+@pytest.mark.codegen_independent
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(heads=st.integers(1, 3), k=st.integers(5, 400), spread=st.floats(0.1, 5.0), tail=st.floats(0.0, 4.0),
+       lif=st.booleans(), seed=st.integers(0, 2**16))
+def test_a_models_centre_divides_its_calibration_where_a_gain_can(heads, k, spread, tail, lif, seed):
+    """A model's attention centre (:func:`ctmhsa.mapping.blocks._central_drive`) from calibration
+    drives with long tails: every calibration drive is divided at its gain whenever the full
+    range fits the interneurons' divisions; where the quantiles' centre already divides them all
+    it is kept; where even the quantiles do not fit, the median."""
+    from ctmhsa.mapping.blocks import DRIVE_QUANTILES, _central_drive
+    from ctmhsa.maths.codes import default_gains
+
+    gains = default_gains("lif" if lif else "escape")
+    rs = np.random.default_rng(seed)
+    drive = np.exp(rs.normal(scale=spread / 3, size=(heads, k)))
+    drive[:, 0] *= np.exp(-tail)              # one outlier below the rest
+    lo, hi = division_bounds(gains)
+    q = np.quantile(drive, DRIVE_QUANTILES, axis=1).T
+    centre = _central_drive(drive.copy(), gains)
+    need = operating_point(centre, gains).rho[:, None] * drive
+    divided = (need >= lo * (1 - 1e-9)).all(axis=1) & (need <= hi * (1 + 1e-9)).all(axis=1)
+    full_fits = drive.max(axis=1) / drive.min(axis=1) <= hi / lo
+    assert divided[full_fits].all()
+    q_fits = q[:, 1] / q[:, 0] <= hi / lo
+    at_q = operating_point(np.where(q_fits[:, None], q, 1.0), gains).rho[:, None] * drive
+    q_divides = q_fits & (at_q >= lo * (1 - 1e-9)).all(axis=1) & (at_q <= hi * (1 + 1e-9)).all(axis=1)
+    np.testing.assert_array_equal(centre[q_divides], q[q_divides])
+    np.testing.assert_array_equal(centre[~q_fits], np.median(drive[~q_fits], axis=1)[:, None] * np.ones((1, 2)))

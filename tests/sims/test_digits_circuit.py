@@ -145,14 +145,40 @@ def test_digits_classify_options_per_level():
 @pytest.mark.codegen_independent
 @pytest.mark.parametrize("order, named", [((55, 56), "token set 1"), ((56, 55), "token set 0")])
 def test_a_model_refuses_tokens_it_cannot_divide_with_its_own_remedy(order, named, no_build):
-    """Test image 56 needs a division below the lif interneurons' range: refused before any
-    network is built, naming the token set (the first one too) and the model's remedy (its
-    calibration set), not one pathway's (apical_inhibition, which a model refuses)."""
+    """A digits circuit built for the training set's twos only cannot divide test image 56 (a
+    nine) at the lif level (a division of 2.4 against 3.04-82): refused before any network is
+    built, naming the token set (the first one too) and the model's remedy (its calibration
+    set), not one pathway's (apical_inhibition, which a model refuses)."""
     from ctmhsa.mapping.blocks import MODEL_REMEDY
     from ctmhsa.mapping.operating import OperatingRangeError
+    from ctmhsa.sims.digits import train_set
 
-    images, _ = test_set()
-    with pytest.raises(OperatingRangeError, match=rf"^block 0 attention \(N\(X\) of {named}\): ") as info:
+    images, labels = test_set()
+    train, train_labels = train_set()
+    assert labels[56] == 9
+    with pytest.raises(OperatingRangeError, match=rf"^block 0 attention \(N\(X\) of {named}\): .* needs a division "
+                                                  r"of 2\.4\d*, below") as info:
         ctmhsa.simulate_model("digits", images[list(order)], neuron="lif", presentation=0.5,
-                              calibration=calibration_set(), seed=1)
+                              calibration=train[train_labels == 2], seed=1)
     assert str(info.value).endswith(MODEL_REMEDY) and "apical_inhibition" not in str(info.value)
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("neuron", ["escape", "lif"])
+def test_the_digits_circuit_divides_every_training_and_test_image(neuron):
+    """Built for the training images, the circuit divides every one of them and every test image
+    at both spiking levels (encoding them as a stream checks each set's divisions): at lif the
+    first head's calibration quantiles' centre left 4 of the 1,300 training images and test
+    images 56 and 271 below its interneurons' divisions, so it is centred on the calibration's
+    full range (:func:`ctmhsa.mapping.blocks._central_drive`)."""
+    from ctmhsa.circuits.transformer import model_circuit
+    from ctmhsa.maths.codes import default_gains
+    from ctmhsa.mapping.blocks import encode_model
+    from ctmhsa.sims.model import _sizes, tokens_of
+
+    model = ctmhsa.load_model("digits")
+    cal = tokens_of(model, calibration_set(), "calibration")
+    circuit = model_circuit(cal.shape[1], model.de, _sizes(model), classes=10)
+    for tokens in (cal, tokens_of(model, test_set()[0], "X")):
+        enc = encode_model(circuit, model, tokens, gains=default_gains(neuron), calibration=cal)
+        assert enc.input_rates.shape[0] == len(tokens)
