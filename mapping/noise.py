@@ -40,11 +40,11 @@ from ctmhsa.neurons.conductance import calibration_of, intrinsic_fano
 from ctmhsa.neurons.models import get_model
 
 __all__ = ["stage_noise_variance", "spike_generation_fano", "quantisation_fano", "window_fano", "NOISE_DOMINATED",
-           "noise_dominated", "warn_noise_dominated", "NoiseFloorWarning"]
+           "warn_noise_dominated", "NoiseFloorWarning"]
 
 
 class NoiseFloorWarning(UserWarning):
-    """A spiking run's output is mostly spike-count noise (:func:`noise_dominated`)."""
+    """A spiking run's output is mostly spike-count noise (:func:`warn_noise_dominated`)."""
 
 
 NOISE_DOMINATED = 1.0
@@ -52,17 +52,6 @@ NOISE_DOMINATED = 1.0
 count-noise floor, an NRMSE, exceeds this: the noise the counts alone give is larger than the
 output's own spread. Found at weight scale 0.01 (square8, lif, 2 s, seed 51): x̃ NRMSE 8.6 at a
 floor of 9.0, at its floor and so unflagged, yet noise eight times the signal (version 0.15)."""
-
-
-def noise_dominated(noise_var, reference, what: str = "x_tilde", decoded=None) -> float | None:
-    """The count-noise floor of stage ``what`` (:func:`ctmhsa.mapping.decode.count_noise_floor`, the
-    ``noise_floor`` of ``SimulationResult.metrics``) where it exceeds :data:`NOISE_DOMINATED`, else
-    ``None``. ``noise_var``: :func:`stage_noise_variance`'s; ``reference``: the stage's exact
-    values, whose spread only scales the floor (a diagnostic; nothing of it reaches the circuit);
-    ``decoded``: the decoded values (their non-finite entries left out, as the metrics do)."""
-    v = None if noise_var is None else noise_var.get(what)
-    floor = count_noise_floor(v, decoded, reference)
-    return floor if floor > NOISE_DOMINATED else None
 
 
 def warn_noise_dominated(floor, neuron: str, output: str, window: str, stacklevel: int = 2) -> None:

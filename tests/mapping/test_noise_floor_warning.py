@@ -5,18 +5,23 @@ import warnings
 import numpy as np
 import pytest
 
-from ctmhsa.mapping.noise import NOISE_DOMINATED, NoiseFloorWarning, noise_dominated
+from ctmhsa.mapping.decode import count_noise_floor
+from ctmhsa.mapping.noise import NOISE_DOMINATED, NoiseFloorWarning, warn_noise_dominated
 
 
 @pytest.mark.codegen_independent
-def test_noise_dominated_compares_the_floor_with_the_outputs_spread():
+def test_the_warning_compares_the_floor_with_the_outputs_spread():
     ref = np.array([[1.0, -1.0], [2.0, 0.0]])              # spread (std) 1.118
-    small = {"x_tilde": np.full((2, 2), 0.25)}             # floor 0.5 / 1.118 = 0.45
-    big = {"x_tilde": np.full((2, 2), 4.0)}                # floor 2 / 1.118 = 1.79
-    assert noise_dominated(small, ref) is None
-    assert noise_dominated(big, ref) == pytest.approx(2.0 / np.std(ref))
-    assert noise_dominated({}, ref) is None and noise_dominated(None, ref) is None
-    assert NOISE_DOMINATED == 1.0
+    small = count_noise_floor(np.full((2, 2), 0.25), None, ref)   # 0.5 / 1.118 = 0.45
+    big = count_noise_floor(np.full((2, 2), 4.0), None, ref)      # 2 / 1.118 = 1.79
+    assert big == pytest.approx(2.0 / np.std(ref)) and NOISE_DOMINATED == 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoiseFloorWarning)
+        for quiet in (small, None, float("nan"), NOISE_DOMINATED):
+            warn_noise_dominated(quiet, "escape", "x̃", "1 s window")
+    with pytest.warns(NoiseFloorWarning, match=r"^escape run: x̃'s spike-count noise floor is 1\.79 times its spread "
+                                               r"\(NRMSE, 1 s window\)"):
+        warn_noise_dominated(big, "escape", "x̃", "1 s window")
 
 
 @pytest.mark.brian2
