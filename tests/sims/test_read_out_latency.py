@@ -82,6 +82,20 @@ def test_no_latency_reads_as_before():
 
 
 @pytest.mark.codegen_independent
+def test_a_compiled_read_samples_each_group_at_its_own_boundaries():
+    """The compiled read samples a group's integrals at the steps its own populations' window
+    boundaries share: a latency of one population (the digits' class cells, 0.15 s at 0.5 s per
+    image) no longer makes every group's samples 5x denser. Without delays the key is as before."""
+    dt, period, lag = 1e-3, 0.5, 0.25
+    marks = stream_steps(period, 4, lag, 10, dt)
+    read = StreamRead(500, marks, period - lag, {}, delays={"classes": 150})
+    assert read.every == 50 and read._every({0}) == 250 and read._every({150}) == 50
+    assert read.key()["every_by_delay"] == {"0": 250, "150": 50}
+    plain = StreamRead(500, marks, period - lag, {})
+    assert plain.every == 250 and set(plain.key()) == {"tables", "every"}
+
+
+@pytest.mark.codegen_independent
 @pytest.mark.parametrize("latency, match", [
     ({"nope": 0.01}, r"^latency: 'nope' is not a measured population"),
     ({"late": 0.02}, r"^latency: the delay of 'late' must be seconds in \[0, 0.02\)"),
@@ -174,3 +188,11 @@ def test_a_compiled_model_stream_reads_each_population_with_its_latency():
     _check_delayed(run, obs, 0.06, 0.03)
     i, t = obs.spikes["classes"]
     assert np.max(t) > run.ro.warmup + 3 * run.ro.presentation   # the tail's spikes are kept
+    # the undelayed populations, sampled on their own (sparser) clocks, read as without latency
+    _, plain = _observed("cpp_standalone", None)
+    for (_, a), (_, b) in zip(obs.snapshots, plain.snapshots, strict=True):
+        for name in a:
+            if name not in ("classes", "b0_l5pt"):
+                assert a[name].keys() == b[name].keys()
+                for v in a[name]:
+                    np.testing.assert_array_equal(a[name][v], b[name][v], err_msg=f"{name}.{v}")
