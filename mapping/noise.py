@@ -31,7 +31,7 @@ from functools import partial
 import numpy as np
 
 from ctmhsa.circuits.parts import area_hook, register_hook
-from ctmhsa.mapping.decode import count_noise_floor, per_dimension
+from ctmhsa.mapping.decode import per_dimension
 from ctmhsa.mapping.encode import copies
 from ctmhsa.maths.reference import FEATURE_MAPS
 from ctmhsa.neurons.firing import get_firing
