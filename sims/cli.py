@@ -342,17 +342,22 @@ def _cmd_digits(args) -> int:
     images, labels = test_set()
     _check_digits_model(model, images.shape[1:], int(labels.max()) + 1)
     cal = calibration_set()   # every digits circuit is built for the training images, never the test ones
-    count = len(labels) if args.images is None else args.images
-    if not 1 <= count <= len(labels):
-        raise ValueError(f"--images: expected 1..{len(labels)}, got {count}")
+    start = args.start
+    if not 0 <= start < len(labels):
+        raise ValueError(f"--start: expected a test image's index, 0..{len(labels) - 1}, got {start}")
+    count = len(labels) - start if args.images is None else args.images
+    if not 1 <= count <= len(labels) - start:
+        raise ValueError(f"--images: expected 1..{len(labels) - start}{f' from --start {start}' if start else ''}, "
+                         f"got {count}")
+    images, labels = images[start:start + count], labels[start:start + count]
     out = check_output(args.out, 0, what="--out")
     args._out = out
     device = digits_device(args.device, count, args.threads, args.neuron)
     opts = {k: v for k, v in dict(seed=args.seed, P=args.P, codegen=args.codegen, device=device,
                                   threads=args.threads).items() if v is not None}
     if not args.quiet:
-        print(f"ctmhsa digits: {model!r}\n  {count} test images, {args.neuron} level, {args.presentation:g} s each, "
-              f"on {device}")
+        which = f"{count} test images" + (f" ({start}-{start + count - 1})" if start else "")
+        print(f"ctmhsa digits: {model!r}\n  {which}, {args.neuron} level, {args.presentation:g} s each, on {device}")
     spiking = get_level(args.neuron).spiking
     record = ("classes",) if spiking else False
     try:
@@ -362,12 +367,12 @@ def _cmd_digits(args) -> int:
                 raise ValueError("latency: the rate level reads each image's end state; a read-out latency applies "
                                  "at the spiking levels (--neuron escape or lif)")
             read["latency"] = {"classes": args.latency} if args.latency else None
-        c = classify(model, images[:count], labels[:count], neuron=args.neuron, presentation=args.presentation,
+        c = classify(model, images, labels, neuron=args.neuron, presentation=args.presentation,
                      report=None if args.quiet else "progress", record_spikes=record, calibration=cal,
                      **{**read, **opts})   # (a --P given overrides the read-out's own copies)
     except (ValueError, TypeError) as exc:
         raise _flagged(exc, _MODEL_FLAGS) from None
-    doc = dict(benchmark="digits", quick=False, model=model.name, source=model.source, images=count,
+    doc = dict(benchmark="digits", quick=False, model=model.name, source=model.source, images=count, start=start,
                presentations=[args.presentation], seed=args.seed, P=int(c.result.config["P"]),
                rows=[classification_row(c, EXAMPLES, images)],
                float_accuracy=c.float_accuracy, labels=c.labels.tolist(),
@@ -830,10 +835,13 @@ def build_parser() -> argparse.ArgumentParser:
                                     "class cells, and write a results directory: classification.json, metrics.json, "
                                     "config.json, rates.json (the rate table), spikes.nwb (spiking levels), digits.png.")
     dg.add_argument("--neuron", choices=["rate", "escape", "lif"], default="escape",
-                    help="fidelity level (default escape; lif needs long presentations, e.g. --presentation 1.5: "
-                         "docs/lif.md)")
+                    help="fidelity level (default escape; lif: 16 cells per value and its class cells read 0.15 s late "
+                         "below 1 s per image, e.g. --presentation 0.5: docs/lif.md)")
     dg.add_argument("--presentation", type=_times, default=0.2, help="seconds per image (default 0.2)")
-    dg.add_argument("--images", type=_count(1), help="test images (default all 497)")
+    dg.add_argument("--images", type=_count(1), help="test images (default all 497, or those from --start)")
+    dg.add_argument("--start", type=_count(0), default=0, metavar="I",
+                    help="index of the first test image (default 0): a part of the test set, e.g. at the lif level, "
+                         "whose compiled stream keeps every spike until it ends (all 497 at 0.5 s: about 21 GB)")
     dg.add_argument("--seed", type=int, help="simulation seed (default 0)")
     dg.add_argument("--P", type=_count(1), help="cells per value (default 4 at the spiking levels; 16 at the lif level "
                                                 "below 1 s per image)")

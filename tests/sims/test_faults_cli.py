@@ -227,6 +227,38 @@ def test_bench_digits_refuses_bad_presentations_before_building(files, capsys, n
 
 
 @pytest.mark.codegen_independent
+@pytest.mark.parametrize("flags, words", [(["--start", "497"], ["--start: ", "0..496", "497"]),
+                                          (["--start", "490", "--images", "8"], ["--images: ", "1..7 from --start 490"])])
+def test_digits_refuses_a_part_outside_the_test_set(files, capsys, no_build, flags, words):
+    rc = main(["digits", "--neuron", "rate", *flags, "--quiet", "--no-figure", "--out", str(files / "d")])
+    _refused(capsys, *words, rc=rc)
+    with pytest.raises(SystemExit) as exc:   # the parser's own refusal of a negative index
+        main(["digits", "--start", "-1", "--quiet", "--out", str(files / "d")])
+    assert exc.value.code == 2 and "argument --start: expected an integer >= 0, got -1" in capsys.readouterr().err
+
+
+@pytest.mark.codegen_independent
+def test_digits_start_streams_that_part_of_the_test_set(files, capsys, monkeypatch):
+    """``--start 5 --images 3`` streams test images 5-7 (and ``--start 494`` the last three)."""
+    from ctmhsa.sims import classify as classify_module
+    from ctmhsa.sims.digits import test_set
+
+    shown = []
+
+    def stop(model, images, labels, **kw):
+        shown.append((images, labels))
+        raise ValueError("stopped before building")
+
+    monkeypatch.setattr(classify_module, "classify", stop)
+    images, labels = test_set()
+    for flags, part in ((["--start", "5", "--images", "3"], slice(5, 8)), (["--start", "494"], slice(494, 497))):
+        rc = main(["digits", "--neuron", "rate", *flags, "--quiet", "--no-figure", "--out", str(files / "d")])
+        _refused(capsys, "stopped before building", rc=rc)
+        np.testing.assert_array_equal(shown[-1][0], images[part])
+        np.testing.assert_array_equal(shown[-1][1], labels[part])
+
+
+@pytest.mark.codegen_independent
 def test_digits_at_lif_refuses_the_default_presentation(files, capsys, no_build):
     # the lif somata couple over 0.2 s: 0.2 s per image is refused before building, naming the flag
     rc = main(["digits", "--neuron", "lif", "--images", "2", "--quiet", "--no-figure", "--out", str(files / "d")])
