@@ -331,8 +331,9 @@ def test_pooled_drive_sums_the_l23_cells_present(n, m, dk, H, P, causal, seed):
 def test_a_models_centre_divides_its_calibration_where_a_gain_can(heads, k, spread, tail, lif, seed):
     """A model's attention centre (:func:`ctmhsa.mapping.blocks._central_drive`) from calibration
     drives with long tails: every calibration drive is divided at its gain whenever the full
-    range fits the interneurons' divisions; where the quantiles' centre already divides them all
-    it is kept; where even the quantiles do not fit, the median."""
+    range fits the interneurons' divisions, by the gain closest to the quantiles' centre (a
+    smallest or largest drive then sits at a bound); where the quantiles' centre already divides
+    them all it is kept; where even the quantiles do not fit, the median."""
     from ctmhsa.mapping.blocks import DRIVE_QUANTILES, _central_drive
     from ctmhsa.maths.codes import default_gains
 
@@ -351,4 +352,7 @@ def test_a_models_centre_divides_its_calibration_where_a_gain_can(heads, k, spre
     at_q = operating_point(np.where(q_fits[:, None], q, 1.0), gains).rho[:, None] * drive
     q_divides = q_fits & (at_q >= lo * (1 - 1e-9)).all(axis=1) & (at_q <= hi * (1 + 1e-9)).all(axis=1)
     np.testing.assert_array_equal(centre[q_divides], q[q_divides])
+    moved = full_fits & ~q_divides & q_fits
+    at_bound = np.isclose(need.min(axis=1), lo, rtol=1e-9) | np.isclose(need.max(axis=1), hi, rtol=1e-9)
+    assert at_bound[moved].all()
     np.testing.assert_array_equal(centre[~q_fits], np.median(drive[~q_fits], axis=1)[:, None] * np.ones((1, 2)))
