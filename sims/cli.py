@@ -13,6 +13,7 @@ import functools
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -334,6 +335,8 @@ def _cmd_digits(args) -> int:
     """``ctmhsa digits``: the shipped vision transformer reads the held-out digits, one image per
     presentation, through one built circuit; a results directory with the figure."""
     from ctmhsa.sims.benchmarks.digits import EXAMPLES, classification_row
+    from ctmhsa.mapping.blocks import MODEL_REMEDY
+    from ctmhsa.mapping.operating import OperatingRangeError
     from .classify import classify
     from .digits import calibration_set, classify_options, digits_device, test_set
     from .io import atomic_write_json, results_directory
@@ -370,6 +373,10 @@ def _cmd_digits(args) -> int:
         c = classify(model, images, labels, neuron=args.neuron, presentation=args.presentation,
                      report=None if args.quiet else "progress", record_spikes=record, calibration=cal,
                      **{**read, **opts})   # (a --P given overrides the read-out's own copies)
+    except OperatingRangeError as exc:   # a set the circuit cannot divide: named as the test image it is
+        msg = re.sub(r"token set (\d+)", lambda m: f"test image {start + int(m.group(1))}", str(exc), count=1)
+        raise OperatingRangeError(msg.replace(MODEL_REMEDY, "the digits circuit is built for the training images; "
+                                              "leave this test image out (--start, --images)")) from None
     except (ValueError, TypeError) as exc:
         raise _flagged(exc, _MODEL_FLAGS) from None
     doc = dict(benchmark="digits", quick=False, model=model.name, source=model.source, images=count, start=start,

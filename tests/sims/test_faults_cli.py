@@ -259,6 +259,16 @@ def test_digits_start_streams_that_part_of_the_test_set(files, capsys, monkeypat
 
 
 @pytest.mark.codegen_independent
+def test_digits_names_the_test_image_its_circuit_cannot_divide(files, capsys, no_build):
+    # test image 56's drive lies below every training image's: at lif it needs a division of 2.95 of
+    # 3.04-82; the refusal names the test image (not its place in the part shown) and the flags
+    rc = main(["digits", "--neuron", "lif", "--presentation", "0.5", "--start", "50", "--images", "10", "--quiet",
+               "--no-figure", "--out", str(files / "d")])
+    _refused(capsys, "(N(X) of test image 56)", "needs a division of 2.951", "(3.04-82)",
+             "leave this test image out (--start, --images)", rc=rc)
+
+
+@pytest.mark.codegen_independent
 def test_digits_at_lif_refuses_the_default_presentation(files, capsys, no_build):
     # the lif somata couple over 0.2 s: 0.2 s per image is refused before building, naming the flag
     rc = main(["digits", "--neuron", "lif", "--images", "2", "--quiet", "--no-figure", "--out", str(files / "d")])
