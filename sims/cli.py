@@ -381,7 +381,7 @@ def _cmd_digits(args) -> int:
         raise _flagged(exc, _MODEL_FLAGS) from None
     doc = dict(benchmark="digits", quick=False, model=model.name, source=model.source, images=count, start=start,
                presentations=[args.presentation], seed=args.seed, P=int(c.result.config["P"]),
-               rows=[classification_row(c, EXAMPLES, images)],
+               rows=[classification_row(c, EXAMPLES, images, first=start)],
                float_accuracy=c.float_accuracy, labels=c.labels.tolist(),
                float_predictions=c.float_predictions.tolist())
     with results_directory(out, "--out", kind="digits") as tmp:

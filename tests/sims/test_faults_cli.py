@@ -345,3 +345,23 @@ def test_ctrl_c_ends_a_run_in_one_line_and_writes_nothing(tmp_path, capsys, monk
     assert "OUT" in err and err.count("\n") == 1 and "Traceback" not in err
     assert sorted(os.listdir(tmp_path)) == ["c.toml"]
     assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.codegen_independent
+def test_a_parts_examples_carry_their_test_set_index():
+    """The results of ``ctmhsa digits --start 5`` name their examples (the figure's ``#index``) by
+    their index in the test set, not in the part shown."""
+    from types import SimpleNamespace
+
+    from ctmhsa.sims.benchmarks.digits import classification_row
+    from ctmhsa.sims.digits import test_set
+
+    images, labels = test_set()
+    part = slice(5, 8)
+    c = SimpleNamespace(summary=lambda: {}, confusion=np.zeros((10, 10), int), labels=labels[part],
+                        predictions=labels[part], float_predictions=labels[part], scores=np.zeros((3, 10)),
+                        float_scores=np.zeros((3, 10)))
+    row = classification_row(c, 2, images[part], first=5)
+    assert [e["index"] for e in row["examples"]] == [5, 6]
+    assert [e["label"] for e in row["examples"]] == labels[5:7].tolist()
+    assert [e["index"] for e in classification_row(c, 2, images[part])["examples"]] == [0, 1]
