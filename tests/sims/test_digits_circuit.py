@@ -151,10 +151,10 @@ def test_a_model_refuses_tokens_it_cannot_divide_with_its_own_remedy(order, name
     set), not one pathway's (apical_inhibition, which a model refuses)."""
     from ctmhsa.mapping.blocks import MODEL_REMEDY
     from ctmhsa.mapping.operating import OperatingRangeError
-    from ctmhsa.sims.digits import train_set
+    from ctmhsa.sims.digits import TRAIN_FILE, _shipped
 
     images, labels = test_set()
-    train, train_labels = train_set()
+    train, train_labels = _shipped(TRAIN_FILE, "training")   # (numpy only: train_set() needs scikit-learn)
     assert labels[56] == 9
     with pytest.raises(OperatingRangeError, match=rf"^block 0 attention \(N\(X\) of {named}\): .* needs a division "
                                                   r"of 2\.4\d*, below") as info:
