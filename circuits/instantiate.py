@@ -36,7 +36,7 @@ from ctmhsa.neurons.models import (PHI_COVARIANCE, SOURCE_VARIANCE, add_step_cod
 from ctmhsa.neurons.params import DEFAULT_PARAMS, CellParams, coupling_namespace, with_units
 from ctmhsa.neurons import simd  # noqa: F401  (registers the lif somata's state-update method)
 from ctmhsa.neurons.threshold import RANDOM
-from ctmhsa.neurons.window import COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, Probe, measure
+from ctmhsa.neurons.window import COUNTER_EQUATIONS, COUNTER_RESET, COUNTER_STEP, STREAM_COUNTER_STEP, Probe, measure
 
 from . import perturb
 from .dale import check_signs
@@ -104,6 +104,9 @@ class BuiltCircuit:
         Population -> the ``TimedArray`` of each streamed relay (its rows, Hz, one per
         presentation): on the runtime device a row written in place between presentations
         takes effect when its presentation starts (a closed loop, :mod:`ctmhsa.sims.generate`).
+    chunk_tables : dict
+        A compiled stream's chunk tables (``chunks``): name -> ``(TimedArray, values)``, the
+        values a run argument of every run, the compiled table zeros.
     folds : dict
         Population name -> list of :class:`FoldedGroup` (state shared by cells with identical
         inputs, see :mod:`ctmhsa.circuits.fold`).
@@ -145,6 +148,7 @@ class BuiltCircuit:
     streamed: frozenset = frozenset()
     stream_tables: dict = field(default_factory=dict)
     stream_arrays: dict = field(default_factory=dict)
+    chunk_tables: dict = field(default_factory=dict)
     compiled: dict = field(default_factory=lambda: dict(modules=0, seconds=0.0, loaded=0))
     preparation: float = 0.0
     held_clock: object = None
@@ -353,6 +357,7 @@ def instantiate(
     replay_steps: int | None = None,
     stream: dict | None = None,
     coupling: dict | None = None,
+    chunks: tuple | None = None,
 ) -> BuiltCircuit:
     """Create the Brian2 network of ``circuit`` at fidelity ``level``.
 
@@ -410,16 +415,22 @@ def instantiate(
     coupling : dict, optional
         Lif soma cell type -> its dendro-somatic coupling (s) in place of its soma type's
         (:func:`ctmhsa.neurons.params.check_coupling`).
+    chunks : tuple, optional
+        With ``run_args``, a stream's windows: ``(delays, tables)``, population -> its delay
+        (steps; 0 where not named) and delay -> the chunk of every step of the run
+        (:func:`ctmhsa.neurons.window.chunk_ids`). The counting cells then count each window's
+        spikes (:data:`ctmhsa.neurons.window.STREAM_COUNTER_STEP`); the tables' lengths are
+        compiled in, their values are run arguments (:attr:`BuiltCircuit.chunk_tables`).
     """
     if run_args is None:
         _collect_dead_networks(circuit)
     with contextlib.nullcontext() if run_args is not None else building(codegen):
         return _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, run_args, replay, law, fold,
-                            replay_steps, stream, coupling)
+                            replay_steps, stream, coupling, chunks)
 
 
 def _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, run_args, replay, law, fold,
-                 replay_steps, stream, coupling=None) -> BuiltCircuit:
+                 replay_steps, stream, coupling=None, chunks=None) -> BuiltCircuit:
     t0 = time.perf_counter()
     ns = with_units(params, dt)
     ns.update(coupling_namespace(coupling))   # the lif somata's couplings given in place of their types
@@ -436,8 +447,10 @@ def _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, r
     if replay_steps is not None and run_args is None:
         raise ValueError("replay_steps: a replay table is a run argument of a compiled device (run_args)")
     streams = _stream_arrays(circuit, level, stream or {})
-    groups, folds, tables = _populations(circuit, level, phi, law, ns, clock, plan, replay, counting, replay_steps,
-                                         streams, params)
+    if chunks is not None and not counting:
+        raise ValueError("chunks: a stream's window table is for a compiled run's counting cells (run_args)")
+    groups, folds, tables, chunk_tables = _populations(circuit, level, phi, law, ns, clock, plan, replay, counting,
+                                                       replay_steps, streams, params, chunks)
     synapses, pairs = _projections(circuit, level, ns, clock, groups, folds, plan, replay, params)
     cov = _covariance_synapses(circuit, level, ns, clock, groups, values)
     synapses.update({k: v[0] for k, v in cov.items()})
@@ -459,7 +472,8 @@ def _instantiate(circuit, level, values, phi, params, dt, seed, record_spikes, r
                          counted=tuple(spiking) if counting else (), pairs=pairs, replayed=frozenset(replay),
                          replay_tables=tables, replay_source=replay_source, streamed=frozenset(streams),
                          stream_tables={p: (ns[f"{p}_stream"], streams[p][0]) for p in streams if counting},
-                         stream_arrays={p: ns[f"{p}_stream"] for p in streams}, held_clock=held)
+                         stream_arrays={p: ns[f"{p}_stream"] for p in streams}, chunk_tables=chunk_tables,
+                         held_clock=held)
     _write_values(built, values, seed, run_args)   # checked above, before any Brian2 object
     built.build_time = time.perf_counter() - t0
     return built
@@ -780,7 +794,7 @@ def _variance_sources(circuit: Circuit, level: str, replay) -> set:
 
 def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, replay: dict,
                  counting: bool = False, replay_steps: int | None = None, streams: dict | None = None,
-                 params: CellParams = DEFAULT_PARAMS):
+                 params: CellParams = DEFAULT_PARAMS, chunks: tuple | None = None):
     """One NeuronGroup (or replaying SpikeGeneratorGroup) per population, with its folded groups;
     with ``counting``, the spiking cells count their own spikes
     (:data:`ctmhsa.neurons.window.COUNTER_EQUATIONS`); a source of a phi-corrected compartment
@@ -789,7 +803,7 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
     variance = _variance_sources(circuit, level, replay)
     # Silence: per population, the silent intervals a cell needs at most (several Silence compose)
     gated = {name: len(v) // 2 for name, v in perturb.silence_values(circuit).items()}
-    groups, folds, tables = {}, {}, {}
+    groups, folds, tables, chunk_tables = {}, {}, {}, {}
     for name, pop in circuit.populations.items():
         if name in replay and replay_steps is not None:
             table = replay_table(*replay[name], pop.N, replay_steps, float(clock.dt_))
@@ -852,11 +866,30 @@ def _populations(circuit: Circuit, level: str, phi, law, ns, clock, plan: dict, 
             g.run_regularly(source_variance_code(model, name in gated, copies(pop), params), clock=clock,
                             when="before_groups", order=1000, name=f"{name}_count_variance")
         if counting and model.spiking:   # the step's chunk, once per step (shared variables only)
-            g.run_regularly(COUNTER_STEP, clock=clock, when="start", name=f"{name}_chunk")
+            g.run_regularly(_chunk_step(name, chunks, ns, clock, chunk_tables), clock=clock, when="start",
+                            name=f"{name}_chunk")
         if model.spiking:
             _accumulate(g, [v for v in model.accumulated if not any(v in f.variables for f, _, _ in plans)], clock)
         groups[name] = g
-    return groups, {k: v for k, v in folds.items() if v}, tables
+    return groups, {k: v for k, v in folds.items() if v}, tables, chunk_tables
+
+
+def _chunk_step(name: str, chunks: tuple | None, ns: dict, clock, chunk_tables: dict) -> str:
+    """The code setting a counting population's chunk each step: one window's
+    (:data:`COUNTER_STEP`), or a stream's from the table of its delay: one ``TimedArray`` per
+    delay, in the shared namespace, its length compiled in and its values a run argument
+    (``chunk_tables``: name -> ``(TimedArray, values)``), so that one project runs streams of any
+    length of its shape (as the relays' table)."""
+    if chunks is None:
+        return COUNTER_STEP
+    delays, tables = chunks
+    d = int(delays.get(name, 0))
+    table = f"stream_chunks_{d}"
+    if table not in ns:
+        ids = np.asarray(tables[d], float)
+        ns[table] = b2.TimedArray(np.zeros_like(ids), dt=clock.dt, name=table)
+        chunk_tables[table] = (ns[table], ids)
+    return STREAM_COUNTER_STEP.format(table=table)
 
 
 REPLAY_BITS = 48

@@ -80,7 +80,7 @@ from ctmhsa.neurons.backend import cache_dir
 from ctmhsa.neurons.models import get_model
 from ctmhsa.neurons.compilation import DIE_WITH_PARENT
 from ctmhsa.neurons.params import CellParams
-from ctmhsa.neurons.window import (counted_observables, counter_run_args, fano_from_sums, window_counts,
+from ctmhsa.neurons.window import (chunk_ids, counted_observables, counter_run_args, fano_from_sums, stream_counted,
                                    window_observables, window_snapshots)
 
 __all__ = ["standalone_device", "project_dir", "project_key", "run_standalone", "run_project", "worker_copy",
@@ -131,13 +131,20 @@ def padded_stream(stream: dict) -> dict:
     return out
 
 
+COUNT = "n_win"
+"""The sample a compiled stream takes of its counting cells' window count (:class:`StreamRead`)."""
+
+
 @dataclass
 class StreamRead:
     """How a stream run on a compiled device is read once the binary has ended, as
     :func:`ctmhsa.neurons.window.measure_stream` reads it during a runtime run.
 
-    At the spiking levels every presentation has a window: its spike counts per chunk binned from
-    spike monitors, its means from the cells' integrals ``acc_<v>``. At the rate level the
+    At the spiking levels every presentation has a window: its spike counts from the cells' own
+    counters (:meth:`chunks`: each step's window chunk compiled in; the window count sampled at
+    each window's opening and end, the chunk sums behind the Fano factor read at the run's end;
+    until version 0.15 every spike was kept, 2.35 million per image of the lif digits circuit),
+    its means from the cells' integrals ``acc_<v>``. At the rate level the
     observables are read at 90 % and at the end of every presentation. What is read at a step
     boundary is sampled by state monitors every :attr:`every` steps (every boundary read falls on
     one) at the start of a step: the state after the step before, what a runtime read at that
@@ -163,9 +170,10 @@ class StreamRead:
     delays : dict
         Population -> steps its windows are read after the others' (a read-out latency,
         :func:`ctmhsa.neurons.window.measure_stream`'s ``latency``); populations not named: 0.
-    spikes, samples : dict
-        Set by :meth:`attach`: population -> ``SpikeMonitor``; ``(population, observable)`` ->
-        ``(StateMonitor, variable, fold classes or None)`` of the variable sampled for it.
+    samples : dict
+        Set by :meth:`attach`: ``(population, observable)`` -> ``(StateMonitor, variable, fold
+        classes or None)`` of the variable sampled for it (the observable :data:`COUNT`: the
+        cells' window count ``n_win``).
     """
 
     t0: int
@@ -174,7 +182,6 @@ class StreamRead:
     tables: dict
     spiking: bool = True
     delays: dict = field(default_factory=dict)
-    spikes: dict = field(default_factory=dict)
     samples: dict = field(default_factory=dict)
 
     EXTRA_STEPS = 1
@@ -206,21 +213,29 @@ class StreamRead:
         return dict(tables={p: [*np.shape(r), float(P), float(sh)] for p, (r, P, sh) in sorted(self.tables.items())},
                     every=self.every, **delayed)
 
+    def chunks(self, dt: float) -> tuple:
+        """``instantiate(chunks=...)``: every population's delay and, per delay, the chunk of each
+        step (:func:`ctmhsa.neurons.window.chunk_ids`), so that the cells count each window's
+        spikes themselves and no spike is kept. The tables are as long as the padded relay tables
+        reach (and the longest delay): their length is compiled in, so one project runs streams
+        of any length its relays' tables hold; their values are run arguments."""
+        reach = max(len(r) * P for r, P, _ in self.tables.values())
+        steps = int(np.ceil(reach / dt)) + max(self.delays.values(), default=0) + self.EXTRA_STEPS + 1
+        delays = {0, *self.delays.values()}
+        return dict(self.delays), {d: chunk_ids(self._marks() + d, self.t0, steps) for d in sorted(delays)}
+
     def attach(self, built) -> None:
-        """Add the monitors to ``built``'s network, in the active device before it runs: at the
-        spiking levels a spike monitor per counted population (its recorded one where it has
-        one); per group holding a sampled variable, one state monitor of them."""
+        """Add the monitors to ``built``'s network, in the active device before it runs: per group
+        holding a sampled variable (the window integrals, and at the spiking levels the counting
+        cells' window count), one state monitor of them."""
         held = {}
         for name, pop in built.circuit.populations.items():
             model = get_model(built.level, pop.cell_type)
             if self.spiking and name not in built.counted or not self.spiking and name in built.replayed:
                 continue
-            if self.spiking:
-                mon = built.monitors.get(name)
-                if mon is None:
-                    mon = b2.SpikeMonitor(built.groups[name], record=True, name=f"{name}_stream_spikes")
-                    built.network.add(mon)
-                self.spikes[name] = mon
+            if self.spiking:   # its cells count each window's spikes (instantiate's chunks): sampled
+                group, cls = built.holder(name, "n_win")
+                held.setdefault(group.name, (group, []))[1].append((name, COUNT, "n_win", cls))
             for v in model.observables:
                 var = f"acc_{v}" if self.spiking else v
                 group, cls = built.holder(name, var)
@@ -244,7 +259,7 @@ class StreamRead:
 
     def monitors(self) -> list:
         """Every monitor this read adds or uses."""
-        return [*self.spikes.values(), *{id(m): m for m, _, _ in self.samples.values()}.values()]
+        return list({id(m): m for m, _, _ in self.samples.values()}.values())
 
     def read(self, built) -> dict:
         """The run just ended as :func:`ctmhsa.neurons.window.measure_stream` returns it
@@ -266,11 +281,10 @@ class StreamRead:
             return dict(snapshots=[(self.window, {p: {v: a[1] for v, a in o.items()} for p, o in st.items()})
                                    for st in state],
                         chunks={}, early=[{p: {v: a[0] for v, a in o.items()} for p, o in st.items()} for st in state])
-        totals, sums = {}, {}
-        for name, mon in self.spikes.items():
-            steps = np.rint(np.asarray(mon.t_[:]) / built.dt).astype(np.int64) - self.t0
-            totals[name], sums[name] = window_counts(np.asarray(mon.i[:]), steps, built.circuit.population(name).N,
-                                                     self._marks(name))
+        totals, sums, C = {}, {}, self.marks.shape[1] - 1
+        for name in built.counted:
+            totals[name], sums[name] = stream_counted(at[name].pop(COUNT), built.values(name, "s2_chunk"),
+                                                      built.values(name, "n_chunk"), C)
         return dict(snapshots=window_snapshots(totals, at, self.window), chunks={}, fano=fano_from_sums(sums),
                     early=[])
 
@@ -627,6 +641,8 @@ def _execute(dev, built, warmup: float, duration: float, directory: str, n_chunk
         built.run_args[ta] = table
     for ta, rates in built.stream_tables.values():     # the stream's rates (its shape is compiled in)
         built.run_args[ta] = rates * b2.Hz
+    for ta, ids in built.chunk_tables.values():        # its windows' chunks, step by step (the same)
+        built.run_args[ta] = ids
     # the length of the network's run (read by the binary, see _run_length_from_argument)
     built.run_args[built.network["rng"].run_duration] = ((warmup + duration) if built.spiking else duration) * b2.second
     if built.spiking:

@@ -29,7 +29,7 @@ import numpy as np
 
 __all__ = ["Probe", "Window", "measure", "measure_stream", "window_observables", "fano_factors",
            "fano_sums", "fano_from_sums", "counts_as_rates", "chunk_ends", "COUNTER_EQUATIONS",
-           "COUNTER_STEP", "COUNTER_RESET", "counter_run_args", "counted_observables", "stream_steps",
+           "COUNTER_STEP", "COUNTER_RESET", "STREAM_COUNTER_STEP", "chunk_ids", "stream_counted", "counter_run_args", "counted_observables", "stream_steps",
            "stream_state_steps", "counts_before", "window_counts", "window_snapshots", "stream_windows",
            "window_times", "state_times", "stream_delays"]
 
@@ -120,6 +120,42 @@ n_win += int(k_now > 0)
 """Reset code (appended to the model's) that updates the counters at each spike: a spike in a
 new chunk first adds the square of the cell's last chunk count; empty chunks add nothing to
 either sum, so they need no visit."""
+
+
+STREAM_COUNTER_STEP = "k_now = {table}(t)"
+"""A compiled stream's :data:`COUNTER_STEP`: the number of each step's chunk, ``w * n_chunks + k +
+1`` in window ``w`` (0 between windows), read from a table of the run's steps made from the
+window marks (:func:`chunk_ids`): the cells' counters (:data:`COUNTER_RESET`) then count exactly
+the spikes that :func:`window_counts` counts from the spike times, and nothing of the spikes is
+kept. ``{table}``: the table's ``TimedArray`` (one value per step)."""
+
+
+def chunk_ids(marks, t0: int, steps: int) -> np.ndarray:
+    """The chunk of each of a run's ``steps`` steps (:data:`STREAM_COUNTER_STEP`): step ``t0 + s``
+    lies in chunk ``k`` of window ``w`` where ``marks[w, k] <= s < marks[w, k + 1]`` (``marks``:
+    :func:`stream_steps`, from the stream's start ``t0``), numbered ``w * n_chunks + k + 1``; 0
+    outside every window (the warm-up, the lags, the run's tail)."""
+    marks = np.asarray(marks, np.int64)
+    count, B = marks.shape
+    ids = np.zeros(int(steps))
+    for w in range(count):
+        for k in range(B - 1):
+            a, b = (int(np.clip(t0 + m, 0, steps)) for m in (marks[w, k], marks[w, k + 1]))
+            ids[a:b] = w * (B - 1) + k + 1
+    return ids
+
+
+def stream_counted(n_win, s2_chunk, n_chunk, n_chunks: int) -> tuple[np.ndarray, tuple]:
+    """Spikes per cell in each window and the population's :func:`window_counts` sums, from a
+    compiled stream's counters (:data:`STREAM_COUNTER_STEP`): ``n_win`` the cells' window count
+    sampled at every window's opening and end ``(count, 2, N)``, ``s2_chunk`` and ``n_chunk`` read
+    after the run (the squared counts of every chunk but the cell's last, and that one's)."""
+    n = np.asarray(n_win, float)
+    totals = n[:, 1] - n[:, 0]
+    sq = float(np.sum(np.asarray(s2_chunk, float) + np.asarray(n_chunk, float) ** 2))
+    tot_sq, tot = float(np.sum(totals * totals)), float(totals.sum())
+    var = (sq - tot_sq / n_chunks) / (n_chunks - 1) if n_chunks > 1 else float("nan")
+    return totals, (float(var), tot / n_chunks)
 
 
 def counter_run_args(T: float, n_chunks: int) -> dict:

@@ -847,8 +847,8 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--presentation", type=_times, default=0.2, help="seconds per image (default 0.2)")
     dg.add_argument("--images", type=_count(1), help="test images (default all 497, or those from --start)")
     dg.add_argument("--start", type=_count(0), default=0, metavar="I",
-                    help="index of the first test image (default 0): a part of the test set, e.g. at the lif level, "
-                         "whose compiled stream keeps every spike until it ends (all 497 at 0.5 s: about 21 GB)")
+                    help="index of the first test image (default 0): a part of the test set (at the lif level test "
+                         "image 56 is refused: below every training image's drive)")
     dg.add_argument("--seed", type=int, help="simulation seed (default 0)")
     dg.add_argument("--P", type=_count(1), help="cells per value (default 4 at the spiking levels; 16 at the lif level "
                                                 "below 1 s per image)")

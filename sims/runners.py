@@ -325,9 +325,11 @@ class StandaloneRunner(Runner):
                           record=ro.record_spikes or (), stream=None if read is None else read.key())
         bar = _bar(o, ro)
         # the binary prints Brian2's text report; binary_progress reads it into the bar
+        # a spiking stream's cells count each window's spikes (the chunk of each step compiled in)
+        chunks = None if read is None or not o.spiking else read.chunks(ro.dt)
         with binary_progress(bar):
-            built, sa = run_project(key, lambda: self._instantiate(ro, stream=stream, run_args={}), ro.warmup,
-                                    duration, ro.threads, N_CHUNKS, ro.device,
+            built, sa = run_project(key, lambda: self._instantiate(ro, stream=stream, run_args={}, chunks=chunks),
+                                    ro.warmup, duration, ro.threads, N_CHUNKS, ro.device,
                                     bar if bar is not None else ro.report, stream=read,
                                     rebind=None if read is not None else self.rebind)
         if bar is not None:

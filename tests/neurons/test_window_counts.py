@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctmhsa.neurons.window import counts_before, fano_sums, window_counts, window_snapshots
+from ctmhsa.neurons.window import (chunk_ids, counts_before, fano_sums, stream_counted, window_counts,
+                                   window_snapshots)
 
 pytestmark = pytest.mark.codegen_independent
 
@@ -40,6 +41,40 @@ def test_window_counts_equal_the_cumulative_counts(seed, count, chunks, N, lag, 
         assert var == pytest.approx(ref_var, rel=1e-9, abs=1e-9)
     else:
         assert np.isnan(var)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31), count=st.integers(1, 9), chunks=st.integers(1, 6), N=st.integers(1, 7),
+       lag=st.integers(0, 5), chunk=st.integers(0, 4), spikes=st.integers(0, 400))
+def test_the_cells_own_counters_count_what_the_spike_times_give(seed, count, chunks, N, lag, chunk, spikes):
+    """A compiled stream's cells count their windows themselves (each step's chunk from
+    chunk_ids, the reset's counters of COUNTER_RESET, the window count sampled at each window's
+    opening and end): stream_counted gives window_counts' totals and Fano sums, empty chunks,
+    spikes in the lags and outside the stream included."""
+    cells, steps, marks = _stream(seed, count, chunks, N, lag, chunk, spikes)
+    t0 = 3                                                   # (the earliest spike is at step -3)
+    ids = chunk_ids(marks, t0, int(steps.max(initial=0)) + t0 + 5)
+    n_win, n_chunk, k_chunk, s2 = (np.zeros(N) for _ in range(4))
+    for c, s in zip(cells, steps):                           # COUNTER_RESET, spike by spike in time order
+        k_now = ids[t0 + s]
+        new = float(k_now != k_chunk[c])
+        s2[c] += new * n_chunk[c] ** 2
+        n_chunk[c] = n_chunk[c] * (1 - new) + float(k_now > 0)
+        k_chunk[c] = k_now
+        n_win[c] += float(k_now > 0)
+    inside, bounds, at_bounds = ids[t0 + steps] > 0, marks[:, [0, -1]], np.zeros((count, 2, N))
+    for w in range(count):                                   # a sample at a boundary holds the steps before it
+        for j in range(2):
+            at_bounds[w, j] = np.bincount(cells[inside & (steps < bounds[w, j])], minlength=N)
+    totals, (var, mean) = stream_counted(at_bounds, s2, n_chunk, chunks)
+    ref_totals, (ref_var, ref_mean) = window_counts(cells, steps, N, marks)
+    np.testing.assert_array_equal(totals, ref_totals)
+    np.testing.assert_array_equal(at_bounds[-1, 1], n_win)
+    assert mean == pytest.approx(ref_mean, rel=1e-12, abs=1e-12)
+    if chunks > 1:
+        assert var == pytest.approx(ref_var, rel=1e-9, abs=1e-9)
+    else:
+        assert np.isnan(var) and np.isnan(ref_var)
 
 
 def test_window_counts_sort_spikes_out_of_time_order():

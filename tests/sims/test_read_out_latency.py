@@ -8,7 +8,8 @@ import pytest
 
 import ctmhsa
 from ctmhsa.devices.standalone import StreamRead
-from ctmhsa.neurons.window import Probe, measure_stream, stream_delays, stream_steps, window_counts
+from ctmhsa.neurons.window import (Probe, fano_from_sums, measure_stream, stream_delays, stream_steps,
+                                   window_counts)
 from ctmhsa.sims.model import prepare_model_run
 
 from test_model_standalone import KW, _model, _tokens
@@ -85,7 +86,8 @@ def test_no_latency_reads_as_before():
 def test_a_compiled_read_samples_each_group_at_its_own_boundaries():
     """The compiled read samples a group's integrals at the steps its own populations' window
     boundaries share: a latency of one population (the digits' class cells, 0.15 s at 0.5 s per
-    image) no longer makes every group's samples 5x denser. Without delays the key is as before."""
+    image) no longer makes every group's samples 5x denser. Without delays the key is as before;
+    the cells' chunk tables (run arguments) reach as far as the relays' table."""
     dt, period, lag = 1e-3, 0.5, 0.25
     marks = stream_steps(period, 4, lag, 10, dt)
     read = StreamRead(500, marks, period - lag, {}, delays={"classes": 150})
@@ -93,6 +95,14 @@ def test_a_compiled_read_samples_each_group_at_its_own_boundaries():
     assert read.key()["every_by_delay"] == {"0": 250, "150": 50}
     plain = StreamRead(500, marks, period - lag, {})
     assert plain.every == 250 and set(plain.key()) == {"tables", "every"}
+    # the chunk of each step: window w's chunk k numbered w * 10 + k + 1, 0 outside the windows;
+    # as long as the relays' table of 8 rows of 0.5 s reaches, the longest delay and 2 steps more
+    read.tables = {"input": (np.zeros((8, 3)), period, 0.0)}
+    delays, tables = read.chunks(dt)
+    assert delays == {"classes": 150} and set(tables) == {0, 150} and len(tables[0]) == 4000 + 150 + 2
+    ids = tables[0]
+    assert ids[:500 + 250].max() == 0 and ids[500 + 250] == 1 and ids[500 + 499] == 10 and ids[500 + 500] == 0
+    assert ids[500 + 750] == 11 and ids[-1] == 0 and tables[150][500 + 400] == 1
 
 
 @pytest.mark.codegen_independent
@@ -188,6 +198,14 @@ def test_a_compiled_model_stream_reads_each_population_with_its_latency():
     _check_delayed(run, obs, 0.06, 0.03)
     i, t = obs.spikes["classes"]
     assert np.max(t) > run.ro.warmup + 3 * run.ro.presentation   # the tail's spikes are kept
+    # the cells count their own windows (no spike kept): their Fano sums are the recorded spikes'
+    ro, lag = run.ro, run.runner.lag
+    for name, d in (("classes", 0.06), ("b0_l5pt", 0.03)):
+        i, t = map(np.asarray, obs.spikes[name])
+        marks = stream_steps(ro.presentation, len(obs.snapshots), lag, run.runner._stream_timing(run.run_ro)[2], ro.dt) + round(d / ro.dt)
+        _, sums = window_counts(i, np.rint(t / ro.dt).astype(np.int64) - round(ro.warmup / ro.dt),
+                                run.circuit.population(name).N, marks)
+        assert obs.fano[name] == pytest.approx(fano_from_sums({name: sums})[name], rel=1e-12), name
     # the undelayed populations, sampled on their own (sparser) clocks, read as without latency
     _, plain = _observed("cpp_standalone", None)
     for (_, a), (_, b) in zip(obs.snapshots, plain.snapshots, strict=True):
