@@ -141,10 +141,10 @@ class StreamRead:
     :func:`ctmhsa.neurons.window.measure_stream` reads it during a runtime run.
 
     At the spiking levels every presentation has a window: its spike counts from the cells' own
-    counters (:meth:`chunks`: each step's window chunk compiled in; the window count sampled at
-    each window's opening and end, the chunk sums behind the Fano factor read at the run's end;
-    until version 0.15 every spike was kept, 2.35 million per image of the lif digits circuit),
-    its means from the cells' integrals ``acc_<v>``. At the rate level the
+    counters (:meth:`chunks`: a table of each step's window chunk, a run argument; the window
+    count sampled at each window's opening and end, the chunk sums behind the Fano factor read at
+    the run's end; until version 0.15 every spike was kept, 2.35 million per image of the lif
+    digits circuit), its means from the cells' integrals ``acc_<v>``. At the rate level the
     observables are read at 90 % and at the end of every presentation. What is read at a step
     boundary is sampled by state monitors every :attr:`every` steps (every boundary read falls on
     one) at the start of a step: the state after the step before, what a runtime read at that

@@ -325,7 +325,7 @@ class StandaloneRunner(Runner):
                           record=ro.record_spikes or (), stream=None if read is None else read.key())
         bar = _bar(o, ro)
         # the binary prints Brian2's text report; binary_progress reads it into the bar
-        # a spiking stream's cells count each window's spikes (the chunk of each step compiled in)
+        # a spiking stream's cells count each window's spikes (a table of each step's chunk: run argument)
         chunks = None if read is None or not o.spiking else read.chunks(ro.dt)
         with binary_progress(bar):
             built, sa = run_project(key, lambda: self._instantiate(ro, stream=stream, run_args={}, chunks=chunks),
