@@ -264,7 +264,7 @@ class StreamRead:
     def read(self, built) -> dict:
         """The run just ended as :func:`ctmhsa.neurons.window.measure_stream` returns it
         (``snapshots``, ``early``), at the spiking levels with the pooled Fano factor per population
-        (``fano``, from :func:`ctmhsa.neurons.window.window_counts`) in place of the chunk counts
+        (``fano``, from :func:`ctmhsa.neurons.window.stream_counted`) in place of the chunk counts
         (``chunks`` empty: held per window and cell, they took 3 GB on the digits stream)."""
         idx = self._bounds() // self.every
         at = {}   # population -> {observable: (presentations, 2, N)}, at the two boundaries read

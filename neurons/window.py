@@ -15,8 +15,11 @@ count and the two per-cell sums behind the Fano factor. No per-cell work between
 spike times are stored, so only the populations whose spike trains are wanted carry a monitor there.
 
 A stream's windows (:func:`measure_stream`) on such a device are read after the run instead
-(:func:`stream_steps`, :func:`window_counts`, :func:`window_snapshots`): from the spike times and
+(:func:`stream_steps`, :func:`window_snapshots`): from the same counters, each step's window chunk
+read from a table (:data:`STREAM_COUNTER_STEP`, :func:`chunk_ids`, :func:`stream_counted`), and
 from the integrals sampled at the step boundaries where :func:`measure_stream` reads them.
+:func:`window_counts` reads the same windows from spike times: the reference the counters are
+tested against (and the read of a recorded population's spikes).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ import numpy as np
 
 __all__ = ["Probe", "Window", "measure", "measure_stream", "window_observables", "fano_factors",
            "fano_sums", "fano_from_sums", "counts_as_rates", "chunk_ends", "COUNTER_EQUATIONS",
-           "COUNTER_STEP", "COUNTER_RESET", "STREAM_COUNTER_STEP", "chunk_ids", "stream_counted", "counter_run_args", "counted_observables", "stream_steps",
+           "COUNTER_STEP", "COUNTER_RESET", "STREAM_COUNTER_STEP", "chunk_ids", "stream_counted",
+           "counter_run_args", "counted_observables", "stream_steps",
            "stream_state_steps", "counts_before", "window_counts", "window_snapshots", "stream_windows",
            "window_times", "state_times", "stream_delays"]
 

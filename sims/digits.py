@@ -132,7 +132,8 @@ LIF_FAST_COPIES = 16
 """Cells per value (``P``) of the digits circuit at the lif level below :data:`LIF_FAST_BELOW`
 per image, unless given: with 4, L5 PT's drive is noisy enough for its adapting soma to rectify
 it into rate above its 20 Hz bound (21.0 Hz at 0.5 s, 50 test images; 16.0 Hz with 16) and 88 %
-of the images agreed with float (98 % with 16; docs/lif.md, "Digits at 0.5 s")."""
+of the images agreed with float (98 % with 16 on those 50; 95.4 % of all 496 test images the
+circuit divides; docs/lif.md, "Digits at 0.5 s", "Every test image")."""
 
 LIF_L5_COUPLING = 0.05
 """Dendro-somatic coupling (s) of the digits circuit's L5 IT and PT somata at the lif level for
