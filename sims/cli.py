@@ -352,14 +352,27 @@ def _cmd_digits(args) -> int:
     if not 1 <= count <= len(labels) - start:
         raise ValueError(f"--images: expected 1..{len(labels) - start}{f' from --start {start}' if start else ''}, "
                          f"got {count}")
-    images, labels = images[start:start + count], labels[start:start + count]
+    index = np.arange(start, start + count)    # the test-set index of every image run
+    skip = list(args.skip or ())
+    wrong = [i for i in skip if not start <= i < start + count]
+    if wrong:
+        raise ValueError(f"--skip: test image {wrong[0]} is not among those run ({start}-{start + count - 1})")
+    twice = sorted({i for i in skip if skip.count(i) > 1})
+    if twice:
+        raise ValueError(f"--skip: test image {twice[0]} named twice")
+    if len(skip) == count:
+        raise ValueError(f"--skip: leaves none of the {count} test images")
+    index = np.setdiff1d(index, skip)
+    images, labels = images[index], labels[index]
+    count = len(index)
     out = check_output(args.out, 0, what="--out")
     args._out = out
     device = digits_device(args.device, count, args.threads, args.neuron)
     opts = {k: v for k, v in dict(seed=args.seed, P=args.P, codegen=args.codegen, device=device,
                                   threads=args.threads).items() if v is not None}
     if not args.quiet:
-        which = f"{count} test images" + (f" ({start}-{start + count - 1})" if start else "")
+        which = f"{count} test images" + (f" ({start}-{index[-1]})" if start else "") + (
+            f", {len(skip)} left out ({', '.join(map(str, sorted(skip)))})" if skip else "")
         print(f"ctmhsa digits: {model!r}\n  {which}, {args.neuron} level, {args.presentation:g} s each, on {device}")
     spiking = get_level(args.neuron).spiking
     record = ("classes",) if spiking else False
@@ -374,14 +387,15 @@ def _cmd_digits(args) -> int:
                      report=None if args.quiet else "progress", record_spikes=record, calibration=cal,
                      **{**read, **opts})   # (a --P given overrides the read-out's own copies)
     except OperatingRangeError as exc:   # a set the circuit cannot divide: named as the test image it is
-        msg = re.sub(r"token set (\d+)", lambda m: f"test image {start + int(m.group(1))}", str(exc), count=1)
+        msg = re.sub(r"token set (\d+)", lambda m: f"test image {index[int(m.group(1))]}", str(exc), count=1)
         raise OperatingRangeError(msg.replace(MODEL_REMEDY, "the digits circuit is built for the training images; "
-                                              "leave this test image out (--start, --images)")) from None
+                                              "leave this test image out (--skip)")) from None
     except (ValueError, TypeError) as exc:
         raise _flagged(exc, _MODEL_FLAGS) from None
     doc = dict(benchmark="digits", quick=False, model=model.name, source=model.source, images=count, start=start,
+               skipped=sorted(skip), index=index.tolist(),
                presentations=[args.presentation], seed=args.seed, P=int(c.result.config["P"]),
-               rows=[classification_row(c, EXAMPLES, images, first=start)],
+               rows=[classification_row(c, EXAMPLES, images, index=index)],
                float_accuracy=c.float_accuracy, labels=c.labels.tolist(),
                float_predictions=c.float_predictions.tolist())
     with results_directory(out, "--out", kind="digits") as tmp:
@@ -847,8 +861,10 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--presentation", type=_times, default=0.2, help="seconds per image (default 0.2)")
     dg.add_argument("--images", type=_count(1), help="test images (default all 497, or those from --start)")
     dg.add_argument("--start", type=_count(0), default=0, metavar="I",
-                    help="index of the first test image (default 0): a part of the test set (at the lif level test "
-                         "image 56 is refused: below every training image's drive)")
+                    help="index of the first test image (default 0): a part of the test set")
+    dg.add_argument("--skip", type=_count(0), nargs="+", metavar="I",
+                    help="test images (by index) left out of those run, named in classification.json (at the lif "
+                         "level test image 56 is refused, below every training image's drive: --skip 56)")
     dg.add_argument("--seed", type=int, help="simulation seed (default 0)")
     dg.add_argument("--P", type=_count(1), help="cells per value (default 4 at the spiking levels; 16 at the lif level "
                                                 "below 1 s per image)")

@@ -58,13 +58,14 @@ def image_of(patches) -> np.ndarray:
     return p.transpose(0, 2, 1, 3).reshape(8, 8)
 
 
-def classification_row(c, examples: int, images, first: int = 0) -> dict:
+def classification_row(c, examples: int, images, index=None) -> dict:
     """A classification's summary, confusion matrix, predictions and its first ``examples`` inputs
-    (``images``, the ones classified), each named by its test-set index (``first``: the index of
-    ``images[0]``)."""
+    (``images``, the ones classified), each named by its test-set index (``index``: one per image;
+    default ``0, 1, ...``)."""
     out = c.summary()
     out["confusion"] = c.confusion.tolist()
-    out["examples"] = [dict(index=first + i, image=image_of(images[i]).tolist(), label=int(c.labels[i]),
+    index = range(len(c.labels)) if index is None else [int(i) for i in index]
+    out["examples"] = [dict(index=index[i], image=image_of(images[i]).tolist(), label=int(c.labels[i]),
                             prediction=int(c.predictions[i]),
                             float_prediction=int(c.float_predictions[i]), scores=c.scores[i].tolist(),
                             float_scores=c.float_scores[i].tolist()) for i in range(min(examples, len(c.labels)))]

@@ -259,13 +259,48 @@ def test_digits_start_streams_that_part_of_the_test_set(files, capsys, monkeypat
 
 
 @pytest.mark.codegen_independent
+def test_digits_skip_leaves_the_named_test_images_out(files, capsys, monkeypatch):
+    """``--start 50 --images 10 --skip 56 58`` streams test images 50-59 but 56 and 58, in order."""
+    from ctmhsa.sims import classify as classify_module
+    from ctmhsa.sims.digits import test_set
+
+    shown = []
+
+    def stop(model, images, labels, **kw):
+        shown.append((images, labels))
+        raise ValueError("stopped before building")
+
+    monkeypatch.setattr(classify_module, "classify", stop)
+    images, labels = test_set()
+    rc = main(["digits", "--neuron", "rate", "--start", "50", "--images", "10", "--skip", "58", "56", "--quiet",
+               "--no-figure", "--out", str(files / "d")])
+    _refused(capsys, "stopped before building", rc=rc)
+    kept = [50, 51, 52, 53, 54, 55, 57, 59]
+    np.testing.assert_array_equal(shown[-1][0], images[kept])
+    np.testing.assert_array_equal(shown[-1][1], labels[kept])
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("flags, words", [
+    (["--start", "50", "--images", "10", "--skip", "60"], ["--skip: ", "test image 60", "(50-59)"]),
+    (["--skip", "3", "3"], ["--skip: ", "test image 3 named twice"]),
+    (["--start", "5", "--images", "2", "--skip", "5", "6"], ["--skip: ", "leaves none of the 2"])])
+def test_digits_refuses_a_skip_outside_the_images_run(files, capsys, no_build, flags, words):
+    rc = main(["digits", "--neuron", "rate", *flags, "--quiet", "--no-figure", "--out", str(files / "d")])
+    _refused(capsys, *words, rc=rc)
+
+
+@pytest.mark.codegen_independent
 def test_digits_names_the_test_image_its_circuit_cannot_divide(files, capsys, no_build):
     # test image 56's drive lies below every training image's: at lif it needs a division of 2.95 of
     # 3.04-82; the refusal names the test image (not its place in the part shown) and the flags
     rc = main(["digits", "--neuron", "lif", "--presentation", "0.5", "--start", "50", "--images", "10", "--quiet",
                "--no-figure", "--out", str(files / "d")])
     _refused(capsys, "(N(X) of test image 56)", "needs a division of 2.951", "(3.04-82)",
-             "leave this test image out (--start, --images)", rc=rc)
+             "leave this test image out (--skip)", rc=rc)
+    rc = main(["digits", "--neuron", "lif", "--presentation", "0.5", "--start", "50", "--images", "10", "--skip",
+               "51", "53", "--quiet", "--no-figure", "--out", str(files / "d")])   # named by its index, not its place
+    _refused(capsys, "(N(X) of test image 56)", rc=rc)
 
 
 @pytest.mark.codegen_independent
@@ -361,7 +396,7 @@ def test_a_parts_examples_carry_their_test_set_index():
     c = SimpleNamespace(summary=lambda: {}, confusion=np.zeros((10, 10), int), labels=labels[part],
                         predictions=labels[part], float_predictions=labels[part], scores=np.zeros((3, 10)),
                         float_scores=np.zeros((3, 10)))
-    row = classification_row(c, 2, images[part], first=5)
+    row = classification_row(c, 2, images[part], index=[5, 6, 7])
     assert [e["index"] for e in row["examples"]] == [5, 6]
     assert [e["label"] for e in row["examples"]] == labels[5:7].tolist()
     assert [e["index"] for e in classification_row(c, 2, images[part])["examples"]] == [0, 1]
