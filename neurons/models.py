@@ -417,6 +417,10 @@ def _rate_l5it():
 
 def _rate_linear():
     # L5 PT and nucleus-2 relay: leaky integration of summed input, linear rectified rate
+    # The potential is a deterministic filter of the summed input: the copies of a value, which
+    # receive the same synapses, share it (one synapse per class instead of one per copy: the
+    # dense L5 IT -> PT, PT -> nucleus 2 and MLP projections took 57 % of a lif digits run at 32
+    # copies, measured with perf); each copy keeps its own spikes
     return CellModel(
         equations="""
         dU/dt = (b + I_s - U)/tau_m : volt
@@ -427,6 +431,7 @@ def _rate_linear():
         inputs={"soma": ("I_s", "volt")},
         parameters=("b", "rho"),
         observables=("U", "r"),
+        folds=(Fold("soma", ("U",), ("soma",), ("b",)),),
     )
 
 

@@ -151,3 +151,30 @@ def test_fold_argument_is_checked():
     X, _, WQ, WK, WV, WO = random_problem(seed=5, n=2, H=1, dk=2, dv=2, de=2)
     with pytest.raises(TypeError, match="fold: expected a bool"):
         simulate_mhsa(X, WQ, WK, WV, WO, fold="yes")
+
+
+@pytest.mark.brian2
+def test_a_models_linear_cells_fold_their_copies_and_keep_their_spikes():
+    """The copies of a value of L5 PT, nucleus 2, the MLP's hidden cells and the read-out share
+    one potential (one synapse per class): the synapses Brian2 holds fall, the spikes stay."""
+    import pathlib
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "sims"))   # (the model tests' small model)
+    from test_model_standalone import _model, _tokens
+    from ctmhsa.circuits.fold import simulated_synapse_count
+    from ctmhsa.sims.model import prepare_model_run, simulate_model
+
+    model, X, P = _model(), _tokens(3), 3
+    circuit = prepare_model_run(model, X, "escape", None, None, None, dict(P=P)).circuit
+    plan = fold_plan(circuit, "escape")
+    for name in ("b0_l5pt", "b0_nucleus2", "b0_hidden", "b0_out"):
+        (fold, cls, reps), = [p for p in plan[name] if p[0].name == "soma"]
+        assert fold.variables == ("U",) and len(reps) * P == circuit.populations[name].N, name
+    assert simulated_synapse_count(circuit, plan) < simulated_synapse_count(circuit, {})
+    kw = dict(neuron="escape", duration=0.3, warmup=0.1, seed=2, record_spikes=True, codegen="numpy", P=P)
+    a, b = simulate_model(model, X, fold=True, **kw), simulate_model(model, X, fold=False, **kw)
+    assert sum(len(a.spikes[p][0]) for p in a.spikes) > 1000
+    for p in a.spikes:
+        for k in (0, 1):
+            np.testing.assert_array_equal(a.spikes[p][k], b.spikes[p][k], err_msg=p)
+    np.testing.assert_array_equal(a.logits, b.logits)
