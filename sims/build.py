@@ -26,8 +26,9 @@ import numpy as np
 from ctmhsa.circuits import dale, perturb
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
 from ctmhsa.circuits.perturb import check_perturbations
-from ctmhsa.circuits.memory import BASE_BYTES, estimate_memory
+from ctmhsa.circuits.memory import BASE_BYTES, estimate_memory, stream_memory
 from ctmhsa.circuits.parts import get_area
+from ctmhsa.devices.registry import get_device
 from ctmhsa.mapping import kvmemory, triad  # noqa: F401 - the stream's and Co4's hooks
 from ctmhsa.mapping.baseline import add_lif_drive
 from ctmhsa.mapping.encode import check_tokens, encode, relay_rates
@@ -36,7 +37,7 @@ from ctmhsa.mapping.operating import apical_needed
 
 from . import profile
 from .cost import RUN_COST, estimate_runtime  # noqa: F401 - re-exported
-from .options import (AUTO_CYTHON_SYNAPSES, DEFAULT_DT, DEFAULT_PRESENTATION, CircuitOptions, RunOptions,
+from .options import (AUTO_CYTHON_SYNAPSES, DEFAULT_DT, DEFAULT_PRESENTATION, N_CHUNKS, CircuitOptions, RunOptions,
                       check_applies, check_record_spikes, check_run, given_options, level_lag, settling_constant,
                       split_options)
 from .readout import read_out
@@ -231,12 +232,18 @@ def _fitting(circuit, co: CircuitOptions, ro: RunOptions, a: dict) -> tuple:
     else:
         n_simulated = simulated_synapse_count(shaped, fold_plan(shaped, co.neuron) if co.fold else {})
     need = _per_task(estimate_memory(shaped, n_simulated), per)
-    if need > limit:
+    # a stream keeps its windows' values until its run ends (the split runner refuses streams)
+    windows = int(round(ro.duration / ro.presentation)) if ro.presentation else 0
+    kept = 0 if not windows else stream_memory(shaped, co.neuron, fold_plan(shaped, co.neuron) if co.fold else {},
+                                               windows, N_CHUNKS, get_device(ro.device).compiles)
+    if need + kept > limit:
+        stream = f" and a stream of {windows} presentations keeps {kept / 2**30:.2f} GiB until it ends" if kept else ""
         raise ValueError(
             f"max_memory: the network{' (one head of the split run)' if per > 1 else ''} needs an estimated "
             f"{need / 2**30:.2f} GiB "
-            f"({shaped.n_neurons():,} neurons, {shaped.n_synapses():,} synapses) but the limit is "
-            f"{limit / 2**30:.2f} GiB; reduce n, m, H, dk, dv or de, or raise max_memory")
+            f"({shaped.n_neurons():,} neurons, {shaped.n_synapses():,} synapses){stream} but the limit is "
+            f"{limit / 2**30:.2f} GiB; reduce n, m, H, dk, dv or de{', or the stream' if kept else ''}, "
+            "or raise max_memory")
     return shaped, need, n_simulated, per
 
 

@@ -391,6 +391,10 @@ def _cmd_digits(args) -> int:
         raise OperatingRangeError(msg.replace(MODEL_REMEDY, "the digits circuit is built for the training images; "
                                               "leave this test image out (--skip)")) from None
     except (ValueError, TypeError) as exc:
+        if str(exc).startswith("max_memory: "):   # the command's own remedies (it has no memory limit flag)
+            raise ValueError(str(exc).replace("use fewer copies (P), a shorter stream, or raise max_memory",
+                                              "run fewer test images at a time (--start, --images) or fewer "
+                                              "copies (--P)")) from None
         raise _flagged(exc, _MODEL_FLAGS) from None
     doc = dict(benchmark="digits", quick=False, model=model.name, source=model.source, images=count, start=start,
                skipped=sorted(skip), index=index.tolist(),

@@ -41,10 +41,10 @@ from ctmhsa.neurons.levels import LEVELS, get_level
 from ctmhsa.neurons.params import HIGH_CONDUCTANCE, seconds
 from ctmhsa.neurons.window import fano_factors, stream_delays
 
-from .options import (AUTO_CYTHON_SYNAPSES, CircuitOptions, RunOptions, check_applies, check_run,
+from .options import (AUTO_CYTHON_SYNAPSES, N_CHUNKS, CircuitOptions, RunOptions, check_applies, check_run,
                       given_options, max_dt, refuse_for_area, split_options)
 from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
-from ctmhsa.circuits.memory import estimate_memory
+from ctmhsa.circuits.memory import estimate_memory, stream_memory
 
 from .build import _check_runtime, _stream_timing
 from .validate import available_memory
@@ -559,7 +559,7 @@ def prepare_model_run(model, X, neuron, presentation, calibration, lag, options:
     built = co.as_built(circuit)   # Dale's followers are counted; the encoding is the plain circuit's
     if not isinstance(ro.record_spikes, bool):
         ro = ro.replace(record_spikes=_recorded_populations(ro.record_spikes, built.populations))
-    _check_size(built, co, ro)
+    _check_size(built, co, ro, tokens.shape[0] if stream else 0)
     delays = _read_out_delays(latency, built.populations, ro.presentation, ro.dt) if stream else None
     ref = _reference(model, tokens, co.phi)   # before the build: a model these tokens break is refused here
     if co4:
@@ -740,16 +740,22 @@ def _role(population: str) -> str:
     return rest if sep and head[:1] == "b" and head[1:].isdigit() else population
 
 
-def _check_size(circuit, co, ro) -> None:
+def _check_size(circuit, co, ro, windows: int = 0) -> None:
     """``max_memory`` and ``max_runtime`` as for :func:`ctmhsa.sims.build_mhsa` (``ValueError``
-    naming them), before anything is encoded or built."""
-    n_sim = simulated_synapse_count(circuit, fold_plan(circuit, co.neuron) if co.fold else {})
+    naming them), before anything is encoded or built; a stream of ``windows`` presentations
+    counts what it keeps until its run ends (:func:`ctmhsa.circuits.memory.stream_memory`)."""
+    plan = fold_plan(circuit, co.neuron) if co.fold else {}
+    n_sim = simulated_synapse_count(circuit, plan)
     limit = int(0.8 * available_memory()) if ro.max_memory is None else float(ro.max_memory)
     need = estimate_memory(circuit, n_sim)
-    if need > limit:
+    kept = stream_memory(circuit, co.neuron, plan, windows, N_CHUNKS, get_device(ro.device).compiles)
+    if need + kept > limit:
+        stream = (f" and a stream of {windows} presentations keeps {kept / 2**30:.2f} GiB until it ends"
+                  if kept else "")
         raise ValueError(f"max_memory: the model's network needs an estimated {need / 2**30:.2f} GiB "
-                         f"({circuit.n_neurons():,} neurons, {circuit.n_synapses():,} synapses) but the limit is "
-                         f"{limit / 2**30:.2f} GiB; use fewer copies (P), or raise max_memory")
+                         f"({circuit.n_neurons():,} neurons, {circuit.n_synapses():,} synapses){stream} but the limit "
+                         f"is {limit / 2**30:.2f} GiB; use fewer copies (P){', a shorter stream' if kept else ''}, "
+                         "or raise max_memory")
     _check_runtime(circuit, co, ro, n_sim)
 
 

@@ -181,6 +181,17 @@ def test_max_memory_nan_is_refused_and_inf_means_no_limit(tiny, no_build):
     assert accepted(tiny, neuron="rate", max_memory=np.inf).run_options.max_memory == np.inf
 
 
+@pytest.mark.codegen_independent
+def test_max_memory_counts_what_a_stream_keeps(tiny, no_build):
+    # a stream's window values stay until its run ends: a long stream of a small network is
+    # refused before anything is built, naming the stream (the network alone fits)
+    stream = dict(tiny, X=np.stack([tiny["X"]] * 5000))
+    with pytest.raises(ValueError, match=r"^max_memory: .*and a stream of 5000 presentations keeps .* or the stream"):
+        build_mhsa(**stream, neuron="escape", presentation=0.2, max_memory=0.27 * 2**30)
+    with pytest.raises(AssertionError, match="a network was built"):   # (no_build): one presentation fits
+        build_mhsa(**dict(stream, X=stream["X"][:1]), neuron="escape", presentation=0.2, max_memory=0.27 * 2**30)
+
+
 # 9. sweep: results keyed by the items' parameters ---------------------------------------------
 
 @pytest.mark.brian2

@@ -304,6 +304,16 @@ def test_digits_names_the_test_image_its_circuit_cannot_divide(files, capsys, no
 
 
 @pytest.mark.codegen_independent
+def test_digits_names_its_own_remedy_for_a_stream_too_long_for_the_memory(files, capsys, no_build, monkeypatch):
+    # 496 test images at the lif level keep about 6.6 GiB (16 copies, compiled) until the stream ends
+    monkeypatch.setattr("ctmhsa.sims.model.available_memory", lambda: 4 * 2**30)
+    rc = main(["digits", "--neuron", "lif", "--presentation", "0.5", "--skip", "56", "--device", "cpp_standalone",
+               "--quiet", "--no-figure", "--out", str(files / "d")])
+    _refused(capsys, "max_memory: ", "a stream of 496 presentations keeps",
+             "run fewer test images at a time (--start, --images) or fewer copies (--P)", rc=rc)
+
+
+@pytest.mark.codegen_independent
 def test_digits_at_lif_refuses_the_default_presentation(files, capsys, no_build):
     # the lif somata couple over 0.2 s: 0.2 s per image is refused before building, naming the flag
     rc = main(["digits", "--neuron", "lif", "--images", "2", "--quiet", "--no-figure", "--out", str(files / "d")])

@@ -357,3 +357,30 @@ def test_cli_runs_a_model_file(rate_run):
     assert rate_run["rc"] == 0
     assert "output" in text and "x'" in text
     assert json.load(open(out / "metrics.json"))["output"]["max_rel_error"] < TOL
+
+
+@pytest.mark.codegen_independent
+def test_a_stream_counts_what_it_keeps_against_max_memory(monkeypatch):
+    """A stream's window values grow with it until its run ends: ``max_memory`` counts them, so a
+    stream too long for the limit is refused before anything is built (one image of the
+    digits circuit at the lif level, 32 copies: 27.0 MB estimated on the compiled device, about
+    29 MB measured), naming the limit and the stream."""
+    from test_model_standalone import _model
+    from ctmhsa.circuits.fold import fold_plan, simulated_synapse_count
+    from ctmhsa.circuits.memory import estimate_memory, stream_memory
+    from ctmhsa.sims.model import prepare_model_run
+    from ctmhsa.sims.options import N_CHUNKS
+
+    model, X = _model(), np.random.default_rng(0).normal(size=(21, 2, 3))
+    circuit = prepare_model_run(model, X[:1], "escape", 0.2, None, None, dict(P=3)).circuit
+    plan = fold_plan(circuit, "escape")
+    one = stream_memory(circuit, "escape", plan, 1, N_CHUNKS, compiled=False)
+    assert one > 0 and stream_memory(circuit, "escape", plan, 7, N_CHUNKS, compiled=False) == 7 * one
+    assert stream_memory(circuit, "escape", plan, 1, N_CHUNKS, compiled=True) < one   # no chunk counts kept
+    assert one < stream_memory(circuit, "escape", {}, 1, N_CHUNKS, compiled=False)    # folded means per class
+    assert stream_memory(circuit, "escape", plan, 0, N_CHUNKS, compiled=False) == 0
+    limit = estimate_memory(circuit, simulated_synapse_count(circuit, plan)) + 20.5 * one
+    prepare_model_run(model, X[:20], "escape", 0.2, None, None, dict(P=3, max_memory=limit))   # fits
+    monkeypatch.setattr("ctmhsa.sims.runners.instantiate", None)   # nothing is built before the refusal
+    with pytest.raises(ValueError, match=r"^max_memory: .* and a stream of 21 presentations keeps .* a shorter stream"):
+        prepare_model_run(model, X, "escape", 0.2, None, None, dict(P=3, max_memory=limit))
