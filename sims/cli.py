@@ -860,7 +860,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "class cells, and write a results directory: classification.json, metrics.json, "
                                     "config.json, rates.json (the rate table), spikes.nwb (spiking levels), digits.png.")
     dg.add_argument("--neuron", choices=["rate", "escape", "lif"], default="escape",
-                    help="fidelity level (default escape; lif: 16 cells per value and its class cells read 0.15 s late "
+                    help="fidelity level (default escape; lif: 32 cells per value and its class cells read 0.2 s late "
                          "below 1 s per image, e.g. --presentation 0.5: docs/lif.md)")
     dg.add_argument("--presentation", type=_times, default=0.2, help="seconds per image (default 0.2)")
     dg.add_argument("--images", type=_count(1), help="test images (default all 497, or those from --start)")
@@ -870,14 +870,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="test images (by index) left out of those run, named in classification.json (at the lif "
                          "level test image 56 is refused, below every training image's drive: --skip 56)")
     dg.add_argument("--seed", type=int, help="simulation seed (default 0)")
-    dg.add_argument("--P", type=_count(1), help="cells per value (default 4 at the spiking levels; 16 at the lif level "
+    dg.add_argument("--P", type=_count(1), help="cells per value (default 4 at the spiking levels; 32 at the lif level "
                                                 "below 1 s per image)")
     dg.add_argument("--firing", choices=FIRING, default="population",
                     help="escape level: how cells fire (default population: each value's copies as one perfect "
                          "integrator, 5 ms cells; poisson: escape noise)")
     dg.add_argument("--latency", type=_times, metavar="S",
                     help="seconds the class cells are read after the other stages, their response latency "
-                         "(default 0.15 at the lif level below 1 s per image, whose chain follows an image later than "
+                         "(default 0.2 at the lif level below 1 s per image, whose chain follows an image later than "
                          "its relays; 0 otherwise; docs/lif.md)")
     dg.add_argument("--model", default="digits", help="model file or shipped name (default digits)")
     dg.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target (default auto)")

@@ -133,7 +133,7 @@ def test_digits_classify_options_per_level():
     assert classify_options("escape", 0.5, "poisson") == dict(cells("poisson"), lag=None)
     # the models' own cells and window at lif, the class cells read with their latency
     fast = {"l5it": LIF_L5_COUPLING, "l5pt": LIF_L5_COUPLING}
-    assert classify_options("lif", 0.5) == dict(P=16, coupling=fast, latency={"classes": LIF_CLASS_LATENCY})
+    assert classify_options("lif", 0.5) == dict(P=32, coupling=fast, latency={"classes": LIF_CLASS_LATENCY})
     assert classify_options("lif", 0.2)["latency"] == {"classes": 0.1}   # at most half the presentation
     assert classify_options("lif", LIF_FAST_BELOW) == classify_options("lif", 1.5) == {}   # the somata's own
     assert classify_options("rate", 0.201)["dt"] == pytest.approx(0.201 / 81)    # whole steps, the largest allowed

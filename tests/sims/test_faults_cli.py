@@ -238,8 +238,9 @@ def test_digits_refuses_a_part_outside_the_test_set(files, capsys, no_build, fla
 
 
 @pytest.mark.codegen_independent
-def test_digits_start_streams_that_part_of_the_test_set(files, capsys, monkeypatch):
-    """``--start 5 --images 3`` streams test images 5-7 (and ``--start 494`` the last three)."""
+def test_digits_start_and_skip_stream_that_part_of_the_test_set(files, capsys, monkeypatch):
+    """``--start 5 --images 3`` streams test images 5-7, ``--start 494`` the last three, and
+    ``--start 50 --images 10 --skip 58 56`` test images 50-59 but 56 and 58, in order."""
     from ctmhsa.sims import classify as classify_module
     from ctmhsa.sims.digits import test_set
 
@@ -251,33 +252,12 @@ def test_digits_start_streams_that_part_of_the_test_set(files, capsys, monkeypat
 
     monkeypatch.setattr(classify_module, "classify", stop)
     images, labels = test_set()
-    for flags, part in ((["--start", "5", "--images", "3"], slice(5, 8)), (["--start", "494"], slice(494, 497))):
+    for flags, part in ((["--start", "5", "--images", "3"], slice(5, 8)), (["--start", "494"], slice(494, 497)),
+                        (["--start", "50", "--images", "10", "--skip", "58", "56"], [50, 51, 52, 53, 54, 55, 57, 59])):
         rc = main(["digits", "--neuron", "rate", *flags, "--quiet", "--no-figure", "--out", str(files / "d")])
         _refused(capsys, "stopped before building", rc=rc)
         np.testing.assert_array_equal(shown[-1][0], images[part])
         np.testing.assert_array_equal(shown[-1][1], labels[part])
-
-
-@pytest.mark.codegen_independent
-def test_digits_skip_leaves_the_named_test_images_out(files, capsys, monkeypatch):
-    """``--start 50 --images 10 --skip 56 58`` streams test images 50-59 but 56 and 58, in order."""
-    from ctmhsa.sims import classify as classify_module
-    from ctmhsa.sims.digits import test_set
-
-    shown = []
-
-    def stop(model, images, labels, **kw):
-        shown.append((images, labels))
-        raise ValueError("stopped before building")
-
-    monkeypatch.setattr(classify_module, "classify", stop)
-    images, labels = test_set()
-    rc = main(["digits", "--neuron", "rate", "--start", "50", "--images", "10", "--skip", "58", "56", "--quiet",
-               "--no-figure", "--out", str(files / "d")])
-    _refused(capsys, "stopped before building", rc=rc)
-    kept = [50, 51, 52, 53, 54, 55, 57, 59]
-    np.testing.assert_array_equal(shown[-1][0], images[kept])
-    np.testing.assert_array_equal(shown[-1][1], labels[kept])
 
 
 @pytest.mark.codegen_independent
@@ -305,7 +285,7 @@ def test_digits_names_the_test_image_its_circuit_cannot_divide(files, capsys, no
 
 @pytest.mark.codegen_independent
 def test_digits_names_its_own_remedy_for_a_stream_too_long_for_the_memory(files, capsys, no_build, monkeypatch):
-    # 496 test images at the lif level keep about 6.6 GiB (16 copies, compiled) until the stream ends
+    # 496 test images at the lif level keep about 12.5 GiB (32 copies, compiled) until the stream ends
     monkeypatch.setattr("ctmhsa.sims.model.available_memory", lambda: 4 * 2**30)
     rc = main(["digits", "--neuron", "lif", "--presentation", "0.5", "--skip", "56", "--device", "cpp_standalone",
                "--quiet", "--no-figure", "--out", str(files / "d")])
