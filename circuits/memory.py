@@ -32,7 +32,8 @@ def stream_memory(circuit: Circuit, level: str, plan: dict, windows: int, n_chun
     observables, per cell or, where ``plan`` (:func:`ctmhsa.circuits.fold.fold_plan`) folds
     one, per class, and at a spiking level its window count per cell; a ``compiled`` stream
     samples them at each window's opening and end (its chunk sums are kept once), the runtime
-    device keeps one mean and ``n_chunks`` chunk counts per window. A population read with a
+    device keeps one mean, the count and ``n_chunks`` chunk counts per window (the rate level:
+    its state at 90 % and at the end of each presentation). A population read with a
     latency is sampled more often on a compiled device (its windows' boundaries share a finer
     clock); the class cells it applies to are few, so that is left out."""
     if windows <= 0:
@@ -43,5 +44,6 @@ def stream_memory(circuit: Circuit, level: str, plan: dict, windows: int, n_chun
         classes = {v: len(reps) for f, _, reps in plan.get(name, []) for v in f.variables}
         means = sum(classes.get(v, pop.N) for v in model.observables)
         counts = pop.N if model.spiking else 0
-        per_window += 2 * (means + counts) if compiled else means + counts * n_chunks
+        per_window += 2 * (means + counts) if compiled else (means + counts * (1 + n_chunks) if model.spiking
+                                                             else 2 * means)
     return 8 * int(windows) * per_window
