@@ -41,7 +41,7 @@ from .window import Probe, measure
 
 __all__ = ["BRETTE_GERSTNER_2005", "EQUATIONS", "BACKGROUND", "fi_curve", "affine_fit", "affine_range",
            "soma_calibration", "intrinsic_fano", "calibration_of", "law_rate", "law_current", "lif_drive",
-           "rate_range_of", "SPLINE_DENSE"]
+           "rate_range_of", "modulation_gain", "SPLINE_DENSE"]
 
 
 SPLINE_DENSE = dict(n=36, rep=16, span=20.0)
@@ -280,6 +280,88 @@ def law_current(cal: dict, x) -> np.ndarray:
     for k, c in zip(cal.get("knots", ()), cal.get("I_knot", ())):
         cur = cur + c * np.maximum(x - k, 0.0) ** 3
     return cur
+
+
+def modulation_gain(cell_type: str = "l5pt", freqs=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0), rate: float = 12.0,
+                    swing: float = 2.0, cells: int = 300, duration: float = 16.0, warmup: float = 2.0,
+                    dt: float = 1e-3, seed: int = 3, codegen: str = "numpy") -> dict:
+    """How steeply a lif soma answers a modulated drive, relative to its calibrated law.
+
+    ``cells`` fresh somata of ``cell_type``'s type per frequency are driven at the current of
+    ``rate`` Hz above its baseline (:func:`law_current`) plus a sinusoid whose amplitude is
+    half the law's current step from ``rate - swing`` to ``rate + swing``; the first Fourier
+    component of their spikes at each frequency, over ``swing``, is the gain. The law is the
+    soma's adapted answer to a constant drive, so the gain is 1 for slow drives; an adapting
+    soma answers drives faster than its adaptation more steeply (Benda & Herz 2003), which
+    counts a drive's fluctuations in that band as signal and more (docs/lif.md, "The adapting
+    soma's fast gain"). The soma alone: a dendro-somatic coupling ``tau_c`` upstream of it
+    filters the drive by ``1 / sqrt(1 + (2 pi f tau_c)^2)`` more.
+
+    Parameters
+    ----------
+    cell_type : str
+        A key of :data:`ctmhsa.neurons.params.LIF_SOMATA` (others: the default soma).
+    freqs : sequence of float
+        Modulation frequencies (Hz, > 0).
+    rate, swing : float
+        Operating point above the baseline and modulation depth in the law's rate (Hz).
+    cells : int
+        Somata per frequency.
+    duration, warmup, dt : float
+        Measurement window, discarded warm-up and step (s); ``dt`` also picks the calibration.
+    seed : int
+    codegen : str
+
+    Returns
+    -------
+    dict
+        ``freq`` (Hz), ``gain`` (rate modulation / ``swing``), ``phase`` (degrees, + = the rate
+        leads the drive), ``mean_rate`` (Hz, baseline included), ``rate`` and ``swing``.
+
+    Raises
+    ------
+    ValueError
+        Frequencies not positive, a swing below 0 or past the rate, fewer than one cell, or a
+        window shorter than one period of the slowest frequency.
+    """
+    freqs = np.asarray(freqs, float)
+    if freqs.ndim != 1 or freqs.size == 0 or not np.all(np.isfinite(freqs)) or np.any(freqs <= 0):
+        raise ValueError(f"freqs: expected frequencies > 0 Hz, got {freqs.tolist()}")
+    if not (np.isfinite(rate) and np.isfinite(swing) and 0 < swing <= rate):
+        raise ValueError(f"swing: expected 0 < swing <= rate (Hz above the baseline), got swing={swing!r}, rate={rate!r}")
+    if isinstance(cells, bool) or not isinstance(cells, (int, np.integer)) or cells < 1:
+        raise ValueError(f"cells: expected an integer >= 1, got {cells!r}")
+    duration, warmup, dt = seconds("duration", duration), seconds("warmup", warmup, allow_zero=True), \
+        seconds("dt", dt)
+    if duration * freqs.min() < 1.0:
+        raise ValueError(f"duration: {duration:g} s is shorter than one period of {freqs.min():g} Hz")
+    soma = lif_soma(cell_type)
+    cal = calibration_of(cell_type, dt)
+    i0 = law_current(cal, rate)
+    di = 0.5 * (law_current(cal, rate + swing) - law_current(cal, rate - swing))
+    configure_brian2(codegen)
+    b2.seed(seed)
+    clock = b2.Clock(dt=dt * b2.second)
+    ns = soma.params.namespace()     # EQUATIONS read the s_ constants
+    G = b2.NeuronGroup(cells * freqs.size, EQUATIONS + "I_drive = m_i0 + m_di*sin(2*pi*m_f*t) : amp\n"
+                       "m_f : Hz (constant)\n", threshold=THRESHOLD, reset=RESET, refractory=REFRACTORY,
+                       method="exponential_euler", namespace=dict(ns, m_i0=i0 * b2.amp, m_di=di * b2.amp),
+                       clock=clock, name="modulated")
+    G.run_regularly(BACKGROUND, when="before_groups", clock=clock)
+    G.v = soma.params.E_L * b2.volt
+    G.g_e, G.g_i = ns["s_ge0"], ns["s_gi0"]
+    G.m_f = np.repeat(freqs, cells) * b2.Hz
+    mon = b2.SpikeMonitor(G)
+    run_network(b2.Network(G, mon), (warmup + duration) * b2.second, namespace={})
+    i, t = np.asarray(mon.i[:]), np.asarray(mon.t[:] / b2.second)
+    keep = t >= warmup
+    i, t = i[keep] // cells, t[keep] - warmup
+    comp = np.array([np.sum(np.exp(-2j * np.pi * f * t[i == k])) for k, f in enumerate(freqs)])
+    comp = comp * np.exp(-2j * np.pi * freqs * warmup)     # the drive's phase counted from t = 0
+    amp = 2.0 * np.abs(comp) / (cells * duration)
+    return dict(freq=freqs, gain=amp / swing, phase=np.degrees(np.angle(1j * comp)),
+                mean_rate=np.bincount(i, minlength=freqs.size) / (cells * duration), rate=float(rate),
+                swing=float(swing))
 
 
 def law_rate(cal: dict, current) -> np.ndarray:

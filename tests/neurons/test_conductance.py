@@ -234,3 +234,34 @@ def test_a_fresh_machine_reads_the_shipped_calibrations(tmp_path, monkeypatch):
         for dt in (1e-3, 5e-4, 1e-4):
             cal = C.calibration_of(cell_type, dt)
             assert cal["r_base"] == C.lif_soma(cell_type).r_base and len(cal["rate"]) >= 32
+
+
+@pytest.mark.brian2
+def test_an_adapting_soma_answers_fast_drives_more_steeply_than_its_law():
+    """Slow drives follow the calibrated (adapted) law; drives faster than the 144 ms adaptation
+    meet the unadapted slope: several times steeper for L5's type, steeper still for L2/3's
+    stronger adaptation, less for the default cell's weaker one (docs/lif.md)."""
+    from ctmhsa.neurons.conductance import modulation_gain
+
+    g = {ct: modulation_gain(ct, freqs=(0.25, 8.0), swing=4.0, cells=200, duration=8.0)["gain"]
+         for ct in ("l5pt", "l23", "default")}
+    assert 0.85 < g["l5pt"][0] < 1.15, g            # slow: the law
+    assert g["l5pt"][1] > 3.0, g                     # fast: 4.9 measured with 300 cells for 16 s
+    assert g["l23"][1] > g["l5pt"][1] > g["default"][1] > 1.5, g
+
+
+@pytest.mark.codegen_independent
+@pytest.mark.parametrize("kw, match", [
+    (dict(freqs=()), r"^freqs: expected frequencies > 0 Hz"),
+    (dict(freqs=(1.0, 0.0)), r"^freqs: expected frequencies > 0 Hz"),
+    (dict(swing=0.0), r"^swing: expected 0 < swing <= rate"),
+    (dict(swing=20.0, rate=12.0), r"^swing: expected 0 < swing <= rate"),
+    (dict(cells=0), r"^cells: expected an integer >= 1"),
+    (dict(cells=True), r"^cells: expected an integer >= 1"),
+    (dict(freqs=(0.25,), duration=2.0), r"^duration: 2 s is shorter than one period of 0.25 Hz"),
+])
+def test_modulation_gain_refuses_bad_arguments_before_simulating(kw, match):
+    from ctmhsa.neurons.conductance import modulation_gain
+
+    with pytest.raises(ValueError, match=match):
+        modulation_gain("l5pt", **kw)
