@@ -860,8 +860,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "class cells, and write a results directory: classification.json, metrics.json, "
                                     "config.json, rates.json (the rate table), spikes.nwb (spiking levels), digits.png.")
     dg.add_argument("--neuron", choices=["rate", "escape", "lif"], default="escape",
-                    help="fidelity level (default escape; lif: 32 cells per value and its class cells read 0.2 s late "
-                         "below 1 s per image, e.g. --presentation 0.5: docs/lif.md)")
+                    help="fidelity level (default escape; lif: 32 cells per value, L5 couplings of 100 ms and its class "
+                         "cells read 0.25 s late below 1 s per image, e.g. --presentation 0.5: docs/lif.md)")
     dg.add_argument("--presentation", type=_times, default=0.2, help="seconds per image (default 0.2)")
     dg.add_argument("--images", type=_count(1), help="test images (default all 497, or those from --start)")
     dg.add_argument("--start", type=_count(0), default=0, metavar="I",
@@ -877,7 +877,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "integrator, 5 ms cells; poisson: escape noise)")
     dg.add_argument("--latency", type=_times, metavar="S",
                     help="seconds the class cells are read after the other stages, their response latency "
-                         "(default 0.2 at the lif level below 1 s per image, whose chain follows an image later than "
+                         "(default 0.25 at the lif level below 1 s per image, whose chain follows an image later than "
                          "its relays; 0 otherwise; docs/lif.md)")
     dg.add_argument("--model", default="digits", help="model file or shipped name (default digits)")
     dg.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target (default auto)")

@@ -375,9 +375,9 @@ def simulate_model(model, X, neuron: str | None = None, presentation: float | No
         ``"b0_hidden"``) or block population without its block (``"l5pt"``: every block's) ->
         seconds in ``[0, presentation)``; that population's windows are ``[lag + delay,
         presentation + delay)`` after each set's start, the stage's response latency (the digits
-        circuit's class cells at the lif level: 0.15 s with 50 ms L5 couplings, about 0.3 s with
-        their own; docs/lif.md, "Digits at 0.5 s"). The run goes on for the largest delay after
-        the last set. Default: none.
+        circuit's class cells at the lif level: 0.15 s with 50 ms L5 couplings, 0.25 s with
+        100 ms, about 0.3 s with their own; docs/lif.md, "Digits at 0.5 s"). The run goes on for
+        the largest delay after the last set. Default: none.
     **options
         ``duration`` (s; the window at the spiking levels, default 1 s; the simulated time at
         the rate level, default :data:`RATE_TIME_PER_BLOCK` per block), ``warmup`` (s; default
