@@ -25,6 +25,7 @@ range: the residual of that fit is how far the cell is from a linear spike gener
 from __future__ import annotations
 
 import hashlib
+import numbers
 import json
 
 import brian2 as b2
@@ -321,13 +322,15 @@ def modulation_gain(cell_type: str = "l5pt", freqs=(0.25, 0.5, 1.0, 2.0, 4.0, 8.
     Raises
     ------
     ValueError
-        Frequencies not positive, a swing below 0 or past the rate, fewer than one cell, or a
-        window shorter than one period of the slowest frequency.
+        Frequencies not positive, a rate not above 0, a swing not above 0 or past the rate, fewer
+        than one cell, or a window shorter than one period of the slowest frequency.
     """
     freqs = np.asarray(freqs, float)
     if freqs.ndim != 1 or freqs.size == 0 or not np.all(np.isfinite(freqs)) or np.any(freqs <= 0):
         raise ValueError(f"freqs: expected frequencies > 0 Hz, got {freqs.tolist()}")
-    if not (np.isfinite(rate) and np.isfinite(swing) and 0 < swing <= rate):
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0 < rate < np.inf:
+        raise ValueError(f"rate: expected Hz above the baseline, > 0, got {rate!r}")
+    if isinstance(swing, bool) or not isinstance(swing, numbers.Real) or not 0 < swing <= rate:
         raise ValueError(f"swing: expected 0 < swing <= rate (Hz above the baseline), got swing={swing!r}, rate={rate!r}")
     if isinstance(cells, bool) or not isinstance(cells, (int, np.integer)) or cells < 1:
         raise ValueError(f"cells: expected an integer >= 1, got {cells!r}")

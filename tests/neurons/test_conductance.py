@@ -256,6 +256,8 @@ def test_an_adapting_soma_answers_fast_drives_more_steeply_than_its_law():
     (dict(freqs=(1.0, 0.0)), r"^freqs: expected frequencies > 0 Hz"),
     (dict(swing=0.0), r"^swing: expected 0 < swing <= rate"),
     (dict(swing=20.0, rate=12.0), r"^swing: expected 0 < swing <= rate"),
+    (dict(rate=float("nan")), r"^rate: expected Hz above the baseline, > 0"),
+    (dict(rate="12"), r"^rate: expected Hz above the baseline, > 0"),
     (dict(cells=0), r"^cells: expected an integer >= 1"),
     (dict(cells=True), r"^cells: expected an integer >= 1"),
     (dict(freqs=(0.25,), duration=2.0), r"^duration: 2 s is shorter than one period of 0.25 Hz"),
