@@ -78,14 +78,9 @@ def fi_curve(soma: SomaParams, currents, duration=10.0, warmup=1.0, dt=1e-4, see
     configure_brian2(codegen)
     b2.seed(seed)
     clock = b2.Clock(dt=dt * b2.second)
-    ns = soma.namespace()
-    G = b2.NeuronGroup(len(currents), EQUATIONS + "I_drive : amp\nacc_v : volt*second\nacc_v2 : volt**2*second\n",
-                       threshold=THRESHOLD, reset=RESET, refractory=REFRACTORY,
-                       method="exponential_euler", namespace=ns, clock=clock, name="somata")
-    G.run_regularly(BACKGROUND, when="before_groups", clock=clock)
+    G = _somata(soma, len(currents), clock, "I_drive : amp\nacc_v : volt*second\nacc_v2 : volt**2*second\n",
+                {}, "somata")
     G.run_regularly("acc_v += v*dt\nacc_v2 += v**2*dt", when="end", clock=clock)
-    G.v = soma.E_L * b2.volt
-    G.g_e, G.g_i = ns["s_ge0"], ns["s_gi0"]
     G.I_drive = currents * b2.amp
     mon = b2.SpikeMonitor(G, record=False)
     net = b2.Network(G, mon)
@@ -103,6 +98,19 @@ def fi_curve(soma: SomaParams, currents, duration=10.0, warmup=1.0, dt=1e-4, see
     fano[mean_c > 0] = chunks.var(axis=0, ddof=1)[mean_c > 0] / mean_c[mean_c > 0]
     return dict(current=currents, rate=obs["rate"], v_mean=obs["v"],
                 v_std=np.sqrt(np.maximum(obs["v2"] - obs["v"] ** 2, 0.0)), fano=fano)
+
+
+def _somata(soma: SomaParams, n: int, clock, drive: str, constants: dict, name: str):
+    """``n`` fresh somata of ``soma`` at rest in their background, driven by the equations
+    ``drive`` (defining ``I_drive``; ``constants`` their namespace): the cells
+    :func:`fi_curve` and :func:`modulation_gain` measure."""
+    ns = soma.namespace()     # EQUATIONS read the s_ constants
+    G = b2.NeuronGroup(n, EQUATIONS + drive, threshold=THRESHOLD, reset=RESET, refractory=REFRACTORY,
+                       method="exponential_euler", namespace=dict(ns, **constants), clock=clock, name=name)
+    G.run_regularly(BACKGROUND, when="before_groups", clock=clock)
+    G.v = soma.E_L * b2.volt
+    G.g_e, G.g_i = ns["s_ge0"], ns["s_gi0"]
+    return G
 
 
 def affine_fit(current, rate, lo: float, hi: float) -> dict:
@@ -345,14 +353,8 @@ def modulation_gain(cell_type: str = "l5pt", freqs=(0.25, 0.5, 1.0, 2.0, 4.0, 8.
     configure_brian2(codegen)
     b2.seed(seed)
     clock = b2.Clock(dt=dt * b2.second)
-    ns = soma.params.namespace()     # EQUATIONS read the s_ constants
-    G = b2.NeuronGroup(cells * freqs.size, EQUATIONS + "I_drive = m_i0 + m_di*sin(2*pi*m_f*t) : amp\n"
-                       "m_f : Hz (constant)\n", threshold=THRESHOLD, reset=RESET, refractory=REFRACTORY,
-                       method="exponential_euler", namespace=dict(ns, m_i0=i0 * b2.amp, m_di=di * b2.amp),
-                       clock=clock, name="modulated")
-    G.run_regularly(BACKGROUND, when="before_groups", clock=clock)
-    G.v = soma.params.E_L * b2.volt
-    G.g_e, G.g_i = ns["s_ge0"], ns["s_gi0"]
+    G = _somata(soma.params, cells * freqs.size, clock, "I_drive = m_i0 + m_di*sin(2*pi*m_f*t) : amp\n"
+                "m_f : Hz (constant)\n", dict(m_i0=i0 * b2.amp, m_di=di * b2.amp), "modulated")
     G.m_f = np.repeat(freqs, cells) * b2.Hz
     mon = b2.SpikeMonitor(G)
     run_network(b2.Network(G, mon), (warmup + duration) * b2.second, namespace={})
