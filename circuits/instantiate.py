@@ -55,7 +55,8 @@ class FoldedGroup:
 
     ``group`` holds one entry per class; cell ``c`` reads entry ``cls[c]``; ``reps`` are the
     classes' first cells; ``names`` the variables moved here from the cells; ``regular``: the
-    model's regular code moved here with them (it writes folded state only).
+    model's regular code moved here with them (it writes folded state only); ``cache``: the code
+    of the cached subexpressions (:func:`ctmhsa.circuits.fold.split_equations`), empty if none.
     """
 
     fold: object
@@ -64,6 +65,7 @@ class FoldedGroup:
     reps: np.ndarray
     names: frozenset
     regular: bool = False
+    cache: str = ""
 
 
 @dataclass
@@ -737,12 +739,12 @@ def _folded_groups(name: str, model, eqs, incoming: dict, plans: list, ns, clock
                             name=f"{name}_{f.name}", order=2)
         if regular:   # right after the folded state's update, as the cells' after theirs
             fg.run_regularly(model.regular, clock=clock, when="groups", order=3, name=f"{name}_{f.name}_regular")
+        code = "\n".join(updates.values())
         if updates:   # the cells' state update reads the step's start value, spikes the new one
-            code = "\n".join(updates.values())
             fg.run_regularly(code, clock=clock, when="start", name=f"{name}_{f.name}_cache_start")
             fg.run_regularly(code, clock=clock, when="groups", order=4, name=f"{name}_{f.name}_cache")
         _accumulate(fg, fobs, clock)
-        out.append(FoldedGroup(f, fg, cls, reps, frozenset(moved), regular))
+        out.append(FoldedGroup(f, fg, cls, reps, frozenset(moved), regular, code))
     return out, eqs
 
 
@@ -939,6 +941,7 @@ def _projections(circuit: Circuit, level: str, ns, clock, groups: dict, folds: d
     synapses, pairs = {}, {}
     pops = circuit.populations
     gated = perturb.silenced(circuit)
+    summed_into = {}   # folded group's name -> (its FoldedGroup, the cells' order - 1): a sum writes into it
     for pname, proj in circuit.projections.items():
         kw = synapse_model(get_model(level, pops[proj.source].cell_type, circuit.meta.firing),
                            get_model(level, pops[proj.target].cell_type), proj.compartment, pname,
@@ -949,5 +952,17 @@ def _projections(circuit: Circuit, level: str, ns, clock, groups: dict, folds: d
             next(fg.group for fg in folds[proj.target] if fg.fold is f)
         S = b2.Synapses(groups[proj.source], target, namespace=ns, clock=clock, name=pname, **kw)
         S.connect(i=i.astype(np.int32), j=post.astype(np.int32))
+        if f is not None and S.summed_updaters:
+            # Brian2 sums a variable just before its target's state update (order - 1): for a
+            # folded group (order 2) that is after the cells' own update (0), which would read the
+            # step before's sum (a phi-corrected compartment's spike-noise variance). Unfolded, the
+            # cells read this step's: so the sum runs before the cells, its cache after it.
+            for updater in S.summed_updaters.values():
+                updater.order = groups[proj.target].order - 2
+            summed_into[target.name] = (next(fg for fg in folds[proj.target] if fg.fold is f),
+                                        groups[proj.target].order - 1)
         synapses[pname], pairs[pname] = S, (i, j)
+    for name, (fg, order) in summed_into.items():
+        if fg.cache:
+            fg.group.run_regularly(fg.cache, clock=clock, when="groups", order=order, name=f"{name}_cache_summed")
     return synapses, pairs

@@ -33,6 +33,7 @@ from .benchmarks import BENCHMARKS, benchmark, run_benchmark
 from .config import (DEFAULTS, SIZE_KEYS, default_config_path, make_inputs, output_dir, read_arrays, read_config,
                      resolve_config, sizes_from_files, sizes_of)
 from .config import options as config_options
+from .digits import AUTO_COMPILED_IMAGES, AUTO_COMPILED_IMAGES_LIF, LIF_CLASS_LATENCY, LIF_FAST_BELOW, LIF_FAST_COPIES
 from .figure_data import make_data
 from .io import check_output, dumps_json, estimate_result_bytes, write_result
 from .options import CODEGEN, DEFAULT_PRESENTATION, RunOptions, check_applies, check_record_spikes
@@ -870,19 +871,20 @@ def build_parser() -> argparse.ArgumentParser:
                     help="test images (by index) left out of those run, named in classification.json (at the lif "
                          "level test image 56 is refused, below every training image's drive: --skip 56)")
     dg.add_argument("--seed", type=int, help="simulation seed (default 0)")
-    dg.add_argument("--P", type=_count(1), help="cells per value (default 4 at the spiking levels; 32 at the lif level "
-                                                "below 1 s per image)")
+    dg.add_argument("--P", type=_count(1), help=f"cells per value (default 4 at the spiking levels; {LIF_FAST_COPIES} at "
+                                                f"the lif level below {LIF_FAST_BELOW:g} s per image)")
     dg.add_argument("--firing", choices=FIRING, default="population",
                     help="escape level: how cells fire (default population: each value's copies as one perfect "
                          "integrator, 5 ms cells; poisson: escape noise)")
     dg.add_argument("--latency", type=_times, metavar="S",
-                    help="seconds the class cells are read after the other stages, their response latency "
-                         "(default 0.25 at the lif level below 1 s per image, whose chain follows an image later than "
-                         "its relays; 0 otherwise; docs/lif.md)")
+                    help=f"seconds the class cells are read after the other stages, their response latency "
+                         f"(default {LIF_CLASS_LATENCY:g} at the lif level below {LIF_FAST_BELOW:g} s per image, whose "
+                         f"chain follows an image later than its relays; 0 otherwise; docs/lif.md)")
     dg.add_argument("--model", default="digits", help="model file or shipped name (default digits)")
     dg.add_argument("--codegen", choices=CODEGEN, help="Brian2 code generation target (default auto)")
     dg.add_argument("--device", choices=("auto", "runtime", "cpp_standalone"), default="auto",
-                    help="Brian2 device (default auto: cpp_standalone from 256 images on, 32 at the lif level, or with "
+                    help=f"Brian2 device (default auto: cpp_standalone from {AUTO_COMPILED_IMAGES} images on, "
+                         f"{AUTO_COMPILED_IMAGES_LIF} at the lif level, or with "
                          "--threads, where a C++ compiler is found, which compiles the model's shape once and then runs 2-3x "
                          "faster; runtime otherwise; docs/digits.md)")
     dg.add_argument("--threads", type=_count(0), metavar="N", help="OpenMP threads of cpp_standalone (default 1)")

@@ -646,7 +646,7 @@ def finish_model_run(run: "ModelRun", obs, t0: float) -> ModelResult:
                   n_inh=co.n_inh, P=int(co.P), dt=ro.dt, warmup=ro.warmup, duration=ro.duration,
                   presentation=ro.presentation, seed=ro.seed, device=ro.device,
                   lag=runner.lag if stream else None, latency=dict(runner.latency or {}) if stream else None,
-                  coupling=co.coupling,
+                  coupling=co.coupling, fold=co.fold,
                   codegen=None if get_device(ro.device).compiles else ro.codegen,   # the runtime's only
                   threads=runner.config()["threads"], rho=menc.rho,
                   divisions={k: list(v) for k, v in menc.divisions.items()},

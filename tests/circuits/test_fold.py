@@ -147,6 +147,18 @@ def test_folded_and_unfolded_runs_give_the_same_spikes(neuron, circuit, extra):
 
 
 @pytest.mark.brian2
+def test_a_lif_stream_folded_and_unfolded_gives_the_same_spikes():
+    """A stream's relays change their rates at each presentation, and with them the spike-noise
+    variance the L2/3 compartments sum from them: folded, the lif somata read it a step late (and
+    parted from the unfolded run) until the sum ran before the cells."""
+    X, _, WQ, WK, WV, WO = random_problem(seed=5, n=3, H=2, dk=2, dv=3, de=3)
+    kw = dict(neuron="lif", presentation=0.4, warmup=0.1, seed=2, record_spikes=True, codegen="numpy")
+    a, b = (simulate_mhsa(np.stack([X, -X, 0.5 * X]), WQ, WK, WV, WO, fold=fold, **kw) for fold in (True, False))
+    assert len(a.spikes["l23"][0]) > 1000
+    _same_spikes(a, b)
+
+
+@pytest.mark.brian2
 def test_fold_argument_is_checked():
     X, _, WQ, WK, WV, WO = random_problem(seed=5, n=2, H=1, dk=2, dv=2, de=2)
     with pytest.raises(TypeError, match="fold: expected a bool"):
@@ -173,7 +185,31 @@ def test_a_models_linear_cells_fold_their_copies_and_keep_their_spikes():
     assert simulated_synapse_count(circuit, plan) < simulated_synapse_count(circuit, {})
     kw = dict(neuron="escape", duration=0.3, warmup=0.1, seed=2, record_spikes=True, codegen="numpy", P=P)
     a, b = simulate_model(model, X, fold=True, **kw), simulate_model(model, X, fold=False, **kw)
+    assert a.config["fold"] and not b.config["fold"]
     assert sum(len(a.spikes[p][0]) for p in a.spikes) > 1000
+    for p in a.spikes:
+        for k in (0, 1):
+            np.testing.assert_array_equal(a.spikes[p][k], b.spikes[p][k], err_msg=p)
+    np.testing.assert_array_equal(a.logits, b.logits)
+
+
+@pytest.mark.brian2
+def test_a_lif_model_folded_and_unfolded_gives_the_same_spikes():
+    """A model's key and query relays (nucleus 1) are cells whose rates change, so the spike-noise
+    variance its L2/3 compartments sum from them changes every step. Folded, Brian2 summed it
+    after the L2/3 somata had integrated the step (a folded group is updated after its cells), so
+    their salience read the step before's correction and the runs parted at 87 ms; now the sum
+    and its cache come before the cells, as unfolded."""
+    import pathlib
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "sims"))
+    from test_model_standalone import _model, _tokens
+    from ctmhsa.sims.model import simulate_model
+
+    kw = dict(neuron="lif", duration=0.3, warmup=0.1, seed=2, record_spikes=True, codegen="numpy", P=2)
+    a, b = (simulate_model(_model(), _tokens(3), fold=fold, **kw) for fold in (True, False))
+    assert a.config["fold"] and not b.config["fold"]
+    assert len(a.spikes["b0_l23"][0]) > 300 and len(a.spikes["classes"][0]) > 100
     for p in a.spikes:
         for k in (0, 1):
             np.testing.assert_array_equal(a.spikes[p][k], b.spikes[p][k], err_msg=p)
