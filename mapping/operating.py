@@ -502,6 +502,17 @@ def _over_intensity(o: dict, level: str, T: float | None):
     return rate - inten > z * np.sqrt(np.maximum(rate, 1.0 / T) / T) + 0.02 * np.abs(rate)
 
 
+def _negative_product(o: dict, level: str):
+    """lif level (no intensity to compare the spikes with): cells whose window-mean product ``P``
+    of phi-bias-corrected features is negative (boolean per cell). The exact product is never
+    negative, nor is the corrected one while the correction stays in its range (elu1's and
+    softplus's negative branch ``exp(x) (1 - σ²/2)`` is positive for σ² < 2, relu's and exp's
+    always): a negative mean is proof that it left it. ``None`` where ``P`` is not observed."""
+    if not get_level(level).spiking or "P" not in o:
+        return None
+    return np.asarray(o["P"], float) < 0
+
+
 NEGLIGIBLE = 1e-9
 """A population whose largest magnitude of an observable is below this fraction of that
 observable's largest magnitude in the network holds nothing measurable: its change is judged
@@ -632,6 +643,14 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
                 viol.append(f"{name}: {k} cell(s) rectified (somatic drive below rest, rate clipped at 0): "
                             f"the offset code's worst-case bound was exceeded; use signed='onoff'")
         over = _over_intensity(o, level, T) if pop.cell_type in PHI_CORRECTED_CELLS else None
+        negative = _negative_product(o, level) if pop.cell_type in PHI_CORRECTED_CELLS and over is None else None
+        if negative is not None and negative.any():
+            rect[name] = int(negative.sum())
+            viol.append(f"{name}: {rect[name]} cell(s) have a negative phi-bias-corrected product (window mean of "
+                        "P): the correction is past its second-order range (dendritic variance of 2 or more "
+                        "for elu1 and softplus turns their negative branch below 0), so these cells are driven "
+                        "below their baseline and their rates are biased; scale down the weights or the "
+                        "declared input range")
         if over is not None and over.any():
             rect[name] = int(over.sum())
             viol.append(f"{name}: {rect[name]} cell(s) fire more spikes than their intensity predicts: their "

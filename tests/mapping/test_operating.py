@@ -304,6 +304,30 @@ def test_escape_cells_past_the_phi_correction_are_reported_not_called_unsettled(
     assert "l23" not in res.diagnostics["operating"]["rectified"]
 
 
+@pytest.mark.brian2
+def test_lif_cells_past_the_phi_correction_are_reported():
+    """The lif somata have no intensity to compare their spikes with; a negative window-mean
+    product P (which neither the exact product nor a correction in its range can give) names the
+    correction's range left. Found by ``ctmhsa bench robustness --level lif`` (instance 21 of seed
+    0: one key's apical variance 2.47, its L2/3 cells silent, s at 2.9 times its floor unflagged)."""
+    import warnings
+    from ctmhsa.mapping.operating import _negative_product
+    from ctmhsa.sims.benchmarks.robustness import draw_instance
+
+    assert _negative_product({"P": [0.2, -1e-3, 0.0]}, "lif").tolist() == [False, True, False]
+    assert _negative_product({"P": [-1.0]}, "rate") is None and _negative_product({"r": [1.0]}, "lif") is None
+    rng = np.random.default_rng(0)
+    kw = [draw_instance(rng) for _ in range(22)][-1]["kwargs"]   # n = m = 3, dk = 1, de = 2, elu1, scale 2.43
+    with pytest.warns(OperatingRangeWarning, match="negative phi-bias-corrected product"):
+        res = simulate_mhsa(neuron="lif", duration=0.3, warmup=0.2, seed=22, codegen="numpy", **kw)
+    assert res.diagnostics["operating"]["rectified"]["l23"] == 3      # the three cells of the key past it
+    kw = dict(kw, WK=kw["WK"] / 3, WQ=kw["WQ"] / 3, WV=kw["WV"] / 3)   # the same problem within the range
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OperatingRangeWarning)
+        res = simulate_mhsa(neuron="lif", duration=0.3, warmup=0.2, seed=22, codegen="numpy", **kw)
+    assert "l23" not in res.diagnostics["operating"]["rectified"]
+
+
 @pytest.mark.codegen_independent
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 5), m=st.integers(1, 5), dk=st.integers(1, 3), H=st.integers(1, 3), P=st.integers(1, 3),

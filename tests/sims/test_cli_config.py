@@ -286,7 +286,9 @@ def test_bench_rejects_another_benchmarks_flag(argv, flag, capsys):
      dict(cases=["cross", "skip"], levels=["escape"], P=[1, 4, 10], copies="all", times=[1.0, 2.0],
           allow_slow=False, out="bench_results/accuracy.json")),
     (["bench", "robustness", "--instances", "500", "--seed", "0", "--wide"],
-     dict(instances=500, seed=0, wide=True, duration=1.0, out="bench_results/robustness.json")),
+     dict(instances=500, seed=0, wide=True, duration=None, level="rate", out="bench_results/robustness.json")),
+    (["bench", "robustness", "--level", "lif", "--instances", "40", "--duration", "3"],
+     dict(instances=40, wide=False, duration=3.0, level="lif")),
     (["bench", "cells", "--levels", "escape", "lif", "--out-dir", "somewhere"],
      dict(levels=["escape", "lif"], out_dir="somewhere", skip_fig2=False)),
 ])
