@@ -66,6 +66,7 @@ def run_benchmark(module, args) -> int:
     out = getattr(args, "out", None) or (module.output_json(args) if hasattr(module, "output_json") else None)
     if out:
         check_json_target(out)
+    stamp = _written(out)
     before = machine_state()
     print(f"load average {before['load_average'][0]:.2f} (1 min) on {before['cpus']} cores", flush=True)
     with profile.collecting() as spent:
@@ -73,9 +74,21 @@ def run_benchmark(module, args) -> int:
     after = machine_state()
     print(f"load average {after['load_average'][0]:.2f} (1 min) at the end", flush=True)
     print(profile_line(spent), flush=True)
-    if rc == 0 and out and str(out).endswith(".json"):
+    # a benchmark that found failures (exit 1) still measured: its JSON gets the load too, where
+    # this run wrote it (an older file left by a run that stopped early is not stamped)
+    if out and str(out).endswith(".json") and _written(out) not in (None, stamp):
         add_machine_state(out, before, after, profile=spent)
     return rc
+
+
+def _written(path) -> int | None:
+    """The modification time (ns) of file ``path``, ``None`` where there is none."""
+    import os
+
+    try:
+        return os.stat(path).st_mtime_ns if path else None
+    except OSError:
+        return None
 
 
 def profile_line(spent: dict) -> str:

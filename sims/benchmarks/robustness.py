@@ -47,7 +47,7 @@ from ctmhsa.mapping.noise import NoiseFloorWarning
 from ctmhsa.mapping.operating import (ROOM_BELOW, SAMPLES, OperatingPoint, OperatingRangeError,
                                       OperatingRangeWarning, division_bounds, recentre)
 from ctmhsa.maths.reference import FEATURE_MAPS, linear_mhsa
-from ctmhsa.neurons.levels import get_level
+from ctmhsa.neurons.levels import LEVELS, get_level
 from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.io import atomic_write_json
 from ctmhsa.sims.progress import progress
@@ -75,7 +75,8 @@ REPEATS = 4
 DIAGNOSTICS = (OperatingRangeWarning, NoiseFloorWarning)
 """The warnings by which a spiking run says its answer is not to be trusted."""
 
-_DEFAULT_DURATION = {"rate": 1.0, "escape": 2.0, "lif": 2.0}
+RATE_DURATION, SPIKING_WINDOW = 1.0, 2.0
+"""The default ``--duration``: the rate level's simulated time, a spiking level's window (s)."""
 
 
 def add_arguments(parser) -> None:
@@ -83,7 +84,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the instance generator (default 0)")
     parser.add_argument("--wide", action="store_true",
                         help="lift the interneurons' rate bound (tests the wiring alone; rate level)")
-    parser.add_argument("--level", choices=tuple(_DEFAULT_DURATION), default="rate",
+    parser.add_argument("--level", choices=tuple(LEVELS), default="rate",
                         help="fidelity level the instances run at (default rate)")
     parser.add_argument("--duration", type=float, default=None,
                         help="simulated time per instance, s (default 1 at the rate level; the measurement "
@@ -282,10 +283,11 @@ def classify_spiking(kw: dict, neuron: str, gains, duration: float, seed: int, r
 
 def main(args) -> int:
     level = args.level
-    if args.wide and level != "rate":
+    spiking = get_level(level).spiking
+    if args.wide and spiking:
         raise ValueError(f"--wide: lifts the interneurons' rate bound of the rate level; spiking interneurons "
                          f"cannot fire without bound (got --level {level})")
-    duration = _DEFAULT_DURATION[level] if args.duration is None else args.duration
+    duration = (SPIKING_WINDOW if spiking else RATE_DURATION) if args.duration is None else args.duration
     if not duration > 0:
         raise ValueError(f"--duration: expected a positive time in s, got {duration!r}")
     gains = CodeGains(r_inh_max=1e15) if args.wide else default_gains(level)
@@ -293,13 +295,13 @@ def main(args) -> int:
     rows, t0 = [], time.perf_counter()
     for k in progress(range(args.instances), desc="bench robustness", unit="instance"):
         inst = draw_instance(rng)
-        if level == "rate":
+        if not spiking:
             out = classify(inst["kwargs"], gains, duration=duration)
         else:
             out = classify_spiking(inst["kwargs"], level, gains, duration, seed=k + 1)
         rows.append(dict(index=k, **inst["desc"], **out))
     wall = time.perf_counter() - t0
-    if level != "rate":
+    if spiking:
         return _report_spiking(args, level, duration, rows, wall)
     counts = Counter(r["outcome"] for r in rows)
     exact = [r for r in rows if r["outcome"] == "exact"]

@@ -79,3 +79,25 @@ def test_wide_is_refused_at_a_spiking_level():
     with pytest.raises(ValueError, match="--duration: expected a positive time"):
         robustness.main(args)
     assert OperatingRangeWarning in robustness.DIAGNOSTICS
+
+
+@pytest.mark.codegen_independent
+def test_a_benchmark_that_found_failures_still_records_its_load(tmp_path):
+    """A sweep that reports failures exits 1 and its JSON still carries the machine's load; a file
+    the run did not write (a benchmark that stopped early) is not stamped."""
+    import json
+    import types
+
+    from ctmhsa.sims.benchmarks import run_benchmark
+
+    out = tmp_path / "sweep.json"
+
+    def wrote(args):
+        out.write_text(json.dumps({"benchmark": "fake", "counts": {"failure": 1}}))
+        return 1
+
+    assert run_benchmark(types.SimpleNamespace(main=wrote), argparse.Namespace(out=str(out))) == 1
+    assert "machine" in json.loads(out.read_text())
+    out.write_text(json.dumps({"benchmark": "fake", "old": True}))
+    assert run_benchmark(types.SimpleNamespace(main=lambda args: 1), argparse.Namespace(out=str(out))) == 1
+    assert json.loads(out.read_text()) == {"benchmark": "fake", "old": True}
