@@ -502,6 +502,41 @@ def _over_intensity(o: dict, level: str, T: float | None):
     return rate - inten > z * np.sqrt(np.maximum(rate, 1.0 / T) / T) + 0.02 * np.abs(rate)
 
 
+def _saturated(o: dict, max_rate) -> int:
+    """Escape level: how many cells are driven past ``max_rate`` (1/dt); 0 where unchecked."""
+    if max_rate is None or "r" not in o or not np.size(o["r"]):
+        return 0
+    return int(np.count_nonzero(np.asarray(o.get("expected_r", o["r"]), float) > max_rate))
+
+
+def _outside_range(o: dict, bounds, T) -> tuple[int, int]:
+    """lif level: how many cells fire above and below their somata's range ``bounds`` (Hz) by more
+    than three Poisson standard deviations of their count over ``T``; ``(0, 0)`` where unchecked."""
+    if bounds is None or "rate" not in o:
+        return 0, 0
+    r = np.asarray(o["rate"], float)            # every spike, baseline included
+    tol = 3.0 * np.sqrt(np.maximum(r, 1.0) / (1.0 if T is None else T))
+    return int(np.count_nonzero(r > bounds[1] + tol)), int(np.count_nonzero(r < bounds[0] - tol))
+
+
+def _bounds(encoding, name: str, rate_range):
+    """The lif somata's range of population ``name`` (``None``: none, or no baseline to judge)."""
+    if "r_base" not in encoding.values.params.get(name, {}):
+        return None
+    if isinstance(rate_range, dict) and name not in rate_range:
+        raise ValueError(f"rate_range: no range for the lif population {name!r}; "
+                         f"expected one per population with a baseline")
+    return rate_range.get(name) if isinstance(rate_range, dict) else rate_range
+
+
+def _out_of_range(circuit, encoding, obs: dict, T, max_rate, rate_range) -> set:
+    """Populations with cells saturated or outside their somata's range (:func:`_saturated`,
+    :func:`_outside_range`)."""
+    return {name for name in circuit.populations
+            if _saturated(obs.get(name, {}), max_rate) or any(_outside_range(obs.get(name, {}), _bounds(
+                encoding, name, rate_range), T))}
+
+
 def _negative_product(o: dict, level: str):
     """lif level (no intensity to compare the spikes with): cells whose window-mean product ``P``
     of phi-bias-corrected features is negative (boolean per cell). The exact product is never
@@ -591,6 +626,7 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
     out = {"violations": []}
     viol = out["violations"]
     rate_level = not get_level(level).spiking
+    out_of_range = _out_of_range(circuit, encoding, obs, T, max_rate, rate_range)
     if "interneuron" in pops:
         src = circuit.projections["pool"].source    # the cells the interneurons pool
         o = obs[src]
@@ -619,6 +655,9 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
             elif over_mc[h, i] > 0:
                 cause = (f"{over_mc[h, i]:g} of its {src} cells fire above their intensity (rectified part "
                          "of the time, see below): a bias that a longer run does not remove")
+            elif out_of_range:
+                cause = (f"cells of {', '.join(sorted(out_of_range))} fire outside their range (below): "
+                         "the pathway is saturated, which a longer run does not mend")
             else:
                 cause = "the interneurons' loop has not settled: run longer (duration)"
             viol.append(f"macrocolumn (head {h}, query {i}): pooled {src} rate {pooled[h, i]:.6g} Hz is "
@@ -640,8 +679,11 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
             k = int(np.count_nonzero(np.asarray(o["U"], float) < 0))
             if k:
                 rect[name] = k
-                viol.append(f"{name}: {k} cell(s) rectified (somatic drive below rest, rate clipped at 0): "
-                            f"the offset code's worst-case bound was exceeded; use signed='onoff'")
+                why = ("the offset code's worst-case bound was exceeded; use signed='onoff'"
+                       if circuit.meta.signed == "offset" else
+                       "a baseline removed downstream of cells that fire outside their range, or a drive "
+                       "beyond what the circuit was built for")
+                viol.append(f"{name}: {k} cell(s) rectified (somatic drive below rest, rate clipped at 0): {why}")
         over = _over_intensity(o, level, T) if pop.cell_type in PHI_CORRECTED_CELLS else None
         negative = _negative_product(o, level) if pop.cell_type in PHI_CORRECTED_CELLS and over is None else None
         if negative is not None and negative.any():
@@ -657,29 +699,20 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
                         "phi-bias-corrected drive is below rest part of the time (the correction is past its "
                         "second-order range: dendritic fluctuations too large), so their rates are biased "
                         "upward; scale down the weights or the declared input range")
-        if max_rate is not None and "r" in o and np.size(o["r"]):
-            inten = np.asarray(o.get("expected_r", o["r"]), float)
-            k = int(np.count_nonzero(inten > max_rate))
-            if k:
-                sat[name] = k
-                viol.append(f"{name}: {k} cell(s) driven past {max_rate:g} Hz (1/dt; saturated escape "
-                            f"cells spike every step): lower the gains or dt")
-        has_base = "r_base" in encoding.values.params.get(name, {})
-        if isinstance(rate_range, dict) and has_base and name not in rate_range:
-            raise ValueError(f"rate_range: no range for the lif population {name!r}; "
-                             f"expected one per population with a baseline")
-        bounds = rate_range.get(name) if isinstance(rate_range, dict) else rate_range
-        if bounds is not None and "rate" in o and has_base:
-            r = np.asarray(o["rate"], float)            # every spike, baseline included
-            tol = 3.0 * np.sqrt(np.maximum(r, 1.0) / (1.0 if T is None else T))
-            lo, hi = bounds
-            k_hi, k_lo = int(np.count_nonzero(r > hi + tol)), int(np.count_nonzero(r < lo - tol))
-            if k_hi or k_lo:
-                sat[name] = k_hi + k_lo
-                gain = GAIN_OF.get(pop.cell_type, "its gain")
-                viol.append(f"{name}: {k_hi + k_lo} cell(s) fire outside the somata's affine range "
-                            f"{lo:.3g}–{hi:.3g} Hz (measured {r.min():.3g}–{r.max():.3g} Hz), where their "
-                            f"rate no longer follows the drive: lower {gain} (gains=...) or the input scale")
+        k = _saturated(o, max_rate)
+        if k:
+            sat[name] = k
+            viol.append(f"{name}: {k} cell(s) driven past {max_rate:g} Hz (1/dt; saturated escape "
+                        f"cells spike every step): lower the gains or dt")
+        bounds = _bounds(encoding, name, rate_range)
+        k_hi, k_lo = _outside_range(o, bounds, T)
+        if k_hi or k_lo:
+            r = np.asarray(o["rate"], float)
+            sat[name] = k_hi + k_lo
+            gain = GAIN_OF.get(pop.cell_type, "its gain")
+            viol.append(f"{name}: {k_hi + k_lo} cell(s) fire outside the somata's affine range "
+                        f"{bounds[0]:.3g}–{bounds[1]:.3g} Hz (measured {r.min():.3g}–{r.max():.3g} Hz), where their "
+                        f"rate no longer follows the drive: lower {gain} (gains=...) or the input scale")
     out.update(rectified=rect, saturated=sat)
     if rate_level and early is not None:
         ch, where = _settling(early, obs)

@@ -328,6 +328,25 @@ def test_lif_cells_past_the_phi_correction_are_reported():
     assert "l23" not in res.diagnostics["operating"]["rectified"]
 
 
+@pytest.mark.brian2
+def test_a_saturated_pathway_is_not_called_unsettled():
+    """exp at weight scale 5.6 (the robustness sweep's lif instance 35 of seed 0, the linear
+    circuit): the write cells' product reaches 1e22, they fire at their refractory limit, and the
+    read-out-z pool misses its set point. The macrocolumn's message names the saturated cells, not
+    a loop to run longer; a memory cell driven below rest under the on/off code is not told to
+    use it."""
+    from ctmhsa.sims.benchmarks.robustness import draw_instance
+
+    rng = np.random.default_rng(0)
+    kw = [draw_instance(rng) for _ in range(36)][-1]["kwargs"]
+    with pytest.warns(OperatingRangeWarning, match="fire outside their range"):
+        res = simulate_mhsa(neuron="lif", duration=0.3, warmup=0.2, seed=36, codegen="numpy", **kw)
+    viol = res.diagnostics["operating"]["violations"]
+    assert not any("run longer" in v for v in viol)
+    assert any(v.startswith("outer: ") and "outside the somata's affine range" in v for v in viol)
+    assert not any("use signed='onoff'" in v for v in viol)
+
+
 @pytest.mark.codegen_independent
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 5), m=st.integers(1, 5), dk=st.integers(1, 3), H=st.integers(1, 3), P=st.integers(1, 3),
