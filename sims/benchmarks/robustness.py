@@ -311,30 +311,40 @@ def main(args) -> int:
     print("  " + ", ".join(f"{k} {counts.get(k, 0)}" for k in ("exact", "refused", "invalid", "failure")))
     if worst:
         print(f"  worst error of the exact runs: {worst['error']:.3g} (instance {worst['index']})")
-    for r in rows:
-        if r["outcome"] == "failure":
-            print(f"  FAILURE #{r['index']}: {r['message']}  "
-                  f"{ {k: r[k] for k in ('circuit', 'n', 'm', 'H', 'dk', 'dv', 'de', 'phi', 'scale')} }")
+    _print_failures(rows)
     # where the physiological bound lies: refusals per phi and weight-scale decade
-    table = defaultdict(Counter)
-    for r in rows:
-        if r["outcome"] in ("exact", "refused"):
-            table[(r["phi"], int(np.floor(np.log10(r["scale"]))))][r["outcome"]] += 1
-    print("  refused / (exact + refused) by phi and weight scale:")
-    print("    phi       " + "".join(f"{f'1e{d}-1e{d + 1}':>14}" for d in (-2, -1, 0)))
-    for phi in PHIS:
-        cells = []
-        for d in (-2, -1, 0):
-            c = table[(phi, d)]
-            tot = c["exact"] + c["refused"]
-            cells.append(f"{c['refused']}/{tot}".rjust(14) if tot else "-".rjust(14))
-        print(f"    {phi:<9} " + "".join(cells))
+    _print_scale_table(rows, ("refused",), ("exact", "refused"))
     out = dict(benchmark="robustness", instances=len(rows), seed=args.seed, wide=bool(args.wide), wall_s=wall, counts=dict(counts),
                worst_error=worst["error"] if worst else None, rows=rows)
     if args.out:
         atomic_write_json(args.out, out)
         print(f"wrote {args.out}")
     return 1 if counts.get("failure") else 0
+
+
+def _print_failures(rows: list) -> None:
+    """One line per failed instance: its message and shape."""
+    for r in rows:
+        if r["outcome"] == "failure":
+            print(f"  FAILURE #{r['index']}: {r['message']}  "
+                  f"{ {k: r[k] for k in ('circuit', 'n', 'm', 'H', 'dk', 'dv', 'de', 'phi', 'scale', 'P')} }")
+
+
+def _print_scale_table(rows: list, shown: tuple, total: tuple) -> None:
+    """Per phi and weight-scale decade: the counts of the outcomes ``shown`` over those of ``total``."""
+    table = defaultdict(Counter)
+    for r in rows:
+        if r["outcome"] in total:
+            table[(r["phi"], int(np.floor(np.log10(r["scale"]))))][r["outcome"]] += 1
+    print(f"  {' / '.join(shown)} / ({' + '.join(total)}) by phi and weight scale:")
+    print("    phi       " + "".join(f"{f'1e{d}-1e{d + 1}':>14}" for d in (-2, -1, 0)))
+    for phi in PHIS:
+        cells = []
+        for d in (-2, -1, 0):
+            c = table[(phi, d)]
+            tot = sum(c[k] for k in total)
+            cells.append(("/".join(str(c[k]) for k in shown) + f"/{tot}").rjust(14) if tot else "-".rjust(14))
+        print(f"    {phi:<9} " + "".join(cells))
 
 
 def _report_spiking(args, level: str, duration: float, rows: list, wall: float) -> int:
@@ -353,24 +363,9 @@ def _report_spiking(args, level: str, duration: float, rows: list, wall: float) 
         worst = max(quiet, key=lambda r: r["error"])
         print(f"  worst stage of the runs at their floor: {worst['stage']} {worst['error']:.2f} times its floor "
               f"(instance {worst['index']}); {sum(r['flagged'] for r in quiet)} of them flagged anyway")
-    for r in rows:
-        if r["outcome"] == "failure":
-            print(f"  FAILURE #{r['index']}: {r['message']}  "
-                  f"{ {k: r[k] for k in ('circuit', 'n', 'm', 'H', 'dk', 'dv', 'de', 'phi', 'scale', 'P')} }")
+    _print_failures(rows)
     # where the circuit leaves its range: flagged and refused per phi and weight-scale decade
-    table = defaultdict(Counter)
-    for r in rows:
-        if r["outcome"] in ("at_floor", "flagged", "refused"):
-            table[(r["phi"], int(np.floor(np.log10(r["scale"]))))][r["outcome"]] += 1
-    print("  flagged / refused / (at floor + flagged + refused) by phi and weight scale:")
-    print("    phi       " + "".join(f"{f'1e{d}-1e{d + 1}':>14}" for d in (-2, -1, 0)))
-    for phi in PHIS:
-        cells = []
-        for d in (-2, -1, 0):
-            c = table[(phi, d)]
-            tot = c["at_floor"] + c["flagged"] + c["refused"]
-            cells.append(f"{c['flagged']}/{c['refused']}/{tot}".rjust(14) if tot else "-".rjust(14))
-        print(f"    {phi:<9} " + "".join(cells))
+    _print_scale_table(rows, ("flagged", "refused"), ("at_floor", "flagged", "refused"))
     out = dict(benchmark="robustness", level=level, duration=duration, silent=SILENT, repeats=REPEATS,
                instances=len(rows),
                seed=args.seed, spike_seeds="instance index + 1", wide=False, wall_s=wall, counts=dict(counts),
