@@ -392,6 +392,12 @@ def _relay_inputs(kv, pair, sign_w) -> dict:
     }
 
 
+Z_MEMORY = {"memory": "memory_z"}
+"""The normaliser memory's cell type for a value memory's: the linear circuit's reads its
+potential unrectified at the lif level (:mod:`ctmhsa.neurons.models`); a stream's integrators
+keep one type."""
+
+
 def _key_value_memory(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_w, memory=("memory", ("soma",)),
                       inputs=None):
     """Linear-time circuit: outer-product cells write a key-value memory once per head; each query
@@ -415,7 +421,7 @@ def _key_value_memory(c, pop, kv, H, n, m, dk, dv, n_inh, normalize, pair, sign_
                                 (("head", "head"), ("f", "f"), ("c", "c")), "ones", pre_s + sign_w))
     if normalize:   # z = Σ_j phi(k_j), read out as Z_i = zᵀ phi(q_i) by the cells the interneurons pool
         pop("outer_z", "kv_write", ("head", "j", "f"), (H, m, dk), ("basal", "apical"), role="z_write")
-        pop("memory_z", memory[0], ("head", "f"), (H, dk), memory[1], role="z_memory")
+        pop("memory_z", Z_MEMORY.get(memory[0], memory[0]), ("head", "f"), (H, dk), memory[1], role="z_memory")
         pop("readout_z", "kv_read", ("head", "i", "f"), (H, n, dk), ("basal", "apical", "soma"), role="z_read")
         pop("interneuron", "interneuron", ("head", "i", "k"), (H, n, n_inh), role="normaliser")
         c.add_projection(inputs["kz"]("outer_z"))

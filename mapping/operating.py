@@ -581,7 +581,8 @@ def _settling(early: dict, late: dict) -> tuple[float, str]:
 
 
 GAIN_OF = {"l23": "rho_l23", "l5it": "rho_it", "l5pt": "rho_pt", "relay_out": "rho_out",
-           "kv_write": "rho_outer", "memory": "rho_memory", "kv_read": "rho_l23"}
+           "kv_write": "rho_outer", "memory": "rho_memory", "memory_z": "rho_memory",
+           "kv_read": "rho_l23"}
 """The :class:`ctmhsa.maths.codes.CodeGains` field that sets each cell type's rate per unit."""
 
 

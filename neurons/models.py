@@ -482,8 +482,11 @@ def _rate_relay_norm():
     )
 
 
-# key-value memory cells of the linear circuit: sum their write cells' rates over tokens j
+# key-value memory cells of the linear circuit: sum their write cells' rates over tokens j; the
+# normaliser's memory (z = Σ_j phi(k_j), no on/off pair) is a type of its own, read unrectified at
+# the lif level (below)
 register("rate", "memory")(_rate_linear)
+register("rate", "memory_z")(_rate_linear)
 
 
 @register("rate", "kv_write")
@@ -733,7 +736,7 @@ def _corrected(model: CellModel, compartments: tuple) -> CorrectedCellModel:
     return CorrectedCellModel(**{**fields, "equations": eqs, "folds": folds, "corrected": tuple(compartments)})
 
 
-for _ct in ("relay", "l23", "l5it", "l5pt", "relay_out", "memory", "kv_write", "kv_read",
+for _ct in ("relay", "l23", "l5it", "l5pt", "relay_out", "memory", "memory_z", "kv_write", "kv_read",
             "l6ct", "decoder", "relay_norm"):
     MODELS[("escape", _ct)] = _escape(MODELS[("rate", _ct)])
 
@@ -969,20 +972,41 @@ MODELS[("lif", "relay_norm")] = MODELS[("escape", "relay_norm")]
 
 
 @dataclass(frozen=True)
-class _UnrectifiedApical(CellModel):
-    """The lif L5 IT cell: its apical factor enters the coupling unrectified. The attention
-    dendrite's potential fluctuates (L2/3 spikes, the baselines' included) around a mean
-    a_i κ_ij >= 0; rectifying it before the coupling's low-pass added its positive excursions to
-    the gain (measured: L5 IT gain +27 %). Unrectified, ON minus OFF is exactly U V_a."""
+class _Unrectified(CellModel):
+    """A lif cell whose potentials ``unrectified`` (``"V_a"``, ``"U"``) enter its coupling
+    unrectified: their mean is never negative, but their spike noise reaches below 0, and
+    rectified before the coupling's low-pass its positive excursions would add to the mean.
+
+    - L5 IT's attention dendrite (``V_a``) fluctuates (L2/3 spikes, the baselines' included)
+      around a_i κ_ij >= 0 (measured rectified: L5 IT gain +27 %); unrectified, ON minus OFF is
+      exactly U V_a.
+    - The linear circuit's normaliser memory (``U``, cell type ``memory_z``) holds z_f / m, its
+      write cells' rates less their baselines, through a 10 ms filter of a few cells' spikes:
+      rectified, it read 6-17 % high on small weights (``docs/operating_range.md``, "Silent
+      wrong answers at the spiking levels"). The value memory's on/off pairs stay rectified:
+      their values lie near 0, where the pair's difference cancels the rectification's bias and
+      an unrectified cell would be driven below its baseline, beyond its soma's law."""
+
+    unrectified: tuple = ()
 
     def render(self, phi, projections_by_compartment, law="product"):
         eqs = CellModel.render(self, phi, projections_by_compartment, law)
-        return "\n".join(line.replace("clip(V_a/u, 0, inf)", "(V_a/u)") if line.startswith("P = ") else line
-                          for line in eqs.splitlines())
+        lines = []
+        for line in eqs.splitlines():
+            if line.startswith("P = "):
+                for var in self.unrectified:
+                    line = line.replace(f"clip({var}/u, 0, inf)", f"({var}/u)")
+            lines.append(line)
+        return "\n".join(lines)
 
 
-_it = _lif(MODELS[("rate", "l5it")], apical_bias=True, cell_type="l5it")
-MODELS[("lif", "l5it")] = _UnrectifiedApical(**{k: getattr(_it, k) for k in _it.__dataclass_fields__})
+def _unrectified(model: CellModel, *names: str) -> _Unrectified:
+    """``model`` (a lif cell) with the potentials ``names`` unrectified in its coupling."""
+    return _Unrectified(**{k: getattr(model, k) for k in model.__dataclass_fields__}, unrectified=names)
+
+
+MODELS[("lif", "l5it")] = _unrectified(_lif(MODELS[("rate", "l5it")], apical_bias=True, cell_type="l5it"), "V_a")
+MODELS[("lif", "memory_z")] = _unrectified(_lif(MODELS[("rate", "memory_z")]), "U")
 # the dendrites integrate spikes as at the escape level: phi corrected for their variance alike
 MODELS[("lif", "l23")] = _lif(_corrected(MODELS[("rate", "l23")], ("basal", "apical")), cell_type="l23")
 # the read-out cells' apical memory entry integrates memory cells, whose baselines b_a cancels

@@ -76,7 +76,7 @@ def run_benchmark(module, args) -> int:
     print(profile_line(spent), flush=True)
     # a benchmark that found failures (exit 1) still measured: its JSON gets the load too, where
     # this run wrote it (an older file left by a run that stopped early is not stamped)
-    if out and str(out).endswith(".json") and _written(out) not in (None, stamp):
+    if out and str(out).endswith(".json") and (rc == 0 or _written(out) not in (None, stamp)):
         add_machine_state(out, before, after, profile=spent)
     return rc
 

@@ -151,3 +151,25 @@ def test_lif_macrocolumn_divides_by_the_pooled_salience():
         assert np.sqrt(np.mean((r - target) ** 2)) / np.std(target) <= 1.3 * floor, scale
         sums.append(u.sum())
     assert max(sums) / min(sums) > 3
+
+
+@pytest.mark.codegen_independent
+def test_the_normaliser_memory_is_read_unrectified_at_lif():
+    """The linear circuit's z memory (its own cell type) enters its lif coupling unrectified: its
+    baseline-removed potential's noise reaches below 0 around a mean >= 0, and rectified it read
+    6-17 % high. The value memory's on/off pairs, and a stream's integrators, stay as they were."""
+    from ctmhsa.circuits.builders import build
+    from ctmhsa.neurons.models import get_model
+
+    def coupling(level, cell_type):
+        m = get_model(level, cell_type)
+        return next(line for line in m.render("elu1", {"soma": ["w"]}).splitlines() if line.startswith("P = "))
+
+    assert coupling("lif", "memory_z") == "P = (U/u) : 1"
+    assert coupling("lif", "memory") == "P = clip(U/u, 0, inf) : 1"
+    for level in ("rate", "escape"):   # the same cell there
+        assert get_model(level, "memory_z").equations == get_model(level, "memory").equations
+    c = build(3, 2, 2, 3, H=2, circuit="linear")
+    assert c.populations["memory_z"].cell_type == "memory_z" and c.populations["memory"].cell_type == "memory"
+    s = build(1, 2, 2, 3, H=1, circuit="memory")
+    assert s.populations["memory_z"].cell_type == s.populations["memory"].cell_type
