@@ -228,8 +228,9 @@ def _spiking_run(kw: dict, neuron: str, duration: float, seed: int) -> tuple:
         res = simulate_mhsa(neuron=neuron, duration=duration, seed=seed, **kw)
     said = sorted({f"{type(w.message).__name__}: {str(w.message)[:160]}" for w in caught
                    if isinstance(w.message, DIAGNOSTICS)})
-    return {st: (m["nrmse"], m["noise_floor"]) for st, m in res.metrics().items()
-            if np.isfinite(m["noise_floor"]) and m["noise_floor"] > 0}, said
+    # a stage decoded non-finite counts as infinitely far from its floor (never as at it)
+    return {st: (m["nrmse"] if np.isfinite(m["nrmse"]) else np.inf, m["noise_floor"])
+            for st, m in res.metrics().items() if np.isfinite(m["noise_floor"]) and m["noise_floor"] > 0}, said
 
 
 def classify_spiking(kw: dict, neuron: str, gains, duration: float, seed: int, repeats: int = REPEATS) -> dict:
@@ -265,7 +266,11 @@ def classify_spiking(kw: dict, neuron: str, gains, duration: float, seed: int, r
     runs = [stages]
     if first > SILENT:   # a bias or one run's scatter: more spike seeds tell them apart
         for r in range(1, repeats + 1):
-            more, also = _spiking_run(kw, neuron, duration, seed + 10000 * r)
+            try:
+                more, also = _spiking_run(kw, neuron, duration, seed + 10000 * r)
+            except Exception as e:  # noqa: BLE001 - the same input ran once: anything now is a failure
+                return out("failure", f"spike seed {seed + 10000 * r}: {type(e).__name__}: {str(e)[:300]}",
+                           first=first, first_stage=first_stage, runs=len(runs), said=said)
             runs.append(more)
             said = sorted(set(said) | set(also))
     pooled = {st: np.sqrt(sum(run[st][0] ** 2 for run in runs if st in run)

@@ -101,3 +101,27 @@ def test_a_benchmark_that_found_failures_still_records_its_load(tmp_path):
     out.write_text(json.dumps({"benchmark": "fake", "old": True}))
     assert run_benchmark(types.SimpleNamespace(main=lambda args: 1), argparse.Namespace(out=str(out))) == 1
     assert json.loads(out.read_text()) == {"benchmark": "fake", "old": True}
+
+
+@pytest.mark.codegen_independent
+def test_a_stage_decoded_non_finite_is_never_at_its_floor(monkeypatch):
+    import math
+
+    def run(kw, neuron, duration, seed):
+        return {"x_tilde": (math.inf, 0.1), "q": (0.05, 0.1)}, []
+
+    monkeypatch.setattr(robustness, "_spiking_run", run)
+    out = classify_spiking(_instance(), "lif", default_gains("lif"), 1.0, seed=3)
+    assert out["outcome"] == "failure" and out["stage"] == "x_tilde"
+
+    calls = []
+
+    def crash_on_repeat(kw, neuron, duration, seed):
+        calls.append(seed)
+        if len(calls) > 1:
+            raise RuntimeError("binary died")
+        return {"x_tilde": (0.3, 0.1)}, []
+
+    monkeypatch.setattr(robustness, "_spiking_run", crash_on_repeat)
+    out = classify_spiking(_instance(), "lif", default_gains("lif"), 1.0, seed=3)
+    assert out["outcome"] == "failure" and "binary died" in out["message"] and out["runs"] == 1
