@@ -529,14 +529,6 @@ def _bounds(encoding, name: str, rate_range):
     return rate_range.get(name) if isinstance(rate_range, dict) else rate_range
 
 
-def _out_of_range(circuit, encoding, obs: dict, T, max_rate, rate_range) -> set:
-    """Populations with cells saturated or outside their somata's range (:func:`_saturated`,
-    :func:`_outside_range`)."""
-    return {name for name in circuit.populations
-            if _saturated(obs.get(name, {}), max_rate) or any(_outside_range(obs.get(name, {}), _bounds(
-                encoding, name, rate_range), T))}
-
-
 def _negative_product(o: dict, level: str):
     """lif level (no intensity to compare the spikes with): cells whose window-mean product ``P``
     of phi-bias-corrected features is negative (boolean per cell). The exact product is never
@@ -627,7 +619,11 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
     out = {"violations": []}
     viol = out["violations"]
     rate_level = not get_level(level).spiking
-    out_of_range = _out_of_range(circuit, encoding, obs, T, max_rate, rate_range)
+    # per population: cells saturated (escape) and above / below their somata's range (lif), once
+    # for the report below and for a macrocolumn's cause
+    ranges = {name: (_saturated(obs.get(name, {}), max_rate),
+                     _outside_range(obs.get(name, {}), _bounds(encoding, name, rate_range), T)) for name in pops}
+    out_of_range = {name for name, (k, (hi, lo)) in ranges.items() if k or hi or lo}
     if "interneuron" in pops:
         src = circuit.projections["pool"].source    # the cells the interneurons pool
         o = obs[src]
@@ -700,14 +696,13 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
                         "phi-bias-corrected drive is below rest part of the time (the correction is past its "
                         "second-order range: dendritic fluctuations too large), so their rates are biased "
                         "upward; scale down the weights or the declared input range")
-        k = _saturated(o, max_rate)
+        k, (k_hi, k_lo) = ranges[name]
         if k:
             sat[name] = k
             viol.append(f"{name}: {k} cell(s) driven past {max_rate:g} Hz (1/dt; saturated escape "
                         f"cells spike every step): lower the gains or dt")
-        bounds = _bounds(encoding, name, rate_range)
-        k_hi, k_lo = _outside_range(o, bounds, T)
         if k_hi or k_lo:
+            bounds = _bounds(encoding, name, rate_range)
             r = np.asarray(o["rate"], float)
             sat[name] = k_hi + k_lo
             gain = GAIN_OF.get(pop.cell_type, "its gain")
