@@ -136,6 +136,18 @@ def worst_stage(run: dict) -> tuple[str, float]:
     return stage, float(ratios[stage])
 
 
+def pooled_ratios(metrics: list) -> dict:
+    """Every stage's NRMSE over its noise floor pooled over runs of one input (``metrics``: each
+    run's ``{stage: {"nrmse", "noise_floor"}}``): sqrt(Σ NRMSE² / Σ floor²); NaN where no floor
+    informs it."""
+    ratio = {}
+    for st in metrics[0]:
+        num = sum(m[st]["nrmse"] ** 2 for m in metrics)
+        den = sum(m[st]["noise_floor"] ** 2 for m in metrics)
+        ratio[st] = float(np.sqrt(num / den)) if np.isfinite(den) and den > 0 else float("nan")
+    return ratio
+
+
 def pooled(runs: list) -> list:
     """Every stage's error against its floor pooled over the seeds of one case, level, P and device:
     sqrt(Σ NRMSE² / Σ floor²) at the full window. A single run's ratio scatters by its count
@@ -149,12 +161,7 @@ def pooled(runs: list) -> list:
         groups.setdefault(key, []).append(r)
     out = []
     for (case, level, P, which, device), rs in groups.items():
-        ms = [r["checkpoints"][-1]["metrics"] for r in rs]
-        ratio = {}
-        for st in ms[0]:
-            num = sum(m[st]["nrmse"] ** 2 for m in ms)
-            den = sum(m[st]["noise_floor"] ** 2 for m in ms)
-            ratio[st] = float(np.sqrt(num / den)) if np.isfinite(den) and den > 0 else float("nan")
+        ratio = pooled_ratios([r["checkpoints"][-1]["metrics"] for r in rs])
         out.append(dict(case=case, level=level, P=P, copies=which, device=device, seeds=[r["seed"] for r in rs],
                         T=rs[0]["checkpoints"][-1]["T"], ratio=ratio))
     return out

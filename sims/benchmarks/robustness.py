@@ -52,6 +52,7 @@ from ctmhsa.sims import simulate_mhsa
 from ctmhsa.sims.io import atomic_write_json
 from ctmhsa.sims.progress import progress
 
+from .accuracy import pooled_ratios
 from .common import add_out_argument, count, load_average
 
 __all__ = ["HELP", "PHIS", "SILENT", "REPEATS", "DIAGNOSTICS", "add_arguments", "draw_instance", "drive_ratio",
@@ -222,15 +223,21 @@ def classify(kw: dict, gains, duration: float = 0.5, tol: float = 1e-3) -> dict:
 
 
 def _spiking_run(kw: dict, neuron: str, duration: float, seed: int) -> tuple:
-    """One spiking run of an instance: ``({stage: (NRMSE, noise floor)}, [diagnostics raised])``."""
+    """One spiking run of an instance: ``({stage: {"nrmse", "noise_floor"}}, [diagnostics raised])``;
+    a stage decoded non-finite has an infinite NRMSE (never at its floor)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = simulate_mhsa(neuron=neuron, duration=duration, seed=seed, **kw)
     said = sorted({f"{type(w.message).__name__}: {str(w.message)[:160]}" for w in caught
                    if isinstance(w.message, DIAGNOSTICS)})
-    # a stage decoded non-finite counts as infinitely far from its floor (never as at it)
-    return {st: (m["nrmse"] if np.isfinite(m["nrmse"]) else np.inf, m["noise_floor"])
-            for st, m in res.metrics().items() if np.isfinite(m["noise_floor"]) and m["noise_floor"] > 0}, said
+    return {st: dict(nrmse=m["nrmse"] if np.isfinite(m["nrmse"]) else np.inf, noise_floor=m["noise_floor"])
+            for st, m in res.metrics().items()}, said
+
+
+def _ratios(runs: list) -> dict:
+    """Each stage's error over its floor pooled over ``runs`` (:func:`accuracy.pooled_ratios`),
+    the stages no floor informs left out."""
+    return {st: r for st, r in pooled_ratios(runs).items() if not np.isnan(r)}
 
 
 def classify_spiking(kw: dict, neuron: str, gains, duration: float, seed: int, repeats: int = REPEATS) -> dict:
@@ -259,11 +266,12 @@ def classify_spiking(kw: dict, neuron: str, gains, duration: float, seed: int, r
                    f"{type(e).__name__}: {str(e)[:300]}")
     except Exception as e:  # noqa: BLE001 - every other outcome is a failure to report
         return out("failure", f"{type(e).__name__}: {str(e)[:300]}")
-    if not stages:
-        return out("failure", "no stage has a finite noise floor", runs=1, said=said)
-    first_stage = max(stages, key=lambda st: stages[st][0] / stages[st][1])
-    first = stages[first_stage][0] / stages[first_stage][1]
     runs = [stages]
+    ratios = _ratios(runs)
+    if not ratios:
+        return out("failure", "no stage has a finite noise floor", runs=1, said=said)
+    first_stage = max(ratios, key=ratios.get)
+    first = ratios[first_stage]
     if first > SILENT:   # a bias or one run's scatter: more spike seeds tell them apart
         for r in range(1, repeats + 1):
             try:
@@ -273,8 +281,7 @@ def classify_spiking(kw: dict, neuron: str, gains, duration: float, seed: int, r
                            first=first, first_stage=first_stage, runs=len(runs), said=said)
             runs.append(more)
             said = sorted(set(said) | set(also))
-    pooled = {st: np.sqrt(sum(run[st][0] ** 2 for run in runs if st in run)
-                          / sum(run[st][1] ** 2 for run in runs if st in run)) for st in stages}
+    pooled = _ratios(runs)
     stage = max(pooled, key=pooled.get)
     worst = pooled[stage]
     kw_out = dict(error=worst, stage=stage, first=first, first_stage=first_stage, runs=len(runs), said=said)

@@ -24,7 +24,7 @@ def _fake_runs(monkeypatch, ratios, said=()):
     def run(kw, neuron, duration, seed):
         r = ratios[min(len(seeds), len(ratios) - 1)]
         seeds.append(seed)
-        return {"x_tilde": (0.1 * r, 0.1), "q": (0.05, 0.1)}, list(said)
+        return {"x_tilde": dict(nrmse=0.1 * r, noise_floor=0.1), "q": dict(nrmse=0.05, noise_floor=0.1)}, list(said)
 
     monkeypatch.setattr(robustness, "_spiking_run", run)
     return seeds
@@ -108,7 +108,7 @@ def test_a_stage_decoded_non_finite_is_never_at_its_floor(monkeypatch):
     import math
 
     def run(kw, neuron, duration, seed):
-        return {"x_tilde": (math.inf, 0.1), "q": (0.05, 0.1)}, []
+        return {"x_tilde": dict(nrmse=math.inf, noise_floor=0.1), "q": dict(nrmse=0.05, noise_floor=0.1)}, []
 
     monkeypatch.setattr(robustness, "_spiking_run", run)
     out = classify_spiking(_instance(), "lif", default_gains("lif"), 1.0, seed=3)
@@ -120,7 +120,7 @@ def test_a_stage_decoded_non_finite_is_never_at_its_floor(monkeypatch):
         calls.append(seed)
         if len(calls) > 1:
             raise RuntimeError("binary died")
-        return {"x_tilde": (0.3, 0.1)}, []
+        return {"x_tilde": dict(nrmse=0.3, noise_floor=0.1)}, []
 
     monkeypatch.setattr(robustness, "_spiking_run", crash_on_repeat)
     out = classify_spiking(_instance(), "lif", default_gains("lif"), 1.0, seed=3)
