@@ -69,7 +69,9 @@ class Encoding:
         Other decoding constants: ``R_set (H, n)`` (L2/3 rate per unit of s: the set point, or
         rho_l23 without interneurons), ``a (H, n)``, ``u``, ``v0 (H,)``, ``x0``, ``gains`` (a
         dict; its ``rho_l23`` is the per-head operating gain, shape (H, 1)) and ``operating``
-        (the :class:`ctmhsa.mapping.operating.OperatingPoint`, or None without interneurons).
+        (the :class:`ctmhsa.mapping.operating.OperatingPoint`, or None without interneurons),
+        ``loop`` (the interneurons' loop constants in s: ``tau_int``, the loop's time constant in
+        ln D, ``tau_syn``, ``tau_m``; :func:`ctmhsa.mapping.noise.loop_residual_time`).
     """
 
     values: CircuitValues
@@ -284,7 +286,8 @@ def encode(
     }
     consts = dict(u=u, R_set=R_set, a=ctx.get("n_keys"), v0=v0, s0=s0, x0=x0, xb=xb,
                   gains={**gains.to_dict(), "rho_l23": rho_h[:, None]},
-                  onoff=onoff, normalize="interneuron" in pops, phi=phi, operating=op, input_range=rng)
+                  onoff=onoff, normalize="interneuron" in pops, phi=phi, operating=op, input_range=rng,
+                  loop=dict(tau_int=params.tau_int, tau_syn=params.tau_syn, tau_m=params.tau_m))
     if timing is not None:   # (a stream part may add what its decoding needs: the memory's scale)
         consts["timing"] = dict(ctx["timing"])
     return Encoding(vals, codes, consts)

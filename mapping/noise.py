@@ -37,7 +37,7 @@ from ctmhsa.maths.reference import FEATURE_MAPS
 from ctmhsa.neurons.firing import get_firing
 from ctmhsa.neurons.levels import get_level
 from ctmhsa.neurons.conductance import calibration_of, intrinsic_fano
-from ctmhsa.neurons.models import get_model
+from ctmhsa.neurons.models import ESCAPE, get_model, loop_lag
 
 __all__ = ["stage_noise_variance", "spike_generation_fano", "quantisation_fano", "window_fano", "NOISE_DOMINATED",
            "warn_noise_dominated", "NoiseFloorWarning"]
@@ -200,6 +200,95 @@ def _baseline_share(obs_l23, R, n_cells):
     return b, n_cells * b
 
 
+def loop_residual_time(tau_loop, tau_pool: float, lags) -> np.ndarray:
+    """How much of a macrocolumn's pooled L2/3 count the interneurons' integral loop leaves
+    free, as a time (s): the pooled count's deviation from ``R_set T`` over a window has variance
+    ``F R_pool tau_res`` (``R_pool`` the pooled rate in spikes/s, ``F`` the cells' Fano factor),
+    against ``F R_pool T`` unpinned.
+
+    The loop integrates the pooled rate, filtered by the pool's synapses (``tau_pool``), into
+    ``ln D`` (``d ln D/dt = (I_pool / R_set - 1) / tau_loop``), and the division reaches the
+    pool's intensity through the plant's first-order ``lags`` (the shunt's synapses, the somata).
+    Integrating, the count deviation is exactly ``e = R_set (tau_loop Δln D + tau_pool Δi)``
+    (``i`` the filtered rate's relative deviation): what the window's ends hold. Linearised, the
+    loop is a linear system driven by the pool's count noise; its stationary covariance (a
+    Lyapunov equation) gives ``Var(e) = F R_pool h`` and ``tau_res = 2 h`` (the two ends
+    independent: windows beyond the loop's settling time). Without lags ``tau_res = tau_loop +
+    tau_pool``.
+
+    Parameters
+    ----------
+    tau_loop : float or array
+        The loop's time constant in ``ln D`` (s), per macrocolumn.
+    tau_pool : float
+        The pooling synapses' time constant (s).
+    lags : sequence of float or arrays
+        The plant's lags (s), broadcast with ``tau_loop``.
+
+    Returns
+    -------
+    ndarray
+        ``tau_res`` (s), shaped as ``tau_loop`` broadcast with ``lags``.
+    """
+    shape = np.broadcast_shapes(np.shape(tau_loop), *(np.shape(x) for x in lags))
+    tl = np.broadcast_to(np.asarray(tau_loop, float), shape).ravel()
+    lg = [np.broadcast_to(np.asarray(x, float), shape).ravel() for x in lags]
+    k = len(lg)
+    N, d = tl.size, k + 2                       # state: the plant's lags, i, ln D
+    A = np.zeros((N, d, d))
+    for j, tau in enumerate(lg):                # u_j' = (u_{j-1} - u_j) / tau, u_{-1} = -ln D
+        A[:, j, j] = -1.0 / tau
+        if j == 0:
+            A[:, j, d - 1] = -1.0 / tau
+        else:
+            A[:, j, j - 1] = 1.0 / tau
+    A[:, k, k] = -1.0 / tau_pool                # i' = (u_last - i + noise) / tau_pool
+    A[:, k, k - 1 if k else d - 1] = (1.0 if k else -1.0) / tau_pool
+    A[:, d - 1, k] = 1.0 / tl                   # ln D' = i / tau_loop
+    Q = np.zeros((d, d))
+    Q[k, k] = 1.0 / tau_pool ** 2               # unit noise intensity (F / R of the relative rate)
+    eye = np.eye(d)
+    # A Σ + Σ Aᵀ + Q = 0, vectorised (row-major): (A ⊗ I + I ⊗ A) vec Σ = -vec Q
+    L = np.einsum("nij,kl->nikjl", A, eye).reshape(N, d * d, d * d) \
+        + np.einsum("ij,nkl->nikjl", eye, A).reshape(N, d * d, d * d)
+    sigma = np.linalg.solve(L, np.broadcast_to(-Q.ravel(), (N, d * d))[..., None])[..., 0].reshape(N, d, d)
+    c = np.zeros((N, d))
+    c[:, k], c[:, d - 1] = tau_pool, tl
+    h = np.einsum("ni,nij,nj->n", c, sigma, c)
+    return (2.0 * h).reshape(shape)
+
+
+def _expected_counts(circuit, obs: dict, fano: dict, level: str) -> dict:
+    """``obs`` with the ``rate`` of every escape-noise population (Poisson given its intensity:
+    a plain Fano factor, an escape soma at ``level``) replaced by its window-mean intensity
+    ``expected_r``: the mean of its count, whose variance the floor needs; the count itself is
+    only an estimate of it. A population that fired no spike in the window had a floor of 0: L5
+    IT at weights of 0.01 over half a second (an expected 1.3 spikes, 0 fired) read y at 5
+    times its floor, where the intensity's floor is above the error."""
+    firing = circuit.meta.firing
+    out = dict(obs)
+    for p, f in fano.items():
+        if p not in obs or "expected_r" not in obs[p] or isinstance(f, str) or callable(f):
+            continue
+        if get_model(level, circuit.populations[p].cell_type, firing).threshold == ESCAPE:
+            out[p] = {**obs[p], "rate": np.asarray(obs[p]["expected_r"], float)}
+    return out
+
+
+def _pool_free(circuit, c, level: str, T: float) -> np.ndarray:
+    """The fraction ``min(1, tau_res / T)`` (H, n) of each macrocolumn's pooled L2/3 count
+    variance its interneurons leave free over a window ``T`` (:func:`loop_residual_time`): the
+    loop's time constant in ln D, ``tau_int`` plus the level's lag (per division stage), the
+    pool's and the shunt's synapses (``tau_syn``) and the somata (``tau_m / D``, D the expected
+    division: the shunt speeds them up)."""
+    lp = c["loop"]
+    stages = 2.0 if circuit.meta.apical else 1.0
+    D = np.maximum(np.asarray(c["operating"].division, float), 1.0)
+    tau = loop_residual_time(lp["tau_int"] + loop_lag(level) / stages, lp["tau_syn"],
+                             (lp["tau_syn"], lp["tau_m"] / D))
+    return np.minimum(1.0, tau / T)
+
+
 def _built(l23) -> np.ndarray:
     """Which L2/3 cells exist, on the grid ``(H, n, m, dk)`` (a causal mask leaves some out; the
     decoded stages hold 0 there, not NaN)."""
@@ -215,7 +304,7 @@ def _rate_var(pop, obs, fano, T):
 
 
 def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, stages: dict,
-                         weights, phi: str) -> dict:
+                         weights, phi: str, *, level: str) -> dict:
     """Per-entry variance of each decoded stage from spike-count noise alone.
 
     Parameters
@@ -233,10 +322,15 @@ def stage_noise_variance(circuit, encoding, obs: dict, fano: dict, T: float, sta
         The block's weights (its ``WS`` where the circuit has the skip path).
     phi : str
         Feature map.
+    level : str
+        The spiking level (its interneurons' loop lag, :func:`ctmhsa.neurons.models.loop_lag`).
     """
     WQ, WK, WV, WO, WS = weights.WQ, weights.WK, weights.WV, weights.WO, weights.WS
     pops, c = circuit.populations, encoding.consts
+    obs = _expected_counts(circuit, obs, fano, level)
     fano = _resolved_fano(circuit, obs, fano, T)
+    if "interneuron" in pops and c.get("operating") is not None:
+        c = {**c, "pool_free": _pool_free(circuit, c, level, T)}
     g = c["gains"]
     f, df = FEATURE_MAPS[phi]
     out = {}
@@ -395,7 +489,8 @@ def _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weigh
         var_it = np.nan_to_num(_rate_var(it, obs["l5it"], fano["l5it"], T) / (c["gains"]["rho_it"] * a) ** 2)
     heads = dict(s=s, kap=kap, lq=lq, lk=lk, WQ=WQ, WK=WK, WV=WV, WO=WO, v=np.asarray(stages["v"], float),
                  Zst=np.asarray(stages["Z"], float), cnt=np.broadcast_to(cnt, (H, n)),
-                 b=np.broadcast_to(b, (H, n)), Nb=np.broadcast_to(Nb, (H, n)), present=present, var_it=var_it)
+                 b=np.broadcast_to(b, (H, n)), Nb=np.broadcast_to(Nb, (H, n)), present=present, var_it=var_it,
+                 free=np.broadcast_to(np.asarray(c.get("pool_free", 0.0), float), (H, n)))
     parts, cx, pinned = [], 0.0, 0.0
     for sl in _head_chunks(H, n * D.size * max(dk, WV.shape[1])):
         part = microcolumn_floor(D, kvsrc, vsrc, full=full, with_pt="l5pt" in pops, with_out="nucleus2" in pops,
@@ -422,7 +517,7 @@ def _head_chunks(H: int, per_head: int) -> list:
 
 
 def microcolumn_floor(D, kvsrc, vsrc, *, s, kap, lq, lk, WQ, WK, WV, WO, v, Zst, cnt, b, Nb, present, var_it,
-                      full=True, with_pt=True, with_out=True) -> dict:
+                      free=0.0, full=True, with_pt=True, with_out=True) -> dict:
     """The first-order floors of :func:`_normalised_microcolumns` for a chunk of heads (leading
     axis of every array but ``D``, ``kvsrc``, ``vsrc``).
 
@@ -464,20 +559,23 @@ def microcolumn_floor(D, kvsrc, vsrc, *, s, kap, lq, lk, WQ, WK, WV, WO, v, Zst,
               + 2 * same_k[None, :, :, None] * np.einsum("hice,hjce,ie->hijc", qco, kco, Dq))
     var_s = s ** 2 * norm_s
     # the shares of the pinned count: a cell's s + b, a microcolumn's κ + (its cells) b, the
-    # macrocolumn's Σκ + N b (1 + N b where the decoded κ sum to 1)
+    # macrocolumn's Σκ + N b (1 + N b where the decoded κ sum to 1). The loop pins all but a
+    # fraction `free` of the pool's variance (loop_residual_time): a share a's part of it,
+    # (a / pool)² free cnt pool, is not removed
+    pinned_frac = (1.0 - np.broadcast_to(np.asarray(free, float), cnt.shape))[..., None]    # (h, n, 1)
     b3 = b[..., None]
     sb = s + b3[..., None] * present                                      # a cell's share, baseline included
     kb = kap + b3 * present.sum(axis=-1)                                  # a microcolumn's share
     pool3 = kb.sum(axis=-1, keepdims=True)                                # (h, n, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["s"] = var_s + cnt[:, :, None, None] * np.nan_to_num(sb * (1 - sb / pool3[..., None]))
+        out["s"] = var_s + cnt[:, :, None, None] * np.nan_to_num(sb * (1 - pinned_frac[..., None] * sb / pool3[..., None]))
     # κ_ij = ε'_ij - κ_ij E_i
     eps_norm = (np.einsum("hije,ie->hij", epsq ** 2, Dq) + np.einsum("hije,je->hij", epsk ** 2, Dk)
                 + 2 * same_k * np.einsum("hije,hije,ie->hij", epsq, epsk, Dq))
     eps_E = np.einsum("hije,hie,ie->hij", epsq, Eq, Dq) + np.einsum("hije,hije,je->hij", epsk, Ek, Dk)
     ck_norm = eps_norm - 2 * kap * eps_E + kap ** 2 * EE[..., None]       # ‖ε'_ij − κ_ij E_i‖²
     with np.errstate(divide="ignore", invalid="ignore"):
-        var_kc = cnt[..., None] * np.nan_to_num(kb * (1 - kb / pool3))    # its pinned count's variance
+        var_kc = cnt[..., None] * np.nan_to_num(kb * (1 - pinned_frac * kb / pool3))   # its pinned count's variance
     out["kappa"] = ck_norm + var_kc
     # y_ijc = κ_ij v_jc: v δκ + κ δv (token j's relays) + the IT counts
     ck_v = (same_vq[:, :, None] * epsq + same_vk[:, None] * epsk
@@ -500,7 +598,7 @@ def microcolumn_floor(D, kvsrc, vsrc, *, s, kap, lq, lk, WQ, WK, WV, WO, v, Zst,
     def pinned(a):                                                        # a: (h, n, m, o)
         with np.errstate(divide="ignore", invalid="ignore"):
             return cnt[..., None] * np.nan_to_num(np.einsum("hij,hijo->hio", kb, a ** 2)
-                                                  - np.einsum("hij,hijo->hio", kb, a) ** 2 / pool3)
+                                                  - pinned_frac * np.einsum("hij,hijo->hio", kb, a) ** 2 / pool3)
     indep = var_it.sum(axis=2)
     out["v_tilde"] = np.einsum("hitce,te->hic", cv * cv, D) + pinned(dv) + indep
     out["_vt_indep"] = indep

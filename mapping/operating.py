@@ -646,7 +646,7 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
         d_min, d_max = division_bounds(gains, apical)
         for h, i in zip(*np.nonzero(np.abs(err) > tol)):
             what = "below" if err[h, i] < 0 else "above"
-            if inh[h, i] <= 0:
+            if inh[h, i] <= 0 and err[h, i] < 0:   # (silent above it: the pathway's cause below)
                 cause = ("its interneurons are silent: the drive cannot reach the set point, so the "
                          "macrocolumn is not divided")
             elif over_mc[h, i] > 0:

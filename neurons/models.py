@@ -35,7 +35,7 @@ import numpy as np
 
 from .firing import FIRING_MODES, get_firing
 from .laws import law_expression
-from .levels import LEVELS
+from .levels import LEVELS, get_level
 from .params import DRAW_KEY, SIMD_METHOD, lif_soma
 from .shotnoise import regular_ratio_expression
 
@@ -745,11 +745,27 @@ R_FS_MAX = 500.0
 (sustained rates of 300-600 Hz under strong current; McCormick et al. 1985, J Neurophysiol
 54:782; Nowak et al. 2003, Cereb Cortex 13:711)."""
 
-THRESHOLD_INTERNEURON = f"S -= clip(r*dt, 0, {R_FS_MAX!r}*dt/second)\n" + _WINDOW_INTEGRAL
+THRESHOLD_INTERNEURON = (f"S -= clip(r*dt, 0, {R_FS_MAX!r}*dt/second)\n"
+                         f"acc_r += clip(r*dt, 0, {R_FS_MAX!r}*dt/second)*int(t >= t_win)")
 """Membrane update of the threshold interneurons, before their spike condition ``S < 0``:
 ``S`` is the distance to threshold of a non-leaky integrate-and-fire membrane driven by the
-integral loop's output ``r`` (at most :data:`R_FS_MAX`); a spike subtracts one threshold
-(``S += 1``), so the cell fires at rate ``r`` exactly, regularly, with no random number."""
+integral loop's output ``r`` (at most :data:`R_FS_MAX`; below 0 the cell is silent); a spike
+subtracts one threshold (``S += 1``), so the cell fires at rate ``[r]+`` exactly, regularly,
+with no random number. The window integral is of that fired intensity."""
+
+SUBTHRESHOLD_DEPTH = 1.0
+"""How far the spiking interneurons' integral loop may fall below their firing threshold, in
+e-folds of ``r + I_set`` (the loop's state is ``ln(r + I_set)``; ``r`` is held at
+``I_set (exp(-depth) - 1)`` or above, the cells silent below 0). Clipped at ``r = 0``, as the
+rate level's loop is, every gap in the pooled L2/3 spikes long enough to silence the
+interneurons (about 27 ms of a 200 Hz pool at a 15-fold shunt) was forgotten: the loop leaked,
+and a single key's pooled count, which it pins, drifted by 0.8 spikes² per second (its spread
+over spike seeds 2.5, 3.5 and 5.4 spikes at 2, 8 and 32 s; ``docs/operating_range.md``, "The
+interneurons' loop below threshold"). A subthreshold state remembers the deficit: the cells
+stay silent until the pool has made it up. One e-fold (10 ms more of silence at the escape
+level's 10 ms loop) keeps all but e^-2 of those excursions (32 s: 3.2 spikes, 3.0 at two
+e-folds). Deeper, a long silence winds the loop up: after 100 ms of silenced L2/3 cells, two
+e-folds left the pool over-shunted and silent 50 ms later."""
 
 
 def _threshold_interneuron(rate_model: CellModel) -> CellModel:
@@ -758,8 +774,9 @@ def _threshold_interneuron(rate_model: CellModel) -> CellModel:
     spikes on crossing threshold and keeps the excess (a perfect integrate-and-fire cell: its
     rate is ``r``, its intervals regular, sub-Poisson). Every cell starts at its own phase (a
     uniform draw of the seed), so that the cells of a macrocolumn, driven alike, stay apart."""
+    depth = f"{float(np.exp(-SUBTHRESHOLD_DEPTH)) - 1.0!r}*I_set"
     return replace(rate_model, equations=rate_model.equations.rstrip() + "\nS : 1\n",
-                   pre_threshold=THRESHOLD_INTERNEURON,
+                   pre_threshold=THRESHOLD_INTERNEURON, regular=f"r = clip(r, {depth}, 10/dt)",
                    threshold="S < 0", reset="S += 1", integrated=("r",), uniform_init=("S",))
 
 
@@ -956,6 +973,14 @@ nothing further (docs/lif.md, "The interneurons' loop"). The L2/3 soma type of v
 couples over 200 ms; the loop deliberately keeps 60 ms: the
 strongly adapting soma's steep answer to fast changes is a phase lead, and the loop does not
 ring (interneuron Fano factor 0.03-0.12; docs/lif.md, "Physiological L2/3 rates")."""
+
+
+
+def loop_lag(level: str) -> float:
+    """The lag (s) a level's interneurons add to their loop's time constant ``tau_int``:
+    :data:`TAU_LOOP_LAG` at the lif level, 0 at the others."""
+    return TAU_LOOP_LAG if get_level(level).lif else 0.0
+
 
 MODELS[("lif", "interneuron")] = replace(
     MODELS[("escape", "interneuron")],

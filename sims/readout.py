@@ -53,7 +53,7 @@ def read_out(sim, obs, run_options) -> SimulationResult:
         own_fano = spike_generation_fano(circuit, o.neuron, fano, dt=ro.dt)
         for mark, snap in obs.snapshots:
             st = stages if snap is final else decode(circuit, enc, snap)
-            nv = stage_noise_variance(circuit, enc, snap, own_fano, mark, st, x.block, o.phi)
+            nv = stage_noise_variance(circuit, enc, snap, own_fano, mark, st, x.block, o.phi, level=o.neuron)
             checkpoints.append(dict(T=mark, metrics=SimulationResult(
                 x_tilde=st["x_tilde"], reference=ref["x_tilde"], stages=st, reference_stages=ref_stages,
                 rates={}, spikes={}, level=o.neuron, config={}, noise_variance=nv).metrics()))
@@ -183,7 +183,8 @@ def _read_out_stream(sim, obs, ro) -> SimulationResult:
             late = np.asarray(st["x_tilde"], float)
             moved.append((float(np.max(np.abs(late - decode(circuit, enc, obs.early[k])["x_tilde"]))),
                           float(np.max(np.abs(late)))))
-        nv = (stage_noise_variance(circuit, enc, snap, own_fano, T_win, st, x.block, o.phi) if o.spiking else {})
+        nv = (stage_noise_variance(circuit, enc, snap, own_fano, T_win, st, x.block, o.phi, level=o.neuron)
+              if o.spiking else {})
         op = check_operating(circuit, enc, snap, o.neuron, o.code_gains, T=T_win, max_rate=max_rate,
                              rate_range=rate_range)
         violations += [f"presentation {k}: {v}" for v in op["violations"]]
