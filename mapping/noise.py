@@ -4,8 +4,10 @@ From the measured rates, the measured Fano factors and the window T only — nev
 reference — each decoded stage gets the variance it would have if spike-count noise were its
 only error. First-order propagation through the decoding relations of :mod:`ctmhsa.mapping.decode`. With
 interneurons and ON/OFF pairs, every noise source is propagated with its correlations (a relay's
-count moves q, k and v of its token in every head; the pooled L2/3 count is pinned), see
-:func:`_normalised_microcolumns`; otherwise different cells are treated as independent:
+count moves q, k and v of its token in every head; the pooled L2/3 count is pinned, up to the
+interneurons' loop residual, :func:`loop_residual_time`), see :func:`_normalised_microcolumns`;
+otherwise different cells are treated as independent. An escape-noise population's count has
+its window-mean intensity as its mean (a lif soma's or a perfect integrator's, its count):
 
 - q, k, v (window-mean dendritic potentials): ``Σ_e (W_ce / rho_in)² F_in r_e / T``;
 - s (L2/3 counts): own count noise ``F r / (T R²)`` plus the q and k noise through phi
@@ -39,7 +41,7 @@ from ctmhsa.neurons.levels import get_level
 from ctmhsa.neurons.conductance import calibration_of, intrinsic_fano
 from ctmhsa.neurons.models import ESCAPE, get_model, loop_lag
 
-__all__ = ["stage_noise_variance", "spike_generation_fano", "quantisation_fano", "window_fano", "NOISE_DOMINATED",
+__all__ = ["stage_noise_variance", "loop_residual_time", "spike_generation_fano", "quantisation_fano", "window_fano", "NOISE_DOMINATED",
            "warn_noise_dominated", "NoiseFloorWarning"]
 
 
@@ -443,6 +445,9 @@ def _normalised_microcolumns(circuit, c, obs, fano, T, stages, f, df, out, weigh
       took the query's relative noise per feature at weight 1 (dk times too much) and no keys.
     - ``δs_ijc = s_ijc (λq_ic δq_ic + λk_jc δk_jc - E_i) + count``; counts multinomial (the
       pooled count is fixed): variance ``F s (1 - s) / (R T)``, ``F κ (1 - κ) / (R T)`` for κ.
+      The loop leaves a fraction ``ρ = tau_res / T`` of the pool's own variance free
+      (:func:`loop_residual_time`, ``c["pool_free"]``): ``F s (1 - (1 - ρ) s) / (R T)``, and a
+      share-weighted sum keeps ``ρ`` of its ``(Σ s a)²`` term (a single key's κ: ``F ρ / (R T)``).
       At the lif level every count also holds the somata's baseline, a share ``b = r_base / R``
       per cell (:func:`_baseline_share`): the shares become ``s + b`` and ``κ + dk b`` of a pool
       ``Σκ + N b``.

@@ -43,7 +43,8 @@ __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI
            "SYNAPSE_WEIGHT_UNITS", "ESCAPE", "ESCAPE_SURVIVAL", "ESCAPE_RESET", "synapse_model", "initial_draws",
            "add_step_code", "PHI_VARIANCE", "PHI_CORRECTED", "corrected_phi_expression", "CorrectedCellModel",
            "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance", "SOURCE_VARIANCE", "sums_variance", "source_variance_code",
-           "FollowerModel", "FIRING", "integrator_model", "stratify_phases", "R_FS_MAX", "TAU_LOOP_LIF", "TAU_LOOP_LAG"]
+           "FollowerModel", "FIRING", "integrator_model", "stratify_phases", "R_FS_MAX", "TAU_LOOP_LIF", "TAU_LOOP_LAG",
+           "SUBTHRESHOLD_DEPTH", "loop_lag"]
 
 PHI_EXPRESSIONS = {
     # elu(x) + 1 == max(x, 0) + exp(min(x, 0))
