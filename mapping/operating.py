@@ -502,6 +502,18 @@ def _over_intensity(o: dict, level: str, T: float | None):
     return rate - inten > z * np.sqrt(np.maximum(rate, 1.0 / T) / T) + 0.02 * np.abs(rate)
 
 
+def _under_intensity(o: dict, level: str, T: float | None):
+    """Escape level: cells whose window-mean intensity exceeds their spike rate by the margin of
+    :func:`_over_intensity`: their intensity passed ``1/dt`` in brief peaks, where a cell spikes
+    once a step at most (boolean per cell; ``None`` where this cannot be measured)."""
+    if not get_level(level).escape or "rate" not in o or "expected_r" not in o:
+        return None
+    T = 1.0 if T is None else T
+    rate, inten = np.asarray(o["rate"], float), np.asarray(o["expected_r"], float)
+    z = np.sqrt(2.0 * np.log(max(rate.size, 1) / 0.01))
+    return inten - rate > z * np.sqrt(np.maximum(rate, 1.0 / T) / T) + 0.02 * np.abs(rate)
+
+
 def _saturated(o: dict, max_rate) -> int:
     """Escape level: how many cells are driven past ``max_rate`` (1/dt); 0 where unchecked."""
     if max_rate is None or "r" not in o or not np.size(o["r"]):
@@ -637,6 +649,8 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
         out.update(pooled_error=err, interneuron_rate=inh, division=division(inh, gains, apical))
         over = _over_intensity(o, level, T)
         over_mc = _macrocolumn_sum(pops[src], over.astype(float)) if over is not None else np.zeros(err.shape)
+        under = _under_intensity(o, level, T)
+        under_mc = _macrocolumn_sum(pops[src], under.astype(float)) if under is not None else np.zeros(err.shape)
         if rate_level:
             tol = np.full(err.shape, RATE_TOLERANCE)
         else:   # the pooled intensity follows the spike input: allow 5 % or 3 sigma of the pool's
@@ -655,6 +669,11 @@ def check_operating(circuit, encoding, obs: dict, level: str, gains, early: dict
             elif out_of_range:
                 cause = (f"cells of {', '.join(sorted(out_of_range))} fire outside their range (below): "
                          "the pathway is saturated, which a longer run does not mend")
+            elif err[h, i] > 0 and under_mc[h, i] > 0:   # the pooled count is what the loop holds
+                cause = (f"{under_mc[h, i]:g} of its {src} cells fire fewer spikes than their intensity: "
+                         "it passes 1/dt in brief peaks, where a cell spikes once a step at most, so the "
+                         "loop holds their count, not their intensity, and their shares read low; lower "
+                         "the gains or dt")
             else:
                 cause = "the interneurons' loop has not settled: run longer (duration)"
             viol.append(f"macrocolumn (head {h}, query {i}): pooled {src} rate {pooled[h, i]:.6g} Hz is "
