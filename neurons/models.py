@@ -976,7 +976,6 @@ strongly adapting soma's steep answer to fast changes is a phase lead, and the l
 ring (interneuron Fano factor 0.03-0.12; docs/lif.md, "Physiological L2/3 rates")."""
 
 
-
 def loop_lag(level: str) -> float:
     """The lag (s) a level's interneurons add to their loop's time constant ``tau_int``:
     :data:`TAU_LOOP_LAG` at the lif level, 0 at the others."""
