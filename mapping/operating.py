@@ -488,30 +488,34 @@ shunted somata (they receive phi >= 0) and cells that add their type here (the C
 cooperation cells, whose ReLU6 is the seed's law, :mod:`ctmhsa.mapping.triad`)."""
 
 
-def _over_intensity(o: dict, level: str, T: float | None):
-    """Escape level: cells whose spike rate exceeds their window-mean intensity by more than
-    ``z`` standard deviations of Poisson counting over ``T`` plus 2 %, ``z = sqrt(2 ln(N / 0.01))``
-    for ``N`` cells (a Gaussian tail bound: under 1 % of runs flag a cell by chance): their
-    intensity was negative part of the time while their spikes were clipped at 0 (boolean per
-    cell); ``None`` where this cannot be measured (other levels, no spike counts)."""
+def _intensity_gap(o: dict, level: str, T: float | None):
+    """Escape level: each cell's spike rate less its window-mean intensity, and the margin beyond
+    which the gap is not counting noise: ``z`` standard deviations of Poisson counting over ``T``
+    plus 2 %, ``z = sqrt(2 ln(N / 0.01))`` for ``N`` cells (a Gaussian tail bound: under 1 % of
+    runs flag a cell by chance); ``None`` where this cannot be measured (other levels, no spike
+    counts)."""
     if not get_level(level).escape or "rate" not in o or "expected_r" not in o:
         return None
     T = 1.0 if T is None else T
     rate, inten = np.asarray(o["rate"], float), np.asarray(o["expected_r"], float)
     z = np.sqrt(2.0 * np.log(max(rate.size, 1) / 0.01))
-    return rate - inten > z * np.sqrt(np.maximum(rate, 1.0 / T) / T) + 0.02 * np.abs(rate)
+    return rate - inten, z * np.sqrt(np.maximum(rate, 1.0 / T) / T) + 0.02 * np.abs(rate)
+
+
+def _over_intensity(o: dict, level: str, T: float | None):
+    """Escape level: cells whose spike rate exceeds their window-mean intensity beyond counting
+    noise (:func:`_intensity_gap`): their intensity was negative part of the time while their
+    spikes were clipped at 0 (boolean per cell; ``None`` where this cannot be measured)."""
+    gap = _intensity_gap(o, level, T)
+    return None if gap is None else gap[0] > gap[1]
 
 
 def _under_intensity(o: dict, level: str, T: float | None):
-    """Escape level: cells whose window-mean intensity exceeds their spike rate by the margin of
-    :func:`_over_intensity`: their intensity passed ``1/dt`` in brief peaks, where a cell spikes
-    once a step at most (boolean per cell; ``None`` where this cannot be measured)."""
-    if not get_level(level).escape or "rate" not in o or "expected_r" not in o:
-        return None
-    T = 1.0 if T is None else T
-    rate, inten = np.asarray(o["rate"], float), np.asarray(o["expected_r"], float)
-    z = np.sqrt(2.0 * np.log(max(rate.size, 1) / 0.01))
-    return inten - rate > z * np.sqrt(np.maximum(rate, 1.0 / T) / T) + 0.02 * np.abs(rate)
+    """Escape level: cells whose window-mean intensity exceeds their spike rate beyond counting
+    noise (:func:`_intensity_gap`): their intensity passed ``1/dt`` in brief peaks, where a cell
+    spikes once a step at most (boolean per cell; ``None`` where this cannot be measured)."""
+    gap = _intensity_gap(o, level, T)
+    return None if gap is None else -gap[0] > gap[1]
 
 
 def _saturated(o: dict, max_rate) -> int:
