@@ -44,7 +44,7 @@ __all__ = ["FIDELITY_LEVELS", "CellModel", "Fold", "register", "get_model", "PHI
            "add_step_code", "PHI_VARIANCE", "PHI_CORRECTED", "corrected_phi_expression", "CorrectedCellModel",
            "PHI_DERIVATIVE", "PHI_COVARIANCE", "count_variance", "SOURCE_VARIANCE", "sums_variance", "source_variance_code",
            "FollowerModel", "FIRING", "integrator_model", "stratify_phases", "R_FS_MAX", "TAU_LOOP_LIF", "TAU_LOOP_LAG",
-           "SUBTHRESHOLD_DEPTH", "loop_lag"]
+           "loop_lag"]
 
 PHI_EXPRESSIONS = {
     # elu(x) + 1 == max(x, 0) + exp(min(x, 0))
@@ -746,27 +746,14 @@ R_FS_MAX = 500.0
 (sustained rates of 300-600 Hz under strong current; McCormick et al. 1985, J Neurophysiol
 54:782; Nowak et al. 2003, Cereb Cortex 13:711)."""
 
-THRESHOLD_INTERNEURON = (f"S -= clip(r*dt, 0, {R_FS_MAX!r}*dt/second)\n"
-                         f"acc_r += clip(r*dt, 0, {R_FS_MAX!r}*dt/second)*int(t >= t_win)")
+THRESHOLD_INTERNEURON = f"S -= clip(r*dt, 0, {R_FS_MAX!r}*dt/second)\n" + _WINDOW_INTEGRAL
 """Membrane update of the threshold interneurons, before their spike condition ``S < 0``:
 ``S`` is the distance to threshold of a non-leaky integrate-and-fire membrane driven by the
-integral loop's output ``r`` (at most :data:`R_FS_MAX`; below 0 the cell is silent); a spike
-subtracts one threshold (``S += 1``), so the cell fires at rate ``[r]+`` exactly, regularly,
-with no random number. The window integral is of that fired intensity."""
-
-SUBTHRESHOLD_DEPTH = 1.0
-"""How far the spiking interneurons' integral loop may fall below their firing threshold, in
-e-folds of ``r + I_set`` (the loop's state is ``ln(r + I_set)``; ``r`` is held at
-``I_set (exp(-depth) - 1)`` or above, the cells silent below 0). Clipped at ``r = 0``, as the
-rate level's loop is, every gap in the pooled L2/3 spikes long enough to silence the
-interneurons (about 27 ms of a 200 Hz pool at a 15-fold shunt) was forgotten: the loop leaked,
-and a single key's pooled count, which it pins, drifted by 0.8 spikes² per second (its spread
-over spike seeds 2.5, 3.5 and 5.4 spikes at 2, 8 and 32 s; ``docs/operating_range.md``, "The
-interneurons' loop below threshold"). A subthreshold state remembers the deficit: the cells
-stay silent until the pool has made it up. One e-fold (10 ms more of silence at the escape
-level's 10 ms loop) keeps all but e^-2 of those excursions (32 s: 3.2 spikes, 3.0 at two
-e-folds). Deeper, a long silence winds the loop up: after 100 ms of silenced L2/3 cells, two
-e-folds left the pool over-shunted and silent 50 ms later."""
+integral loop's output ``r`` (at most :data:`R_FS_MAX`); a spike subtracts one threshold
+(``S += 1``), so the cell fires at rate ``r`` exactly, regularly, with no random number.
+Their loop's ``r`` is clipped at 0 as the rate level's is: a small pool's silent gaps are
+forgotten, a leak (``docs/operating_range.md``, "The interneurons' loop below threshold":
+a state allowed below threshold pinned the pool but widened the division's excursions)."""
 
 
 def _threshold_interneuron(rate_model: CellModel) -> CellModel:
@@ -775,9 +762,8 @@ def _threshold_interneuron(rate_model: CellModel) -> CellModel:
     spikes on crossing threshold and keeps the excess (a perfect integrate-and-fire cell: its
     rate is ``r``, its intervals regular, sub-Poisson). Every cell starts at its own phase (a
     uniform draw of the seed), so that the cells of a macrocolumn, driven alike, stay apart."""
-    depth = f"{float(np.exp(-SUBTHRESHOLD_DEPTH)) - 1.0!r}*I_set"
     return replace(rate_model, equations=rate_model.equations.rstrip() + "\nS : 1\n",
-                   pre_threshold=THRESHOLD_INTERNEURON, regular=f"r = clip(r, {depth}, 10/dt)",
+                   pre_threshold=THRESHOLD_INTERNEURON,
                    threshold="S < 0", reset="S += 1", integrated=("r",), uniform_init=("S",))
 
 

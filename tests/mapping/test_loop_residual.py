@@ -1,7 +1,5 @@
 """The interneurons' integral loop pins a macrocolumn's pooled L2/3 count up to a residual the
-floors now carry (:func:`ctmhsa.mapping.noise.loop_residual_time`), and its spiking
-interneurons remember a deficit below their threshold instead of forgetting it
-(:data:`ctmhsa.neurons.models.SUBTHRESHOLD_DEPTH`)."""
+floors now carry (:func:`ctmhsa.mapping.noise.loop_residual_time`)."""
 
 import warnings
 
@@ -9,7 +7,6 @@ import numpy as np
 import pytest
 
 from ctmhsa.mapping.noise import loop_residual_time
-from ctmhsa.neurons.models import MODELS, SUBTHRESHOLD_DEPTH, get_model
 
 
 @pytest.mark.codegen_independent
@@ -44,16 +41,6 @@ def test_the_residual_matches_a_simulated_linear_loop():
         y += dt / t_loop * i
     measured = cnt.var() / R                                   # F = 1
     assert measured == pytest.approx(loop_residual_time(t_loop, t_pool, (lag,)), rel=0.1)
-
-
-@pytest.mark.codegen_independent
-def test_spiking_interneurons_hold_a_subthreshold_state_and_count_what_they_fire():
-    depth = f"{float(np.exp(-SUBTHRESHOLD_DEPTH)) - 1.0!r}*I_set"
-    for level in ("escape", "lif"):
-        m = get_model(level, "interneuron")
-        assert m.regular == f"r = clip(r, {depth}, 10/dt)"
-        assert "acc_r += clip(r*dt, 0" in m.pre_threshold    # the window mean of the fired intensity
-    assert MODELS[("rate", "interneuron")].regular == "r = clip(r, 0*Hz, 10/dt)"   # no spikes: no gaps
 
 
 @pytest.mark.brian2

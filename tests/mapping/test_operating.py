@@ -421,14 +421,16 @@ def test_cells_whose_intensity_outran_their_spikes_are_found_at_the_escape_level
 @pytest.mark.brian2
 def test_a_pool_above_its_set_point_by_clipped_peaks_is_not_called_unsettled():
     """relu at weight scale 0.02 (the escape sweep's instance 16 of seed 0): a few L2/3 cells'
-    intensity passes 1/dt in brief peaks (86.6 Hz of intensity, 60 Hz of spikes), so the pooled
-    intensity sits 18-26 % above the set point while the pooled count, which the loop holds, is
-    within 2.5 %. The message names those cells, not a loop to run longer."""
+    intensity passes 1/dt in brief peaks, so a macrocolumn's pooled intensity sits 46 % above
+    the set point while its pooled count, which the loop holds, is within 5 % (209.5 Hz). Its
+    message names those cells, not a loop to run longer. (Macrocolumns whose gap is spread over
+    their cells, none beyond its counting noise, keep the general cause.)"""
     from ctmhsa.sims.benchmarks.robustness import draw_instance
 
     rng = np.random.default_rng(0)
     kw = [draw_instance(rng) for _ in range(17)][-1]["kwargs"]
-    with pytest.warns(OperatingRangeWarning, match="fire fewer spikes than their intensity"):
+    with pytest.warns(OperatingRangeWarning):
         res = simulate_mhsa(neuron="escape", duration=2.0, seed=17, **kw)
-    viol = res.diagnostics["operating"]["violations"]
-    assert not any("run longer" in v for v in viol)
+    (msg,) = [v for v in res.diagnostics["operating"]["violations"] if v.startswith("macrocolumn (head 1, query 4)")
+              and "pooled" in v]
+    assert "fire fewer spikes than their intensity" in msg and "run longer" not in msg
