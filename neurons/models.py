@@ -752,8 +752,9 @@ THRESHOLD_INTERNEURON = f"S -= clip(r*dt, 0, {R_FS_MAX!r}*dt/second)\n" + _WINDO
 integral loop's output ``r`` (at most :data:`R_FS_MAX`); a spike subtracts one threshold
 (``S += 1``), so the cell fires at rate ``r`` exactly, regularly, with no random number.
 Their loop's ``r`` is clipped at 0 as the rate level's is: a small pool's silent gaps are
-forgotten, a leak (``docs/operating_range.md``, "The interneurons' loop below threshold":
-a state allowed below threshold pinned the pool but widened the division's excursions)."""
+forgotten, a leak (``docs/operating_range.md``, "The interneurons' loop residual in the
+floors, and its leak": a state allowed below threshold pinned the pool but widened the
+division's excursions)."""
 
 
 def _threshold_interneuron(rate_model: CellModel) -> CellModel:
