@@ -254,10 +254,10 @@ def test_escape_level_at_its_noise_floor(kw):
     (version 0.13) halved the dendrites' variance. Single runs scatter: on an instance with de = 2
     (8 relays behind 12 key entries) k's ratio over spike seeds 3-28 is 0.46-2.07, its root mean
     square 1.0, so more examples would test the tail of one run, not a bias. Each stage is
-    therefore pooled over three spike seeds (sqrt(Σ NRMSE² / Σ floor²)): with the interneurons'
-    subthreshold loop (version 0.15) the third example's s read 1.58 on seed 3 alone, and 1.21,
-    1.07, 1.02, 1.13, 1.07 on seeds 4-8 (1.12-1.39 before, other spikes), 1.20 pooled over the
-    six (1.14 before)."""
+    therefore pooled over three spike seeds (sqrt(Σ NRMSE² / Σ floor²)): under a tried change of
+    the interneurons' loop (not adopted, docs/operating_range.md) the third example's s read
+    1.58 on seed 3 alone and 1.02-1.21 on seeds 4-8, 1.20 pooled over the six; with the loop
+    kept, 0.84-1.39 on seeds 3-8, 1.14 pooled."""
     from ctmhsa.sims.benchmarks.accuracy import pooled_ratios
 
     runs = []
