@@ -535,6 +535,8 @@ def microcolumn_floor(D, kvsrc, vsrc, *, s, kap, lq, lk, WQ, WK, WV, WO, v, Zst,
     keys) is built densely, per chunk. Returns the chunk's ``Z`` and, with ``full``, ``s``,
     ``kappa``, ``y`` and (``with_pt``) ``v_tilde``, ``_vt_indep`` and (``with_out``) ``_cx``,
     ``_x_pinned``, x̃'s shared coefficients and pinned-count variance, summed over the chunk.
+    ``free`` (scalar or ``(h, n)``): the fraction of each pooled count's own variance the
+    interneurons' loop leaves (:func:`loop_residual_time`; 0: a perfect pin).
     """
     h, n, m, dk = s.shape
     ns, ne = D.shape
