@@ -15,9 +15,9 @@ scatter, with its 90 % interval over the inputs). With ``--spike-seeds K`` each 
 spike seeds, and each stage's error is split into what the seeds share (``bias``: the error of
 their mean, less what their spread leaves in it) and what they do not (``spread``, measured
 against the floor the noise model predicts): a bias is the circuit's to remove, a spread above
-the floor is the noise model's to explain (``decomposition``). Prints tables, writes JSON atomically. An input the
-encoder refuses (``OperatingRangeError``, before anything is built) is listed under ``refused`` with
-its reason, and the other runs go on.
+the floor is the noise model's to explain (``decomposition``, pooled over inputs in ``split``).
+Prints tables, writes JSON atomically. An input the encoder refuses (``OperatingRangeError``,
+before anything is built) is listed under ``refused`` with its reason, and the other runs go on.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from ctmhsa.sims.io import atomic_write_json, versions
 from .common import add_out_argument, count
 
 __all__ = ["HELP", "CASES", "T95", "add_arguments", "copies", "run_case", "worst_stage", "pooled", "t95",
-           "decompose", "main"]
+           "decompose", "split", "main"]
 
 HELP = "spiking attention vs the reference over time and read-out copies, with noise floors"
 
@@ -276,6 +276,39 @@ def decompose(decoded: list, reference: dict, floors: list) -> dict:
     return out
 
 
+def split(parts: list) -> list:
+    """The decompositions of a case, level, P and device pooled over their inputs: per stage the
+    mean over inputs of ``bias_sq / floor²`` and of ``noise²`` (each input's bias² and count-noise
+    variance in units of its floor², so that ``bias_sq + noise_sq`` is what the pooled ratio² of
+    the same runs estimates), with ``inputs`` the count."""
+    groups = {}
+    for p in parts:
+        groups.setdefault((p["case"], p["level"], p["P"], p.get("device", "runtime")), []).append(p)
+    out = []
+    for (case, level, P, device), ps in groups.items():
+        stages = {}
+        for st in ps[0]["stages"]:
+            ds = [p["stages"][st] for p in ps if st in p["stages"] and p["stages"][st]["floor"] > 0]
+            if ds:
+                stages[st] = dict(bias_sq=float(np.mean([d["bias_sq"] / d["floor"] ** 2 for d in ds])),
+                                  noise_sq=float(np.mean([d["noise"] ** 2 for d in ds])), inputs=len(ds))
+        out.append(dict(case=case, level=level, P=P, device=device, seeds=[p["seed"] for p in ps], stages=stages))
+    return out
+
+
+def _split_table(groups: list) -> str:
+    stages = list(dict.fromkeys(st for g in groups for st in g["stages"]))
+    rows = [f"  {'case':<13} {'level':<7} {'P':>3} {'inputs':>6} " + "".join(f"{st:>13}" for st in stages),
+            f"  {'':<13} {'':<7} {'':>3} {'':>6} " + "".join(f"{'bias² noise²':>13}" for _ in stages)]
+    def cell(d):
+        return f"{'':>13}" if d is None else f"{d['bias_sq']:>7.2f}{d['noise_sq']:>6.2f}"
+
+    for g in groups:
+        rows.append(f"  {g['case']:<13} {g['level']:<7} {g['P']:>3} {len(g['seeds']):>6} "
+                    + "".join(cell(g["stages"].get(st)) for st in stages))
+    return "\n".join(rows)
+
+
 def _pooled_table(groups: list) -> str:
     stages = list(dict.fromkeys(st for g in groups for st in g["ratio"]))
     rows = [f"  {'case':<13} {'level':<7} {'P':>3} {'runs':>5} " + "".join(f"{st:>17}" for st in stages)]
@@ -320,7 +353,7 @@ def _table(run: dict) -> str:
 
 def _write(path, runs, refused, parts=()):
     atomic_write_json(path, dict(benchmark="accuracy", versions=versions(), runs=runs, refused=refused,
-                                 pooled=pooled(runs), decomposition=list(parts)))
+                                 pooled=pooled(runs), decomposition=list(parts), split=split(parts)))
 
 
 def main(args) -> int:
@@ -376,5 +409,7 @@ def main(args) -> int:
         print("\nBias and noise over spike seeds, each over the stage's floor: bias (the seeds' mean error "
               "less their spread's share; one under noise / sqrt(K) is not told from 0), noise (their spread)")
         print(_decomposition_table(parts))
+        print("\nPooled over inputs, in units of the floor²: bias² (negative: the estimate's scatter) and noise²")
+        print(_split_table(split(parts)))
     print(f"\nwritten {os.path.abspath(args.out)}")
     return 0

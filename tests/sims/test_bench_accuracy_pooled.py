@@ -124,3 +124,14 @@ def test_bench_accuracy_spike_seeds_run_each_input_k_times_and_split_its_error(t
     q = doc["decomposition"][0]["stages"]["q"]
     assert q["noise"] == pytest.approx(np.sqrt(0.02) / np.std([0.0, 1.0, 2.0, 3.0]) / 0.1)
     assert "Bias and noise over spike seeds" in capsys.readouterr().out
+
+
+@pytest.mark.codegen_independent
+def test_split_pools_each_inputs_bias_and_noise_in_units_of_its_floor():
+    from ctmhsa.sims.benchmarks.accuracy import split
+    part = lambda seed, b2, noise, floor: dict(case="causal", level="lif", P=1, device="runtime", seed=seed,
+                                               stages={"y": dict(bias_sq=b2, noise=noise, floor=floor)})
+    g, = split([part(1, 0.01 * 0.04, 1.0, 0.2), part(2, -0.01 * 0.01, 1.2, 0.1)])
+    assert g["seeds"] == [1, 2]
+    assert g["stages"]["y"]["bias_sq"] == pytest.approx((0.01 - 0.01) / 2)
+    assert g["stages"]["y"]["noise_sq"] == pytest.approx((1.0 + 1.44) / 2) and g["stages"]["y"]["inputs"] == 2
