@@ -249,7 +249,7 @@ def decompose(decoded: list, reference: dict, floors: list) -> dict:
         stage's NRMSE scale), ``bias`` (the error of the seeds' mean with the part their spread
         leaves in it, ``spread² / K``, taken out; 0 where that is negative), ``bias_sq`` (the same
         before the square root; negative values are the estimate's own scatter), ``floor`` (the
-        runs' RMS floor) and ``noise`` (``spread / floor``: the measured count noise over the one
+        runs' RMS floor), ``noise`` (``spread / floor``: the measured count noise over the one
         predicted) and ``resolution`` (``spread / sqrt(K)``: a bias much under it cannot be told
         from the seeds' scatter). Entries that are not finite in every seed are left out.
     """
