@@ -41,8 +41,8 @@ from ctmhsa.neurons.levels import get_level
 from ctmhsa.neurons.conductance import calibration_of, intrinsic_fano
 from ctmhsa.neurons.models import ESCAPE, get_model, loop_lag
 
-__all__ = ["stage_noise_variance", "loop_residual_time", "spike_generation_fano", "quantisation_fano", "window_fano", "NOISE_DOMINATED",
-           "warn_noise_dominated", "NoiseFloorWarning"]
+__all__ = ["stage_noise_variance", "loop_residual_time", "spike_generation_fano", "quantisation_fano", "window_fano",
+           "NOISE_DOMINATED", "warn_noise_dominated", "NoiseFloorWarning"]
 
 
 class NoiseFloorWarning(UserWarning):
@@ -575,7 +575,8 @@ def microcolumn_floor(D, kvsrc, vsrc, *, s, kap, lq, lk, WQ, WK, WV, WO, v, Zst,
     kb = kap + b3 * present.sum(axis=-1)                                  # a microcolumn's share
     pool3 = kb.sum(axis=-1, keepdims=True)                                # (h, n, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["s"] = var_s + cnt[:, :, None, None] * np.nan_to_num(sb * (1 - pinned_frac[..., None] * sb / pool3[..., None]))
+        out["s"] = var_s + cnt[:, :, None, None] * np.nan_to_num(
+            sb * (1 - pinned_frac[..., None] * sb / pool3[..., None]))
     # κ_ij = ε'_ij - κ_ij E_i
     eps_norm = (np.einsum("hije,ie->hij", epsq ** 2, Dq) + np.einsum("hije,je->hij", epsk ** 2, Dk)
                 + 2 * same_k * np.einsum("hije,hije,ie->hij", epsq, epsk, Dq))

@@ -296,19 +296,6 @@ def split(parts: list) -> list:
     return out
 
 
-def _split_table(groups: list) -> str:
-    stages = list(dict.fromkeys(st for g in groups for st in g["stages"]))
-    rows = [f"  {'case':<13} {'level':<7} {'P':>3} {'inputs':>6} " + "".join(f"{st:>13}" for st in stages),
-            f"  {'':<13} {'':<7} {'':>3} {'':>6} " + "".join(f"{'bias² noise²':>13}" for _ in stages)]
-    def cell(d):
-        return f"{'':>13}" if d is None else f"{d['bias_sq']:>7.2f}{d['noise_sq']:>6.2f}"
-
-    for g in groups:
-        rows.append(f"  {g['case']:<13} {g['level']:<7} {g['P']:>3} {len(g['seeds']):>6} "
-                    + "".join(cell(g["stages"].get(st)) for st in stages))
-    return "\n".join(rows)
-
-
 def _pooled_table(groups: list) -> str:
     stages = list(dict.fromkeys(st for g in groups for st in g["ratio"]))
     rows = [f"  {'case':<13} {'level':<7} {'P':>3} {'runs':>5} " + "".join(f"{st:>17}" for st in stages)]
@@ -323,19 +310,29 @@ def _pooled_table(groups: list) -> str:
     return "\n".join(rows)
 
 
-def _decomposition_table(parts: list) -> str:
-    stages = list(dict.fromkeys(st for p in parts for st in p["stages"]))
-    rows = [f"  {'case':<13} {'level':<7} {'seed':>5} {'K':>3} " + "".join(f"{st:>13}" for st in stages),
-            f"  {'':<13} {'':<7} {'':>5} {'':>3} " + "".join(f"{'bias noise':>13}" for _ in stages)]
-    def cell(d):
-        if d is None or not d["floor"] > 0:
-            return f"{'':>13}"
-        return f"{d['bias'] / d['floor']:>7.2f}{d['noise']:>6.2f}"
-
-    for p in parts:
-        rows.append(f"  {p['case']:<13} {p['level']:<7} {p['seed']:>5} {len(p['spike_seeds']):>3} "
-                    + "".join(cell(p["stages"].get(st)) for st in stages))
+def _pair_table(groups: list, keys: tuple, head: str, pair) -> str:
+    """One row per group: its case and level, the columns ``keys`` (``(title, width, value of a
+    group)``) and two numbers per stage, titled ``head``: ``pair(d)`` of the stage's dict (``None``:
+    left blank)."""
+    stages = list(dict.fromkeys(st for g in groups for st in g["stages"]))
+    lead = [f"  {'case':<13} {'level':<7} " + " ".join(f"{t:>{w}}" for t, _, w in keys) + " ",
+            f"  {'':<13} {'':<7} " + " ".join(f"{'':>{w}}" for _, _, w in keys) + " "]
+    rows = [lead[0] + "".join(f"{st:>13}" for st in stages), lead[1] + "".join(f"{head:>13}" for _ in stages)]
+    for g in groups:
+        cells = [pair(g["stages"][st]) if st in g["stages"] else None for st in stages]
+        rows.append(f"  {g['case']:<13} {g['level']:<7} " + " ".join(f"{value(g):>{w}}" for _, value, w in keys) + " "
+                    + "".join(f"{'':>13}" if c is None else f"{c[0]:>7.2f}{c[1]:>6.2f}" for c in cells))
     return "\n".join(rows)
+
+
+def _decomposition_table(parts: list) -> str:
+    return _pair_table(parts, (("seed", lambda p: p["seed"], 5), ("K", lambda p: len(p["spike_seeds"]), 3)),
+                       "bias noise", lambda d: (d["bias"] / d["floor"], d["noise"]) if d["floor"] > 0 else None)
+
+
+def _split_table(groups: list) -> str:
+    return _pair_table(groups, (("P", lambda g: g["P"], 3), ("inputs", lambda g: len(g["seeds"]), 6)),
+                       "bias² noise²", lambda d: (d["bias_sq"], d["noise_sq"]))
 
 
 def _table(run: dict) -> str:
